@@ -1,0 +1,241 @@
+/**
+ * @file trace.h
+ * @brief hetmem trace format v1: streaming writer and block reader.
+ *
+ * A trace holds one run of one program: a header (JSON metadata), then
+ * zstd-compressed blocks of time-ordered records, then a block index and an
+ * end record. See docs/trace-format.md for the byte layout.
+ *
+ * Writers and readers are not thread-safe: use one handle per thread.
+ * All times are in the trace's clock units (meta.clock_ns_per_unit converts
+ * to nanoseconds; 1 for every producer today).
+ */
+#ifndef HETMEM_TRACE_H
+#define HETMEM_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HM_TRACE_VERSION 1
+
+/** Record kinds. */
+typedef enum {
+    HM_REC_SAMPLE = 1,      /**< a sampled memory access */
+    HM_REC_ALLOC = 2,       /**< an allocation (malloc family, mmap) */
+    HM_REC_FREE = 3,        /**< a free of a recorded allocation */
+    HM_REC_PHASE_BEGIN = 4, /**< hetmem_phase_begin() */
+    HM_REC_PHASE_END = 5,   /**< hetmem_phase_end() */
+    HM_REC_COUNTER = 6,     /**< a running counter value (e.g. instructions) */
+    HM_REC_SITE = 7,        /**< site id -> symbolized frames */
+    HM_REC_NAME = 8,        /**< hetmem_name(): names the allocation holding addr */
+} hm_rec_kind_t;
+
+/** Access kinds of a sample. */
+enum { HM_ACCESS_LOAD = 0, HM_ACCESS_STORE = 1 };
+
+/**
+ * Data source of a sample: which level served it. Memory sources carry the
+ * device index (machine "devices" order in the simulator; NUMA node on
+ * hardware) in the upper byte: HM_DSRC_MEM | (dev << 8).
+ */
+enum {
+    HM_DSRC_UNKNOWN = 0,
+    HM_DSRC_L1 = 1,
+    HM_DSRC_L2 = 2,
+    HM_DSRC_L3 = 3,
+    HM_DSRC_LFB = 4,   /**< line fill buffer: a miss already in flight */
+    HM_DSRC_MEM = 5,   /**< memory device; device index in bits 8..15 */
+    HM_DSRC_REMOTE = 6 /**< remote cache or other socket */
+};
+#define HM_DSRC_LEVEL(d) ((d) & 0xff)
+#define HM_DSRC_DEVICE(d) (((d) >> 8) & 0xff)
+#define HM_DSRC_MAKE_MEM(dev) ((uint16_t)(HM_DSRC_MEM | ((unsigned)(dev) << 8)))
+
+/** Counter ids for HM_REC_COUNTER. */
+enum { HM_COUNTER_INSTRUCTIONS = 1, HM_COUNTER_CYCLES = 2 };
+
+typedef struct {
+    uint64_t time;
+    uint64_t addr;     /**< data virtual address */
+    uint64_t ip;       /**< instruction pointer (0 when unknown) */
+    uint32_t tid;
+    uint32_t weight;   /**< access latency in core cycles; 0 = unknown */
+    uint16_t dsrc;     /**< HM_DSRC_* */
+    uint8_t access;    /**< HM_ACCESS_LOAD or HM_ACCESS_STORE */
+} hm_sample_t;
+
+typedef struct {
+    uint64_t time;
+    uint64_t addr;
+    uint64_t size;     /**< bytes (0 for HM_REC_FREE) */
+    uint64_t site;     /**< call-site id: stable across runs and ASLR */
+    uint32_t tid;
+} hm_alloc_t;
+
+typedef struct {
+    uint64_t time;
+    uint32_t id;       /**< phase id: equal names have equal ids in one trace */
+    uint32_t tid;
+    const char *name;  /**< NUL-terminated; owned by the trace handle */
+} hm_phase_t;
+
+typedef struct {
+    uint64_t time;
+    uint64_t value;
+    uint32_t counter;  /**< HM_COUNTER_* */
+    uint32_t tid;
+} hm_counter_t;
+
+typedef struct {
+    uint64_t site;
+    const char *frames; /**< "module+0xoff symbol" lines joined by '\n'; owned by the handle */
+} hm_site_t;
+
+typedef struct {
+    uint64_t time;
+    uint64_t addr;
+    const char *name;   /**< owned by the handle */
+} hm_name_t;
+
+/** One record of any kind. Strings point into the handle's storage and stay
+ *  valid until the next call on the handle. */
+typedef struct {
+    hm_rec_kind_t kind;
+    union {
+        hm_sample_t sample;
+        hm_alloc_t alloc; /**< HM_REC_ALLOC and HM_REC_FREE */
+        hm_phase_t phase; /**< HM_REC_PHASE_BEGIN and HM_REC_PHASE_END */
+        hm_counter_t counter;
+        hm_site_t site;
+        hm_name_t name;
+    } u;
+} hm_record_t;
+
+/** Run metadata, stored as the JSON header. Strings are copied by the writer;
+ *  in a reader's hm_trace_meta() they are owned by the handle. */
+typedef struct {
+    const char *producer;      /**< "hetmem-sim 0.1.0", "hetmem-record 0.1.0" */
+    const char *clock;         /**< "sim", "CLOCK_MONOTONIC", "perf" */
+    double clock_ns_per_unit;  /**< 1.0 for nanoseconds */
+    const char *backend;       /**< "sim", "pebs", "ibs", "spe", "soft" */
+    const char *event;         /**< sampled event, e.g. "mem-loads:ldlat=30" */
+    uint64_t period;           /**< sampling period (events per sample) */
+    const char *device;        /**< device the data was bound to, or NULL */
+    const char *machine_json;  /**< machine description (JSON text), or NULL */
+    const char *const *argv;   /**< command line, NULL-terminated, or NULL */
+} hm_trace_meta_t;
+
+/** End-of-run record. */
+typedef struct {
+    uint64_t total_time;       /**< run time in clock units */
+    int exit_status;           /**< wait(2)-style status of the traced program */
+} hm_trace_end_t;
+
+/* ---------------------------------------------------------------- writer */
+
+typedef struct hm_trace_writer hm_trace_writer_t;
+
+/**
+ * Creates @p path (truncating) and writes the header.
+ * @return 0, or -errno / HM_E*. On success *out is owned by the caller and
+ *         must be passed to hm_trace_writer_close().
+ */
+int hm_trace_writer_open(hm_trace_writer_t **out, const char *path, const hm_trace_meta_t *meta);
+
+/**
+ * Appends records. Records need only be roughly time-ordered: each block is
+ * sorted by time before it is written; a record older than the last flushed
+ * block is clamped to that block's end time and counted as reordered.
+ * Memory use is bounded by one block whatever the trace size.
+ * @return 0 or a negative error (I/O failure; the writer is then unusable).
+ */
+int hm_trace_write_sample(hm_trace_writer_t *w, const hm_sample_t *s);
+int hm_trace_write_alloc(hm_trace_writer_t *w, const hm_alloc_t *a);
+int hm_trace_write_free(hm_trace_writer_t *w, uint64_t time, uint64_t addr, uint32_t tid);
+int hm_trace_write_phase(hm_trace_writer_t *w, int begin, uint64_t time, uint32_t tid, const char *name);
+int hm_trace_write_counter(hm_trace_writer_t *w, const hm_counter_t *c);
+int hm_trace_write_site(hm_trace_writer_t *w, uint64_t site, const char *frames);
+int hm_trace_write_name(hm_trace_writer_t *w, uint64_t time, uint64_t addr, const char *name);
+
+/**
+ * Flushes, writes the block index and the end record, closes the file and
+ * frees @p w. With @p end NULL the trace is closed without an end record
+ * (readers then report it as truncated). Always frees @p w.
+ */
+int hm_trace_writer_close(hm_trace_writer_t *w, const hm_trace_end_t *end);
+
+/* ---------------------------------------------------------------- reader */
+
+typedef struct hm_trace hm_trace_t;
+
+/** Per-kind counts and totals, from the index (no block is decompressed). */
+typedef struct {
+    uint64_t records[9];       /**< indexed by hm_rec_kind_t */
+    uint64_t loads, stores;
+    uint64_t first_time, last_time;
+    uint64_t reordered;        /**< records clamped by the writer */
+    uint32_t blocks;
+    int has_end;
+    hm_trace_end_t end;
+    uint64_t file_bytes;
+} hm_trace_stats_t;
+
+/** Block index entry. */
+typedef struct {
+    uint64_t offset;           /**< file offset of the block header */
+    uint64_t first_time, last_time;
+    uint32_t records;
+    uint32_t samples;
+    uint32_t compressed_bytes, raw_bytes;
+} hm_block_info_t;
+
+/**
+ * Opens and validates a trace: magic, version, header, index and end record.
+ * Blocks are checked when read. Errors: HM_EBADTRACE (magic), HM_EVERSION,
+ * HM_ETRUNC (no valid end/index), HM_ECORRUPT, HM_ETOOBIG, -errno; the
+ * detail names the offset.
+ * @return 0 and *out owned by the caller (hm_trace_close()).
+ */
+int hm_trace_open(hm_trace_t **out, const char *path);
+void hm_trace_close(hm_trace_t *t);
+
+const hm_trace_meta_t *hm_trace_meta(const hm_trace_t *t);
+/** The header as JSON text (owned by the handle). */
+const char *hm_trace_header_json(const hm_trace_t *t);
+void hm_trace_stats(const hm_trace_t *t, hm_trace_stats_t *out);
+uint32_t hm_trace_nblocks(const hm_trace_t *t);
+int hm_trace_block_info(const hm_trace_t *t, uint32_t i, hm_block_info_t *out);
+
+/**
+ * Iterates all records in time order.
+ * @return 1 with *rec filled, 0 at the end, or a negative error (the detail
+ *         names the block and offset).
+ */
+int hm_trace_next(hm_trace_t *t, hm_record_t *rec);
+/** Positions hm_trace_next() at the start of block @p i (random access). */
+int hm_trace_seek_block(hm_trace_t *t, uint32_t i);
+
+/**
+ * Batch access for hot loops: decodes block @p i into column arrays owned by
+ * the handle, valid until the next call on the handle. Samples are in time
+ * order; non-sample records of the block are in @p events (time order).
+ */
+typedef struct {
+    uint32_t n;                /**< samples */
+    const uint64_t *time, *addr, *ip;
+    const uint32_t *tid, *weight;
+    const uint16_t *dsrc;
+    const uint8_t *access;
+    uint32_t nevents;
+    const hm_record_t *events;
+} hm_block_t;
+int hm_trace_read_block(hm_trace_t *t, uint32_t i, const hm_block_t **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HETMEM_TRACE_H */

@@ -1,0 +1,72 @@
+/* Internal helpers shared by all components: error details, logging, JSON,
+ * sizes, hashing. Not installed. */
+#ifndef HETMEM_COMMON_H
+#define HETMEM_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "hetmem/error.h"
+
+#define HM_UNUSED __attribute__((unused))
+#define HM_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define HM_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define HM_LIKELY(x) __builtin_expect(!!(x), 1)
+#define HM_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define HM_API __attribute__((visibility("default")))
+
+/* Records a detail for hm_errdetail() and returns err, so call sites read
+ * `return hm__errf(HM_ECORRUPT, "block %u: ...", i);`. */
+int hm__errf(int err, const char *fmt, ...) HM_PRINTF(2, 3);
+void hm__errclear(void);
+
+/* Logging. Quiet by default; HETMEM_LOG=error|warn|info|debug raises it.
+ * Disabled levels still type-check their arguments. */
+enum { HM_LOG_ERROR = 0, HM_LOG_WARN, HM_LOG_INFO, HM_LOG_DEBUG };
+extern int hm__log_level;
+void hm__log_init(void);
+void hm__logf(int level, const char *fmt, ...) HM_PRINTF(2, 3);
+#define HM_LOG(level, ...)                                                       \
+    do {                                                                         \
+        if (HM_UNLIKELY((level) <= hm__log_level)) hm__logf((level), __VA_ARGS__); \
+    } while (0)
+#define HM_WARN(...) HM_LOG(HM_LOG_WARN, __VA_ARGS__)
+#define HM_INFO(...) HM_LOG(HM_LOG_INFO, __VA_ARGS__)
+#define HM_DEBUG(...) HM_LOG(HM_LOG_DEBUG, __VA_ARGS__)
+
+/* JSON (jansson). Loads a file; on failure returns HM_EBADJSON (or -errno)
+ * with a detail "PATH:LINE:COL: message". *out owned by caller (json_decref). */
+int hm__json_load_file(const char *path, json_t **out);
+int hm__json_load_string(const char *what, const char *text, json_t **out);
+/* Typed getters that fail with HM_EBADJSON naming the key and the file. */
+int hm__json_get_u64(const json_t *obj, const char *key, int required, uint64_t *out, const char *where);
+int hm__json_get_double(const json_t *obj, const char *key, int required, double *out, const char *where);
+int hm__json_get_string(const json_t *obj, const char *key, int required, const char **out, const char *where);
+
+/* Sizes with K/M/G/T suffixes (binary, 1K = 1024). "0" is allowed. */
+int hm__parse_size(const char *s, uint64_t *out);
+/* Human size "1.5 GiB" into buf. Returns buf. */
+char *hm__fmt_size(uint64_t bytes, char *buf, size_t len);
+/* Unsigned decimal or 0x-hex; rejects junk, sign and overflow. */
+int hm__parse_u64(const char *s, uint64_t *out);
+int hm__parse_double(const char *s, double *out);
+
+/* 64-bit hash (xxh3) for site ids and checksums. */
+uint64_t hm__hash64(const void *data, size_t len, uint64_t seed);
+
+/* Monotonic clock, nanoseconds. */
+uint64_t hm__now_ns(void);
+
+/* Memory that never returns NULL for small requests: aborts with a message
+ * on exhaustion (only for bookkeeping allocations; bulk data must handle
+ * failure and return -ENOMEM). */
+void *hm__xmalloc(size_t n);
+void *hm__xcalloc(size_t n, size_t sz);
+void *hm__xrealloc(void *p, size_t n);
+char *hm__xstrdup(const char *s);
+
+#endif

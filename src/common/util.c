@@ -1,0 +1,133 @@
+#include "common.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+int hm__parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || !*s || *s == '-' || *s == '+' || isspace((unsigned char)*s))
+        return HM_ERANGE;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || *end)
+        return HM_ERANGE;
+    *out = v;
+    return 0;
+}
+
+int hm__parse_double(const char *s, double *out)
+{
+    if (!s || !*s || isspace((unsigned char)*s))
+        return HM_ERANGE;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v))
+        return HM_ERANGE;
+    *out = v;
+    return 0;
+}
+
+int hm__parse_size(const char *s, uint64_t *out)
+{
+    if (!s || !isdigit((unsigned char)*s))
+        return HM_ERANGE;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || v < 0)
+        return HM_ERANGE;
+    double mul = 1;
+    switch (toupper((unsigned char)*end)) {
+    case 'K': mul = 1024.0; end++; break;
+    case 'M': mul = 1024.0 * 1024; end++; break;
+    case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (mul > 1 && (*end == 'i' || *end == 'I'))
+        end++;
+    if (mul > 1 && (*end == 'B' || *end == 'b'))
+        end++;
+    if (*end)
+        return HM_ERANGE;
+    double r = v * mul;
+    if (r >= 18446744073709551615.0)
+        return HM_ERANGE;
+    *out = (uint64_t)r;
+    return 0;
+}
+
+char *hm__fmt_size(uint64_t b, char *buf, size_t len)
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = (double)b;
+    int u = 0;
+    while (v >= 1024 && u < 5) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%llu B", (unsigned long long)b);
+    else
+        snprintf(buf, len, "%.1f %s", v, unit[u]);
+    return buf;
+}
+
+uint64_t hm__hash64(const void *data, size_t len, uint64_t seed)
+{
+    return XXH3_64bits_withSeed(data, len, seed);
+}
+
+uint64_t hm__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void oom(size_t n)
+{
+    fprintf(stderr, "hetmem: out of memory allocating %zu bytes\n", n);
+    abort();
+}
+
+void *hm__xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        oom(n);
+    return p;
+}
+
+void *hm__xcalloc(size_t n, size_t sz)
+{
+    void *p = calloc(n ? n : 1, sz ? sz : 1);
+    if (!p)
+        oom(n * sz);
+    return p;
+}
+
+void *hm__xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q)
+        oom(n);
+    return q;
+}
+
+char *hm__xstrdup(const char *s)
+{
+    char *d = strdup(s ? s : "");
+    if (!d)
+        oom(strlen(s));
+    return d;
+}

@@ -1,0 +1,182 @@
+#include "cli.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+void hm_cli_init(hm_cli_t *p, const hm_cmd_t *cmd, int argc, char **argv, int stop_at_operand)
+{
+    memset(p, 0, sizeof *p);
+    p->cmd = cmd;
+    p->argc = argc;
+    p->argv = argv;
+    p->ind = 1;
+    p->stop_at_operand = stop_at_operand;
+}
+
+static const hm_cli_opt_t *find_short(const hm_cmd_t *cmd, int c)
+{
+    for (const hm_cli_opt_t *o = cmd->opts; o->name; o++)
+        if (o->key == c)
+            return o;
+    return NULL;
+}
+
+static const hm_cli_opt_t *find_long(const hm_cmd_t *cmd, const char *name, size_t len)
+{
+    for (const hm_cli_opt_t *o = cmd->opts; o->name; o++)
+        if (strlen(o->name) == len && strncmp(o->name, name, len) == 0)
+            return o;
+    return NULL;
+}
+
+int hm_cli_next(hm_cli_t *p, const char **arg)
+{
+    *arg = NULL;
+    if (p->cluster && *p->cluster) {
+        const hm_cli_opt_t *o = find_short(p->cmd, (unsigned char)*p->cluster);
+        if (!o) {
+            hm_cli_usage(p->cmd, "unknown option '-%c'", *p->cluster);
+            return HM_CLI_ERROR;
+        }
+        p->cluster++;
+        if (o->arg) {
+            if (*p->cluster) {
+                *arg = p->cluster;
+            } else if (p->ind < p->argc) {
+                *arg = p->argv[p->ind++];
+            } else {
+                hm_cli_usage(p->cmd, "option '-%c' needs %s", o->key, o->arg);
+                return HM_CLI_ERROR;
+            }
+            p->cluster = NULL;
+        }
+        return o->key;
+    }
+    p->cluster = NULL;
+    while (p->ind < p->argc) {
+        char *a = p->argv[p->ind];
+        if (strcmp(a, "--") == 0) {
+            p->ind++;
+            return -1;
+        }
+        if (a[0] != '-' || a[1] == '\0')
+            return -1; /* operand: options end here (no permutation) */
+        p->ind++;
+        if (a[1] == '-') {
+            const char *name = a + 2;
+            const char *eq = strchr(name, '=');
+            size_t len = eq ? (size_t)(eq - name) : strlen(name);
+            if (len == 4 && strncmp(name, "help", 4) == 0) {
+                hm_cli_help(p->cmd, stdout);
+                return HM_CLI_HELP;
+            }
+            const hm_cli_opt_t *o = find_long(p->cmd, name, len);
+            if (!o) {
+                hm_cli_usage(p->cmd, "unknown option '--%.*s'", (int)len, name);
+                return HM_CLI_ERROR;
+            }
+            if (o->arg) {
+                if (eq) {
+                    *arg = eq + 1;
+                } else if (p->ind < p->argc) {
+                    *arg = p->argv[p->ind++];
+                } else {
+                    hm_cli_usage(p->cmd, "option '--%s' needs %s", o->name, o->arg);
+                    return HM_CLI_ERROR;
+                }
+            } else if (eq) {
+                hm_cli_usage(p->cmd, "option '--%s' takes no value", o->name);
+                return HM_CLI_ERROR;
+            }
+            return o->key;
+        }
+        if (a[1] == 'h' && a[2] == '\0') {
+            hm_cli_help(p->cmd, stdout);
+            return HM_CLI_HELP;
+        }
+        p->cluster = a + 1;
+        return hm_cli_next(p, arg);
+    }
+    return -1;
+}
+
+void hm_cli_help(const hm_cmd_t *cmd, FILE *f)
+{
+    fprintf(f, "usage: %s\n\n%s\n", cmd->usage, cmd->summary);
+    int has = cmd->opts && cmd->opts[0].name;
+    if (has) {
+        fprintf(f, "\noptions:\n");
+        for (const hm_cli_opt_t *o = cmd->opts; o->name; o++) {
+            char left[64];
+            if (o->key > 0 && o->key < 256)
+                snprintf(left, sizeof left, "-%c, --%s%s%s", o->key, o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+            else
+                snprintf(left, sizeof left, "    --%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+            fprintf(f, "  %-30s %s\n", left, o->help);
+        }
+    }
+    fprintf(f, "  %-30s %s\n", has ? "-h, --help" : "-h, --help", "show this help");
+    if (cmd->details)
+        fprintf(f, "\n%s\n", cmd->details);
+}
+
+int hm_cli_fail(const char *what, int err)
+{
+    const char *d = hm_errdetail();
+    if (err && d && *d)
+        fprintf(stderr, "hetmem: %s: %s: %s\n", what, hm_strerror(err), d);
+    else
+        fprintf(stderr, "hetmem: %s: %s\n", what, hm_strerror(err));
+    return HM_EXIT_RUNTIME;
+}
+
+int hm_cli_failf(const char *what, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "hetmem: %s: %s\n", what, buf);
+    return HM_EXIT_RUNTIME;
+}
+
+int hm_cli_usage(const hm_cmd_t *cmd, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "hetmem: %s: %s (see 'hetmem %s --help')\n", cmd->name, buf, cmd->name);
+    return HM_EXIT_USAGE;
+}
+
+int hm_cli_u64(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_t *out)
+{
+    if (hm__parse_u64(s, out) != 0) {
+        hm_cli_usage(cmd, "%s: '%s' is not a non-negative integer", opt, s);
+        return HM_EXIT_USAGE;
+    }
+    return 0;
+}
+
+int hm_cli_size(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_t *out)
+{
+    if (hm__parse_size(s, out) != 0) {
+        hm_cli_usage(cmd, "%s: '%s' is not a size (e.g. 512M, 16G)", opt, s);
+        return HM_EXIT_USAGE;
+    }
+    return 0;
+}
+
+int hm_cmd_not_built(const hm_cmd_t *cmd, int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            hm_cli_help(cmd, stdout);
+            return HM_EXIT_OK;
+        }
+    fprintf(stderr, "hetmem: %s: not built yet in this version\n", cmd->name);
+    return HM_EXIT_USAGE;
+}

@@ -1,0 +1,69 @@
+/* Command frame for the hetmem CLI: one table of subcommands (main.c), and
+ * per subcommand one table of options that drives both parsing and --help. */
+#ifndef HETMEM_CLI_H
+#define HETMEM_CLI_H
+
+#include <stdio.h>
+
+#include "common/common.h"
+
+#define HM_EXIT_OK 0
+#define HM_EXIT_RUNTIME 1
+#define HM_EXIT_USAGE 2
+
+typedef struct {
+    int key;             /* short option char, or a value >= 256 for long-only */
+    const char *name;    /* long name without "--" */
+    const char *arg;     /* argument placeholder ("FILE"), NULL for a flag */
+    const char *help;
+} hm_cli_opt_t;
+
+typedef struct hm_cmd hm_cmd_t;
+struct hm_cmd {
+    const char *name;
+    const char *summary;     /* one line, for `hetmem --help` */
+    const char *usage;       /* synopsis lines after "usage: " */
+    const char *details;     /* paragraph after the options, or NULL */
+    const hm_cli_opt_t *opts;/* terminated by {0} */
+    int (*run)(const hm_cmd_t *cmd, int argc, char **argv);
+};
+
+/* Option iterator. hm_cli_next() returns the key of the next option (with
+ * its argument in *arg), -1 when options end (at "--", the first operand, or
+ * argv's end), or HM_EXIT_USAGE + 1000 after printing a usage error.
+ * --help is handled: it prints help and returns HM_CLI_HELP. */
+#define HM_CLI_HELP (-2)
+#define HM_CLI_ERROR (-3)
+typedef struct {
+    const hm_cmd_t *cmd;
+    int argc;
+    char **argv;
+    int ind;       /* index of the next argv element to look at */
+    const char *cluster; /* rest of a "-abc" cluster */
+    int stop_at_operand; /* 1: stop at the first operand (for -- CMD ARGS) */
+} hm_cli_t;
+
+void hm_cli_init(hm_cli_t *p, const hm_cmd_t *cmd, int argc, char **argv, int stop_at_operand);
+int hm_cli_next(hm_cli_t *p, const char **arg);
+void hm_cli_help(const hm_cmd_t *cmd, FILE *f);
+
+/* Prints "hetmem: <what>: <why>" (one line) and returns HM_EXIT_RUNTIME.
+ * When err is non-zero, <why> is hm_strerror(err) followed by the detail of
+ * hm_errdetail() when there is one. */
+int hm_cli_fail(const char *what, int err);
+int hm_cli_failf(const char *what, const char *fmt, ...) HM_PRINTF(2, 3);
+/* Prints "hetmem: <cmd>: <why> (see 'hetmem <cmd> --help')" and returns 2. */
+int hm_cli_usage(const hm_cmd_t *cmd, const char *fmt, ...) HM_PRINTF(2, 3);
+
+/* Parses numbers and sizes for an option, failing with a usage error. */
+int hm_cli_u64(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_t *out);
+int hm_cli_size(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_t *out);
+
+/* Declares a subcommand that exists in the CLI but is not built yet. */
+#define HM_CMD_NOT_BUILT(ident, nm, sum, use)                                     \
+    static const hm_cli_opt_t ident##_opts_[] = {{0}};                            \
+    const hm_cmd_t ident = {nm, sum, use,                                         \
+        "This subcommand is not built yet.", ident##_opts_, hm_cmd_not_built}
+int hm_cmd_not_built(const hm_cmd_t *cmd, int argc, char **argv);
+
+#endif

@@ -1,0 +1,46 @@
+/* hetmem: one binary, one table of subcommands (as perf's cmd_struct). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+extern const hm_cmd_t hm_cmd_doctor, hm_cmd_record, hm_cmd_run, hm_cmd_sim,
+    hm_cmd_estimate, hm_cmd_optimize, hm_cmd_validate, hm_cmd_trace;
+
+static const hm_cmd_t *const commands[] = {
+    &hm_cmd_doctor, &hm_cmd_record,   &hm_cmd_run,      &hm_cmd_sim,
+    &hm_cmd_estimate, &hm_cmd_optimize, &hm_cmd_validate, &hm_cmd_trace,
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: hetmem <command> [options] [--] [args]\n\n"
+               "Heterogeneous-memory placement: record, simulate, estimate, optimize.\n\n"
+               "commands:\n");
+    for (size_t i = 0; i < HM_ARRAY_LEN(commands); i++)
+        fprintf(f, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
+    fprintf(f, "\nRun 'hetmem <command> --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    hm__log_init();
+    if (argc < 2) {
+        usage(stderr);
+        return HM_EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+        usage(stdout);
+        return HM_EXIT_OK;
+    }
+    if (strcmp(name, "--version") == 0) {
+        printf("hetmem %s\n", HETMEM_VERSION);
+        return HM_EXIT_OK;
+    }
+    for (size_t i = 0; i < HM_ARRAY_LEN(commands); i++)
+        if (strcmp(commands[i]->name, name) == 0)
+            return commands[i]->run(commands[i], argc - 1, argv + 1);
+    fprintf(stderr, "hetmem: %s: unknown command (see 'hetmem --help')\n", name);
+    return HM_EXIT_USAGE;
+}
