@@ -58,6 +58,13 @@ int hm__parse_double(const char *s, double *out);
 /* 64-bit hash (xxh3) for site ids and checksums. */
 uint64_t hm__hash64(const void *data, size_t len, uint64_t seed);
 
+/* Call-site id from return addresses (innermost first): each frame hashed as
+ * (module basename, module-relative offset), so ids are stable across runs
+ * and ASLR. Allocation-free (dladdr), safe inside an allocator interposer. */
+uint64_t hm__site_id(const uintptr_t *pcs, int n);
+/* One frame as "module+0xoff symbol" into buf; returns snprintf's count. */
+int hm__site_frame(uintptr_t pc, char *buf, size_t len);
+
 /* Monotonic clock, nanoseconds. */
 uint64_t hm__now_ns(void);
 
