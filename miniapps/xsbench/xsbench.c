@@ -35,12 +35,12 @@ typedef struct { double energy, xs[NXS]; } gridpoint_t;
 static uint64_t n_iso, n_gp, lookups, iters;
 static int inject;
 
-static void preset_tiny(void)   { n_iso = 68; n_gp = 1000;  lookups = 100000;  iters = 1; }
+static void preset_tiny(void)   { n_iso = 68; n_gp = 600;   lookups = 100000;  iters = 1; }
 static void preset_small(void)  { n_iso = 68; n_gp = 11303; lookups = 1000000; iters = 1; }
 static void preset_medium(void) { n_iso = 68; n_gp = 11303; lookups = 5000000; iters = 1; }
 
 static const ma_preset_t presets[] = {
-    {"tiny", preset_tiny, "68 nuclides x 1000 points (index grid 18 MiB), 100k lookups"},
+    {"tiny", preset_tiny, "68 nuclides x 600 points (index grid 11 MiB), 100k lookups"},
     {"small", preset_small, "68 x 11303 points, XSBench small (index grid 209 MiB), 1M lookups"},
     {"medium", preset_medium, "68 x 11303 points, 5M lookups"},
 };
