@@ -31,12 +31,12 @@ static uint64_t nx, iters, dump;
 static double dt;
 static int inject;
 
-static void preset_tiny(void)   { nx = 10; iters = 30;  dump = 5; }
+static void preset_tiny(void)   { nx = 12; iters = 20;  dump = 5; }
 static void preset_small(void)  { nx = 32; iters = 100; dump = 10; }
 static void preset_medium(void) { nx = 48; iters = 100; dump = 10; }
 
 static const ma_preset_t presets[] = {
-    {"tiny", preset_tiny, "10^3 fcc cells (4000 atoms), 30 steps, a frame every 5"},
+    {"tiny", preset_tiny, "12^3 fcc cells (6912 atoms), 20 steps, a frame every 5"},
     {"small", preset_small, "32^3 cells (131072 atoms), 100 steps"},
     {"medium", preset_medium, "48^3 cells (442368 atoms), 100 steps"},
 };
@@ -114,7 +114,8 @@ static int build_neighbours(sys_t *s)
                     const size_t c = ((size_t)((cz + dz + (long)nc) % (long)nc) * nc +
                                       (size_t)((cy + dy + (long)nc) % (long)nc)) * nc +
                                      (size_t)((cx + dx + (long)nc) % (long)nc);
-                    for (int32_t q = s->cell_start[c]; q < s->cell_start[c + 1]; q++) {
+                    const int32_t qend = s->cell_start[c + 1];
+                    for (int32_t q = s->cell_start[c]; q < qend; q++) {
                         const size_t j = (size_t)s->cell_atoms[q];
                         if (j == i) continue;
                         const double *xj = &s->pos[3 * j];
