@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per-object access traffic of a mini-app, measured with Valgrind's DHAT.
 
-usage: traffic.py [--markdown] APP [APP ARGS...]
+usage: traffic.py [--markdown] [--min-ratio R] APP [APP ARGS...]
 
 Runs APP under `valgrind --tool=dhat`, maps every heap allocation site back
 to the MA_ALLOC(ptr, count, "name") call in the app's source, and prints one
@@ -10,7 +10,8 @@ accesses per byte of the object (reads + writes) / size. These are loads and
 stores as the program issues them, before any cache: an upper bound on what
 reaches memory, and the right ranking for cold versus hot objects. The last
 line gives the ratio between the most and the least accessed object among
-those of at least 1/16 of the largest object's size ("large" objects).
+those of at least 1/16 of the largest object's size ("large" objects);
+with --min-ratio, exits 1 when that ratio is below R.
 """
 import json
 import os
@@ -66,9 +67,20 @@ def object_name(frames, ftbl, src_cache):
 
 def main():
     args = sys.argv[1:]
-    markdown = False
-    if args and args[0] == '--markdown':
-        markdown, args = True, args[1:]
+    markdown, min_ratio = False, None
+    while args and args[0].startswith('--'):
+        if args[0] == '--markdown':
+            markdown, args = True, args[1:]
+        elif args[0] == '--min-ratio' and len(args) > 1:
+            try:
+                min_ratio = float(args[1])
+            except ValueError:
+                print('traffic.py: --min-ratio: expected a number, got %r' % args[1], file=sys.stderr)
+                return 2
+            args = args[2:]
+        else:
+            print('traffic.py: %s: unknown option' % args[0], file=sys.stderr)
+            return 2
     if not args:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
@@ -114,8 +126,11 @@ def main():
     hot = max(large, key=lambda x: x[1])
     cold = min(large, key=lambda x: x[1])
     ratio = hot[1] / cold[1] if cold[1] else float('inf')
-    print('%shottest/coldest large object: %s / %s = %.1fx%s' %
-          ('\n' if markdown else '', hot[0], cold[0], ratio, '' if not markdown else ''))
+    print('%shottest/coldest large object: %s / %s = %.1fx' %
+          ('\n' if markdown else '', hot[0], cold[0], ratio))
+    if min_ratio is not None and not ratio >= min_ratio:
+        print('FAIL: ratio %.1f below %.1f' % (ratio, min_ratio))
+        return 1
     return 0
 
 

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Checks one mini-app.  usage: check_app.sh tiny|inject|badargs /path/to/app
+# Checks one mini-app.  usage: check_app.sh MODE /path/to/app [extra app args]
 #   tiny     --size tiny exits 0 and prints "verification: PASSED"
 #   inject   --size tiny --inject-error exits 1 and prints "verification: FAILED"
 #   badargs  each bad command line exits 2 with exactly one stderr line
 #            "<app>: <what>: <why>" and nothing on stdout; --help exits 0
+#   traffic  under Valgrind DHAT (--size tiny plus the extra args), the most
+#            accessed large object gets at least 10x the traffic of the least
+#            accessed one (skips without valgrind)
 set -u
 mode=$1 app=$2
 name=$(basename "$app")
@@ -41,6 +44,11 @@ badargs)
         echo "ok: $name $args -> $(cat "$tmp/err")"
     done
     ;;
-*) echo "usage: $0 tiny|inject|badargs APP" >&2; exit 2 ;;
+traffic)
+    command -v valgrind >/dev/null || { echo "SKIP: valgrind not installed"; exit 77; }
+    python3 "$(dirname "$0")/../scripts/traffic.py" --min-ratio 10 "$app" --size tiny "${@:3}" \
+        || fail "$name: traffic ratio check"
+    ;;
+*) echo "usage: $0 tiny|inject|badargs|traffic APP" >&2; exit 2 ;;
 esac
 echo "PASS: $name $mode"
