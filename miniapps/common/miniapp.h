@@ -10,6 +10,12 @@
 #ifndef HETMEM_MINIAPP_H
 #define HETMEM_MINIAPP_H
 
+/* Every app includes this header first; the feature macro makes
+ * clock_gettime and M_PI available even under a strict -std=c11. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,7 +56,8 @@ static inline double ma_rng_uniform(ma_rng_t *r)
 /** Uniform integer in [0, n), n > 0 (Lemire's multiply-shift, bias < 2^-32 for our n). */
 static inline uint64_t ma_rng_below(ma_rng_t *r, uint64_t n)
 {
-    return (uint64_t)(((unsigned __int128)ma_rng_next(r) * n) >> 64);
+    __extension__ typedef unsigned __int128 u128;
+    return (uint64_t)(((u128)ma_rng_next(r) * n) >> 64);
 }
 
 /* ------------------------------------------------------- command line -- */
