@@ -29,12 +29,12 @@ static uint64_t n, iters;
 static double tol;
 static int inject;
 
-static void preset_tiny(void)   { n = 32;  iters = 50; }
+static void preset_tiny(void)   { n = 28;  iters = 40; }
 static void preset_small(void)  { n = 96;  iters = 50; }
 static void preset_medium(void) { n = 160; iters = 50; }
 
 static const ma_preset_t presets[] = {
-    {"tiny", preset_tiny, "32^3 rows (10 MiB matrix + 7 MiB global ids), 50 iterations"},
+    {"tiny", preset_tiny, "28^3 rows (7 MiB matrix + 4.5 MiB global ids), 40 iterations"},
     {"small", preset_small, "96^3 rows (300 MiB matrix), 50 iterations"},
     {"medium", preset_medium, "160^3 rows (1.4 GiB matrix), 50 iterations"},
 };

@@ -36,12 +36,12 @@
 static uint64_t scale, degree, iters;
 static int inject;
 
-static void preset_tiny(void)   { scale = 16; degree = 16; iters = 50; }
+static void preset_tiny(void)   { scale = 15; degree = 16; iters = 80; }
 static void preset_small(void)  { scale = 20; degree = 16; iters = 50; }
 static void preset_medium(void) { scale = 22; degree = 16; iters = 50; }
 
 static const ma_preset_t presets[] = {
-    {"tiny", preset_tiny, "2^16 vertices, 1M edges (edge list 8 MiB), 50 iterations"},
+    {"tiny", preset_tiny, "2^15 vertices, 524k edges (edge list 4 MiB), 80 iterations"},
     {"small", preset_small, "2^20 vertices, 16.8M edges (edge list 128 MiB), 50 iterations"},
     {"medium", preset_medium, "2^22 vertices, 67M edges (edge list 512 MiB), 50 iterations"},
 };
