@@ -126,8 +126,8 @@ def main():
     hot = max(large, key=lambda x: x[1])
     cold = min(large, key=lambda x: x[1])
     ratio = hot[1] / cold[1] if cold[1] else float('inf')
-    print('%shottest/coldest large object: %s / %s = %.1fx' %
-          ('\n' if markdown else '', hot[0], cold[0], ratio))
+    print('%shottest/coldest large object: %s (%.1f MiB) / %s (%.1f MiB) = %.1fx' %
+          ('\n' if markdown else '', hot[0], hot[1] / mib, cold[0], cold[1] / mib, ratio))
     if min_ratio is not None and not ratio >= min_ratio:
         print('FAIL: ratio %.1f below %.1f' % (ratio, min_ratio))
         return 1
