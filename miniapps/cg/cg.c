@@ -110,6 +110,8 @@ int main(int argc, char **argv)
 
     tol = 0.0;
     ma_parse(&app, argc, argv);
+    /* per row: row_ptr, 27 x (cols, cols_global, vals), diag + 7 vectors */
+    ma_check_footprint("--n", (4.0 + 27.0 * (4 + 8 + 8) + 8.0 * 8) * (double)n * (double)n * (double)n);
     const size_t rows = (size_t)n * n * n;
     printf("cg: n=%llu rows=%zu iters=%llu tol=%g\n", (unsigned long long)n, rows,
            (unsigned long long)iters, tol);

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 const char *ma_app_name = "miniapp";
 size_t ma_footprint;
@@ -24,6 +25,15 @@ void ma_fail(int status, const char *what, const char *fmt, ...)
 void ma_oom(const char *name, size_t bytes)
 {
     ma_fail(1, name, "cannot allocate %zu bytes", bytes);
+}
+
+void ma_check_footprint(const char *what, double bytes)
+{
+    const long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    const double phys = (double)pages * (double)psize;
+    if (pages > 0 && psize > 0 && bytes > phys)
+        ma_fail(2, what, "needs %.1f GiB, more than the %.1f GiB of physical memory",
+                bytes / 1073741824.0, phys / 1073741824.0);
 }
 
 double ma_now(void)

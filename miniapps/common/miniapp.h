@@ -110,6 +110,13 @@ extern size_t ma_footprint;
 
 void ma_oom(const char *name, size_t bytes) __attribute__((noreturn));
 
+/**
+ * Refuses, with "<app>: <what>: ..." and exit 2, a problem whose objects
+ * would not fit in physical memory: a clear error beats the OOM killer.
+ * @param bytes  predicted footprint (a double, so the estimate cannot wrap)
+ */
+void ma_check_footprint(const char *what, double bytes);
+
 static inline size_t ma_round64(size_t b) { return b == 0 ? 64 : (b + 63) & ~(size_t)63; }
 
 /*

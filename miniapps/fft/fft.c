@@ -139,6 +139,7 @@ int main(int argc, char **argv)
 
     ma_parse(&app, argc, argv);
     if (lnx + lny + lnz > 30) ma_fail(2, "--log2-nx", "grid larger than 2^30 points");
+    ma_check_footprint("--log2-nx", 56.0 * (double)((size_t)1 << (lnx + lny + lnz)));
     nx = (size_t)1 << lnx;
     ny = (size_t)1 << lny;
     nz = (size_t)1 << lnz;

@@ -93,6 +93,7 @@ int main(int argc, char **argv)
     ma_parse(&app, argc, argv);
     const size_t nv = (size_t)1 << scale, ne = (size_t)degree * nv;
     if (ne > INT32_MAX) ma_fail(2, "--degree", "2^scale x degree exceeds 2^31 edges");
+    ma_check_footprint("--scale", 12.0 * (double)ne + 40.0 * (double)nv);
     printf("graph: vertices=%zu edges=%zu iters=%llu\n", nv, ne, (unsigned long long)iters);
 
     MA_ALLOC(perm, nv, "perm");

@@ -185,6 +185,12 @@ int main(int argc, char **argv)
 
     dt = 0.005;
     ma_parse(&app, argc, argv);
+    {
+        /* per atom: pos, vel, force, nbr_start, cell_atoms, the list, the frames */
+        const double atoms = 4.0 * (double)nx * (double)nx * (double)nx;
+        const double list = 4.0 / 3.0 * M_PI * pow(rc + skin, 3) * density * 1.3 + 8;
+        ma_check_footprint("--cells", atoms * (72.0 + 8.0 + 4.0 * list + 24.0 * (double)(iters / dump + 1)));
+    }
     const size_t n = 4 * (size_t)nx * nx * nx;
     const double a = cbrt(4.0 / density);
     s.natoms = n;

@@ -88,6 +88,7 @@ int main(int argc, char **argv)
 
     alpha = 0.1;
     ma_parse(&app, argc, argv);
+    ma_check_footprint("--n", 5.0 * 8.0 * (double)n * (double)n * (double)n);
     const size_t cells = (size_t)n * n * n;
     printf("stencil: n=%llu iters=%llu alpha=%g\n", (unsigned long long)n,
            (unsigned long long)iters, alpha);

@@ -56,6 +56,7 @@ int main(int argc, char **argv)
     double maxerr = 0;
 
     ma_parse(&app, argc, argv);
+    ma_check_footprint("--n", 4.0 * 8.0 * (double)n);
     printf("stream: n=%llu iters=%llu\n", (unsigned long long)n, (unsigned long long)iters);
 
     MA_ALLOC(a, n, "a");

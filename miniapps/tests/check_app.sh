@@ -4,6 +4,8 @@
 #   inject   --size tiny --inject-error exits 1 and prints "verification: FAILED"
 #   badargs  each bad command line exits 2 with exactly one stderr line
 #            "<app>: <what>: <why>" and nothing on stdout; --help exits 0
+#   huge     the extra args describe a problem larger than physical memory:
+#            exit 2 with one line naming the option, before allocating
 #   traffic  under Valgrind DHAT (--size tiny plus the extra args), the most
 #            accessed large object gets at least 10x the traffic of the least
 #            accessed one (skips without valgrind)
@@ -43,6 +45,21 @@ badargs)
         grep -Eq "^$name: [^:]+: .+" "$tmp/err" || fail "'$name $args' error not '<app>: <what>: <why>': $(cat "$tmp/err")"
         echo "ok: $name $args -> $(cat "$tmp/err")"
     done
+    ;;
+huge)
+    [ $# -gt 2 ] || fail "huge needs the oversized arguments"
+    # Should the check regress, cap the address space so the run fails to
+    # allocate instead of swamping the machine (not under ASan, which
+    # reserves terabytes of shadow address space).
+    (
+        grep -q __asan_init "$app" || ulimit -v 4000000
+        exec timeout 30 "$app" "${@:3}"
+    ) >"$tmp/out" 2>"$tmp/err"; rc=$?
+    [ "$rc" -eq 2 ] || fail "'$name ${*:3}' exited $rc, expected 2: $(head -c 300 "$tmp/err")"
+    [ ! -s "$tmp/out" ] || fail "'$name ${*:3}' wrote to stdout"
+    [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "stderr is not one line: $(cat "$tmp/err")"
+    grep -Eq "^$name: --[a-z0-9-]+: .+" "$tmp/err" || fail "error does not name the option: $(cat "$tmp/err")"
+    echo "ok: $name ${*:3} -> $(cat "$tmp/err")"
     ;;
 traffic)
     command -v valgrind >/dev/null || { echo "SKIP: valgrind not installed"; exit 77; }

@@ -103,6 +103,8 @@ int main(int argc, char **argv)
     uint64_t checksum = 0;
 
     ma_parse(&app, argc, argv);
+    ma_check_footprint("--gridpoints", (double)n_iso * (double)n_gp * (48.0 + 8.0 + 4.0 * (double)n_iso) +
+                                           (double)lookups * (8.0 + 4.0 + 8.0 * NXS));
     const size_t n_union = (size_t)n_iso * n_gp;
     const size_t maxnucs = 34;
     printf("xsbench: isotopes=%llu gridpoints=%llu union=%zu lookups=%llu iters=%llu\n",
