@@ -45,7 +45,7 @@ static const ma_opt_t opts[] = {
     {"--cells", "N", MA_OPT_U64, &nx, 1, 100, "fcc unit cells per dimension (atoms = 4 N^3)"},
     {"--iters", "N", MA_OPT_U64, &iters, 1, 1e6, "time steps"},
     {"--dump", "N", MA_OPT_U64, &dump, 1, 1e6, "store a trajectory frame every N steps"},
-    {"--dt", "T", MA_OPT_F64, &dt, 1e-5, 0.01, "time step in LJ units (default 0.005)"},
+    {"--dt", "T", MA_OPT_F64, &dt, 1e-5, 0.005, "time step in LJ units (default and maximum 0.005, for which the 1e-3 energy criterion is set)"},
     {"--inject-error", NULL, MA_OPT_FLAG, &inject, 0, 0, NULL},
 };
 
