@@ -160,9 +160,9 @@ void ma_parse(const ma_app_t *app, int argc, char **argv)
 
 void ma_report_phases(const ma_phase_t *phases, size_t n)
 {
-    printf("%-12s %8s %10s\n", "phase", "calls", "seconds");
+    printf("%-14s %8s %10s\n", "phase", "calls", "seconds");
     for (size_t i = 0; i < n; i++)
-        printf("%-12s %8lu %10.4f\n", phases[i].name, phases[i].count, phases[i].total);
+        printf("%-14s %8lu %10.4f\n", phases[i].name, phases[i].count, phases[i].total);
 }
 
 int ma_finish(int passed)
