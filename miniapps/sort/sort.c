@@ -31,14 +31,14 @@ enum { NTEST = 5 };
 static uint64_t log2_keys, log2_maxkey, log2_buckets, iters;
 static int inject;
 
-static void preset_tiny(void)   { log2_keys = 20; log2_maxkey = 16; log2_buckets = 10; iters = 20; }
-static void preset_small(void)  { log2_keys = 23; log2_maxkey = 19; log2_buckets = 10; iters = 20; }
-static void preset_medium(void) { log2_keys = 25; log2_maxkey = 21; log2_buckets = 10; iters = 20; }
+static void preset_tiny(void)   { log2_keys = 20; log2_maxkey = 16; log2_buckets = 10; iters = 30; }
+static void preset_small(void)  { log2_keys = 23; log2_maxkey = 19; log2_buckets = 10; iters = 30; }
+static void preset_medium(void) { log2_keys = 25; log2_maxkey = 21; log2_buckets = 10; iters = 30; }
 
 static const ma_preset_t presets[] = {
-    {"tiny", preset_tiny, "2^20 keys < 2^16 (IS class W, 3 x 4 MiB), 20 iterations"},
-    {"small", preset_small, "2^23 keys < 2^19 (class A, 3 x 32 MiB), 20 iterations"},
-    {"medium", preset_medium, "2^25 keys < 2^21 (class B, 3 x 128 MiB), 20 iterations"},
+    {"tiny", preset_tiny, "2^20 keys < 2^16 (IS class W, 3 x 4 MiB), 30 iterations"},
+    {"small", preset_small, "2^23 keys < 2^19 (class A, 3 x 32 MiB), 30 iterations"},
+    {"medium", preset_medium, "2^25 keys < 2^21 (class B, 3 x 128 MiB), 30 iterations"},
 };
 
 static const ma_opt_t opts[] = {
