@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -95,7 +94,6 @@ static int build_header(const hm_trace_meta_t *m, uint32_t block_records, char *
         json_array_append_new(argv, json_string(*a));
     json_object_set_new(h, "argv", argv);
     json_object_set_new(h, "block_records", json_integer(block_records));
-    json_object_set_new(h, "created_unix", json_integer((json_int_t)time(NULL)));
     /* Strings that are not valid UTF-8 make json_string() return NULL,
      * which jansson's set_new silently drops; report them instead. */
     static const char *const keys[] = {"producer", "clock", "backend", "event", "device"};

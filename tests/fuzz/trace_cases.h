@@ -176,7 +176,7 @@ static int tc_make(const char *name, const char *good, const char *out)
     } else if (!strcmp(name, "block-checksum")) {
         blk[48 + clen / 2] ^= 0x55;
     } else if (!strcmp(name, "corrupt-zstd")) {
-        for (uint32_t i = 4; i < clen; i += 3) /* keep the frame magic and size */
+        for (uint32_t i = 12; i < clen; i += 3) /* keep the frame magic and header */
             blk[48 + i] ^= 0xa5;
         tc_fix_block_sum(&b, ds);
     } else if (!strcmp(name, "corrupt-payload")) {
