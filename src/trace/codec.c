@@ -183,11 +183,10 @@ static uint8_t *put_str(uint8_t *p, const char *strings, uint32_t off, uint32_t 
 
 void hm__block_encode(hm__buf_t *out, const hm_sample_t *s, uint32_t ns,
                       const hm__wevent_t *ev, uint32_t nev, const char *strings,
-                      uint64_t base_time)
+                      uint64_t base_time, uint64_t *scratch)
 {
-    size_t m = ns ? ns : 1;
-    uint64_t *sym = hm__xmalloc(m * sizeof *sym), *res = hm__xmalloc(m * sizeof *res),
-             *exc = hm__xmalloc(m * sizeof *exc), *ipres = hm__xmalloc(m * sizeof *ipres);
+    uint64_t *sym = scratch, *res = scratch + ns, *exc = scratch + 2 * (size_t)ns,
+             *ipres = scratch + 3 * (size_t)ns;
     uint64_t prev = base_time;
     for (uint32_t i = 0; i < ns; i++) {
         sym[i] = s[i].time - prev;
@@ -208,10 +207,6 @@ void hm__block_encode(hm__buf_t *out, const hm_sample_t *s, uint32_t ns,
     for (uint32_t i = 0; i < ns; i++)
         sym[i] = s[i].access;
     put_int_column(out, sym, ns);
-    free(sym);
-    free(res);
-    free(exc);
-    free(ipres);
 
     /* Events: kind, time delta, body length, body. The length lets a v1
      * reader skip kinds added later. */

@@ -20,6 +20,7 @@ struct hm_trace_writer {
     int err;                      /* sticky: first I/O error */
 
     hm_sample_t *s;
+    uint64_t *scratch;            /* 4 per sample, for the encoder */
     uint32_t ns;
     int s_unsorted;
     uint64_t s_last;
@@ -159,6 +160,7 @@ int hm_trace_writer_open(hm_trace_writer_t **out, const char *path, const hm_tra
     }
     free(hdr);
     w->s = hm__xmalloc((size_t)w->block_records * sizeof *w->s);
+    w->scratch = hm__xmalloc((size_t)w->block_records * 4 * sizeof *w->scratch);
     *out = w;
     return 0;
 fail:
@@ -179,7 +181,9 @@ int hm_trace_writer_set_block_records(hm_trace_writer_t *w, uint32_t records)
         return hm__errf(HM_EUSAGE, "block size must be set before the first record");
     w->block_records = records;
     free(w->s);
+    free(w->scratch);
     w->s = hm__xmalloc((size_t)records * sizeof *w->s);
+    w->scratch = hm__xmalloc((size_t)records * 4 * sizeof *w->scratch);
     return 0;
 }
 
@@ -264,7 +268,8 @@ static int flush_block(hm_trace_writer_t *w)
             last = w->ev[w->nev - 1].time;
     }
     w->raw.len = 0;
-    hm__block_encode(&w->raw, w->s, w->ns, w->ev, w->nev, (const char *)w->str.p, first);
+    hm__block_encode(&w->raw, w->s, w->ns, w->ev, w->nev, (const char *)w->str.p, first,
+                     w->scratch);
     if (w->raw.len > HM__TR_MAX_RAW)
         return w->err = hm__errf(HM_ETOOBIG, "block %u encodes to %zu bytes", w->nblocks, w->raw.len);
     size_t bound = ZSTD_compressBound(w->raw.len);
@@ -489,6 +494,7 @@ int hm_trace_writer_close(hm_trace_writer_t *w, const hm_trace_end_t *end)
         rc = hm__errf(-errno, "close");
     ZSTD_freeCCtx(w->zc);
     free(w->s);
+    free(w->scratch);
     free(w->ev);
     hm__buf_free(&w->str);
     hm__buf_free(&w->raw);
