@@ -1,5 +1,6 @@
-/* Writes crafted trace files into a directory: a valid trace ("good.hmt")
- * and one damaged variant per named case ("<case>.hmt"). Used to build the
+/* Writes crafted trace files into a directory: two valid traces
+ * ("good.hmt", "varied.hmt") and one damaged variant of good.hmt per named
+ * case ("<case>.hmt"). Used to build the
  * fuzzing seed corpus and by the CLI bad-input test. With --list, prints
  * the case names instead. */
 #include <stdio.h>
@@ -23,6 +24,11 @@ int main(int argc, char **argv)
     int rc = tc_write_good(good, 1);
     if (rc < 0) {
         fprintf(stderr, "trace_corpus: %s: %s: %s\n", good, hm_strerror(rc), hm_errdetail());
+        return 1;
+    }
+    snprintf(out, sizeof out, "%s/varied.hmt", argv[1]);
+    if ((rc = tc_write_varied(out)) < 0) {
+        fprintf(stderr, "trace_corpus: %s: %s: %s\n", out, hm_strerror(rc), hm_errdetail());
         return 1;
     }
     for (size_t i = 0; i < HM_ARRAY_LEN(tc_cases); i++) {

@@ -574,6 +574,35 @@ static void many_blocks(void)
     unlink(path);
 }
 
+/* The varied seed trace (every kind, extremes, small blocks) reads back
+ * with scan counts equal to the index statistics. */
+static void varied(void)
+{
+    const char *path = tmp("varied.hmt");
+    CHECK_EQ_INT(tc_write_varied(path), 0);
+    hm_trace_t *t;
+    CHECK_EQ_INT(hm_trace_open(&t, path), 0);
+    if (!t)
+        return;
+    hm_trace_stats_t st;
+    hm_trace_stats(t, &st);
+    uint64_t cnt[9] = {0}, total = 0;
+    hm_record_t r;
+    int rc;
+    while ((rc = hm_trace_next(t, &r)) == 1)
+        cnt[r.kind]++, total++;
+    CHECK_EQ_INT(rc, 0);
+    uint64_t sum = 0;
+    for (int k = 1; k <= 8; k++) {
+        CHECK_EQ_U64(cnt[k], st.records[k]);
+        sum += st.records[k];
+    }
+    CHECK_EQ_U64(total, sum);
+    CHECK_EQ_U64(total, 301 + st.records[HM_REC_FREE]); /* each alloc comes with a free */
+    CHECK(st.blocks > 5);
+    hm_trace_close(t);
+}
+
 /* Named damaged files fail with the expected code and a detail. */
 static void damaged(void)
 {
@@ -698,6 +727,7 @@ int main(void)
     seeking();
     extremes();
     writer_errors();
+    varied();
     damaged();
     sweep();
     many_blocks();
