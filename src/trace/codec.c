@@ -421,6 +421,18 @@ static uint64_t icol_max(const icol_t *c)
             const uint8_t *restrict q = pl + n;                                  \
             for (uint32_t i = 0; i < n; i++)                                     \
                 dst[i] = (T)(b + (T)((T)(pl[i] | (T)((T)q[i] << 8)) << sh));     \
+        } else if ((c->w == 3 || c->w == 4) && sizeof(T) >= 4) {                 \
+            T b = (T)c->base;                                                    \
+            unsigned sh = c->sh;                                                 \
+            const uint8_t *restrict q1 = pl + n, *restrict q2 = pl + 2 * (size_t)n; \
+            const uint8_t *restrict q3 = c->w == 4 ? pl + 3 * (size_t)n : NULL; \
+            if (q3)                                                              \
+                for (uint32_t i = 0; i < n; i++)                                 \
+                    dst[i] = (T)(b + ((T)(pl[i] | (uint32_t)q1[i] << 8 | (uint32_t)q2[i] << 16 | \
+                                          (uint32_t)q3[i] << 24) << sh));       \
+            else                                                                 \
+                for (uint32_t i = 0; i < n; i++)                                 \
+                    dst[i] = (T)(b + ((T)(pl[i] | (uint32_t)q1[i] << 8 | (uint32_t)q2[i] << 16) << sh)); \
         } else {                                                                 \
             for (uint32_t i = 0; i < n; i++)                                     \
                 dst[i] = pl[i];                                                  \
