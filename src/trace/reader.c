@@ -164,6 +164,14 @@ static int load_index(hm_trace_t *t)
     if (nb > HM__TR_MAX_BLOCKS)
         return hm__errf(HM_ETOOBIG, "index at offset %llu: %llu blocks",
                         (unsigned long long)off, (unsigned long long)nb);
+    /* The index's own head must agree before its length sizes a buffer. */
+    uint8_t head[8];
+    int hrc = read_at(t, head, sizeof head, off, "index");
+    if (hrc < 0)
+        return hrc;
+    if (hm__get_u32(head) != HM__TR_INDEX_MAGIC || hm__get_u32(head + 4) != nb)
+        return hm__errf(HM_ECORRUPT, "index at offset %llu: bad magic or block count",
+                        (unsigned long long)off);
     uint8_t *buf = malloc((size_t)len);
     if (!buf)
         return hm__errf(-ENOMEM, "index of %llu bytes", (unsigned long long)len);

@@ -34,7 +34,7 @@
 #define HM__TR_MAX_BLOCK_RECORDS (1u << 20)
 #define HM__TR_MAX_RAW (64u << 20)
 #define HM__TR_MAX_STRING (1u << 20)
-#define HM__TR_MAX_BLOCKS (1u << 30)
+#define HM__TR_MAX_BLOCKS (1u << 26)
 
 /* Writer: default records per block, and its allowed range. */
 #define HM__TR_WRITER_MAX_RECORDS (1u << 18)
