@@ -83,6 +83,21 @@ assert abs(o[0]["mean_lifetime_s"] - 892e-9) < 1e-12, o[0]
 assert d["unattributed_samples"] == 0
 PY
 
+# --- attribution over many reused, out-of-order allocations, against a
+# brute-force count made by the generator
+"$corpus" --objects "$work/objects.hmt" > "$work/expect.json" || fail "trace_corpus --objects"
+expect 0 "$hetmem" trace objects --json "$work/objects.hmt"
+python3 - "$work/out" "$work/expect.json" <<'PY' || fail "objects attribution differs from brute force"
+import json, sys
+got = json.load(open(sys.argv[1])); want = json.load(open(sys.argv[2]))
+assert got["samples"] == want["samples"], (got["samples"], want["samples"])
+assert got["unattributed_samples"] == want["unattributed"], (got["unattributed_samples"], want["unattributed"])
+by_site = {o["site"]: o["samples"] for o in got["objects"]}
+for site, n in want["sites"].items():
+    assert by_site.get(site, 0) == n, (site, by_site.get(site), n)
+assert sum(by_site.values()) + got["unattributed_samples"] == got["samples"]
+PY
+
 # --- usage errors: exit 2
 expect 2 "$hetmem" trace
 expect 2 "$hetmem" trace bogus "$good"

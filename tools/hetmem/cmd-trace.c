@@ -528,41 +528,116 @@ typedef struct {
     const char *name; /* index into names, owned by the names table */
 } alloc_rec_t;
 
+/* Live allocations: a treap keyed by start address. Live intervals never
+ * overlap, so the one holding an address is the predecessor of that address
+ * by start. A tree keeps allocation and free O(log n) where programs hold
+ * millions of live blocks and reuse addresses out of order. Nodes live in
+ * one pool, linked by index (0 = none). */
 typedef struct {
     uint64_t start, end;
     size_t alloc;
+    uint32_t prio, left, right;
 } live_t;
 
 typedef struct {
     alloc_rec_t *a;
     size_t na, capa;
-    live_t *live;     /* sorted by start, non-overlapping */
-    size_t nlive, caplive;
-    size_t hit;       /* last live index that matched: samples cluster */
+    live_t *node;     /* node[0] unused */
+    uint32_t nnode, capnode, root, freelist;
+    uint32_t hit;     /* last node that matched: samples cluster */
     char **names;
     size_t nnames;
     uint64_t unattributed, unmatched_frees;
 } objs_t;
 
-/* Index of the last live interval starting at or below addr, or -1. */
-static ptrdiff_t live_find(const objs_t *o, uint64_t addr)
+static uint32_t treap_insert(objs_t *o, uint32_t t, uint32_t k)
 {
-    size_t lo = 0, hi = o->nlive;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (o->live[mid].start <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
+    if (!t)
+        return k;
+    live_t *n = o->node;
+    if (n[k].start < n[t].start) {
+        n[t].left = treap_insert(o, n[t].left, k);
+        n = o->node;
+        if (n[n[t].left].prio > n[t].prio) { /* rotate right */
+            uint32_t l = n[t].left;
+            n[t].left = n[l].right;
+            n[l].right = t;
+            return l;
+        }
+    } else {
+        n[t].right = treap_insert(o, n[t].right, k);
+        n = o->node;
+        if (n[n[t].right].prio > n[t].prio) { /* rotate left */
+            uint32_t r = n[t].right;
+            n[t].right = n[r].left;
+            n[r].left = t;
+            return r;
+        }
     }
-    return (ptrdiff_t)lo - 1;
+    return t;
 }
 
-static void live_remove(objs_t *o, size_t i, uint64_t time)
+static uint32_t treap_merge(objs_t *o, uint32_t l, uint32_t r)
 {
-    o->a[o->live[i].alloc].t_free = time;
-    memmove(&o->live[i], &o->live[i + 1], (o->nlive - i - 1) * sizeof *o->live);
-    o->nlive--;
+    if (!l || !r)
+        return l ? l : r;
+    live_t *n = o->node;
+    if (n[l].prio > n[r].prio) {
+        n[l].right = treap_merge(o, n[l].right, r);
+        return l;
+    }
+    n[r].left = treap_merge(o, l, n[r].left);
+    return r;
+}
+
+static uint32_t treap_remove(objs_t *o, uint32_t t, uint64_t start)
+{
+    if (!t)
+        return 0;
+    live_t *n = o->node;
+    if (start < n[t].start)
+        n[t].left = treap_remove(o, n[t].left, start);
+    else if (start > n[t].start)
+        n[t].right = treap_remove(o, n[t].right, start);
+    else {
+        uint32_t m = treap_merge(o, n[t].left, n[t].right);
+        n[t].left = o->freelist; /* to the free list */
+        o->freelist = t;
+        return m;
+    }
+    return t;
+}
+
+/* Node with the largest start <= addr (0: none). */
+static uint32_t live_pred(const objs_t *o, uint64_t addr)
+{
+    uint32_t t = o->root, best = 0;
+    while (t) {
+        if (o->node[t].start <= addr)
+            best = t, t = o->node[t].right;
+        else
+            t = o->node[t].left;
+    }
+    return best;
+}
+
+/* Node with the smallest start >= addr (0: none). */
+static uint32_t live_succ(const objs_t *o, uint64_t addr)
+{
+    uint32_t t = o->root, best = 0;
+    while (t) {
+        if (o->node[t].start >= addr)
+            best = t, t = o->node[t].left;
+        else
+            t = o->node[t].right;
+    }
+    return best;
+}
+
+static void live_remove(objs_t *o, uint32_t k, uint64_t time)
+{
+    o->a[o->node[k].alloc].t_free = time;
+    o->root = treap_remove(o, o->root, o->node[k].start);
     o->hit = 0;
 }
 
@@ -578,52 +653,56 @@ static void obj_alloc(objs_t *o, const hm_alloc_t *a)
         end = UINT64_MAX;
     /* A new allocation over a live one means its free was not seen: end
      * the old one here rather than attribute samples twice. */
-    ptrdiff_t i = live_find(o, start);
-    if (i >= 0 && o->live[i].end > start)
-        live_remove(o, (size_t)i--, a->time);
-    while ((size_t)(i + 1) < o->nlive && o->live[i + 1].start < end)
-        live_remove(o, (size_t)(i + 1), a->time);
-    if (o->nlive == o->caplive) {
-        o->caplive = o->caplive ? o->caplive * 2 : 256;
-        o->live = hm__xrealloc(o->live, o->caplive * sizeof *o->live);
+    uint32_t k = live_pred(o, start);
+    if (k && o->node[k].end > start)
+        live_remove(o, k, a->time);
+    while ((k = live_succ(o, start)) && o->node[k].start < end)
+        live_remove(o, k, a->time);
+    if (o->freelist) {
+        k = o->freelist;
+        o->freelist = o->node[k].left;
+    } else {
+        if (o->nnode + 1 >= o->capnode) {
+            o->capnode = o->capnode ? o->capnode * 2 : 256;
+            o->node = hm__xrealloc(o->node, o->capnode * sizeof *o->node);
+        }
+        k = ++o->nnode;
     }
-    size_t at = (size_t)(i + 1);
-    memmove(&o->live[at + 1], &o->live[at], (o->nlive - at) * sizeof *o->live);
-    o->live[at] = (live_t){start, end, o->na};
-    o->nlive++;
+    /* Priorities from a hash of the position: deterministic output. */
+    o->node[k] = (live_t){start, end, o->na, (uint32_t)hm__hash64(&o->na, sizeof o->na, 7), 0, 0};
+    o->root = treap_insert(o, o->root, k);
     o->hit = 0;
     o->na++;
 }
 
 static void obj_free(objs_t *o, uint64_t time, uint64_t addr)
 {
-    ptrdiff_t i = live_find(o, addr);
-    if (i >= 0 && o->live[i].start == addr)
-        live_remove(o, (size_t)i, time);
+    uint32_t k = live_pred(o, addr);
+    if (k && o->node[k].start == addr)
+        live_remove(o, k, time);
     else
         o->unmatched_frees++;
 }
 
-static ptrdiff_t obj_lookup(objs_t *o, uint64_t addr)
+/* Node holding addr, or 0. */
+static uint32_t obj_lookup(objs_t *o, uint64_t addr)
 {
-    if (o->hit < o->nlive && o->live[o->hit].start <= addr && addr < o->live[o->hit].end)
-        return (ptrdiff_t)o->hit;
-    ptrdiff_t i = live_find(o, addr);
-    if (i >= 0 && addr < o->live[i].end) {
-        o->hit = (size_t)i;
-        return i;
-    }
-    return -1;
+    if (o->hit && o->node[o->hit].start <= addr && addr < o->node[o->hit].end)
+        return o->hit;
+    uint32_t k = live_pred(o, addr);
+    if (k && addr < o->node[k].end)
+        return o->hit = k;
+    return 0;
 }
 
 static void obj_name(objs_t *o, uint64_t addr, const char *name)
 {
-    ptrdiff_t i = obj_lookup(o, addr);
-    if (i < 0)
+    uint32_t k = obj_lookup(o, addr);
+    if (!k)
         return;
     o->names = hm__xrealloc(o->names, (o->nnames + 1) * sizeof *o->names);
     o->names[o->nnames] = hm__xstrdup(name);
-    o->a[o->live[i].alloc].name = o->names[o->nnames++];
+    o->a[o->node[k].alloc].name = o->names[o->nnames++];
 }
 
 typedef struct {
@@ -677,12 +756,12 @@ static int run_objects(const hm_cmd_t *cmd, int argc, char **argv)
         switch (r.kind) {
         case HM_REC_SAMPLE: {
             samples++;
-            ptrdiff_t i = obj_lookup(&o, r.u.sample.addr);
-            if (i < 0) {
+            uint32_t k = obj_lookup(&o, r.u.sample.addr);
+            if (!k) {
                 o.unattributed++;
                 break;
             }
-            alloc_rec_t *a = &o.a[o.live[i].alloc];
+            alloc_rec_t *a = &o.a[o.node[k].alloc];
             a->samples++;
             if (r.u.sample.access == HM_ACCESS_STORE)
                 a->stores++;
@@ -791,7 +870,7 @@ out:
         free(o.names[k]);
     free(o.names);
     free(o.a);
-    free(o.live);
+    free(o.node);
     hm_trace_close(t);
     return rc;
 }
