@@ -221,7 +221,8 @@ int hm_trace_block_info(const hm_trace_t *t, uint32_t i, hm_block_info_t *out);
 
 /**
  * Iterates all records in time order. At equal times a block's non-sample
- * records come before its samples; each kind keeps its writing order.
+ * records come before its samples; otherwise records of equal time keep
+ * their writing order (samples among samples, the others among themselves).
  * @return 1 with *rec filled, 0 at the end, or a negative error (the detail
  *         names the block and offset).
  */

@@ -67,7 +67,7 @@ static json_t *json_str_or_null(const char *s)
     return s ? json_string(s) : json_null();
 }
 
-static int build_header(const hm_trace_meta_t *m, uint32_t block_records, char **out)
+static int build_header(const hm_trace_meta_t *m, char **out)
 {
     json_t *h = json_object();
     json_object_set_new(h, "format", json_string("hetmem-trace"));
@@ -94,7 +94,6 @@ static int build_header(const hm_trace_meta_t *m, uint32_t block_records, char *
     for (const char *const *a = m ? m->argv : NULL; a && *a; a++)
         json_array_append_new(argv, json_string(*a));
     json_object_set_new(h, "argv", argv);
-    json_object_set_new(h, "block_records", json_integer(block_records));
     /* Strings that are not valid UTF-8 make json_string() return NULL,
      * which jansson's set_new silently drops; report them instead. */
     static const char *const keys[] = {"producer", "clock", "backend", "event", "device"};
@@ -134,7 +133,7 @@ int hm_trace_writer_open(hm_trace_writer_t **out, const char *path, const hm_tra
     w->fd = -1;
     w->block_records = 65536;
     char *hdr = NULL;
-    int rc = build_header(meta, w->block_records, &hdr);
+    int rc = build_header(meta, &hdr);
     if (rc < 0)
         goto fail;
     w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
