@@ -515,10 +515,10 @@ static long rss_kib(void)
     return v;
 }
 
-/* Many blocks: a stream far larger than any one block is written and read
- * back with bounded memory. 12M samples of 40 bytes in memory would be
- * 480 MB; the writer and reader must stay within a few blocks. Offsets and
- * times are 64-bit (times start above 2^40 here). */
+/* Many blocks: a stream far larger than any one block (12M samples, 3072
+ * blocks) is written and read back with bounded memory. Held in memory the
+ * samples would take 480 MB; the writer and reader must stay within a few
+ * blocks. Offsets and times are 64-bit (times start above 2^40 here). */
 static void many_blocks(void)
 {
     const char *path = tmp("big.hmt");
@@ -526,6 +526,7 @@ static void many_blocks(void)
     const uint64_t t0 = (UINT64_C(1) << 40) + 123;
     hm_trace_writer_t *w;
     CHECK_EQ_INT(hm_trace_writer_open(&w, path, NULL), 0);
+    CHECK_EQ_INT(hm_trace_writer_set_block_records(w, 4096), 0); /* 3072 blocks */
     long before = rss_kib(), peak = 0;
     for (uint64_t i = 0; i < n; i++) {
         hm_sample_t s = {t0 + i * 11, 0x7f0000000000ULL + ((i * 2654435761u) & 0xfffff8), 0x401000 + (i & 7),
@@ -544,7 +545,7 @@ static void many_blocks(void)
     CHECK_EQ_INT(hm_trace_open(&t, path), 0);
     if (!t)
         return;
-    CHECK_EQ_INT(hm_trace_nblocks(t), n / 65536);
+    CHECK_EQ_INT(hm_trace_nblocks(t), n / 4096);
     uint64_t k = 0;
     int ok = 1;
     before = rss_kib();
@@ -559,7 +560,7 @@ static void many_blocks(void)
             ok &= blk->time[i] == t0 + k * 11 &&
                   blk->addr[i] == 0x7f0000000000ULL + ((k * 2654435761u) & 0xfffff8) &&
                   blk->weight[i] == k % 300 && blk->tid[i] == (k & 3) && blk->ip[i] == 0x401000 + (k & 7);
-        if ((b & 31) == 0) {
+        if ((b & 255) == 0) {
             long r = rss_kib();
             peak = r > peak ? r : peak;
         }
