@@ -171,10 +171,12 @@ static int open_verdict(ps_shuffler_t *ps, const open_info_t *all, uint64_t *tar
 {
     int M = ps->nranks;
     *target = UINT64_MAX;
+    if (all[ps->rank].err)
+        return ps__errf(all[ps->rank].err, "%s", all[ps->rank].detail);
     for (int r = 0; r < M; r++)
         if (all[r].err)
-            return ps__errf(r == ps->rank ? all[r].err : PS_EPEER, "rank %d: %s%s%s", r,
-                            ps_strerror(all[r].err), all[r].detail[0] ? ": " : "", all[r].detail);
+            return ps__errf(PS_EPEER, "rank %d: %s%s%s", r, ps_strerror(all[r].err), all[r].detail[0] ? ": " : "",
+                            all[r].detail);
     MISMATCH(seed, "seed", "%" PRIu64);
     MISMATCH(params, "Q schedule (hash)", "%#" PRIx64);
     MISMATCH(chunk, "chunk size", "%" PRIu64);
