@@ -497,6 +497,7 @@ static int commit(ps_shuffler_t *ps, ps__xchg_t *x, ps__entry_t **newent, uint64
         hook(ps, PS_POINT_STAGED);
         ps__manifest_t m = {.rank = ps->rank, .nranks = ps->nranks, .epoch = x->epoch + 1, .seed = ps->seed,
                             .params = ps->params, .count = n, .ent = e};
+        ps__schedule_desc(&ps->q, m.qdesc, sizeof m.qdesc);
         err = ps__manifest_write(ps->rankdir, &m, ps->fsync);
     } else {
         hook(ps, PS_POINT_STAGED);

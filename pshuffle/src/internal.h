@@ -19,6 +19,8 @@ void ps__errclear(void);
 
 uint64_t ps__now_ns(void);
 uint64_t ps__hash(const void *data, size_t len);
+/* "Q=0.5", "Q=0.8*0.5^e (min 0.1)": for messages and manifests. */
+void ps__schedule_desc(const ps_schedule_t *q, char *buf, size_t len);
 uint64_t ps__params_hash(uint64_t seed, const ps_schedule_t *q);
 
 /* Counter-based PRNG: splitmix64's finaliser applied to key + counter*gamma.
@@ -55,6 +57,7 @@ typedef struct {
     uint64_t seed;
     uint64_t params;
     uint64_t count;
+    char qdesc[64];    /* the Q schedule, for messages */
     ps__entry_t *ent;  /* sorted by id */
 } ps__manifest_t;
 

@@ -111,6 +111,24 @@ static int clean_rankdir(const char *rankdir, const ps__manifest_t *keep)
     return err;
 }
 
+/* A fresh start in a directory that held a store of more ranks: the rank
+ * directories beyond this job's would make the store look like more ranks. */
+static int clean_extra_ranks(ps_shuffler_t *ps)
+{
+    char rd[4200];
+    for (int r = ps->nranks;; r++) {
+        ps__rank_dir(rd, sizeof rd, ps->root, r);
+        struct stat st;
+        if (stat(rd, &st))
+            return 0;
+        int err = clean_rankdir(rd, NULL);
+        if (err)
+            return err;
+        if (rmdir(rd))
+            return ps__errf(-errno, "rmdir %s (not empty?)", rd);
+    }
+}
+
 /* What each rank brings to the opening check. Gathered on every rank, so
  * every rank reaches the same verdict and prints the same message. */
 typedef struct {
@@ -121,6 +139,7 @@ typedef struct {
     int32_t m_nranks, m_rank;
     int32_t has_prev;    /* manifest hi-1 present */
     uint64_t hi, m_seed, m_params, m_count;
+    char qdesc[64], m_qdesc[64];
     char detail[200];
 } open_info_t;
 
@@ -128,9 +147,7 @@ static int open_local(ps_shuffler_t *ps, open_info_t *me)
 {
     uint64_t *eps = NULL;
     size_t n = 0;
-    int err = ps__mkdirs(ps->rankdir);
-    if (err)
-        return err;
+    int err;
     if (!ps->resume)
         return 0;
     if ((err = ps__manifest_list(ps->rankdir, &eps, &n)))
@@ -150,6 +167,7 @@ static int open_local(ps_shuffler_t *ps, open_info_t *me)
         me->m_seed = m.seed;
         me->m_params = m.params;
         me->m_count = m.count;
+        snprintf(me->m_qdesc, sizeof me->m_qdesc, "%s", m.qdesc);
         me->has_prev = n > 1 && eps[n - 2] + 1 == eps[n - 1];
         if (m.epoch != eps[n - 1] || m.rank != ps->rank)
             err = ps__errf(PS_ECORRUPT, "%s: names rank %d epoch %" PRIu64, path, m.rank, m.epoch);
@@ -178,7 +196,10 @@ static int open_verdict(ps_shuffler_t *ps, const open_info_t *all, uint64_t *tar
             return ps__errf(PS_EPEER, "rank %d: %s%s%s", r, ps_strerror(all[r].err), all[r].detail[0] ? ": " : "",
                             all[r].detail);
     MISMATCH(seed, "seed", "%" PRIu64);
-    MISMATCH(params, "Q schedule (hash)", "%#" PRIx64);
+    for (int r = 1; r < M; r++)
+        if (all[r].params != all[0].params)
+            return ps__errf(PS_EMISMATCH, "Q schedule differs across ranks: rank 0 has %s, rank %d has %s",
+                            all[0].qdesc, r, all[r].qdesc);
     MISMATCH(chunk, "chunk size", "%" PRIu64);
     MISMATCH(is_dir, "store kind (1 = directory)", "%d");
     if (!all[0].is_dir || !ps->resume)
@@ -196,8 +217,8 @@ static int open_verdict(ps_shuffler_t *ps, const open_info_t *all, uint64_t *tar
             return ps__errf(PS_EMISMATCH, "store %s was written with seed %" PRIu64 ", this job uses seed %" PRIu64,
                             ps->root, all[r].m_seed, ps->seed);
         if (all[r].m_params != ps->params)
-            return ps__errf(PS_EMISMATCH, "store %s was written with another Q schedule (hash %#" PRIx64
-                            ", this job %#" PRIx64 ")", ps->root, all[r].m_params, ps->params);
+            return ps__errf(PS_EMISMATCH, "store %s was written with Q schedule %s, this job uses %s", ps->root,
+                            all[r].m_qdesc, all[ps->rank].qdesc);
         lo = all[r].hi < lo ? all[r].hi : lo;
         hi = all[r].hi > hi ? all[r].hi : hi;
     }
@@ -337,6 +358,7 @@ PS_API int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg)
     me.seed = ps->seed;
     me.params = ps->params;
     me.chunk = ps->chunk;
+    ps__schedule_desc(&ps->q, me.qdesc, sizeof me.qdesc);
     if (err)
         snprintf(me.detail, sizeof me.detail, "%s", ps_errdetail());
 
@@ -358,8 +380,8 @@ PS_API int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg)
     if (ps->root) {
         if (target != UINT64_MAX)
             err = resume_local(ps, target);
-        else
-            err = clean_rankdir(ps->rankdir, NULL);
+        else if (!(err = ps__mkdirs(ps->rankdir)) && !(err = clean_rankdir(ps->rankdir, NULL)) && ps->rank == 0)
+            err = clean_extra_ranks(ps);
     }
     if ((err = ps__agree(ps, err, 0)))
         goto fail;
@@ -589,8 +611,9 @@ PS_API int ps_start(ps_shuffler_t *ps)
     if (!err && ps->root) {
         ps__manifest_t m = {.rank = ps->rank, .nranks = ps->nranks, .epoch = 0, .seed = ps->seed,
                             .params = ps->params, .count = ps->n, .ent = ps->ent};
-        if (ps->fsync && !(err = ps__fsync_dir(ps->rankdir)))
-            err = 0;
+        ps__schedule_desc(&ps->q, m.qdesc, sizeof m.qdesc);
+        if (ps->fsync)
+            err = ps__fsync_dir(ps->rankdir);
         if (!err)
             err = ps__manifest_write(ps->rankdir, &m, ps->fsync);
     }

@@ -240,8 +240,8 @@ int ps__manifest_write(const char *rankdir, const ps__manifest_t *m, int do_fsyn
     FILE *f = open_memstream(&buf, &len);
     if (!f)
         return -ENOMEM;
-    fprintf(f, "%s\nrank %d\nnranks %d\nepoch %" PRIu64 "\nseed %" PRIu64 "\nparams %#" PRIx64 "\ncount %" PRIu64 "\n",
-            PS_MANIFEST_MAGIC, m->rank, m->nranks, m->epoch, m->seed, m->params, m->count);
+    fprintf(f, "%s\nrank %d\nnranks %d\nepoch %" PRIu64 "\nseed %" PRIu64 "\nparams %#" PRIx64 "\nschedule %s\ncount %" PRIu64 "\n",
+            PS_MANIFEST_MAGIC, m->rank, m->nranks, m->epoch, m->seed, m->params, m->qdesc[0] ? m->qdesc : "-", m->count);
     for (uint64_t i = 0; i < m->count; i++) {
         const ps__entry_t *e = &m->ent[i];
         fprintf(f, "s %016" PRIx64 " %" PRId32 " %" PRIu64 " %016" PRIx64 "\n", e->id, e->label, e->size, e->hash);
@@ -320,6 +320,8 @@ int ps__manifest_read(const char *path, ps__manifest_t *m)
     if (sscanf(p, "seed %" SCNu64, &m->seed) != 1) goto bad;
     NEXT_LINE();
     if (sscanf(p, "params %" SCNx64, &m->params) != 1) goto bad;
+    NEXT_LINE();
+    if (sscanf(p, "schedule %63s", m->qdesc) != 1) goto bad;
     NEXT_LINE();
     if (sscanf(p, "count %" SCNu64, &m->count) != 1 || m->count > len / 8) goto bad;
     NEXT_LINE();

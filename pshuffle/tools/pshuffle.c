@@ -323,7 +323,7 @@ static int run_verify(const cmd_t *c, int argc, char **argv)
     const char *dir = argv[optind];
     ps_verify_t v;
     int err = ps_verify_dir(dir, &v);
-    if (err && err != PS_ECORRUPT)
+    if (err && (err != PS_ECORRUPT || !v.nranks || !v.first_problem[0]))
         return fail(dir, "%s%s%s", ps_strerror(err), ps_errdetail()[0] ? ": " : "", ps_errdetail());
     if (json) {
         printf("{\"ok\": %s, \"ranks\": %d, \"epoch\": %" PRIu64 ", \"samples\": %" PRIu64 ", \"bytes\": %" PRIu64
@@ -343,7 +343,7 @@ static int run_verify(const cmd_t *c, int argc, char **argv)
         printf("orphans      %" PRIu64 " (left by an interrupted exchange; removed on the next open)\n", v.orphans);
     }
     if (err)
-        return fail(dir, "%s", v.first_problem);
+        return fail(dir, "%s", v.first_problem[0] ? v.first_problem : ps_errdetail());
     return 0;
 }
 
