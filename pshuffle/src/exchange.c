@@ -483,12 +483,15 @@ static int commit(ps_shuffler_t *ps, ps__xchg_t *x, ps__entry_t **newent, uint64
     for (uint64_t i = 0; i < ps->n; i++)
         if (!x->sent[i])
             e[k++] = ps->ent[i];
-    memcpy(e + k, x->staged, x->nstaged * sizeof *e);
+    if (x->nstaged)
+        memcpy(e + k, x->staged, x->nstaged * sizeof *e);
     qsort(e, n, sizeof *e, ps__cmp_entry);
     for (uint64_t i = 1; i < n; i++)
         if (e[i].id == e[i - 1].id) {
+            int err = ps__errf(PS_EDUP, "rank %d: sample id %#" PRIx64 " received while already held", ps->rank,
+                               e[i].id);
             free(e);
-            return ps__errf(PS_EDUP, "rank %d: sample id %#" PRIx64 " received while already held", ps->rank, e[i].id);
+            return err;
         }
     int err = 0;
     if (ps->root) {

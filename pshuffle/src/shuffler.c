@@ -672,7 +672,8 @@ PS_API int ps_label_hist(const ps_shuffler_t *ps, uint64_t *bins, int nbins, uin
     if (nbins < 0 || (nbins && !bins))
         return ps__errf(PS_EINVAL, "histogram of %d bins", nbins);
     uint64_t o = 0;
-    memset(bins, 0, (size_t)nbins * sizeof *bins);
+    if (nbins)
+        memset(bins, 0, (size_t)nbins * sizeof *bins);
     for (uint64_t i = 0; i < ps->n; i++) {
         int32_t l = ps->ent[i].label;
         if (l >= 0 && l < nbins)
