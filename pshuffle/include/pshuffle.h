@@ -126,6 +126,12 @@ int ps_plan_compute(ps_plan_t *out, uint64_t seed, uint64_t epoch, double q,
                     const uint64_t *counts, int nranks, int rank);
 void ps_plan_free(ps_plan_t *p);
 
+/** The plans of all ranks of one epoch into out[nranks] (same result as
+ *  nranks calls of ps_plan_compute(), in O(k*M) instead of O(k*M^2));
+ *  free each with ps_plan_free(). For simulations such as `pshuffle plan`. */
+int ps_plan_compute_all(ps_plan_t *out, uint64_t seed, uint64_t epoch, double q,
+                        const uint64_t *counts, int nranks);
+
 /** The local visiting order of epoch e on `rank`: out[n] receives a
  *  permutation of 0..n-1 (positions in canonical id order). */
 void ps_plan_order(uint64_t *out, uint64_t n, uint64_t seed, uint64_t epoch, int rank);

@@ -176,9 +176,9 @@ static int stage(ps_shuffler_t *ps, ps__xchg_t *x, const ps__entry_t *e, const v
     ps__entry_t s = *e;
     int err;
     if (ps->root) {
-        /* fsync of each file is deferred to one fsync of the directory
-         * before the manifest is written; the manifest is the commit. */
-        if ((err = ps__sample_write(ps->rankdir, &s, data, ps->fsync)))
+        /* Not fsync'd one by one: the commit syncs the store once before
+         * it writes the manifest, and the manifest is the commit. */
+        if ((err = ps__sample_write(ps->rankdir, &s, data, 0)))
             return err;
     } else {
         if (!(s.data = malloc(s.size ? s.size : 1)))
@@ -495,7 +495,7 @@ static int commit(ps_shuffler_t *ps, ps__xchg_t *x, ps__entry_t **newent, uint64
         }
     int err = 0;
     if (ps->root) {
-        if (ps->fsync && (err = ps__fsync_dir(ps->rankdir)))
+        if (ps->fsync && (err = ps__sync_store(ps->rankdir)))
             goto out;
         hook(ps, PS_POINT_STAGED);
         ps__manifest_t m = {.rank = ps->rank, .nranks = ps->nranks, .epoch = x->epoch + 1, .seed = ps->seed,

@@ -80,6 +80,7 @@ void ps__manifest_free(ps__manifest_t *m);
 /* Epochs of the manifests present in rankdir, ascending; *out malloc'd. */
 int ps__manifest_list(const char *rankdir, uint64_t **out, size_t *n);
 int ps__fsync_dir(const char *path);
+int ps__sync_store(const char *rankdir);
 
 int ps__cmp_entry(const void *a, const void *b);
 

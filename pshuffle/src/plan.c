@@ -155,41 +155,46 @@ PS_API void ps_plan_order(uint64_t *out, uint64_t n, uint64_t seed, uint64_t epo
     }
 }
 
-PS_API int ps_plan_compute(ps_plan_t *out, uint64_t seed, uint64_t epoch, double q,
-                           const uint64_t *counts, int nranks, int rank)
+/* Computes the plans of ranks [r0, r1) of one epoch: each slot's cyclic
+ * order is drawn once and serves every rank taking part in it. */
+static int plan_range(ps_plan_t *out, uint64_t seed, uint64_t epoch, double q, const uint64_t *counts, int nranks,
+                      int r0, int r1)
 {
     int err = 0;
-    memset(out, 0, sizeof *out);
-    if (!counts || nranks < 1 || rank < 0 || rank >= nranks)
-        return ps__errf(PS_EINVAL, "plan: rank %d of %d", rank, nranks);
-    if (!q_ok(q))
-        return ps__errf(PS_EINVAL, "Q=%g is outside [0, 1]", q);
-    uint64_t k = ps_plan_count(q, counts[rank]);
+    uint64_t kmax = 0;
     uint64_t *kr = malloc((size_t)nranks * sizeof *kr);
     int *part = malloc((size_t)nranks * sizeof *part);
-    out->send_pos = malloc((k ? k : 1) * sizeof *out->send_pos);
-    out->send_to = malloc((k ? k : 1) * sizeof *out->send_to);
-    out->recv_from = malloc((k ? k : 1) * sizeof *out->recv_from);
-    if (!kr || !part || !out->send_pos || !out->send_to || !out->recv_from) {
+    if (!kr || !part) {
         err = -ENOMEM;
-        goto fail;
+        goto out;
     }
-    out->nsend = k;
     for (int r = 0; r < nranks; r++)
         kr[r] = ps_plan_count(q, counts[r]);
-
-    ps__rng_t rs;
-    ps__rng_init(&rs, seed, D_SEND, epoch, (uint64_t)rank);
-    if ((err = partial_perm(out->send_pos, k, counts[rank], &rs)))
-        goto fail;
-
+    for (int r = r0; r < r1; r++) {
+        ps_plan_t *p = &out[r - r0];
+        uint64_t k = kr[r];
+        p->nsend = k;
+        p->send_pos = malloc((k ? k : 1) * sizeof *p->send_pos);
+        p->send_to = malloc((k ? k : 1) * sizeof *p->send_to);
+        p->recv_from = malloc((k ? k : 1) * sizeof *p->recv_from);
+        if (!p->send_pos || !p->send_to || !p->recv_from) {
+            err = -ENOMEM;
+            goto out;
+        }
+        ps__rng_t rs;
+        ps__rng_init(&rs, seed, D_SEND, epoch, (uint64_t)r);
+        if ((err = partial_perm(p->send_pos, k, counts[r], &rs)))
+            goto out;
+        if (k > kmax)
+            kmax = k;
+    }
     /* Slot i: the ranks that send an i-th sample, in a shared random cyclic
      * order; each sends to its successor. A random cycle has no fixed
      * point, gives every rank exactly one send and one receive per slot it
      * takes part in, and makes a rank's destination uniform over the other
      * participants. */
-    for (uint64_t i = 0; i < k; i++) {
-        int s = 0, me = -1;
+    for (uint64_t i = 0; i < kmax; i++) {
+        int s = 0;
         for (int r = 0; r < nranks; r++)
             if (kr[r] > i)
                 part[s++] = r;
@@ -201,24 +206,55 @@ PS_API int ps_plan_compute(ps_plan_t *out, uint64_t seed, uint64_t epoch, double
             part[j] = part[x];
             part[x] = t;
         }
-        for (int j = 0; j < s; j++)
-            if (part[j] == rank) {
-                me = j;
-                break;
-            }
-        out->send_to[i] = part[(me + 1) % s];
-        out->recv_from[i] = part[(me + s - 1) % s];
-        if (s == 1)
-            out->nkept++;
+        for (int j = 0; j < s; j++) {
+            int r = part[j];
+            if (r < r0 || r >= r1)
+                continue;
+            ps_plan_t *p = &out[r - r0];
+            p->send_to[i] = part[(j + 1) % s];
+            p->recv_from[i] = part[(j + s - 1) % s];
+            if (s == 1)
+                p->nkept++;
+        }
     }
+out:
     free(kr);
     free(part);
-    return 0;
-fail:
-    free(kr);
-    free(part);
-    ps_plan_free(out);
+    if (err)
+        for (int r = r0; r < r1; r++)
+            ps_plan_free(&out[r - r0]);
     return err;
+}
+
+static int plan_args(uint64_t seed, double q, const uint64_t *counts, int nranks)
+{
+    (void)seed;
+    if (!counts || nranks < 1)
+        return ps__errf(PS_EINVAL, "plan: %d ranks", nranks);
+    if (!q_ok(q))
+        return ps__errf(PS_EINVAL, "Q=%g is outside [0, 1]", q);
+    return 0;
+}
+
+PS_API int ps_plan_compute(ps_plan_t *out, uint64_t seed, uint64_t epoch, double q,
+                           const uint64_t *counts, int nranks, int rank)
+{
+    memset(out, 0, sizeof *out);
+    int err = plan_args(seed, q, counts, nranks);
+    if (err)
+        return err;
+    if (rank < 0 || rank >= nranks)
+        return ps__errf(PS_EINVAL, "plan: rank %d of %d", rank, nranks);
+    return plan_range(out, seed, epoch, q, counts, nranks, rank, rank + 1);
+}
+
+PS_API int ps_plan_compute_all(ps_plan_t *out, uint64_t seed, uint64_t epoch, double q,
+                               const uint64_t *counts, int nranks)
+{
+    if (nranks > 0 && out)
+        memset(out, 0, (size_t)nranks * sizeof *out);
+    int err = plan_args(seed, q, counts, nranks);
+    return err ? err : plan_range(out, seed, epoch, q, counts, nranks, 0, nranks);
 }
 
 void ps__schedule_desc(const ps_schedule_t *q, char *buf, size_t len)

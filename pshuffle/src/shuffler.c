@@ -434,7 +434,7 @@ PS_API int ps_add(ps_shuffler_t *ps, uint64_t id, int32_t label, const void *dat
         return err;
     ps__entry_t e = {.id = id, .label = label, .size = len, .hash = ps__hash(data, len)};
     if (ps->root) {
-        if ((err = ps__sample_write(ps->rankdir, &e, data, ps->fsync)))
+        if ((err = ps__sample_write(ps->rankdir, &e, data, 0)))
             return err;
     } else {
         e.data = malloc(len ? len : 1);
@@ -613,7 +613,7 @@ PS_API int ps_start(ps_shuffler_t *ps)
                             .params = ps->params, .count = ps->n, .ent = ps->ent};
         ps__schedule_desc(&ps->q, m.qdesc, sizeof m.qdesc);
         if (ps->fsync)
-            err = ps__fsync_dir(ps->rankdir);
+            err = ps__sync_store(ps->rankdir);
         if (!err)
             err = ps__manifest_write(ps->rankdir, &m, ps->fsync);
     }

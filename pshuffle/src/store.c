@@ -138,6 +138,23 @@ int ps__fsync_dir(const char *path)
     return err ? ps__errf(err, "fsync %s", path) : 0;
 }
 
+/* Makes every sample file written so far durable, with their directory
+ * entries: one syncfs() of the store's filesystem instead of one fsync per
+ * file, which on a node-local disk costs about as much as a single fsync.
+ * Called before a manifest is written, so a manifest never names a sample
+ * that could be lost on power failure. */
+int ps__sync_store(const char *rankdir)
+{
+    int fd = open(rankdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return ps__errf(-errno, "open %s", rankdir);
+    int err = syncfs(fd) ? -errno : 0;
+    if (!err && fsync(fd))
+        err = -errno;
+    close(fd);
+    return err ? ps__errf(err, "syncfs %s", rankdir) : 0;
+}
+
 /* Writes two buffers to `path` atomically. */
 static int atomic_write(const char *path, const void *a, size_t alen, const void *b, size_t blen,
                         int do_fsync)

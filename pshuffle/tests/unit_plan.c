@@ -84,6 +84,18 @@ static void check_epoch(uint64_t seed, uint64_t e, double q, const uint64_t *cou
         }
         free(seen);
     }
+    /* The all-ranks variant gives the same plans. */
+    ps_plan_t *all = calloc(M, sizeof *all);
+    CHECK_EQ_INT(ps_plan_compute_all(all, seed, e, q, counts, M), 0);
+    for (int r = 0; r < M; r++) {
+        CHECK_EQ_U64(all[r].nsend, p[r].nsend);
+        CHECK(!memcmp(all[r].send_pos, p[r].send_pos, p[r].nsend * sizeof *p[r].send_pos));
+        CHECK(!memcmp(all[r].send_to, p[r].send_to, p[r].nsend * sizeof *p[r].send_to));
+        CHECK(!memcmp(all[r].recv_from, p[r].recv_from, p[r].nsend * sizeof *p[r].recv_from));
+        CHECK_EQ_U64(all[r].nkept, p[r].nkept);
+        ps_plan_free(&all[r]);
+    }
+    free(all);
     for (int r = 0; r < M; r++)
         ps_plan_free(&p[r]);
     free(p);

@@ -204,8 +204,7 @@ static int run_plan(const cmd_t *c, int argc, char **argv)
         epoch_row_t *row = &rows[e];
         row->q = ps_schedule_q(&s, e);
         row->send_min = row->recv_min = UINT64_MAX;
-        for (int q = 0; q < M && !err; q++)
-            err = ps_plan_compute(&plans[q], a.seed, e, row->q, counts, M, q);
+        err = ps_plan_compute_all(plans, a.seed, e, row->q, counts, M);
         if (err)
             break;
         for (int q = 0; q < M; q++) {
