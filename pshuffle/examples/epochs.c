@@ -34,7 +34,7 @@ static void busy_us(double us)
 
 int main(int argc, char **argv)
 {
-    int rank, M, json = 0, classes = 10;
+    int rank, M, json = 0, classes = 10, overlap = 1;
     uint64_t n = 1000, size = 256, epochs = 5, seed = 1;
     double q = 0.3, work_us = 0;
     const char *dir = NULL;
@@ -44,6 +44,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--json")) { json = 1; continue; }
+        if (!strcmp(a, "--no-overlap")) { overlap = 0; continue; }
         if (!v) { if (!rank) fprintf(stderr, "pshuffle-epochs: %s needs a value\n", a); MPI_Abort(MPI_COMM_WORLD, 2); }
         i++;
         if (!strcmp(a, "--q")) q = strtod(v, NULL);
@@ -85,13 +86,14 @@ int main(int argc, char **argv)
         printf("%5s %6s %9s %9s %10s %12s %12s %9s\n", "epoch", "Q", "sent", "received", "MiB sent", "exchange ms",
                "blocked ms", "classes");
     for (uint64_t e = ps_epoch(ps); e < epochs; e++) {
-        if ((err = ps_exchange_begin(ps, e))) die(rank, "exchange_begin", err);
         if ((err = ps_order(ps, order, ps_size(ps)))) die(rank, "order", err);
+        if (overlap && (err = ps_exchange_begin(ps, e))) die(rank, "exchange_begin", err);
         for (uint64_t i = 0; i < ps_size(ps); i++) { /* "training" */
             if ((err = ps_read(ps, order[i], buf, 2 * size))) die(rank, "read", err);
             if (work_us > 0) busy_us(work_us);
-            if (i % 16 == 0 && (err = ps_progress(ps, NULL))) die(rank, "progress", err);
+            if (overlap && i % 16 == 0 && (err = ps_progress(ps, NULL))) die(rank, "progress", err);
         }
+        if (!overlap && (err = ps_exchange_begin(ps, e))) die(rank, "exchange_begin", err);
         if ((err = ps_exchange_end(ps))) die(rank, "exchange_end", err);
         ps_stats_t st;
         ps_stats(ps, &st);

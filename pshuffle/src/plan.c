@@ -261,13 +261,13 @@ void ps__schedule_desc(const ps_schedule_t *q, char *buf, size_t len)
 {
     switch (q->kind) {
     case PS_Q_EXP:
-        snprintf(buf, len, "Q=%g*%g^e(min %g)", q->q0, q->q_rate, q->q_min);
+        snprintf(buf, len, "Q=%g*%g^e,min=%g", q->q0, q->q_rate, q->q_min);
         break;
     case PS_Q_LINEAR:
-        snprintf(buf, len, "Q=%g-%g*e(min %g)", q->q0, q->q_rate, q->q_min);
+        snprintf(buf, len, "Q=%g-%g*e,min=%g", q->q0, q->q_rate, q->q_min);
         break;
     case PS_Q_TABLE:
-        snprintf(buf, len, "Q=table[%u](%g,...)", q->q_table_len, q->q_table_len ? q->q_table[0] : 0.0);
+        snprintf(buf, len, "Q=table[%u]:%g,...", q->q_table_len, q->q_table_len ? q->q_table[0] : 0.0);
         break;
     default:
         snprintf(buf, len, "Q=%g", q->q0);

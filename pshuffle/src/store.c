@@ -338,7 +338,7 @@ int ps__manifest_read(const char *path, ps__manifest_t *m)
     NEXT_LINE();
     if (sscanf(p, "params %" SCNx64, &m->params) != 1) goto bad;
     NEXT_LINE();
-    if (sscanf(p, "schedule %63s", m->qdesc) != 1) goto bad;
+    if (sscanf(p, "schedule %63[^\n]", m->qdesc) != 1) goto bad;
     NEXT_LINE();
     if (sscanf(p, "count %" SCNu64, &m->count) != 1 || m->count > len / 8) goto bad;
     NEXT_LINE();
