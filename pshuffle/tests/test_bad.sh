@@ -3,6 +3,7 @@
 # every mpirun is under `timeout`.
 set -u
 W="$PS_WORK/bad.d"
+mountpoint -q "$W/tiny" 2> /dev/null && umount "$W/tiny"
 rm -rf "$W" && mkdir -p "$W"
 fail() { echo "FAIL: $*"; exit 1; }
 run() { local n=$1; shift; timeout 60 $PS_MPIRUN $PS_MPI_FLAGS -n "$n" "$PS_BIN/mpi_bad" "$@"; }
@@ -30,7 +31,7 @@ mkdir -p "$mnt"
 # 2 ranks x 40 samples of 1 KiB, each file in a 4 KiB page, plus manifests:
 # the initial store fits; the 20 extra samples per rank of Q=0.5 do not.
 if mount -t tmpfs -o size=400k tmpfs "$mnt" 2> /dev/null; then
-  trap 'umount "$mnt" 2>/dev/null' EXIT
+  trap 'umount "$mnt" 2>/dev/null' EXIT INT TERM
   how="tmpfs of 400 KiB"
   step enospc run 2 enospc "$mnt/store"
   store="$mnt/store"

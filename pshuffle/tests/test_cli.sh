@@ -31,6 +31,18 @@ c=$("$P" plan --ranks 5 --samples 500 --q 0.3 --epochs 4 --seed 2 --json)
 [ "$a" = "$b" ] || fail "plan not deterministic"
 [ "$a" != "$c" ] || fail "seed has no effect"
 
+# Per-rank totals: each rank receives what it sends, and holds its slice.
+"$P" plan --ranks 5 --samples 503 --q 0.2 --epochs 3 --per-rank --json > "$W/per.json" || fail "per-rank"
+/usr/bin/python3 - "$W/per.json" <<'PY' || fail "per-rank totals"
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert [r["samples"] for r in p["per_rank"]] == [100, 101, 100, 101, 101], p["per_rank"]
+for r in p["per_rank"]:
+    k = int(0.2 * r["samples"] + 0.5)
+    assert r["sent"] == r["received"] == 3 * k, r
+    assert r["peak_storage"] == r["samples"] + k, r
+PY
+
 # Usage errors: exit 2, one line naming the problem.
 expect_usage() {
   local want="$1"; shift

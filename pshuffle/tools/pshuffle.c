@@ -113,7 +113,7 @@ static int num_double(const cmd_t *c, const char *opt, const char *s, double *ou
 
 /* ---------------------------------------------------------------- plan */
 
-enum { O_RANKS = 256, O_SAMPLES, O_Q, O_EPOCHS, O_SEED, O_DECAY, O_QMIN, O_JSON };
+enum { O_RANKS = 256, O_SAMPLES, O_Q, O_EPOCHS, O_SEED, O_DECAY, O_QMIN, O_JSON, O_PERRANK };
 static const opt_t plan_opts[] = {
     {O_RANKS, "ranks", "M", "number of ranks (required)"},
     {O_SAMPLES, "samples", "N", "dataset size (required)"},
@@ -122,6 +122,7 @@ static const opt_t plan_opts[] = {
     {O_SEED, "seed", "S", "seed (default 0)"},
     {O_DECAY, "q-decay", "R", "exponential schedule: Q_e = max(q-min, Q * R^e)"},
     {O_QMIN, "q-min", "Q", "floor of a decaying schedule (default 0)"},
+    {O_PERRANK, "per-rank", NULL, "also print each rank's totals over all epochs"},
     {O_JSON, "json", NULL, "print JSON instead of tables"},
     {0},
 };
@@ -129,7 +130,7 @@ static const opt_t plan_opts[] = {
 typedef struct {
     uint64_t ranks, samples, epochs, seed;
     double q, decay, qmin;
-    int have_ranks, have_samples, have_q, decaying, json;
+    int have_ranks, have_samples, have_q, decaying, json, per_rank;
 } plan_args_t;
 
 static int plan_opt(const cmd_t *c, int k, const char *a, void *ctx)
@@ -144,6 +145,7 @@ static int plan_opt(const cmd_t *c, int k, const char *a, void *ctx)
     case O_DECAY: p->decaying = 1; return num_double(c, "q-decay", a, &p->decay);
     case O_QMIN: return num_double(c, "q-min", a, &p->qmin);
     case O_JSON: p->json = 1; return 0;
+    case O_PERRANK: p->per_rank = 1; return 0;
     }
     return 0;
 }
@@ -186,8 +188,10 @@ static int run_plan(const cmd_t *c, int argc, char **argv)
     uint64_t *counts = calloc((size_t)M, sizeof *counts), *origin_lo = calloc((size_t)M + 1, sizeof *origin_lo);
     ps_plan_t *plans = calloc((size_t)M, sizeof *plans);
     epoch_row_t *rows = calloc(a.epochs, sizeof *rows);
+    uint64_t *tot_sent = calloc((size_t)M, sizeof *tot_sent), *tot_recv = calloc((size_t)M, sizeof *tot_recv);
+    uint64_t *peak_r = calloc((size_t)M, sizeof *peak_r);
     int err = 0;
-    if (!held || !next || !counts || !origin_lo || !plans || !rows)
+    if (!held || !next || !counts || !origin_lo || !plans || !rows || !tot_sent || !tot_recv || !peak_r)
         return fail("plan", "out of memory");
     for (int q = 0; q <= M; q++)
         origin_lo[q] = N * (uint64_t)q / (uint64_t)M;
@@ -241,6 +245,10 @@ static int run_plan(const cmd_t *c, int argc, char **argv)
             row->recv_max = got > row->recv_max ? got : row->recv_max;
             if (counts[q] + got > row->peak)
                 row->peak = counts[q] + got;
+            tot_sent[q] += sent;
+            tot_recv[q] += got;
+            if (counts[q] + got > peak_r[q])
+                peak_r[q] = counts[q] + got;
         }
         uint64_t away = 0;
         for (int q = 0; q < M; q++) {
@@ -263,7 +271,16 @@ static int run_plan(const cmd_t *c, int argc, char **argv)
         nmax = counts[q] > nmax ? counts[q] : nmax;
     }
     if (a.json) {
-        printf("{\"ranks\": %d, \"samples\": %" PRIu64 ", \"seed\": %" PRIu64 ", \"local_min\": %" PRIu64
+        if (a.per_rank) {
+            printf("{\"per_rank\": [");
+            for (int q = 0; q < M; q++)
+                printf("%s{\"rank\": %d, \"samples\": %" PRIu64 ", \"sent\": %" PRIu64 ", \"received\": %" PRIu64
+                       ", \"peak_storage\": %" PRIu64 "}", q ? ", " : "", q, counts[q], tot_sent[q], tot_recv[q], peak_r[q]);
+            printf("],\n ");
+        } else {
+            printf("{");
+        }
+        printf("\"ranks\": %d, \"samples\": %" PRIu64 ", \"seed\": %" PRIu64 ", \"local_min\": %" PRIu64
                ", \"local_max\": %" PRIu64 ", \"epochs\": [",
                M, N, a.seed, nmin, nmax);
         for (uint64_t e = 0; e < a.epochs; e++)
@@ -274,6 +291,7 @@ static int run_plan(const cmd_t *c, int argc, char **argv)
                    rows[e].peak, rows[e].mixed);
         printf("\n]}\n");
     } else {
+
         printf("plan: %d ranks, %" PRIu64 " samples (%" PRIu64 "..%" PRIu64 " per rank), seed %" PRIu64 "\n\n", M, N,
                nmin, nmax, a.seed);
         printf("%5s  %8s  %17s  %17s  %12s  %8s\n", "epoch", "Q", "sent/rank", "received/rank", "peak/rank", "mixed");
@@ -291,10 +309,18 @@ static int run_plan(const cmd_t *c, int argc, char **argv)
                    100.0 * rows[e].mixed);
         }
         printf("\nmixed: share of all samples that are not on their original rank after the epoch\n");
+        if (a.per_rank) {
+            printf("\nper rank, over %" PRIu64 " epochs:\n%6s  %10s  %10s  %10s  %10s\n", a.epochs, "rank", "samples", "sent",
+                   "received", "peak");
+            for (int q = 0; q < M; q++)
+                printf("%6d  %10" PRIu64 "  %10" PRIu64 "  %10" PRIu64 "  %10" PRIu64 "\n", q, counts[q], tot_sent[q],
+                       tot_recv[q], peak_r[q]);
+        }
     }
     for (int q = 0; q < M; q++)
         free(held[q]), free(next[q]);
     free(held), free(next), free(counts), free(origin_lo), free(plans), free(rows);
+    free(tot_sent), free(tot_recv), free(peak_r);
     return 0;
 }
 
@@ -348,7 +374,7 @@ static int run_verify(const cmd_t *c, int argc, char **argv)
 
 static const cmd_t cmds[] = {
     {"plan", "Print the exchange plan's statistics for a configuration, without MPI.",
-     "plan --ranks M --samples N --q Q [--epochs E] [--seed S] [--q-decay R] [--q-min Q] [--json]",
+     "plan --ranks M --samples N --q Q [--epochs E] [--seed S] [--q-decay R] [--q-min Q] [--per-rank] [--json]",
      "Columns: samples sent and received per rank (min..max over ranks), peak samples stored on a\n"
      "rank during the exchange, and the share of samples that have left their original rank.",
      plan_opts, run_plan},
