@@ -24,6 +24,10 @@
  *
  * The library never prints and never calls MPI_Init: MPI must be initialised
  * by the caller. It duplicates the communicator it is given.
+ *
+ * Thread safety: one shuffler is used from one thread (its optional
+ * progress thread is internal). Reads (ps_info, ps_read, ps_order) make no
+ * MPI call, so a forked process may use them.
  */
 #ifndef PSHUFFLE_H
 #define PSHUFFLE_H
@@ -164,8 +168,12 @@ typedef struct {
     int fsync;              /**< directory store: fsync files and manifests (default 1) */
     int resume;             /**< directory store: 1 resume from the store's last
                                  committed epoch, 0 start afresh (default 1) */
-    ps_hook_fn hook;        /**< optional, called at protocol points */
+    ps_hook_fn hook;        /**< optional, called at protocol points (from the
+                                 progress thread too, when there is one) */
     void *hook_arg;
+    int progress_thread;    /**< 1: a thread progresses each exchange between
+                                 ps_exchange_begin() and ps_exchange_end();
+                                 needs MPI_THREAD_MULTIPLE (default 0) */
 } ps_config_t;
 
 void ps_config_init(ps_config_t *cfg);
@@ -252,7 +260,8 @@ int ps_order(const ps_shuffler_t *ps, uint64_t *out, uint64_t n);
  */
 int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch);
 /** Advances the exchange without blocking. *done (may be NULL) becomes 1
- *  once all of this rank's messages completed. Local. */
+ *  once all of this rank's messages completed. Local. With a progress
+ *  thread it only reports. */
 int ps_progress(ps_shuffler_t *ps, int *done);
 /**
  * Completes the exchange and commits epoch+1. Collective. On failure on any

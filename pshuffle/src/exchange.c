@@ -18,6 +18,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shuffler.h"
@@ -68,9 +69,19 @@ static void free_peers(ps__peer_t *p, int n)
     free(p);
 }
 
+static void stop_thread(ps_shuffler_t *ps)
+{
+    if (!ps->thread_running)
+        return;
+    ps->thread_stop = 1;
+    pthread_join(ps->thread, NULL);
+    ps->thread_running = 0;
+}
+
 void ps__xchg_free(ps_shuffler_t *ps)
 {
     ps__xchg_t *x = ps->x;
+    stop_thread(ps);
     if (!x)
         return;
     int fin = 0;
@@ -297,6 +308,31 @@ static int step(ps_shuffler_t *ps, ps__xchg_t *x, int blocking)
 static int begin_local(ps_shuffler_t *ps, uint64_t epoch);
 int ps__post(ps_shuffler_t *ps);
 
+/* The progress thread: polls the exchange until it completes or
+ * ps_exchange_end() takes over. The mutex keeps it from running a step at
+ * the same time as ps_progress(). */
+static void *progress_main(void *arg)
+{
+    ps_shuffler_t *ps = arg;
+    ps__xchg_t *x = ps->x;
+    const struct timespec nap = {0, 50000};
+    while (!ps->thread_stop) {
+        pthread_mutex_lock(&ps->mu);
+        int r = 0;
+        for (int i = 0; i < 64 && !x->complete; i++)
+            if ((r = step(ps, x, 0)) <= 0)
+                break;
+        if (r < 0)
+            xfail(x, r, 0);
+        int stop = x->complete || r < 0;
+        pthread_mutex_unlock(&ps->mu);
+        if (stop)
+            break;
+        nanosleep(&nap, NULL);
+    }
+    return NULL;
+}
+
 PS_API int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch)
 {
     ps__errclear();
@@ -325,7 +361,15 @@ PS_API int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch)
             ps__xchg_free(ps);
         return err;
     }
-    return ps__post(ps);
+    if ((err = ps__post(ps)))
+        return err;
+    if (ps->progress_thread) {
+        ps->thread_stop = 0;
+        if ((err = pthread_create(&ps->thread, NULL, progress_main, ps)))
+            return ps__errf(-err, "cannot start the progress thread"); /* ps_exchange_end() still completes */
+        ps->thread_running = 1;
+    }
+    return 0;
 }
 
 static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
@@ -460,6 +504,13 @@ PS_API int ps_progress(ps_shuffler_t *ps, int *done)
         return ps__errf(PS_ESTATE, "no exchange in progress");
     }
     int err = 0, r;
+    if (ps->thread_running) {
+        pthread_mutex_lock(&ps->mu);
+        if (done)
+            *done = x->complete;
+        pthread_mutex_unlock(&ps->mu);
+        return 0;
+    }
     /* Bounded, so a caller in a training loop is never held up long. */
     for (int i = 0; i < 64 && !x->complete; i++) {
         if ((r = step(ps, x, 0)) < 0) {
@@ -525,6 +576,7 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
     if (!x)
         return ps__agree(ps, ps__errf(PS_ESTATE, "ps_exchange_end without ps_exchange_begin"), 0);
     x->t_endcall = ps__now_ns();
+    stop_thread(ps);
     while (!x->complete) {
         int r = step(ps, x, 1);
         if (r < 0) {

@@ -324,6 +324,8 @@ PS_API int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg)
     ps->resume = cfg->resume;
     ps->hook = cfg->hook;
     ps->hook_arg = cfg->hook_arg;
+    ps->progress_thread = cfg->progress_thread;
+    pthread_mutex_init(&ps->mu, NULL);
 
     open_info_t me;
     memset(&me, 0, sizeof me);
@@ -336,6 +338,13 @@ PS_API int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg)
             err = -ENOMEM;
         else
             memcpy(ps->qtable, cfg->q.q_table, cfg->q.q_table_len * sizeof *ps->qtable);
+    }
+    if (!err && cfg->progress_thread) {
+        int level = MPI_THREAD_SINGLE;
+        MPI_Query_thread(&level);
+        if (level < MPI_THREAD_MULTIPLE)
+            err = ps__errf(PS_EINVAL, "a progress thread needs MPI_THREAD_MULTIPLE (initialise MPI with "
+                                      "MPI_Init_thread)");
     }
     if (!err && (cfg->chunk_bytes == 0 || cfg->chunk_bytes > PS_MAX_CHUNK))
         err = ps__errf(PS_EINVAL, "chunk size %" PRIu64 " outside 1 byte .. 1 GiB", cfg->chunk_bytes);
@@ -406,6 +415,7 @@ PS_API void ps_close(ps_shuffler_t *ps)
     free(ps->counts);
     free(ps->qtable);
     free(ps->root);
+    pthread_mutex_destroy(&ps->mu);
     if (ps->comm != MPI_COMM_NULL) {
         int fin = 0;
         MPI_Finalized(&fin);

@@ -2,6 +2,8 @@
 #ifndef PSHUFFLE_SHUFFLER_H
 #define PSHUFFLE_SHUFFLER_H
 
+#include <pthread.h>
+
 #include "internal.h"
 
 /* One side of the exchange with one peer: the headers message, then the
@@ -51,6 +53,11 @@ struct ps_shuffler {
     int fsync, resume;
     ps_hook_fn hook;
     void *hook_arg;
+    int progress_thread;
+    pthread_t thread;        /* progress thread of the exchange in flight */
+    pthread_mutex_t mu;      /* serialises the progress thread and ps_progress */
+    int thread_running;
+    volatile int thread_stop;
     char *root;              /* NULL: memory store */
     char rankdir[4200];
     int started, resumed;

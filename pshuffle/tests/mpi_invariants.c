@@ -3,7 +3,8 @@
  * exact send counts, peak storage, agreement of the data moved with the
  * plan, determinism across seeds, and a chi-square test of destinations.
  *
- * usage: mpi_invariants [--dir DIR] [--n PER_RANK] [--chunk BYTES]
+ * usage: mpi_invariants [--dir DIR] [--n PER_RANK] [--chunk BYTES] [--thread]
+ * (--thread: a progress thread instead of ps_progress calls)
  */
 #include <math.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 static int M, R;
 static uint64_t n_per = 120, chunk = 2048;
 static const char *dir;
+static int thread;
 #define MAXSIZE 300
 
 static int cmp_u64(const void *a, const void *b)
@@ -44,6 +46,7 @@ static uint64_t run(double q, uint64_t seed, uint64_t *dest)
     cfg.store_dir = dir;
     cfg.fsync = 0;
     cfg.resume = 0;
+    cfg.progress_thread = thread;
     ps_shuffler_t *ps;
     T_OK(ps_open(&ps, MPI_COMM_WORLD, &cfg));
     unsigned char buf[MAXSIZE];
@@ -79,7 +82,7 @@ static uint64_t run(double q, uint64_t seed, uint64_t *dest)
             T_CHECK(s.size == t_size(s.id, MAXSIZE) && !memcmp(buf, want, s.size) && s.label == t_label(s.id, 10),
                     "epoch %" PRIu64 ": content of sample %" PRIu64 " wrong", e, s.id);
             fp = t_mix(fp ^ s.id);
-            if (i % 8 == 0)
+            if (i % 8 == 0 && !thread)
                 T_OK(ps_progress(ps, NULL));
         }
         T_OK(ps_exchange_end(ps));
@@ -157,17 +160,34 @@ static uint64_t run(double q, uint64_t seed, uint64_t *dest)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    for (int i = 1; i < argc; i++)
+        thread |= !strcmp(argv[i], "--thread");
+    if (thread) {
+        int got;
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &got);
+        if (got < MPI_THREAD_MULTIPLE) {
+            printf("skip: this MPI does not provide MPI_THREAD_MULTIPLE\n");
+            MPI_Finalize();
+            return 77;
+        }
+    } else {
+        MPI_Init(&argc, &argv);
+    }
     MPI_Comm_rank(MPI_COMM_WORLD, &R);
     MPI_Comm_size(MPI_COMM_WORLD, &M);
     t_rank_ = R;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i + 1 < argc; i++) {
+        if (!strcmp(argv[i], "--thread"))
+            continue;
         if (!strcmp(argv[i], "--dir"))
             dir = argv[i + 1];
         else if (!strcmp(argv[i], "--n"))
             n_per = strtoull(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--chunk"))
             chunk = strtoull(argv[i + 1], NULL, 10);
+        else
+            continue;
+        i++;
     }
     const double qs[] = {0, 0.1, 0.5, 1};
     uint64_t *dest = calloc((size_t)M * M, sizeof *dest);

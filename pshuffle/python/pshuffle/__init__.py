@@ -70,7 +70,9 @@ class Shuffler:
     repeats), or exp_schedule()/linear_schedule(). store_dir: None for an
     in-memory store, else a directory (node-local disk) that survives
     crashes; with resume=True a later job continues from its last committed
-    epoch. Collective methods are marked so in their docstring.
+    epoch. progress_thread=True progresses each exchange from a thread
+    (mpi4py initialises MPI with MPI_THREAD_MULTIPLE by default). Collective
+    methods are marked so in their docstring.
 
     Reading (info/read/order/size) never calls MPI, so a forked DataLoader
     worker may use it; the MPI side (exchange_*, progress) belongs to the
@@ -78,7 +80,7 @@ class Shuffler:
     """
 
     def __init__(self, comm=None, seed=0, q=0.1, store_dir=None, chunk_bytes=64 << 20,
-                 fsync=True, resume=True):
+                 fsync=True, resume=True, progress_thread=False):
         """Collective."""
         if comm is None:
             from mpi4py import MPI
@@ -106,6 +108,7 @@ class Shuffler:
         cfg.chunk_bytes = int(chunk_bytes)
         cfg.fsync = 1 if fsync else 0
         cfg.resume = 1 if resume else 0
+        cfg.progress_thread = 1 if progress_thread else 0
         h = ctypes.c_void_p()
         _check(L.ps_open_f(ctypes.byref(h), comm.py2f(), ctypes.byref(cfg)), "open")
         self._h = h

@@ -17,7 +17,7 @@ class Schedule(Structure):
 class Config(Structure):
     _fields_ = [("version", c_uint32), ("seed", c_uint64), ("q", Schedule), ("store_dir", c_char_p),
                 ("chunk_bytes", c_uint64), ("fsync", c_int), ("resume", c_int),
-                ("hook", c_void_p), ("hook_arg", c_void_p)]
+                ("hook", c_void_p), ("hook_arg", c_void_p), ("progress_thread", c_int)]
 
 
 class Sample(Structure):

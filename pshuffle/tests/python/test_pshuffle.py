@@ -56,6 +56,24 @@ def test_exchange_invariants(comm):
     sh.close()
 
 
+def test_progress_thread(comm):
+    if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+        pytest.skip("MPI not initialised with MPI_THREAD_MULTIPLE")
+    a = make(comm, q=0.5, progress_thread=True)
+    b = make(comm, q=0.5)
+    for e in range(3):
+        for sh in (a, b):
+            sampler_order = sh.order()
+            sh.exchange_begin(e)
+            for i in sampler_order:
+                sh.read(i)
+            sh.exchange_end()
+    assert held(a) == held(b)  # same plan, same result, whoever progresses
+    assert a.stats()["samples_recv"] == b.stats()["samples_recv"]
+    a.close()
+    b.close()
+
+
 def test_set_epoch_determinism(comm):
     def run(seed):
         sh = make(comm, seed=seed, q=0.5)
