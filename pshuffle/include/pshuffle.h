@@ -191,8 +191,10 @@ void ps_config_init(ps_config_t *cfg);
 int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg);
 /** ps_open() taking a Fortran communicator handle (for FFI bindings). */
 int ps_open_f(ps_shuffler_t **out, MPI_Fint comm, const ps_config_t *cfg);
-/** Frees the shuffler (not collective; an exchange in flight is cancelled,
- *  nothing uncommitted is kept). NULL is fine. */
+/** Frees the shuffler and its duplicated communicator. Collective in MPI's
+ *  sense (MPI_Comm_free), so call it on every rank; it does not wait for
+ *  the others. An exchange in flight is cancelled and nothing uncommitted
+ *  is kept. After MPI_Finalize only memory is freed. NULL is fine. */
 void ps_close(ps_shuffler_t *ps);
 
 /** 1 when ps_open() resumed from a stored checkpoint. */
@@ -253,10 +255,11 @@ int ps_read(const ps_shuffler_t *ps, uint64_t idx, void *buf, size_t cap);
 int ps_order(const ps_shuffler_t *ps, uint64_t *out, uint64_t n);
 
 /**
- * Starts the exchange of epoch `epoch` (must equal ps_epoch(), else
- * PS_EEPOCH). Computes the plan and posts nonblocking sends and receives.
- * Not collective in MPI terms, but every rank must call it for the same
- * epoch. The current samples stay readable until ps_exchange_end().
+ * Starts the exchange of epoch `epoch` (must equal ps_epoch() on every
+ * rank, else PS_EEPOCH on all). Collective (one small MPI_Allreduce to
+ * agree on the epoch and on local success), then computes the plan and
+ * posts nonblocking sends and receives. The current samples stay readable,
+ * and ps_order() keeps giving this epoch's order, until ps_exchange_end().
  */
 int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch);
 /** Advances the exchange without blocking. *done (may be NULL) becomes 1
