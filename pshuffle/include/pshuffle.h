@@ -153,7 +153,8 @@ typedef enum {
     PS_POINT_COMMITTED,     /**< this rank's new manifest is durable */
     PS_POINT_AGREED,        /**< every rank committed; sent samples not yet deleted */
     PS_POINT_DELETING,      /**< half of the sent samples deleted */
-    PS_POINT_DONE           /**< exchange finished */
+    PS_POINT_DONE,          /**< exchange finished */
+    PS_POINT_LOADED         /**< ps_start(): this rank's epoch-0 manifest is durable */
 } ps_point_t;
 typedef void (*ps_hook_fn)(void *arg, int point, uint64_t epoch);
 

@@ -626,6 +626,8 @@ PS_API int ps_start(ps_shuffler_t *ps)
             err = ps__sync_store(ps->rankdir);
         if (!err)
             err = ps__manifest_write(ps->rankdir, &m, ps->fsync);
+        if (!err && ps->hook)
+            ps->hook(ps->hook_arg, PS_POINT_LOADED, 0);
     }
     if ((err = ps__agree(ps, err, 0)))
         return err;

@@ -13,18 +13,24 @@ run --dir "$W/ref" --out "$W/ref.txt" > "$W/ref.log" 2>&1 || { cat "$W/ref.log";
 "$PSHUFFLE" verify "$W/ref" > /dev/null || fail "verify of the uninterrupted store"
 
 # RANK:EPOCH:POINT, points: 1 posted, 2 first chunk stored, 3 all staged,
-# 4 own manifest durable, 5 all committed, 6 half the sent files deleted.
-for spec in 1:2:1 0:3:2 2:1:3 1:4:4 0:5:5 2:6:6 0:0:4 2:7:5; do
+# 4 own manifest durable, 5 all committed, 6 half the sent files deleted,
+# 8 initial load: own epoch-0 manifest durable.
+for spec in 1:2:1 0:3:2 2:1:3 1:4:4 0:5:5 2:6:6 0:0:4 2:7:5 1:0:8; do
   d="$W/s-${spec//:/-}"
   run --dir "$d" --crash "$spec" --out "$d.txt" > "$d.log" 2>&1
   rc=$?
   [ $rc -ne 0 ] || fail "$spec: run with a crash exited 0"
   grep -q "crashing at point" "$d.log" || { cat "$d.log"; fail "$spec: the crash point was not reached"; }
-  "$PSHUFFLE" verify "$d" > "$d.verify" 2>&1 || { cat "$d.verify"; fail "$spec: store damaged after the crash"; }
+  # A crash during the initial load may leave ranks without a manifest: the
+  # store is not complete yet and the restart starts afresh.
+  if [ "${spec##*:}" != 8 ]; then
+    "$PSHUFFLE" verify "$d" > "$d.verify" 2>&1 || { cat "$d.verify"; fail "$spec: store damaged after the crash"; }
+  fi
   run --dir "$d" --out "$d.txt" > "$d.log2" 2>&1 || { cat "$d.log2"; fail "$spec: restart failed"; }
   cmp -s "$d.txt" "$W/ref.txt" || { diff "$d.txt" "$W/ref.txt" | head; fail "$spec: final holdings differ from the uninterrupted run"; }
   "$PSHUFFLE" verify --json "$d" > "$d.verify2" || fail "$spec: verify after restart"
   grep -q '"orphans": 0' "$d.verify2" || fail "$spec: orphans left after restart"
-  echo "crash at $spec: $(grep -o 'resumed at epoch [0-9]*' "$d.log2"), final holdings equal"
+  how=$(grep -o 'resumed at epoch [0-9]*' "$d.log2" || echo "started afresh")
+  echo "crash at $spec: $how, final holdings equal"
 done
 echo PASS
