@@ -33,4 +33,18 @@ for spec in 1:2:1 0:3:2 2:1:3 1:4:4 0:5:5 2:6:6 0:0:4 2:7:5 1:0:8; do
   how=$(grep -o 'resumed at epoch [0-9]*' "$d.log2" || echo "started afresh")
   echo "crash at $spec: $how, final holdings equal"
 done
+# Initial load interrupted before rank 2 wrote its manifest: a restart starts afresh.
+d="$W/partial"
+run --dir "$d" --epochs 0 --out "$d.0.txt" > "$d.log" 2>&1 || { cat "$d.log"; fail "initial load"; }
+rm "$d/rank-00002/manifest.0000000000"
+run --dir "$d" --out "$d.txt" > "$d.log2" 2>&1 || { cat "$d.log2"; fail "restart after an interrupted load"; }
+grep -q "resumed" "$d.log2" && fail "resumed from an incomplete initial load"
+cmp -s "$d.txt" "$W/ref.txt" || fail "restart after an interrupted load: final holdings differ"
+echo "initial load interrupted: started afresh, final holdings equal"
+
+# A manifest lost later is refused, on every rank, naming the rank.
+rm "$W/ref/rank-00001/manifest.0000000008"
+if run --dir "$W/ref" --out "$W/x.txt" > "$W/lost.log" 2>&1; then fail "a store missing a manifest was accepted"; fi
+grep -q "rank 1 has no manifest but others are at epoch 8" "$W/lost.log" || { cat "$W/lost.log"; fail "lost manifest: unclear error"; }
+echo "lost manifest: refused"
 echo PASS
