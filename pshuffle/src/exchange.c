@@ -53,7 +53,7 @@ static void drop_staged(ps_shuffler_t *ps, ps__xchg_t *x)
             ps__sample_path(path, sizeof path, ps->rankdir, x->staged[i].id);
             unlink(path);
         } else {
-            free(x->staged[i].data);
+            ps__arena_free(&ps->arena, x->staged[i].blk, x->staged[i].size);
         }
     }
     x->nstaged = 0;
@@ -192,9 +192,10 @@ static int stage(ps_shuffler_t *ps, ps__xchg_t *x, const ps__entry_t *e, const v
         if ((err = ps__sample_write(ps->rankdir, &s, data, 0)))
             return err;
     } else {
-        if (!(s.data = malloc(s.size ? s.size : 1)))
+        if (!(s.data = ps__arena_alloc(&ps->arena, s.size, &s.blk)))
             return -ENOMEM;
-        memcpy(s.data, data, s.size);
+        if (s.size)
+            memcpy(s.data, data, s.size);
     }
     x->staged[x->nstaged++] = s;
     x->staged_bytes += s.size;
@@ -618,7 +619,7 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
             ps__sample_path(path, sizeof path, ps->rankdir, ps->ent[i].id);
             unlink(path);
         } else {
-            free(ps->ent[i].data);
+            ps__arena_free(&ps->arena, ps->ent[i].blk, ps->ent[i].size);
         }
         if (++done == half && half)
             hook(ps, PS_POINT_DELETING);
@@ -631,6 +632,8 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
     free(ps->ent);
     ps->ent = newent;
     ps->n = ps->cap = newn;
+    if (!ps->root)
+        ps__arena_compact(&ps->arena, ps->ent, ps->n);
     ps->bytes = ps->bytes - x->st.bytes_sent + x->staged_bytes;
     ps->epoch = x->epoch + 1;
     x->nstaged = 0; /* now owned by ps->ent */

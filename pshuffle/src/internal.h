@@ -43,8 +43,22 @@ typedef struct {
     uint32_t flags;
     uint64_t size;
     uint64_t hash;
-    void *data;   /* memory store only */
+    void *data;   /* memory store only: in the arena */
+    struct ps__block *blk;
 } ps__entry_t;
+
+/* The memory store's arena (arena.c). */
+typedef struct ps__block ps__block_t;
+typedef struct {
+    ps__block_t *head, *cur;
+    size_t reserved, live;
+} ps__arena_t;
+void *ps__arena_alloc(ps__arena_t *a, size_t n, ps__block_t **blk);
+void ps__arena_free(ps__arena_t *a, ps__block_t *blk, size_t n);
+void ps__arena_destroy(ps__arena_t *a);
+/* Moves the samples of ent[n] into fresh blocks when the arena is mostly
+ * holes. Always succeeds (without memory it leaves things as they are). */
+int ps__arena_compact(ps__arena_t *a, ps__entry_t *ent, uint64_t n);
 
 /* ---- sample files and manifests (store.c) ---- */
 #define PS_SAMPLE_MAGIC "PSMP"

@@ -408,9 +408,7 @@ PS_API void ps_close(ps_shuffler_t *ps)
     if (!ps)
         return;
     ps__xchg_free(ps);
-    if (!ps->root)
-        for (uint64_t i = 0; i < ps->n; i++)
-            free(ps->ent[i].data);
+    ps__arena_destroy(&ps->arena);
     free(ps->ent);
     free(ps->counts);
     free(ps->qtable);
@@ -447,10 +445,11 @@ PS_API int ps_add(ps_shuffler_t *ps, uint64_t id, int32_t label, const void *dat
         if ((err = ps__sample_write(ps->rankdir, &e, data, 0)))
             return err;
     } else {
-        e.data = malloc(len ? len : 1);
+        e.data = ps__arena_alloc(&ps->arena, len, &e.blk);
         if (!e.data)
             return -ENOMEM;
-        memcpy(e.data, data, len);
+        if (len)
+            memcpy(e.data, data, len);
     }
     ps->ent[ps->n++] = e;
     ps->bytes += len;
@@ -659,7 +658,8 @@ PS_API int ps_read(const ps_shuffler_t *ps, uint64_t idx, void *buf, size_t cap)
         return ps__sample_read(ps->rankdir, e, buf, cap);
     if (cap < e->size)
         return ps__errf(PS_EINVAL, "buffer of %zu bytes for a %" PRIu64 "-byte sample", cap, e->size);
-    memcpy(buf, e->data, e->size);
+    if (e->size)
+        memcpy(buf, e->data, e->size);
     return 0;
 }
 

@@ -59,6 +59,7 @@ struct ps_shuffler {
     int thread_running;
     volatile int thread_stop;
     char *root;              /* NULL: memory store */
+    ps__arena_t arena;       /* memory store */
     char rankdir[4200];
     int started, resumed;
     uint64_t epoch;
