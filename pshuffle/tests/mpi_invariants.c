@@ -114,7 +114,7 @@ static uint64_t run(double q, uint64_t seed, uint64_t *dest)
         for (int r = 0; r < M; r++)
             T_OK(ps_plan_compute(&plans[r], seed, e, q, counts, M, r));
         for (int r = 0; r < M; r++) {
-            unsigned char gone[4096] = {0};
+            unsigned char *gone = calloc(n_per, 1);
             uint64_t *out = pred + r * n_per, c = 0;
             for (uint64_t i = 0; i < plans[r].nsend; i++)
                 if (plans[r].send_to[i] != r)
@@ -131,6 +131,7 @@ static uint64_t run(double q, uint64_t seed, uint64_t *dest)
                 if (dest)
                     dest[src * M + r]++;
             }
+            free(gone);
             T_CHECK(c == n_per, "predicted count %" PRIu64, c);
             qsort(out, n_per, sizeof *out, cmp_u64);
             T_CHECK(!memcmp(out, all + r * n_per, n_per * sizeof *out),
