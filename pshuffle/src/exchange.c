@@ -59,12 +59,56 @@ static void drop_staged(ps_shuffler_t *ps, ps__xchg_t *x)
     x->nstaged = 0;
 }
 
-static void free_peers(ps__peer_t *p, int n)
+/* Chunk buffers are kept between exchanges (up to PS_POOL_MAX bytes):
+ * fresh large allocations come from mmap and each first touch of a page
+ * faults, which on a test machine cost more than the copy itself. */
+#define PS_POOL_MAX (UINT64_C(256) << 20)
+
+static void pool_put(ps_shuffler_t *ps, unsigned char *buf, size_t len)
+{
+    if (!buf)
+        return;
+    if (ps->pool_n < PS_POOL_SLOTS && ps->pool_bytes + len <= PS_POOL_MAX) {
+        ps->pool[ps->pool_n].buf = buf;
+        ps->pool[ps->pool_n].len = len;
+        ps->pool_n++;
+        ps->pool_bytes += len;
+    } else {
+        free(buf);
+    }
+}
+
+static unsigned char *pool_get(ps_shuffler_t *ps, size_t need, size_t *len)
+{
+    int best = -1;
+    for (int i = 0; i < ps->pool_n; i++)
+        if (ps->pool[i].len >= need && (best < 0 || ps->pool[i].len < ps->pool[best].len))
+            best = i;
+    if (best < 0) {
+        *len = need ? need : 1;
+        return malloc(*len);
+    }
+    unsigned char *b = ps->pool[best].buf;
+    *len = ps->pool[best].len;
+    ps->pool_bytes -= *len;
+    ps->pool[best] = ps->pool[--ps->pool_n];
+    return b;
+}
+
+void ps__pool_free(ps_shuffler_t *ps)
+{
+    for (int i = 0; i < ps->pool_n; i++)
+        free(ps->pool[i].buf);
+    ps->pool_n = 0;
+    ps->pool_bytes = 0;
+}
+
+static void free_peers(ps_shuffler_t *ps, ps__peer_t *p, int n)
 {
     for (int i = 0; p && i < n; i++) {
         free(p[i].idx);
         free(p[i].hdr);
-        free(p[i].buf);
+        pool_put(ps, p[i].buf, p[i].buflen);
     }
     free(p);
 }
@@ -95,8 +139,8 @@ void ps__xchg_free(ps_shuffler_t *ps)
     free(x->staged);
     free(x->sent);
     free(x->reqs);
-    free_peers(x->sp, x->nsp);
-    free_peers(x->rp, x->nrp);
+    free_peers(ps, x->sp, x->nsp);
+    free_peers(ps, x->rp, x->nrp);
     ps_plan_free(&x->plan);
     free(x);
     ps->x = NULL;
@@ -119,13 +163,14 @@ static uint64_t chunk_span(const ps_shuffler_t *ps, const unsigned char *hdr, ui
     return cnt;
 }
 
-static int buf_reserve(ps__peer_t *p, size_t len)
+static int buf_reserve(ps_shuffler_t *ps, ps__peer_t *p, size_t len)
 {
     if (len <= p->buflen && p->buf)
         return 0;
-    free(p->buf);
-    p->buf = malloc(len ? len : 1);
-    p->buflen = p->buf ? len : 0;
+    pool_put(ps, p->buf, p->buflen);
+    p->buf = pool_get(ps, len, &p->buflen);
+    if (!p->buf)
+        p->buflen = 0;
     return p->buf ? 0 : -ENOMEM;
 }
 
@@ -133,7 +178,7 @@ static int post_send_chunk(ps_shuffler_t *ps, ps__xchg_t *x, int i)
 {
     ps__peer_t *p = &x->sp[i];
     uint64_t bytes, cnt = chunk_span(ps, p->hdr, p->next, p->n, &bytes);
-    int err = buf_reserve(p, bytes);
+    int err = buf_reserve(ps, p, bytes);
     if (err)
         return err;
     size_t off = 0;
@@ -162,7 +207,7 @@ static int post_recv_chunk(ps_shuffler_t *ps, ps__xchg_t *x, int i)
 {
     ps__peer_t *p = &x->rp[i];
     uint64_t bytes, cnt = chunk_span(ps, p->hdr, p->next, p->n, &bytes);
-    int err = buf_reserve(p, bytes);
+    int err = buf_reserve(ps, p, bytes);
     if (err)
         return err;
     p->cfirst = p->next;

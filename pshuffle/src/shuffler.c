@@ -408,6 +408,7 @@ PS_API void ps_close(ps_shuffler_t *ps)
     if (!ps)
         return;
     ps__xchg_free(ps);
+    ps__pool_free(ps);
     ps__arena_destroy(&ps->arena);
     free(ps->ent);
     free(ps->counts);

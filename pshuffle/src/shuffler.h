@@ -68,9 +68,17 @@ struct ps_shuffler {
     uint64_t *counts;        /* per-rank counts */
     ps__xchg_t *x;
     ps_stats_t stats;
+#define PS_POOL_SLOTS 64
+    struct {
+        unsigned char *buf;
+        size_t len;
+    } pool[PS_POOL_SLOTS];   /* chunk buffers kept between exchanges */
+    int pool_n;
+    uint64_t pool_bytes;
 };
 
 int ps__agree(ps_shuffler_t *ps, int err, int secondary);
 void ps__xchg_free(ps_shuffler_t *ps);
+void ps__pool_free(ps_shuffler_t *ps);
 
 #endif
