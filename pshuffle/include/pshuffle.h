@@ -1,0 +1,328 @@
+/**
+ * @file pshuffle.h
+ * @brief pshuffle: partial distributed shuffling of a training set over MPI.
+ *
+ * The dataset is partitioned over the M ranks of a communicator. Every epoch
+ * each rank sends round(Q*n) of its n local samples to other ranks and
+ * receives exactly as many, so partitions stay balanced and storage per rank
+ * stays at (1+Q)*n. Q=0 is local shuffling, Q=1 global shuffling.
+ *
+ * The exchange plan of an epoch is a pure function of (seed, epoch, Q
+ * schedule, per-rank counts): every rank computes it without communication.
+ * The exchange can overlap with training: ps_exchange_begin() at the start of
+ * epoch e, ps_progress() during it, ps_exchange_end() at its end. Samples
+ * received during epoch e are used from epoch e+1.
+ *
+ * Errors: every function returns 0 or a negative code, either a PS_E* code
+ * below or -errno for a failed system call; ps_strerror() names it and
+ * ps_errdetail() gives the detail of the calling thread's last failure.
+ *
+ * Collective calls are marked "Collective": every rank of the communicator
+ * must make them in the same order. A collective call that fails on one rank
+ * fails on all ranks (the others return PS_EPEER naming the failing rank),
+ * so no rank is left waiting.
+ *
+ * The library never prints and never calls MPI_Init: MPI must be initialised
+ * by the caller. It duplicates the communicator it is given.
+ *
+ * Thread safety: one shuffler is used from one thread (its optional
+ * progress thread is internal). Reads (ps_info, ps_read, ps_order) make no
+ * MPI call, so a forked process may use them.
+ */
+#ifndef PSHUFFLE_H
+#define PSHUFFLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mpi.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PS_VERSION_MAJOR 0
+#define PS_VERSION_MINOR 1
+
+/* X(name, value, message) */
+#define PS_ERRNO_MAP(X)                                                         \
+    X(EINVAL,    -2001, "invalid argument")                                     \
+    X(EMISMATCH, -2002, "parameters differ across ranks")                       \
+    X(ENRANKS,   -2003, "store was written by a different number of ranks")     \
+    X(ECORRUPT,  -2004, "corrupt sample or manifest")                           \
+    X(ESTATE,    -2005, "call not valid in the current state")                  \
+    X(EEPOCH,    -2006, "wrong epoch")                                          \
+    X(EPEER,     -2007, "another rank failed")                                  \
+    X(EMPI,      -2008, "MPI call failed")                                      \
+    X(EDUP,      -2009, "duplicate sample id")                                  \
+    X(ETOOBIG,   -2010, "sample too large")                                     \
+    X(ENOSTORE,  -2011, "no pshuffle store found")                              \
+    X(EFORMAT,   -2012, "malformed input file")
+
+/** Error codes (all below -2000, so they never collide with -errno). */
+typedef enum {
+#define PS_ERR_ENUM_(name, val, msg) PS_##name = (val),
+    PS_ERRNO_MAP(PS_ERR_ENUM_)
+#undef PS_ERR_ENUM_
+} ps_errno_t;
+
+/** Message for a code (PS_E* or -errno). Static storage, never NULL. */
+const char *ps_strerror(int err);
+/** Symbolic name ("PS_ECORRUPT", "ENOSPC"). Static storage, never NULL. */
+const char *ps_err_name(int err);
+/** Detail of the calling thread's last failure ("" when none). Valid until
+ *  the thread's next pshuffle call. */
+const char *ps_errdetail(void);
+
+/* ------------------------------------------------------------------------ */
+/* Q schedule and exchange plan (pure functions, no MPI needed).            */
+
+/** Kinds of Q schedule. */
+typedef enum {
+    PS_Q_CONST = 0, /**< Q_e = q0 */
+    PS_Q_EXP = 1,   /**< Q_e = max(q_min, q0 * q_rate^e) */
+    PS_Q_LINEAR = 2,/**< Q_e = max(q_min, q0 - q_rate * e) */
+    PS_Q_TABLE = 3  /**< Q_e = q_table[min(e, q_table_len-1)] */
+} ps_q_kind_t;
+
+/** A per-epoch Q schedule. All values must lie in [0, 1] (q_rate in [0, 1]
+ *  for PS_Q_EXP, >= 0 for PS_Q_LINEAR). */
+typedef struct {
+    int kind;             /**< ps_q_kind_t */
+    double q0;
+    double q_rate;
+    double q_min;
+    const double *q_table;/**< borrowed; copied by ps_open() */
+    uint32_t q_table_len;
+} ps_schedule_t;
+
+/** Checks a schedule. 0 or PS_EINVAL with a detail. */
+int ps_schedule_check(const ps_schedule_t *s);
+/** Q of epoch e under the schedule (assumes a valid schedule). */
+double ps_schedule_q(const ps_schedule_t *s, uint64_t epoch);
+/** round(q*n), half away from zero: the number of samples a rank holding n
+ *  samples sends in an epoch with this Q. */
+uint64_t ps_plan_count(double q, uint64_t n);
+
+/** One rank's part of an epoch's plan. Arrays are owned by the plan; free
+ *  with ps_plan_free(). */
+typedef struct {
+    uint64_t nsend;        /**< samples this rank sends (== samples it receives) */
+    uint64_t *send_pos;    /**< [nsend] positions (in canonical id order) sent, slot order */
+    int *send_to;          /**< [nsend] destination rank per slot */
+    int *recv_from;        /**< [nsend] source rank per slot */
+    uint64_t nkept;        /**< slots whose sample stays (a slot with one participant) */
+} ps_plan_t;
+
+/**
+ * Computes rank `rank`'s plan for one epoch.
+ *
+ * counts[M] are the per-rank sample counts, q the epoch's Q. Each rank r
+ * sends k_r = round(q*counts[r]) samples: the first k_r positions of a
+ * random permutation of its samples (canonical order = ascending id). For
+ * each slot i, the ranks with k_r > i are put in a shared random cyclic
+ * order; each sends its slot-i sample to its successor and receives from its
+ * predecessor, so sends equal receives on every rank and no rank sends to
+ * itself. Deterministic in (seed, epoch, q, counts); no communication.
+ * @return 0, PS_EINVAL or -ENOMEM.
+ */
+int ps_plan_compute(ps_plan_t *out, uint64_t seed, uint64_t epoch, double q,
+                    const uint64_t *counts, int nranks, int rank);
+void ps_plan_free(ps_plan_t *p);
+
+/** The plans of all ranks of one epoch into out[nranks] (same result as
+ *  nranks calls of ps_plan_compute(), in O(k*M) instead of O(k*M^2));
+ *  free each with ps_plan_free(). For simulations such as `pshuffle plan`. */
+int ps_plan_compute_all(ps_plan_t *out, uint64_t seed, uint64_t epoch, double q,
+                        const uint64_t *counts, int nranks);
+
+/** The local visiting order of epoch e on `rank`: out[n] receives a
+ *  permutation of 0..n-1 (positions in canonical id order). */
+void ps_plan_order(uint64_t *out, uint64_t n, uint64_t seed, uint64_t epoch, int rank);
+
+/* ------------------------------------------------------------------------ */
+/* Shuffler                                                                 */
+
+typedef struct ps_shuffler ps_shuffler_t;
+
+/** Protocol points passed to a hook (testing, tracing). */
+typedef enum {
+    PS_POINT_BEGIN = 1,     /**< exchange posted */
+    PS_POINT_RECV_PART,     /**< first payload chunk stored */
+    PS_POINT_STAGED,        /**< all received samples stored, nothing committed */
+    PS_POINT_COMMITTED,     /**< this rank's new manifest is durable */
+    PS_POINT_AGREED,        /**< every rank committed; sent samples not yet deleted */
+    PS_POINT_DELETING,      /**< half of the sent samples deleted */
+    PS_POINT_DONE,          /**< exchange finished */
+    PS_POINT_LOADED         /**< ps_start(): this rank's epoch-0 manifest is durable */
+} ps_point_t;
+typedef void (*ps_hook_fn)(void *arg, int point, uint64_t epoch);
+
+#define PS_CONFIG_VERSION 1
+/** Configuration of ps_open(). Initialise with ps_config_init(). */
+typedef struct {
+    uint32_t version;       /**< PS_CONFIG_VERSION */
+    uint64_t seed;
+    ps_schedule_t q;        /**< default: constant 0.1 */
+    const char *store_dir;  /**< NULL: in-memory store; else directory store root */
+    uint64_t chunk_bytes;   /**< payload message size bound (default 64 MiB, max 1 GiB) */
+    int fsync;              /**< directory store: fsync files and manifests (default 1) */
+    int resume;             /**< directory store: 1 resume from the store's last
+                                 committed epoch, 0 start afresh (default 1) */
+    ps_hook_fn hook;        /**< optional, called at protocol points (from the
+                                 progress thread too, when there is one) */
+    void *hook_arg;
+    int progress_thread;    /**< 1: a thread progresses each exchange between
+                                 ps_exchange_begin() and ps_exchange_end();
+                                 needs MPI_THREAD_MULTIPLE (default 0) */
+} ps_config_t;
+
+void ps_config_init(ps_config_t *cfg);
+
+/**
+ * Opens a shuffler on a duplicate of `comm`. Collective.
+ *
+ * Checks that seed, Q schedule and chunk size agree on every rank (else
+ * PS_EMISMATCH naming the parameter and two ranks). With a directory store
+ * and cfg->resume, loads the last epoch committed by every rank; a store
+ * written by a different number of ranks gives PS_ENRANKS naming both
+ * counts, one written with another seed or Q schedule PS_EMISMATCH.
+ * *out is owned by the caller: ps_close() it.
+ */
+int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg);
+/** ps_open() taking a Fortran communicator handle (for FFI bindings). */
+int ps_open_f(ps_shuffler_t **out, MPI_Fint comm, const ps_config_t *cfg);
+/** Frees the shuffler and its duplicated communicator. Collective in MPI's
+ *  sense (MPI_Comm_free), so call it on every rank; it does not wait for
+ *  the others. An exchange in flight is cancelled and nothing uncommitted
+ *  is kept. After MPI_Finalize only memory is freed. NULL is fine. */
+void ps_close(ps_shuffler_t *ps);
+
+/** 1 when ps_open() resumed from a stored checkpoint. */
+int ps_resumed(const ps_shuffler_t *ps);
+/** Current epoch: the next exchange is for this epoch. */
+uint64_t ps_epoch(const ps_shuffler_t *ps);
+int ps_rank(const ps_shuffler_t *ps);
+int ps_nranks(const ps_shuffler_t *ps);
+
+/**
+ * Adds a sample to this rank's initial partition (local; only before
+ * ps_start()). The data is copied. id must be unique across all ranks;
+ * label is free (-1 for none). Samples over 1 GiB give PS_ETOOBIG.
+ */
+int ps_add(ps_shuffler_t *ps, uint64_t id, int32_t label, const void *data, size_t len);
+
+/**
+ * Builds the initial partition from a list of files, read from shared
+ * storage: rank r reads files [r*N/M, (r+1)*N/M). Sample id = file index,
+ * label = labels[i] (labels may be NULL: -1). Collective (a failure on one
+ * rank fails all). Only before ps_start().
+ */
+int ps_load_files(ps_shuffler_t *ps, const char *const *paths, size_t n, const int32_t *labels);
+
+/**
+ * Builds the initial partition from a packed dataset: `data_path` holds the
+ * samples back to back, `index_path` the index (see docs/pshuffle.md:
+ * magic "PSIDX001", u64 count, then count records {u64 offset, u64 size,
+ * i64 label}, little-endian). Rank r reads records [r*N/M, (r+1)*N/M) with
+ * pread. Sample id = record number. Collective.
+ */
+int ps_load_packed(ps_shuffler_t *ps, const char *data_path, const char *index_path);
+
+/** Seals the initial partition (commits epoch 0 in a directory store).
+ *  Collective. After a resume it only checks state. */
+int ps_start(ps_shuffler_t *ps);
+
+/** Samples held by this rank for the current epoch. */
+uint64_t ps_size(const ps_shuffler_t *ps);
+
+/** Metadata of a sample. */
+typedef struct {
+    uint64_t id;
+    int32_t label;
+    uint64_t size;
+    uint64_t hash;   /**< XXH3-64 of the payload */
+} ps_sample_t;
+
+/** Metadata of the idx-th sample (canonical order: ascending id). Local. */
+int ps_info(const ps_shuffler_t *ps, uint64_t idx, ps_sample_t *out);
+/** Copies the idx-th sample's payload into buf (cap >= size), verifying its
+ *  checksum (PS_ECORRUPT on mismatch). Local, never calls MPI, so it is
+ *  safe in a forked DataLoader worker. */
+int ps_read(const ps_shuffler_t *ps, uint64_t idx, void *buf, size_t cap);
+
+/** Visiting order of the current epoch: out[n] gets a permutation of
+ *  0..n-1 (n = ps_size()). Local. */
+int ps_order(const ps_shuffler_t *ps, uint64_t *out, uint64_t n);
+
+/**
+ * Starts the exchange of epoch `epoch` (must equal ps_epoch() on every
+ * rank, else PS_EEPOCH on all). Collective (one small MPI_Allreduce to
+ * agree on the epoch and on local success), then computes the plan and
+ * posts nonblocking sends and receives. The current samples stay readable,
+ * and ps_order() keeps giving this epoch's order, until ps_exchange_end().
+ */
+int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch);
+/** Advances the exchange without blocking. *done (may be NULL) becomes 1
+ *  once all of this rank's messages completed. Local. With a progress
+ *  thread it only reports. */
+int ps_progress(ps_shuffler_t *ps, int *done);
+/**
+ * Completes the exchange and commits epoch+1. Collective. On failure on any
+ * rank (corrupt sample, full disk, ...) every rank returns an error and the
+ * store stays at the old epoch: no partial commit.
+ */
+int ps_exchange_end(ps_shuffler_t *ps);
+/** ps_exchange_begin() + ps_exchange_end(). Collective. */
+int ps_exchange(ps_shuffler_t *ps, uint64_t epoch);
+
+/** Statistics of the last completed exchange. */
+typedef struct {
+    uint64_t epoch;           /**< epoch of the exchange */
+    double q;                 /**< Q used */
+    uint64_t samples_sent, samples_recv;
+    uint64_t bytes_sent, bytes_recv;
+    uint64_t samples_kept;    /**< plan slots whose sample stayed (single participant) */
+    uint64_t exchange_ns;     /**< begin() to completion of all messages */
+    uint64_t overlap_ns;      /**< part of exchange_ns spent outside ps_exchange_end() */
+    uint64_t blocked_ns;      /**< time spent inside ps_exchange_end() */
+    uint64_t peak_samples;    /**< most samples stored at once (committed + staged) */
+    uint64_t peak_bytes;
+    uint64_t chunks_sent, chunks_recv;
+} ps_stats_t;
+int ps_stats(const ps_shuffler_t *ps, ps_stats_t *out);
+
+/** Histogram of this rank's labels: bins[l] for 0 <= l < nbins; samples
+ *  with other labels are counted in *other (may be NULL). Local. */
+int ps_label_hist(const ps_shuffler_t *ps, uint64_t *bins, int nbins, uint64_t *other);
+
+/* ------------------------------------------------------------------------ */
+/* Offline store verification (no MPI).                                     */
+
+/** Result of ps_verify_dir(). */
+typedef struct {
+    int nranks;
+    uint64_t epoch;           /**< epoch verified (the store's committed epoch) */
+    uint64_t samples;         /**< total samples */
+    uint64_t bytes;
+    uint64_t min_count, max_count;
+    uint64_t bad_checksum;    /**< samples whose file does not match the manifest */
+    uint64_t missing;         /**< samples whose file is absent */
+    uint64_t duplicates;      /**< ids held by more than one rank */
+    uint64_t orphans;         /**< sample files referenced by no manifest */
+    char first_problem[256];  /**< description of the first problem, "" if none */
+} ps_verify_t;
+
+/**
+ * Checks a directory store: every rank's manifest, every sample file's
+ * header and checksum, and that no id is held twice. Resolves a store
+ * interrupted mid-commit the way ps_open() would. Returns 0 when the store
+ * is sound, PS_ECORRUPT when a problem was found (details in *out), or
+ * another error if the store cannot be read.
+ */
+int ps_verify_dir(const char *dir, ps_verify_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,261 @@
+"""pshuffle: partial distributed shuffling of training data over MPI.
+
+Each epoch every rank sends round(Q*n) of its n samples to other ranks and
+receives as many; Q=0 is local shuffling, Q=1 global shuffling. The plan is
+a pure function of (seed, epoch, Q), computed on every rank without
+communication. See docs/pshuffle.md.
+
+    from mpi4py import MPI
+    import pshuffle
+    sh = pshuffle.Shuffler(MPI.COMM_WORLD, seed=1, q=0.3)
+    for i, blob in my_slice: sh.add(i, label, blob)
+    sh.start()
+    for e in range(sh.epoch, epochs):
+        sh.exchange_begin(e)
+        for i in sh.order(): train(sh.read(i)); sh.progress()
+        sh.exchange_end()
+"""
+import ctypes
+import os
+
+from . import _lib
+
+__all__ = ["Shuffler", "PShuffleError", "exp_schedule", "linear_schedule"]
+__version__ = "0.1.0"
+
+_L = None
+
+
+def _libc():
+    global _L
+    if _L is None:
+        _L = _lib.load()
+    return _L
+
+
+class PShuffleError(RuntimeError):
+    """A libpshuffle failure: .code (negative int), .name ("PS_ECORRUPT",
+    "ENOSPC"...), and the message with the library's detail."""
+
+    def __init__(self, code, what=""):
+        L = _libc()
+        self.code = code
+        self.name = L.ps_err_name(code).decode()
+        detail = L.ps_errdetail().decode(errors="replace")
+        msg = L.ps_strerror(code).decode()
+        if detail:
+            msg += ": " + detail
+        super().__init__(f"{what}: {msg}" if what else msg)
+
+
+def _check(code, what):
+    if code != 0:
+        raise PShuffleError(code, what)
+
+
+def exp_schedule(q0, rate, q_min=0.0):
+    """Q_e = max(q_min, q0 * rate**e)."""
+    return ("exp", q0, rate, q_min)
+
+
+def linear_schedule(q0, step, q_min=0.0):
+    """Q_e = max(q_min, q0 - step*e)."""
+    return ("linear", q0, step, q_min)
+
+
+class Shuffler:
+    """A partial shuffler over an mpi4py communicator (duplicated inside).
+
+    q: a float (constant Q), a list of per-epoch values (the last one
+    repeats), or exp_schedule()/linear_schedule(). store_dir: None for an
+    in-memory store, else a directory (node-local disk) that survives
+    crashes; with resume=True a later job continues from its last committed
+    epoch. progress_thread=True progresses each exchange from a thread
+    (mpi4py initialises MPI with MPI_THREAD_MULTIPLE by default). Collective
+    methods are marked so in their docstring.
+
+    Reading (info/read/order/size) never calls MPI, so a forked DataLoader
+    worker may use it; the MPI side (exchange_*, progress) belongs to the
+    process that created the shuffler.
+    """
+
+    def __init__(self, comm=None, seed=0, q=0.1, store_dir=None, chunk_bytes=64 << 20,
+                 fsync=True, resume=True, progress_thread=False):
+        """Collective."""
+        if comm is None:
+            from mpi4py import MPI
+            comm = MPI.COMM_WORLD
+        L = _libc()
+        self._h = None
+        self._pid = os.getpid()
+        cfg = _lib.Config()
+        L.ps_config_init(ctypes.byref(cfg))
+        cfg.seed = int(seed) & (2**64 - 1)
+        self._table = None
+        if isinstance(q, tuple) and q and q[0] in ("exp", "linear"):
+            cfg.q.kind = _lib.PS_Q_EXP if q[0] == "exp" else _lib.PS_Q_LINEAR
+            cfg.q.q0, cfg.q.q_rate, cfg.q.q_min = float(q[1]), float(q[2]), float(q[3])
+        elif isinstance(q, (list, tuple)):
+            self._table = (ctypes.c_double * len(q))(*[float(x) for x in q])
+            cfg.q.kind = _lib.PS_Q_TABLE
+            cfg.q.q_table = ctypes.cast(self._table, ctypes.POINTER(ctypes.c_double))
+            cfg.q.q_table_len = len(q)
+        else:
+            cfg.q.kind = _lib.PS_Q_CONST
+            cfg.q.q0 = float(q)
+        self._dir = os.fsencode(store_dir) if store_dir is not None else None
+        cfg.store_dir = self._dir
+        cfg.chunk_bytes = int(chunk_bytes)
+        cfg.fsync = 1 if fsync else 0
+        cfg.resume = 1 if resume else 0
+        cfg.progress_thread = 1 if progress_thread else 0
+        h = ctypes.c_void_p()
+        _check(L.ps_open_f(ctypes.byref(h), comm.py2f(), ctypes.byref(cfg)), "open")
+        self._h = h
+        self._in_exchange = False
+        self.history = []  # stats() of every exchange finished by this process
+
+    # -- lifetime -----------------------------------------------------------
+    def close(self):
+        """Frees the shuffler. Only in the process that opened it: a forked
+        DataLoader worker must not touch the MPI state it inherited."""
+        if self._h is not None and os.getpid() == self._pid:
+            _libc().ps_close(self._h)
+        self._h = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __getstate__(self):
+        raise TypeError("a pshuffle.Shuffler cannot be pickled; DataLoader workers must be forked "
+                        "(multiprocessing_context='fork', the Linux default)")
+
+    def _handle(self):
+        if self._h is None:
+            raise PShuffleError(-2005, "shuffler is closed")
+        return self._h
+
+    # -- state ----------------------------------------------------------------
+    @property
+    def rank(self):
+        return _libc().ps_rank(self._handle())
+
+    @property
+    def nranks(self):
+        return _libc().ps_nranks(self._handle())
+
+    @property
+    def epoch(self):
+        """The epoch whose exchange comes next (after resume: the epoch to continue from)."""
+        return int(_libc().ps_epoch(self._handle()))
+
+    @property
+    def resumed(self):
+        return bool(_libc().ps_resumed(self._handle()))
+
+    @property
+    def in_exchange(self):
+        return self._in_exchange
+
+    def __len__(self):
+        return int(_libc().ps_size(self._handle()))
+
+    @property
+    def size(self):
+        return len(self)
+
+    # -- initial partition --------------------------------------------------
+    def add(self, sample_id, label, data):
+        """Adds a sample to this rank's initial partition (local, before start())."""
+        mv = memoryview(data).cast("B")
+        buf = (ctypes.c_char * len(mv)).from_buffer_copy(mv) if len(mv) else None
+        _check(_libc().ps_add(self._handle(), int(sample_id), int(label), buf, len(mv)), "add")
+
+    def load_files(self, paths, labels=None):
+        """Rank r reads files [r*N/M, (r+1)*N/M) of `paths`; id = index. Collective."""
+        arr = (ctypes.c_char_p * len(paths))(*[os.fsencode(p) for p in paths])
+        lab = (ctypes.c_int32 * len(paths))(*labels) if labels is not None else None
+        _check(_libc().ps_load_files(self._handle(), arr, len(paths), lab), "load_files")
+
+    def load_packed(self, data_path, index_path):
+        """Rank r reads its slice of a packed dataset (docs/pshuffle.md). Collective."""
+        _check(_libc().ps_load_packed(self._handle(), os.fsencode(data_path), os.fsencode(index_path)),
+               "load_packed")
+
+    def start(self):
+        """Seals the initial partition. Collective."""
+        _check(_libc().ps_start(self._handle()), "start")
+
+    # -- reading (local, fork-safe) ----------------------------------------
+    def info(self, idx):
+        """(id, label, size) of the idx-th sample (ascending id order)."""
+        s = _lib.Sample()
+        _check(_libc().ps_info(self._handle(), int(idx), ctypes.byref(s)), "info")
+        return int(s.id), int(s.label), int(s.size)
+
+    def read(self, idx):
+        """The idx-th sample's bytes (checksum verified for a directory store)."""
+        s = _lib.Sample()
+        L = _libc()
+        _check(L.ps_info(self._handle(), int(idx), ctypes.byref(s)), "read")
+        buf = ctypes.create_string_buffer(max(1, s.size))
+        _check(L.ps_read(self._handle(), int(idx), buf, s.size), "read")
+        return buf.raw[: s.size]
+
+    def order(self):
+        """This epoch's visiting order: a list, a permutation of range(len(self))."""
+        n = len(self)
+        arr = (ctypes.c_uint64 * max(1, n))()
+        _check(_libc().ps_order(self._handle(), arr, n), "order")
+        return list(arr[:n])
+
+    def label_hist(self, nbins):
+        """Counts of labels 0..nbins-1 on this rank (others are not counted)."""
+        arr = (ctypes.c_uint64 * max(1, nbins))()
+        _check(_libc().ps_label_hist(self._handle(), arr, int(nbins), None), "label_hist")
+        return list(arr[:nbins])
+
+    # -- exchange (MPI; the opening process only) --------------------------
+    def exchange_begin(self, epoch):
+        """Starts the exchange of `epoch` (== self.epoch). Collective."""
+        _check(_libc().ps_exchange_begin(self._handle(), int(epoch)), "exchange_begin")
+        self._in_exchange = True
+
+    def progress(self):
+        """Advances the exchange without blocking; True once this rank's messages are done."""
+        if not self._in_exchange:
+            return True
+        done = ctypes.c_int(0)
+        _check(_libc().ps_progress(self._handle(), ctypes.byref(done)), "progress")
+        return bool(done.value)
+
+    def exchange_end(self):
+        """Completes the exchange and commits the next epoch. Collective."""
+        self._in_exchange = False
+        _check(_libc().ps_exchange_end(self._handle()), "exchange_end")
+        self.history.append(self.stats())
+
+    def exchange(self, epoch):
+        """exchange_begin + exchange_end. Collective."""
+        self.exchange_begin(epoch)
+        self.exchange_end()
+
+    def stats(self):
+        """Statistics of the last finished exchange, as a dict."""
+        st = _lib.Stats()
+        _check(_libc().ps_stats(self._handle(), ctypes.byref(st)), "stats")
+        return {name: getattr(st, name) for name, _ in _lib.Stats._fields_}
+
+
+def plan_count(q, n):
+    """round(q*n), the number of samples a rank of n sends with this Q."""
+    return int(_libc().ps_plan_count(float(q), int(n)))

@@ -1,0 +1,101 @@
+/* Internal declarations of libpshuffle. Not installed. */
+#ifndef PSHUFFLE_INTERNAL_H
+#define PSHUFFLE_INTERNAL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "pshuffle.h"
+
+#define PS_API __attribute__((visibility("default")))
+#define PS_PRINTF(a, b) __attribute__((format(printf, a, b)))
+
+#define PS_MAX_SAMPLE (UINT64_C(1) << 30)
+#define PS_MAX_CHUNK (UINT64_C(1) << 30)
+
+int ps__errf(int err, const char *fmt, ...) PS_PRINTF(2, 3);
+void ps__errset(const char *text);
+void ps__errclear(void);
+
+uint64_t ps__now_ns(void);
+uint64_t ps__hash(const void *data, size_t len);
+/* "Q=0.5", "Q=0.8*0.5^e (min 0.1)": for messages and manifests. */
+void ps__schedule_desc(const ps_schedule_t *q, char *buf, size_t len);
+uint64_t ps__params_hash(uint64_t seed, const ps_schedule_t *q);
+
+/* Counter-based PRNG: splitmix64's finaliser applied to key + counter*gamma.
+ * Every random choice of the plan comes from a stream keyed by what it is
+ * for (domain, epoch, slot or rank), so each rank can recompute any part of
+ * the plan independently. */
+typedef struct {
+    uint64_t key;
+    uint64_t ctr;
+} ps__rng_t;
+uint64_t ps__mix64(uint64_t z);
+void ps__rng_init(ps__rng_t *r, uint64_t seed, uint64_t domain, uint64_t a, uint64_t b);
+uint64_t ps__rng_next(ps__rng_t *r);
+uint64_t ps__rng_below(ps__rng_t *r, uint64_t n);
+
+/* One sample as the shuffler tracks it. */
+typedef struct {
+    uint64_t id;
+    int32_t label;
+    uint32_t flags;
+    uint64_t size;
+    uint64_t hash;
+    void *data;   /* memory store only: in the arena */
+    struct ps__block *blk;
+} ps__entry_t;
+
+/* The memory store's arena (arena.c). */
+typedef struct ps__block ps__block_t;
+typedef struct {
+    ps__block_t *head, *cur;
+    size_t reserved, live;
+} ps__arena_t;
+void *ps__arena_alloc(ps__arena_t *a, size_t n, ps__block_t **blk);
+void ps__arena_free(ps__arena_t *a, ps__block_t *blk, size_t n);
+void ps__arena_destroy(ps__arena_t *a);
+/* Moves the samples of ent[n] into fresh blocks when the arena is mostly
+ * holes. Always succeeds (without memory it leaves things as they are). */
+int ps__arena_compact(ps__arena_t *a, ps__entry_t *ent, uint64_t n);
+
+/* ---- sample files and manifests (store.c) ---- */
+#define PS_SAMPLE_MAGIC "PSMP"
+#define PS_SAMPLE_HDR 32
+#define PS_MANIFEST_MAGIC "pshuffle-manifest 1"
+
+typedef struct {
+    int rank, nranks;
+    uint64_t epoch;
+    uint64_t seed;
+    uint64_t params;
+    uint64_t count;
+    char qdesc[64];    /* the Q schedule, for messages */
+    ps__entry_t *ent;  /* sorted by id */
+} ps__manifest_t;
+
+/* Rank directory path "DIR/rank-NNNNN" into buf. */
+void ps__rank_dir(char *buf, size_t len, const char *root, int rank);
+void ps__sample_path(char *buf, size_t len, const char *rankdir, uint64_t id);
+void ps__manifest_path(char *buf, size_t len, const char *rankdir, uint64_t epoch);
+int ps__mkdirs(const char *path);
+
+/* Write test hook for the directory store: when set, called before each
+ * write with the byte count; a non-zero return is used as the write's
+ * error (e.g. -ENOSPC). Not part of the public API. */
+extern int (*ps__write_hook)(size_t len);
+
+int ps__sample_write(const char *rankdir, const ps__entry_t *e, const void *data, int do_fsync);
+int ps__sample_read(const char *rankdir, const ps__entry_t *e, void *buf, size_t cap);
+int ps__manifest_write(const char *rankdir, const ps__manifest_t *m, int do_fsync);
+int ps__manifest_read(const char *path, ps__manifest_t *m);
+void ps__manifest_free(ps__manifest_t *m);
+/* Epochs of the manifests present in rankdir, ascending; *out malloc'd. */
+int ps__manifest_list(const char *rankdir, uint64_t **out, size_t *n);
+int ps__fsync_dir(const char *path);
+int ps__sync_store(const char *rankdir);
+
+int ps__cmp_entry(const void *a, const void *b);
+
+#endif

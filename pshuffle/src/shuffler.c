@@ -1,0 +1,700 @@
+/* The shuffler: opening (with the collective consistency check and resume),
+ * the initial partition, local reads, and the cross-rank agreement that
+ * every collective step ends with. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shuffler.h"
+
+PS_API void ps_config_init(ps_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->version = PS_CONFIG_VERSION;
+    cfg->seed = 0;
+    cfg->q.kind = PS_Q_CONST;
+    cfg->q.q0 = 0.1;
+    cfg->chunk_bytes = UINT64_C(64) << 20;
+    cfg->fsync = 1;
+    cfg->resume = 1;
+}
+
+/* Every collective step ends here: each rank brings its local result, all
+ * learn whether any rank failed, and the failing rank's message is shared.
+ * A "secondary" failure (a consequence of another rank's failure, such as a
+ * corrupt payload from a sender that could not read its file) loses to a
+ * primary one when choosing whose message to show. */
+int ps__agree(ps_shuffler_t *ps, int err, int secondary)
+{
+    int M = ps->nranks;
+    int key = err ? (secondary ? M : 0) + ps->rank : 2 * M, min = 2 * M;
+    if (MPI_Allreduce(&key, &min, 1, MPI_INT, MPI_MIN, ps->comm) != MPI_SUCCESS)
+        return ps__errf(PS_EMPI, "MPI_Allreduce failed while agreeing on a result");
+    if (min == 2 * M)
+        return 0;
+    int who = min % M;
+    struct {
+        int32_t err;
+        char detail[480];
+    } msg;
+    memset(&msg, 0, sizeof msg);
+    if (who == ps->rank) {
+        msg.err = err;
+        snprintf(msg.detail, sizeof msg.detail, "%s", ps_errdetail());
+    }
+    if (MPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, who, ps->comm) != MPI_SUCCESS)
+        return ps__errf(PS_EMPI, "MPI_Bcast failed while sharing an error");
+    if (who == ps->rank)
+        return err;
+    if (err && !secondary)
+        return err; /* this rank failed too, on its own account: keep its message */
+    return ps__errf(PS_EPEER, "rank %d: %s%s%s", who, ps_strerror(msg.err), msg.detail[0] ? ": " : "",
+                    msg.detail);
+}
+
+static int entries_grow(ps_shuffler_t *ps, uint64_t need)
+{
+    if (need <= ps->cap)
+        return 0;
+    uint64_t cap = ps->cap ? ps->cap : 64;
+    while (cap < need)
+        cap *= 2;
+    ps__entry_t *t = realloc(ps->ent, cap * sizeof *t);
+    if (!t)
+        return -ENOMEM;
+    ps->ent = t;
+    ps->cap = cap;
+    return 0;
+}
+
+/* Removes the files this library writes from a rank directory; with `keep`
+ * set, keeps the sample files it lists and the manifests up to keep->epoch. */
+static int clean_rankdir(const char *rankdir, const ps__manifest_t *keep)
+{
+    DIR *d = opendir(rankdir);
+    if (!d)
+        return errno == ENOENT ? 0 : ps__errf(-errno, "open %s", rankdir);
+    int err = 0;
+    struct dirent *de;
+    char path[4200];
+    while ((de = readdir(d))) {
+        const char *n = de->d_name;
+        size_t l = strlen(n);
+        int ours = 0;
+        uint64_t v;
+        char tail;
+        if (l == 18 && !strcmp(n + 16, ".s") && sscanf(n, "%16" SCNx64 "%c", &v, &tail) == 2) {
+            ours = 1;
+            if (keep) {
+                ps__entry_t key = {.id = v};
+                if (bsearch(&key, keep->ent, keep->count, sizeof key, ps__cmp_entry))
+                    ours = 0;
+            }
+        } else if (!strncmp(n, ".tmp.", 5)) {
+            ours = 1;
+        } else if (l == 19 && sscanf(n, "manifest.%" SCNu64 "%c", &v, &tail) == 1) {
+            ours = !keep || v > keep->epoch;
+        }
+        if (!ours)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", rankdir, n);
+        if (unlink(path) && errno != ENOENT && !err)
+            err = ps__errf(-errno, "unlink %s", path);
+    }
+    closedir(d);
+    return err;
+}
+
+/* A fresh start in a directory that held a store of more ranks: the rank
+ * directories beyond this job's would make the store look like more ranks. */
+static int clean_extra_ranks(ps_shuffler_t *ps)
+{
+    char rd[4200];
+    for (int r = ps->nranks;; r++) {
+        ps__rank_dir(rd, sizeof rd, ps->root, r);
+        struct stat st;
+        if (stat(rd, &st))
+            return 0;
+        int err = clean_rankdir(rd, NULL);
+        if (err)
+            return err;
+        if (rmdir(rd))
+            return ps__errf(-errno, "rmdir %s (not empty?)", rd);
+    }
+}
+
+/* What each rank brings to the opening check. Gathered on every rank, so
+ * every rank reaches the same verdict and prints the same message. */
+typedef struct {
+    int32_t err;
+    int32_t is_dir;
+    uint64_t seed, params, chunk;
+    int32_t has;         /* has a manifest */
+    int32_t m_nranks, m_rank;
+    int32_t has_prev;    /* manifest hi-1 present */
+    uint64_t hi, m_seed, m_params, m_count;
+    char qdesc[64], m_qdesc[64];
+    char detail[200];
+} open_info_t;
+
+static int open_local(ps_shuffler_t *ps, open_info_t *me)
+{
+    uint64_t *eps = NULL;
+    size_t n = 0;
+    int err;
+    if (!ps->resume)
+        return 0;
+    if ((err = ps__manifest_list(ps->rankdir, &eps, &n)))
+        return err;
+    if (n) {
+        char path[4200];
+        ps__manifest_t m;
+        ps__manifest_path(path, sizeof path, ps->rankdir, eps[n - 1]);
+        if ((err = ps__manifest_read(path, &m))) {
+            free(eps);
+            return err;
+        }
+        me->has = 1;
+        me->hi = m.epoch;
+        me->m_nranks = m.nranks;
+        me->m_rank = m.rank;
+        me->m_seed = m.seed;
+        me->m_params = m.params;
+        me->m_count = m.count;
+        snprintf(me->m_qdesc, sizeof me->m_qdesc, "%s", m.qdesc);
+        me->has_prev = n > 1 && eps[n - 2] + 1 == eps[n - 1];
+        if (m.epoch != eps[n - 1] || m.rank != ps->rank)
+            err = ps__errf(PS_ECORRUPT, "%s: names rank %d epoch %" PRIu64, path, m.rank, m.epoch);
+        ps__manifest_free(&m);
+    }
+    free(eps);
+    return err;
+}
+
+#define MISMATCH(field, what, fmt)                                                         \
+    for (int r = 1; r < M; r++)                                                            \
+        if (all[r].field != all[0].field)                                                  \
+            return ps__errf(PS_EMISMATCH, what " differs across ranks: rank 0 has " fmt   \
+                            ", rank %d has " fmt, all[0].field, r, all[r].field)
+
+/* The verdict of the opening check; identical on every rank. Sets
+ * *target to the epoch to resume (or UINT64_MAX for a fresh start). */
+static int open_verdict(ps_shuffler_t *ps, const open_info_t *all, uint64_t *target)
+{
+    int M = ps->nranks;
+    *target = UINT64_MAX;
+    if (all[ps->rank].err)
+        return ps__errf(all[ps->rank].err, "%s", all[ps->rank].detail);
+    for (int r = 0; r < M; r++)
+        if (all[r].err)
+            return ps__errf(PS_EPEER, "rank %d: %s%s%s", r, ps_strerror(all[r].err), all[r].detail[0] ? ": " : "",
+                            all[r].detail);
+    MISMATCH(seed, "seed", "%" PRIu64);
+    for (int r = 1; r < M; r++)
+        if (all[r].params != all[0].params)
+            return ps__errf(PS_EMISMATCH, "Q schedule differs across ranks: rank 0 has %s, rank %d has %s",
+                            all[0].qdesc, r, all[r].qdesc);
+    MISMATCH(chunk, "chunk size", "%" PRIu64);
+    MISMATCH(is_dir, "store kind (1 = directory)", "%d");
+    if (!all[0].is_dir || !ps->resume)
+        return 0;
+    int nhave = 0;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (int r = 0; r < M; r++) {
+        if (!all[r].has)
+            continue;
+        nhave++;
+        if (all[r].m_nranks != M)
+            return ps__errf(PS_ENRANKS, "store %s was written by %d ranks, this job has %d ranks", ps->root,
+                            all[r].m_nranks, M);
+        if (all[r].m_seed != ps->seed)
+            return ps__errf(PS_EMISMATCH, "store %s was written with seed %" PRIu64 ", this job uses seed %" PRIu64,
+                            ps->root, all[r].m_seed, ps->seed);
+        if (all[r].m_params != ps->params)
+            return ps__errf(PS_EMISMATCH, "store %s was written with Q schedule %s, this job uses %s", ps->root,
+                            all[r].m_qdesc, all[ps->rank].qdesc);
+        lo = all[r].hi < lo ? all[r].hi : lo;
+        hi = all[r].hi > hi ? all[r].hi : hi;
+    }
+    if (nhave == 0)
+        return 0;
+    if (nhave < M) {
+        if (hi == 0)
+            return 0; /* the initial load was interrupted: start afresh */
+        for (int r = 0; r < M; r++)
+            if (!all[r].has)
+                return ps__errf(PS_ENRANKS, "store %s: rank %d has no manifest but others are at epoch %" PRIu64
+                                " (written by fewer than this job's %d ranks?)", ps->root, r, hi, M);
+    }
+    if (hi > lo + 1)
+        return ps__errf(PS_ECORRUPT, "store %s: ranks are at epochs %" PRIu64 " and %" PRIu64
+                        " (at most one apart after a crash)", ps->root, lo, hi);
+    for (int r = 0; r < M; r++)
+        if (all[r].hi == lo + 1 && !all[r].has_prev)
+            return ps__errf(PS_ECORRUPT, "store %s: rank %d is at epoch %" PRIu64 " without the manifest of epoch %"
+                            PRIu64 " needed to roll back", ps->root, r, lo + 1, lo);
+    *target = lo;
+    return 0;
+}
+#undef MISMATCH
+
+static int gather_counts(ps_shuffler_t *ps)
+{
+    uint64_t n = ps->n;
+    free(ps->counts);
+    ps->counts = malloc((size_t)ps->nranks * sizeof *ps->counts);
+    if (!ps->counts)
+        return -ENOMEM;
+    if (MPI_Allgather(&n, 1, MPI_UINT64_T, ps->counts, 1, MPI_UINT64_T, ps->comm) != MPI_SUCCESS)
+        return ps__errf(PS_EMPI, "MPI_Allgather of sample counts failed");
+    return 0;
+}
+
+/* Loads manifest `epoch` as the committed state and removes everything
+ * newer: samples received in an uncommitted exchange, later manifests. */
+static int resume_local(ps_shuffler_t *ps, uint64_t epoch)
+{
+    char path[4200];
+    ps__manifest_t m;
+    ps__manifest_path(path, sizeof path, ps->rankdir, epoch);
+    int err = ps__manifest_read(path, &m);
+    if (err)
+        return err;
+    if ((err = clean_rankdir(ps->rankdir, &m)))
+        goto out;
+    /* A missing file is caught here rather than at the first read, so a
+     * damaged store is refused at open. Checksums are checked on read. */
+    for (uint64_t i = 0; i < m.count; i++) {
+        struct stat st;
+        ps__sample_path(path, sizeof path, ps->rankdir, m.ent[i].id);
+        if (stat(path, &st) || (uint64_t)st.st_size != PS_SAMPLE_HDR + m.ent[i].size) {
+            err = ps__errf(PS_ECORRUPT, "%s: sample file %s", path, errno == ENOENT ? "missing" : "has the wrong size");
+            goto out;
+        }
+    }
+    free(ps->ent);
+    ps->ent = m.ent;
+    ps->n = ps->cap = m.count;
+    ps->bytes = 0;
+    for (uint64_t i = 0; i < ps->n; i++)
+        ps->bytes += ps->ent[i].size;
+    m.ent = NULL;
+    ps->epoch = epoch;
+    ps->started = 1;
+    ps->resumed = 1;
+out:
+    ps__manifest_free(&m);
+    return err;
+}
+
+PS_API int ps_open_f(ps_shuffler_t **out, MPI_Fint comm, const ps_config_t *cfg)
+{
+    return ps_open(out, MPI_Comm_f2c(comm), cfg);
+}
+
+PS_API int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg)
+{
+    int inited = 0, err = 0;
+    *out = NULL;
+    ps__errclear();
+    if (MPI_Initialized(&inited) != MPI_SUCCESS || !inited)
+        return ps__errf(PS_ESTATE, "MPI is not initialised (call MPI_Init first)");
+    if (!cfg || cfg->version != PS_CONFIG_VERSION)
+        return ps__errf(PS_EINVAL, "configuration missing or of another version (use ps_config_init)");
+    ps_shuffler_t *ps = calloc(1, sizeof *ps);
+    if (!ps)
+        return -ENOMEM;
+    if (MPI_Comm_dup(comm, &ps->comm) != MPI_SUCCESS) {
+        free(ps);
+        return ps__errf(PS_EMPI, "MPI_Comm_dup failed");
+    }
+    MPI_Comm_set_errhandler(ps->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(ps->comm, &ps->rank);
+    MPI_Comm_size(ps->comm, &ps->nranks);
+    ps->seed = cfg->seed;
+    ps->q = cfg->q;
+    ps->chunk = cfg->chunk_bytes;
+    ps->fsync = cfg->fsync;
+    ps->resume = cfg->resume;
+    ps->hook = cfg->hook;
+    ps->hook_arg = cfg->hook_arg;
+    ps->progress_thread = cfg->progress_thread;
+    pthread_mutex_init(&ps->mu, NULL);
+
+    open_info_t me;
+    memset(&me, 0, sizeof me);
+    /* Local checks first; their failure is reported through the gather
+     * below, so a bad value on one rank never leaves the others waiting. */
+    err = ps_schedule_check(&cfg->q);
+    if (!err && cfg->q.kind == PS_Q_TABLE) {
+        ps->q.q_table = ps->qtable = malloc(cfg->q.q_table_len * sizeof *ps->qtable);
+        if (!ps->qtable)
+            err = -ENOMEM;
+        else
+            memcpy(ps->qtable, cfg->q.q_table, cfg->q.q_table_len * sizeof *ps->qtable);
+    }
+    if (!err && cfg->progress_thread) {
+        int level = MPI_THREAD_SINGLE;
+        MPI_Query_thread(&level);
+        if (level < MPI_THREAD_MULTIPLE)
+            err = ps__errf(PS_EINVAL, "a progress thread needs MPI_THREAD_MULTIPLE (initialise MPI with "
+                                      "MPI_Init_thread)");
+    }
+    if (!err && (cfg->chunk_bytes == 0 || cfg->chunk_bytes > PS_MAX_CHUNK))
+        err = ps__errf(PS_EINVAL, "chunk size %" PRIu64 " outside 1 byte .. 1 GiB", cfg->chunk_bytes);
+    ps->params = err ? 0 : ps__params_hash(ps->seed, &ps->q);
+    if (!err && cfg->store_dir) {
+        if (!*cfg->store_dir) {
+            err = ps__errf(PS_EINVAL, "empty store directory name");
+        } else {
+            ps->root = strdup(cfg->store_dir);
+            if (!ps->root)
+                err = -ENOMEM;
+            else {
+                ps__rank_dir(ps->rankdir, sizeof ps->rankdir, ps->root, ps->rank);
+                err = open_local(ps, &me);
+            }
+        }
+    }
+    me.err = err;
+    me.is_dir = cfg->store_dir != NULL;
+    me.seed = ps->seed;
+    me.params = ps->params;
+    me.chunk = ps->chunk;
+    ps__schedule_desc(&ps->q, me.qdesc, sizeof me.qdesc);
+    if (err)
+        snprintf(me.detail, sizeof me.detail, "%s", ps_errdetail());
+
+    open_info_t *all = calloc((size_t)ps->nranks, sizeof *all);
+    if (!all) {
+        err = -ENOMEM; /* cannot take part in the gather: the job is lost anyway */
+        goto fail;
+    }
+    if (MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, ps->comm) != MPI_SUCCESS) {
+        free(all);
+        err = ps__errf(PS_EMPI, "MPI_Allgather of the opening check failed");
+        goto fail;
+    }
+    uint64_t target;
+    err = open_verdict(ps, all, &target);
+    free(all);
+    if (err)
+        goto fail;
+    if (ps->root) {
+        if (target != UINT64_MAX)
+            err = resume_local(ps, target);
+        else if (!(err = ps__mkdirs(ps->rankdir)) && !(err = clean_rankdir(ps->rankdir, NULL)) && ps->rank == 0)
+            err = clean_extra_ranks(ps);
+    }
+    if ((err = ps__agree(ps, err, 0)))
+        goto fail;
+    if (ps->started && (err = ps__agree(ps, gather_counts(ps), 0)))
+        goto fail;
+    *out = ps;
+    return 0;
+fail:
+    ps_close(ps);
+    return err;
+}
+
+PS_API void ps_close(ps_shuffler_t *ps)
+{
+    if (!ps)
+        return;
+    ps__xchg_free(ps);
+    ps__pool_free(ps);
+    ps__arena_destroy(&ps->arena);
+    free(ps->ent);
+    free(ps->counts);
+    free(ps->qtable);
+    free(ps->root);
+    pthread_mutex_destroy(&ps->mu);
+    if (ps->comm != MPI_COMM_NULL) {
+        int fin = 0;
+        MPI_Finalized(&fin);
+        if (!fin)
+            MPI_Comm_free(&ps->comm);
+    }
+    free(ps);
+}
+
+PS_API int ps_resumed(const ps_shuffler_t *ps) { return ps->resumed; }
+PS_API uint64_t ps_epoch(const ps_shuffler_t *ps) { return ps->epoch; }
+PS_API int ps_rank(const ps_shuffler_t *ps) { return ps->rank; }
+PS_API int ps_nranks(const ps_shuffler_t *ps) { return ps->nranks; }
+PS_API uint64_t ps_size(const ps_shuffler_t *ps) { return ps->n; }
+
+PS_API int ps_add(ps_shuffler_t *ps, uint64_t id, int32_t label, const void *data, size_t len)
+{
+    if (ps->started)
+        return ps__errf(PS_ESTATE, "ps_add after ps_start%s", ps->resumed ? " (the store was resumed)" : "");
+    if (len > PS_MAX_SAMPLE)
+        return ps__errf(PS_ETOOBIG, "sample %#" PRIx64 ": %zu bytes (limit 1 GiB)", id, len);
+    if (len && !data)
+        return ps__errf(PS_EINVAL, "sample %#" PRIx64 ": NULL data", id);
+    int err = entries_grow(ps, ps->n + 1);
+    if (err)
+        return err;
+    ps__entry_t e = {.id = id, .label = label, .size = len, .hash = ps__hash(data, len)};
+    if (ps->root) {
+        if ((err = ps__sample_write(ps->rankdir, &e, data, 0)))
+            return err;
+    } else {
+        e.data = ps__arena_alloc(&ps->arena, len, &e.blk);
+        if (!e.data)
+            return -ENOMEM;
+        if (len)
+            memcpy(e.data, data, len);
+    }
+    ps->ent[ps->n++] = e;
+    ps->bytes += len;
+    return 0;
+}
+
+static int slurp(const char *path, void **out, size_t *len)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ps__errf(-errno, "open %s", path);
+    struct stat st;
+    int err = 0;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        err = ps__errf(PS_EFORMAT, "%s: not a regular file", path);
+        goto out;
+    }
+    if ((uint64_t)st.st_size > PS_MAX_SAMPLE) {
+        err = ps__errf(PS_ETOOBIG, "%s: %lld bytes (limit 1 GiB)", path, (long long)st.st_size);
+        goto out;
+    }
+    *len = (size_t)st.st_size;
+    *out = malloc(*len ? *len : 1);
+    if (!*out) {
+        err = -ENOMEM;
+        goto out;
+    }
+    for (size_t got = 0; got < *len;) {
+        ssize_t r = pread(fd, (char *)*out + got, *len - got, (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            err = ps__errf(r < 0 ? -errno : PS_EFORMAT, "read %s: %s", path, r < 0 ? strerror(errno) : "file shrank");
+            break;
+        }
+        got += (size_t)r;
+    }
+out:
+    close(fd);
+    if (err) {
+        free(*out);
+        *out = NULL;
+    }
+    return err;
+}
+
+static void slice(const ps_shuffler_t *ps, uint64_t n, uint64_t *lo, uint64_t *hi)
+{
+    *lo = n * (uint64_t)ps->rank / (uint64_t)ps->nranks;
+    *hi = n * (uint64_t)(ps->rank + 1) / (uint64_t)ps->nranks;
+}
+
+PS_API int ps_load_files(ps_shuffler_t *ps, const char *const *paths, size_t n, const int32_t *labels)
+{
+    int err = ps->started ? ps__errf(PS_ESTATE, "ps_load_files after ps_start") : 0;
+    uint64_t lo, hi;
+    slice(ps, n, &lo, &hi);
+    for (uint64_t i = lo; !err && i < hi; i++) {
+        void *buf = NULL;
+        size_t len = 0;
+        if (!(err = slurp(paths[i], &buf, &len))) {
+            err = ps_add(ps, i, labels ? labels[i] : -1, buf, len);
+            free(buf);
+        }
+    }
+    return ps__agree(ps, err, 0);
+}
+
+static uint64_t le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static int load_packed_local(ps_shuffler_t *ps, const char *data_path, const char *index_path)
+{
+    int err = 0, dfd = -1, ifd = open(index_path, O_RDONLY | O_CLOEXEC);
+    unsigned char hdr[16], rec[24];
+    void *buf = NULL;
+    struct stat ist, dst;
+    if (ifd < 0)
+        return ps__errf(-errno, "open %s", index_path);
+    if ((dfd = open(data_path, O_RDONLY | O_CLOEXEC)) < 0) {
+        err = ps__errf(-errno, "open %s", data_path);
+        goto out;
+    }
+    if (fstat(ifd, &ist) || fstat(dfd, &dst)) {
+        err = ps__errf(-errno, "stat %s", data_path);
+        goto out;
+    }
+    if (pread(ifd, hdr, 16, 0) != 16 || memcmp(hdr, "PSIDX001", 8)) {
+        err = ps__errf(PS_EFORMAT, "%s: not a pshuffle index (magic PSIDX001)", index_path);
+        goto out;
+    }
+    uint64_t count = le64(hdr + 8);
+    if ((uint64_t)ist.st_size != 16 + 24 * count) {
+        err = ps__errf(PS_EFORMAT, "%s: %lld bytes for %" PRIu64 " records (expected %" PRIu64 ")", index_path,
+                       (long long)ist.st_size, count, 16 + 24 * count);
+        goto out;
+    }
+    uint64_t lo, hi;
+    slice(ps, count, &lo, &hi);
+    for (uint64_t i = lo; i < hi; i++) {
+        if (pread(ifd, rec, 24, (off_t)(16 + 24 * i)) != 24) {
+            err = ps__errf(PS_EFORMAT, "%s: record %" PRIu64 ": short read", index_path, i);
+            goto out;
+        }
+        uint64_t off = le64(rec), size = le64(rec + 8);
+        int64_t label = (int64_t)le64(rec + 16);
+        if (size > PS_MAX_SAMPLE || off > (uint64_t)dst.st_size || size > (uint64_t)dst.st_size - off) {
+            err = ps__errf(PS_EFORMAT, "%s: record %" PRIu64 ": bytes %" PRIu64 "+%" PRIu64 " outside %s (%lld bytes)",
+                           index_path, i, off, size, data_path, (long long)dst.st_size);
+            goto out;
+        }
+        if (label < INT32_MIN || label > INT32_MAX) {
+            err = ps__errf(PS_EFORMAT, "%s: record %" PRIu64 ": label %" PRId64 " out of range", index_path, i, label);
+            goto out;
+        }
+        free(buf);
+        if (!(buf = malloc(size ? size : 1))) {
+            err = -ENOMEM;
+            goto out;
+        }
+        for (uint64_t got = 0; got < size;) {
+            ssize_t r = pread(dfd, (char *)buf + got, size - got, (off_t)(off + got));
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0) {
+                err = ps__errf(r < 0 ? -errno : PS_EFORMAT, "read %s at %" PRIu64, data_path, off + got);
+                goto out;
+            }
+            got += (uint64_t)r;
+        }
+        if ((err = ps_add(ps, i, (int32_t)label, buf, size)))
+            goto out;
+    }
+out:
+    free(buf);
+    if (dfd >= 0)
+        close(dfd);
+    close(ifd);
+    return err;
+}
+
+PS_API int ps_load_packed(ps_shuffler_t *ps, const char *data_path, const char *index_path)
+{
+    int err = ps->started ? ps__errf(PS_ESTATE, "ps_load_packed after ps_start") : 0;
+    if (!err)
+        err = load_packed_local(ps, data_path, index_path);
+    return ps__agree(ps, err, 0);
+}
+
+PS_API int ps_start(ps_shuffler_t *ps)
+{
+    int err = 0;
+    if (ps->started) {
+        if (!ps->resumed)
+            err = ps__errf(PS_ESTATE, "ps_start called twice");
+        return ps__agree(ps, err, 0);
+    }
+    qsort(ps->ent, ps->n, sizeof *ps->ent, ps__cmp_entry);
+    for (uint64_t i = 1; i < ps->n && !err; i++)
+        if (ps->ent[i].id == ps->ent[i - 1].id)
+            err = ps__errf(PS_EDUP, "rank %d: sample id %#" PRIx64 " added twice", ps->rank, ps->ent[i].id);
+    if (!err && ps->root) {
+        ps__manifest_t m = {.rank = ps->rank, .nranks = ps->nranks, .epoch = 0, .seed = ps->seed,
+                            .params = ps->params, .count = ps->n, .ent = ps->ent};
+        ps__schedule_desc(&ps->q, m.qdesc, sizeof m.qdesc);
+        if (ps->fsync)
+            err = ps__sync_store(ps->rankdir);
+        if (!err)
+            err = ps__manifest_write(ps->rankdir, &m, ps->fsync);
+        if (!err && ps->hook)
+            ps->hook(ps->hook_arg, PS_POINT_LOADED, 0);
+    }
+    if ((err = ps__agree(ps, err, 0)))
+        return err;
+    if ((err = ps__agree(ps, gather_counts(ps), 0)))
+        return err;
+    ps->started = 1;
+    ps->epoch = 0;
+    return 0;
+}
+
+PS_API int ps_info(const ps_shuffler_t *ps, uint64_t idx, ps_sample_t *out)
+{
+    if (idx >= ps->n)
+        return ps__errf(PS_EINVAL, "sample index %" PRIu64 " >= %" PRIu64, idx, ps->n);
+    const ps__entry_t *e = &ps->ent[idx];
+    out->id = e->id;
+    out->label = e->label;
+    out->size = e->size;
+    out->hash = e->hash;
+    return 0;
+}
+
+PS_API int ps_read(const ps_shuffler_t *ps, uint64_t idx, void *buf, size_t cap)
+{
+    if (idx >= ps->n)
+        return ps__errf(PS_EINVAL, "sample index %" PRIu64 " >= %" PRIu64, idx, ps->n);
+    const ps__entry_t *e = &ps->ent[idx];
+    if (ps->root)
+        return ps__sample_read(ps->rankdir, e, buf, cap);
+    if (cap < e->size)
+        return ps__errf(PS_EINVAL, "buffer of %zu bytes for a %" PRIu64 "-byte sample", cap, e->size);
+    if (e->size)
+        memcpy(buf, e->data, e->size);
+    return 0;
+}
+
+PS_API int ps_order(const ps_shuffler_t *ps, uint64_t *out, uint64_t n)
+{
+    if (!ps->started)
+        return ps__errf(PS_ESTATE, "ps_order before ps_start");
+    if (n != ps->n)
+        return ps__errf(PS_EINVAL, "order buffer of %" PRIu64 " for %" PRIu64 " samples", n, ps->n);
+    ps_plan_order(out, n, ps->seed, ps->epoch, ps->rank);
+    return 0;
+}
+
+PS_API int ps_stats(const ps_shuffler_t *ps, ps_stats_t *out)
+{
+    *out = ps->stats;
+    return 0;
+}
+
+PS_API int ps_label_hist(const ps_shuffler_t *ps, uint64_t *bins, int nbins, uint64_t *other)
+{
+    if (nbins < 0 || (nbins && !bins))
+        return ps__errf(PS_EINVAL, "histogram of %d bins", nbins);
+    uint64_t o = 0;
+    if (nbins)
+        memset(bins, 0, (size_t)nbins * sizeof *bins);
+    for (uint64_t i = 0; i < ps->n; i++) {
+        int32_t l = ps->ent[i].label;
+        if (l >= 0 && l < nbins)
+            bins[l]++;
+        else
+            o++;
+    }
+    if (other)
+        *other = o;
+    return 0;
+}

@@ -1,0 +1,411 @@
+/* Directory store: sample files and per-rank manifests.
+ *
+ * Every file is written atomically: a temporary file in the same
+ * directory, fsync, rename. A manifest names the committed epoch and lists
+ * every sample with its size and XXH3 checksum; the manifest itself ends
+ * with a checksum line, so a torn or edited manifest is detected. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "internal.h"
+
+uint64_t ps__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t ps__hash(const void *data, size_t len) { return XXH3_64bits(data, len); }
+
+uint64_t ps__params_hash(uint64_t seed, const ps_schedule_t *q)
+{
+    XXH3_state_t *st = XXH3_createState();
+    if (!st)
+        return 0;
+    XXH3_64bits_reset(st);
+    int32_t kind = q->kind;
+    XXH3_64bits_update(st, &seed, sizeof seed);
+    XXH3_64bits_update(st, &kind, sizeof kind);
+    XXH3_64bits_update(st, &q->q0, sizeof q->q0);
+    if (q->kind == PS_Q_EXP || q->kind == PS_Q_LINEAR) {
+        XXH3_64bits_update(st, &q->q_rate, sizeof q->q_rate);
+        XXH3_64bits_update(st, &q->q_min, sizeof q->q_min);
+    }
+    if (q->kind == PS_Q_TABLE && q->q_table)
+        XXH3_64bits_update(st, q->q_table, q->q_table_len * sizeof *q->q_table);
+    uint64_t h = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    return h;
+}
+
+int ps__cmp_entry(const void *a, const void *b)
+{
+    uint64_t x = ((const ps__entry_t *)a)->id, y = ((const ps__entry_t *)b)->id;
+    return x < y ? -1 : x > y;
+}
+
+void ps__rank_dir(char *buf, size_t len, const char *root, int rank)
+{
+    snprintf(buf, len, "%s/rank-%05d", root, rank);
+}
+
+void ps__sample_path(char *buf, size_t len, const char *rankdir, uint64_t id)
+{
+    snprintf(buf, len, "%s/%016" PRIx64 ".s", rankdir, id);
+}
+
+void ps__manifest_path(char *buf, size_t len, const char *rankdir, uint64_t epoch)
+{
+    snprintf(buf, len, "%s/manifest.%010" PRIu64, rankdir, epoch);
+}
+
+int ps__mkdirs(const char *path)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp)
+        return ps__errf(-ENAMETOOLONG, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(tmp, 0755) && errno != EEXIST)
+            return ps__errf(-errno, "mkdir %s", tmp);
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) && errno != EEXIST)
+        return ps__errf(-errno, "mkdir %s", tmp);
+    return 0;
+}
+
+/* Simulated full disk for tests on machines where no small filesystem can
+ * be mounted: PSHUFFLE_TEST_ENOSPC_AFTER=N makes writes fail with ENOSPC
+ * once N bytes were written by this process. */
+static int64_t enospc_left_ = -2; /* -2: not read yet, -1: off */
+
+static int write_budget(size_t len)
+{
+    if (enospc_left_ == -2) {
+        const char *s = getenv("PSHUFFLE_TEST_ENOSPC_AFTER");
+        enospc_left_ = s && *s ? strtoll(s, NULL, 10) : -1;
+    }
+    if (enospc_left_ < 0)
+        return 0;
+    if ((int64_t)len > enospc_left_) {
+        enospc_left_ = 0;
+        return -ENOSPC;
+    }
+    enospc_left_ -= (int64_t)len;
+    return 0;
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    int e = write_budget(len);
+    if (e)
+        return e;
+    while (len) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int ps__fsync_dir(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return ps__errf(-errno, "open %s", path);
+    int err = fsync(fd) ? -errno : 0;
+    close(fd);
+    return err ? ps__errf(err, "fsync %s", path) : 0;
+}
+
+/* Makes every sample file written so far durable, with their directory
+ * entries: one syncfs() of the store's filesystem instead of one fsync per
+ * file, which on a node-local disk costs about as much as a single fsync.
+ * Called before a manifest is written, so a manifest never names a sample
+ * that could be lost on power failure. */
+int ps__sync_store(const char *rankdir)
+{
+    int fd = open(rankdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return ps__errf(-errno, "open %s", rankdir);
+    int err = syncfs(fd) ? -errno : 0;
+    if (!err && fsync(fd))
+        err = -errno;
+    close(fd);
+    return err ? ps__errf(err, "syncfs %s", rankdir) : 0;
+}
+
+/* Writes two buffers to `path` atomically. */
+static int atomic_write(const char *path, const void *a, size_t alen, const void *b, size_t blen,
+                        int do_fsync)
+{
+    char tmp[4200];
+    const char *slash = strrchr(path, '/');
+    int dl = slash ? (int)(slash - path) : 0;
+    snprintf(tmp, sizeof tmp, "%.*s/.tmp.%s", dl, path, slash ? slash + 1 : path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return ps__errf(-errno, "create %s", tmp);
+    int err = write_all(fd, a, alen);
+    if (!err && blen)
+        err = write_all(fd, b, blen);
+    if (!err && do_fsync && fsync(fd))
+        err = -errno;
+    if (close(fd) && !err)
+        err = -errno;
+    if (!err && rename(tmp, path))
+        err = -errno;
+    if (err) {
+        unlink(tmp);
+        return ps__errf(err, "write %s", path);
+    }
+    return 0;
+}
+
+static void put_u32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i)); }
+static void put_u64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i)); }
+static uint32_t get_u32(const unsigned char *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
+static uint64_t get_u64(const unsigned char *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
+
+/* Sample file: 32-byte header {"PSMP", u32 version=1, u64 id, i32 label,
+ * u32 reserved, u64 size} then the payload. The payload's checksum lives in
+ * the manifest, so a file cannot vouch for itself. */
+int ps__sample_write(const char *rankdir, const ps__entry_t *e, const void *data, int do_fsync)
+{
+    unsigned char h[PS_SAMPLE_HDR] = {0};
+    char path[4200];
+    memcpy(h, PS_SAMPLE_MAGIC, 4);
+    put_u32(h + 4, 1);
+    put_u64(h + 8, e->id);
+    put_u32(h + 16, (uint32_t)e->label);
+    put_u64(h + 24, e->size);
+    ps__sample_path(path, sizeof path, rankdir, e->id);
+    return atomic_write(path, h, sizeof h, data, e->size, do_fsync);
+}
+
+int ps__sample_read(const char *rankdir, const ps__entry_t *e, void *buf, size_t cap)
+{
+    char path[4200];
+    unsigned char h[PS_SAMPLE_HDR];
+    int err = 0;
+    ps__sample_path(path, sizeof path, rankdir, e->id);
+    if (cap < e->size)
+        return ps__errf(PS_EINVAL, "sample %#" PRIx64 ": buffer of %zu bytes for %" PRIu64, e->id, cap, e->size);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ps__errf(errno == ENOENT ? PS_ECORRUPT : -errno, "%s: %s", path,
+                        errno == ENOENT ? "sample file missing" : strerror(errno));
+    ssize_t r = pread(fd, h, sizeof h, 0);
+    if (r != (ssize_t)sizeof h || memcmp(h, PS_SAMPLE_MAGIC, 4) || get_u32(h + 4) != 1) {
+        err = ps__errf(PS_ECORRUPT, "%s: bad sample header", path);
+        goto out;
+    }
+    if (get_u64(h + 8) != e->id || get_u64(h + 24) != e->size || (int32_t)get_u32(h + 16) != e->label) {
+        err = ps__errf(PS_ECORRUPT, "%s: header (id %#" PRIx64 ", size %" PRIu64 ") disagrees with the manifest",
+                       path, get_u64(h + 8), get_u64(h + 24));
+        goto out;
+    }
+    size_t got = 0;
+    while (got < e->size) {
+        r = pread(fd, (char *)buf + got, e->size - got, (off_t)(PS_SAMPLE_HDR + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            err = r < 0 ? ps__errf(-errno, "read %s", path) : ps__errf(PS_ECORRUPT, "%s: truncated", path);
+            goto out;
+        }
+        got += (size_t)r;
+    }
+    struct stat st;
+    if (fstat(fd, &st) == 0 && (uint64_t)st.st_size != PS_SAMPLE_HDR + e->size) {
+        err = ps__errf(PS_ECORRUPT, "%s: %lld bytes, expected %" PRIu64, path, (long long)st.st_size,
+                       PS_SAMPLE_HDR + e->size);
+        goto out;
+    }
+    if (ps__hash(buf, e->size) != e->hash)
+        err = ps__errf(PS_ECORRUPT, "%s: checksum mismatch (sample %#" PRIx64 ")", path, e->id);
+out:
+    close(fd);
+    return err;
+}
+
+int ps__manifest_write(const char *rankdir, const ps__manifest_t *m, int do_fsync)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    char path[4200];
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return -ENOMEM;
+    fprintf(f, "%s\nrank %d\nnranks %d\nepoch %" PRIu64 "\nseed %" PRIu64 "\nparams %#" PRIx64 "\nschedule %s\ncount %" PRIu64 "\n",
+            PS_MANIFEST_MAGIC, m->rank, m->nranks, m->epoch, m->seed, m->params, m->qdesc[0] ? m->qdesc : "-", m->count);
+    for (uint64_t i = 0; i < m->count; i++) {
+        const ps__entry_t *e = &m->ent[i];
+        fprintf(f, "s %016" PRIx64 " %" PRId32 " %" PRIu64 " %016" PRIx64 "\n", e->id, e->label, e->size, e->hash);
+    }
+    if (fflush(f)) {
+        fclose(f);
+        free(buf);
+        return -ENOMEM;
+    }
+    fprintf(f, "checksum %016" PRIx64 "\n", ps__hash(buf, len));
+    fclose(f);
+    ps__manifest_path(path, sizeof path, rankdir, m->epoch);
+    int err = atomic_write(path, buf, len, NULL, 0, do_fsync);
+    free(buf);
+    if (!err && do_fsync)
+        err = ps__fsync_dir(rankdir);
+    return err;
+}
+
+void ps__manifest_free(ps__manifest_t *m)
+{
+    if (m) {
+        free(m->ent);
+        m->ent = NULL;
+    }
+}
+
+int ps__manifest_read(const char *path, ps__manifest_t *m)
+{
+    memset(m, 0, sizeof *m);
+    int err = 0;
+    char *buf = NULL;
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return ps__errf(-errno, "open %s", path);
+    struct stat st;
+    if (fstat(fileno(f), &st) || st.st_size > (off_t)1 << 36) {
+        fclose(f);
+        return ps__errf(PS_ECORRUPT, "%s: unreadable size", path);
+    }
+    size_t len = (size_t)st.st_size;
+    buf = malloc(len + 1);
+    if (!buf || fread(buf, 1, len, f) != len) {
+        fclose(f);
+        free(buf);
+        return ps__errf(buf ? -EIO : -ENOMEM, "read %s", path);
+    }
+    fclose(f);
+    buf[len] = 0;
+    /* The checksum line is the last line; it covers everything before it. */
+    char *cl = NULL;
+    if (len > 1 && buf[len - 1] == '\n') {
+        buf[len - 1] = 0;
+        cl = strrchr(buf, '\n');
+        buf[len - 1] = '\n';
+    }
+    uint64_t want;
+    if (!cl || sscanf(cl + 1, "checksum %" SCNx64, &want) != 1 || ps__hash(buf, (size_t)(cl + 1 - buf)) != want) {
+        err = ps__errf(PS_ECORRUPT, "%s: manifest checksum missing or wrong", path);
+        goto out;
+    }
+    char *p = buf;
+    int line = 1;
+#define NEXT_LINE() do { char *nl_ = strchr(p, '\n'); p = nl_ ? nl_ + 1 : p + strlen(p); line++; } while (0)
+    if (strncmp(p, PS_MANIFEST_MAGIC "\n", strlen(PS_MANIFEST_MAGIC) + 1)) {
+        err = ps__errf(PS_ECORRUPT, "%s: not a pshuffle manifest", path);
+        goto out;
+    }
+    NEXT_LINE();
+    if (sscanf(p, "rank %d", &m->rank) != 1) goto bad;
+    NEXT_LINE();
+    if (sscanf(p, "nranks %d", &m->nranks) != 1) goto bad;
+    NEXT_LINE();
+    if (sscanf(p, "epoch %" SCNu64, &m->epoch) != 1) goto bad;
+    NEXT_LINE();
+    if (sscanf(p, "seed %" SCNu64, &m->seed) != 1) goto bad;
+    NEXT_LINE();
+    if (sscanf(p, "params %" SCNx64, &m->params) != 1) goto bad;
+    NEXT_LINE();
+    if (sscanf(p, "schedule %63[^\n]", m->qdesc) != 1) goto bad;
+    NEXT_LINE();
+    if (sscanf(p, "count %" SCNu64, &m->count) != 1 || m->count > len / 8) goto bad;
+    NEXT_LINE();
+    m->ent = calloc(m->count ? m->count : 1, sizeof *m->ent);
+    if (!m->ent) {
+        err = -ENOMEM;
+        goto out;
+    }
+    for (uint64_t i = 0; i < m->count; i++) {
+        ps__entry_t *e = &m->ent[i];
+        if (p >= cl + 1 || sscanf(p, "s %" SCNx64 " %" SCNd32 " %" SCNu64 " %" SCNx64, &e->id, &e->label, &e->size,
+                                  &e->hash) != 4 || e->size > PS_MAX_SAMPLE)
+            goto bad;
+        if (i && e->id <= m->ent[i - 1].id) {
+            err = ps__errf(PS_ECORRUPT, "%s:%d: ids not strictly ascending", path, line);
+            goto out;
+        }
+        NEXT_LINE();
+    }
+    if (p != cl + 1)
+        goto bad;
+#undef NEXT_LINE
+    free(buf);
+    return 0;
+bad:
+    err = ps__errf(PS_ECORRUPT, "%s:%d: malformed manifest line", path, line);
+out:
+    free(buf);
+    ps__manifest_free(m);
+    return err;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int ps__manifest_list(const char *rankdir, uint64_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    DIR *d = opendir(rankdir);
+    if (!d)
+        return errno == ENOENT ? 0 : ps__errf(-errno, "open %s", rankdir);
+    size_t cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        uint64_t e;
+        char tail;
+        if (sscanf(de->d_name, "manifest.%" SCNu64 "%c", &e, &tail) != 1 || strlen(de->d_name) != 19)
+            continue;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 4;
+            uint64_t *t = realloc(*out, cap * sizeof *t);
+            if (!t) {
+                closedir(d);
+                free(*out);
+                *out = NULL;
+                return -ENOMEM;
+            }
+            *out = t;
+        }
+        (*out)[(*n)++] = e;
+    }
+    closedir(d);
+    if (*n)
+        qsort(*out, *n, sizeof **out, cmp_u64);
+    return 0;
+}

@@ -1,0 +1,168 @@
+/* Bad input, refused collectively: every rank must return an error (none
+ * may hang or succeed), and the message must name the problem.
+ * usage: mpi_bad MODE [DIR]
+ *   seed | q | qrange | qrange1 | epoch | dup | state  (memory store)
+ *   create DIR | reopen DIR                           (rank count change)
+ *   corrupt DIR | enospc DIR                           (directory store) */
+#include <errno.h>
+#include <unistd.h>
+
+#include "tcommon.h"
+
+static int M;
+
+static ps_config_t config(void)
+{
+    ps_config_t c;
+    ps_config_init(&c);
+    c.seed = 77;
+    c.q.q0 = 0.5;
+    c.fsync = 1;
+    return c;
+}
+
+/* Every rank got `want` (or PS_EPEER from a rank that got it), with the
+ * expected words in the message on the rank that failed. */
+static void expect(const char *what, int got, int want, const char *words)
+{
+    const char *d = ps_errdetail();
+    printf("[rank %d] %s: %s: %s\n", t_rank_, what, ps_err_name(got), d);
+    T_CHECK(got == want || (got == PS_EPEER && want != 0), "%s: got %s, expected %s", what, ps_err_name(got),
+            ps_err_name(want));
+    char full[800];
+    snprintf(full, sizeof full, "%s: %s", ps_strerror(got), d);
+    T_CHECK(!words || strstr(full, words), "%s: message '%s' lacks '%s'", what, full, words);
+    int mine = got != 0, all = 0;
+    MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    T_CHECK(all == M, "%s: only %d of %d ranks reported an error", what, all, M);
+}
+
+static void fill(ps_shuffler_t *ps, uint64_t n, size_t size)
+{
+    unsigned char buf[4096];
+    for (uint64_t id = n * t_rank_; id < n * (t_rank_ + 1); id++) {
+        t_fill(id, buf, size);
+        T_OK(ps_add(ps, id, t_label(id, 4), buf, size));
+    }
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &t_rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &M);
+    const char *mode = argc > 1 ? argv[1] : "", *dir = argc > 2 ? argv[2] : NULL;
+    ps_config_t c = config();
+    ps_shuffler_t *ps = NULL;
+    int err;
+
+    if (!strcmp(mode, "seed")) {
+        c.seed += t_rank_ == M - 1;
+        expect("seed", ps_open(&ps, MPI_COMM_WORLD, &c), PS_EMISMATCH, "seed");
+    } else if (!strcmp(mode, "q")) {
+        if (t_rank_ == M - 1)
+            c.q.q0 = 0.25;
+        expect("q", ps_open(&ps, MPI_COMM_WORLD, &c), PS_EMISMATCH, "Q schedule");
+    } else if (!strcmp(mode, "qrange")) {
+        c.q.q0 = 1.5;
+        expect("Q=1.5", ps_open(&ps, MPI_COMM_WORLD, &c), PS_EINVAL, "outside [0, 1]");
+        c.q.q0 = -0.1;
+        expect("Q=-0.1", ps_open(&ps, MPI_COMM_WORLD, &c), PS_EINVAL, "outside [0, 1]");
+    } else if (!strcmp(mode, "qrange1")) {
+        if (t_rank_ == 1)
+            c.q.q0 = 2.0;
+        expect("Q=2 on rank 1", ps_open(&ps, MPI_COMM_WORLD, &c), t_rank_ == 1 ? PS_EINVAL : PS_EPEER, "outside [0, 1]");
+    } else if (!strcmp(mode, "epoch")) {
+        T_OK(ps_open(&ps, MPI_COMM_WORLD, &c));
+        fill(ps, 20, 16);
+        T_OK(ps_start(ps));
+        expect("epoch", ps_exchange_begin(ps, t_rank_ == 0 ? 1 : 0), PS_EEPOCH, "epoch");
+        T_CHECK(ps_epoch(ps) == 0, "epoch moved");
+        T_OK(ps_exchange(ps, 0)); /* still usable */
+    } else if (!strcmp(mode, "dup")) {
+        T_OK(ps_open(&ps, MPI_COMM_WORLD, &c));
+        fill(ps, 20, 16);
+        if (t_rank_ == 0)
+            T_OK(ps_add(ps, 3, 0, "x", 1));
+        expect("duplicate id", ps_start(ps), t_rank_ == 0 ? PS_EDUP : PS_EPEER, "0x3");
+    } else if (!strcmp(mode, "state")) {
+        T_OK(ps_open(&ps, MPI_COMM_WORLD, &c));
+        fill(ps, 20, 16);
+        T_OK(ps_start(ps));
+        err = ps_add(ps, 999, 0, "x", 1);
+        T_CHECK(err == PS_ESTATE, "ps_add after start: %s", ps_err_name(err));
+        expect("end without begin", ps_exchange_end(ps), PS_ESTATE, "without");
+    } else if (!strcmp(mode, "create")) {
+        c.store_dir = dir;
+        T_OK(ps_open(&ps, MPI_COMM_WORLD, &c));
+        fill(ps, 20, 64);
+        T_OK(ps_start(ps));
+        T_OK(ps_exchange(ps, 0));
+        T_OK(ps_exchange(ps, 1));
+    } else if (!strcmp(mode, "reopen")) {
+        c.store_dir = dir;
+        err = ps_open(&ps, MPI_COMM_WORLD, &c);
+        char words[64];
+        snprintf(words, sizeof words, "this job has %d ranks", M);
+        expect("reopen with another rank count", err, PS_ENRANKS, words);
+        c.seed = 78;
+        c.resume = 1;
+    } else if (!strcmp(mode, "reseed")) {
+        c.store_dir = dir;
+        c.seed = 78;
+        expect("reopen with another seed", ps_open(&ps, MPI_COMM_WORLD, &c), PS_EMISMATCH, "seed 77");
+        c.seed = 77;
+        c.q.q0 = 0.4;
+        expect("reopen with another Q", ps_open(&ps, MPI_COMM_WORLD, &c), PS_EMISMATCH, "Q schedule");
+    } else if (!strcmp(mode, "corrupt")) {
+        c.store_dir = dir;
+        c.resume = 0;
+        T_OK(ps_open(&ps, MPI_COMM_WORLD, &c));
+        fill(ps, 20, 64);
+        T_OK(ps_start(ps));
+        T_OK(ps_exchange(ps, 0));
+        /* Rank 1 damages the first sample it will send in epoch 1. */
+        if (t_rank_ == 1) {
+            uint64_t *counts = malloc(M * sizeof *counts);
+            for (int r = 0; r < M; r++)
+                counts[r] = 20;
+            ps_plan_t p;
+            T_OK(ps_plan_compute(&p, c.seed, 1, 0.5, counts, M, 1));
+            ps_sample_t s;
+            T_OK(ps_info(ps, p.send_pos[0], &s));
+            char path[4200];
+            snprintf(path, sizeof path, "%s/rank-00001/%016" PRIx64 ".s", dir, s.id);
+            FILE *f = fopen(path, "r+b");
+            T_CHECK(f != NULL, "open %s", path);
+            if (f) {
+                fseek(f, 40, SEEK_SET);
+                fputc(0xff ^ fgetc(f), f);
+                fclose(f);
+            }
+            unsigned char buf[64];
+            err = ps_read(ps, p.send_pos[0], buf, sizeof buf);
+            T_CHECK(err == PS_ECORRUPT, "read of the damaged sample: %s", ps_err_name(err));
+            ps_plan_free(&p);
+            free(counts);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        expect("exchange with a corrupt sample", ps_exchange(ps, 1), t_rank_ == 1 ? PS_ECORRUPT : PS_EPEER,
+               "checksum mismatch");
+        T_CHECK(ps_epoch(ps) == 1, "epoch moved to %" PRIu64 " after a failed exchange", ps_epoch(ps));
+    } else if (!strcmp(mode, "enospc")) {
+        c.store_dir = dir;
+        c.resume = 0;
+        T_OK(ps_open(&ps, MPI_COMM_WORLD, &c));
+        fill(ps, 40, 1000);
+        T_OK(ps_start(ps));
+        err = ps_exchange(ps, 0);
+        expect("exchange on a full disk", err, err == -ENOSPC ? -ENOSPC : PS_EPEER, "No space left on device");
+        T_CHECK(ps_epoch(ps) == 0, "epoch moved to %" PRIu64 " after a failed exchange", ps_epoch(ps));
+        T_CHECK(ps_size(ps) == 40, "holds %" PRIu64 " after a failed exchange", ps_size(ps));
+    } else {
+        fprintf(stderr, "unknown mode '%s'\n", mode);
+        t_fail_++;
+    }
+    ps_close(ps);
+    return t_done();
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Bad input is refused on every rank with a clear message, never a hang:
+# every mpirun is under `timeout`.
+set -u
+W="$PS_WORK/bad.d"
+mountpoint -q "$W/tiny" 2> /dev/null && umount "$W/tiny"
+rm -rf "$W" && mkdir -p "$W"
+fail() { echo "FAIL: $*"; exit 1; }
+run() { local n=$1; shift; timeout 60 $PS_MPIRUN $PS_MPI_FLAGS -n "$n" "$PS_BIN/mpi_bad" "$@"; }
+step() { local log="$W/$1.log"; shift; if ! "$@" > "$log" 2>&1; then cat "$log"; fail "$*"; fi; grep '^\[rank 0\]' "$log" | head -2; }
+
+for m in seed q qrange qrange1 epoch dup state; do step "$m" run 3 "$m"; done
+
+# A store written by 3 ranks, reopened by 2 and by 4 ranks, and with another seed or Q.
+step create run 3 create "$W/store3"
+step reopen2 run 2 reopen "$W/store3"
+step reopen4 run 4 reopen "$W/store3"
+step reseed run 3 reseed "$W/store3"
+"$PSHUFFLE" verify "$W/store3" > /dev/null || fail "store damaged by the refused reopenings"
+
+# A corrupt sample file: the exchange fails everywhere, the epoch stays,
+# and the verifier names the file.
+step corrupt run 3 corrupt "$W/corrupt"
+if "$PSHUFFLE" verify "$W/corrupt" > "$W/corrupt.verify" 2>&1; then fail "verify accepted a corrupt store"; fi
+grep -q "checksum mismatch" "$W/corrupt.verify" || { cat "$W/corrupt.verify"; fail "verify did not name the problem"; }
+
+# A full disk: a small tmpfs when we may mount one, else the write-budget
+# knob of the library. The exchange must fail with no partial commit.
+mnt="$W/tiny"
+mkdir -p "$mnt"
+# 2 ranks x 40 samples of 1 KiB, each file in a 4 KiB page, plus manifests:
+# the initial store fits; the 20 extra samples per rank of Q=0.5 do not.
+if mount -t tmpfs -o size=400k tmpfs "$mnt" 2> /dev/null; then
+  trap 'umount "$mnt" 2>/dev/null' EXIT INT TERM
+  how="tmpfs of 400 KiB"
+  step enospc run 2 enospc "$mnt/store"
+  store="$mnt/store"
+else
+  how="simulated only (mount not permitted here)"
+  store=""
+fi
+# The library's simulated full disk, always (the fallback where no tmpfs can be mounted).
+step enospc-sim env PSHUFFLE_TEST_ENOSPC_AFTER=50000 timeout 60 $PS_MPIRUN $PS_MPI_FLAGS -x PSHUFFLE_TEST_ENOSPC_AFTER \
+  -n 2 "$PS_BIN/mpi_bad" enospc "$W/enospc-sim"
+for s in $store "$W/enospc-sim"; do
+  "$PSHUFFLE" verify --json "$s" > "$W/enospc.verify" || { cat "$W/enospc.verify"; fail "store $s damaged by the full disk"; }
+  grep -q '"epoch": 0, "samples": 80' "$W/enospc.verify" || { cat "$W/enospc.verify"; fail "full disk: not all samples at epoch 0 in $s"; }
+done
+echo "full disk ($how, and simulated): refused, store intact at epoch 0"
+echo PASS

@@ -1,0 +1,66 @@
+/* The memory store's arena: allocation, freeing, block release and
+ * compaction keep every live sample's bytes intact. */
+#include <stdlib.h>
+
+#include "internal.h"
+#include "../../tests/unit/check.h"
+
+static void fill(unsigned char *p, size_t n, uint64_t id)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (unsigned char)(id * 31 + i);
+}
+
+static int intact(const ps__entry_t *e)
+{
+    const unsigned char *p = e->data;
+    for (size_t i = 0; i < e->size; i++)
+        if (p[i] != (unsigned char)(e->id * 31 + i))
+            return 0;
+    return 1;
+}
+
+int main(void)
+{
+    enum { N = 20000 };
+    ps__arena_t a = {0};
+    ps__entry_t *e = calloc(N, sizeof *e);
+    for (uint64_t i = 0; i < N; i++) {
+        e[i].id = i;
+        e[i].size = i % 7 == 0 ? 0 : (i % 5000 == 4999 ? 400000 : 1 + i % 300);
+        e[i].data = ps__arena_alloc(&a, e[i].size, &e[i].blk);
+        CHECK(e[i].data != NULL);
+        fill(e[i].data, e[i].size, i);
+    }
+    size_t before = a.reserved;
+    CHECK(before >= a.live);
+    /* Free seven eighths, at random. */
+    uint64_t k = 0;
+    srand(1);
+    for (uint64_t i = 0; i < N; i++) {
+        if (rand() % 8) {
+            ps__arena_free(&a, e[i].blk, e[i].size);
+        } else {
+            e[k++] = e[i];
+        }
+    }
+    CHECK(a.reserved < before); /* the big samples' own blocks went away */
+    size_t holey = a.reserved;
+    CHECK(holey > 2 * a.live + (1u << 20)); /* so that compaction has work */
+    CHECK_EQ_INT(ps__arena_compact(&a, e, k), 0);
+    printf("reserved %zu -> %zu (holes) -> %zu (compacted), live %zu\n", before, holey, a.reserved, a.live);
+    CHECK(a.reserved <= 2 * a.live + (1u << 20));
+    CHECK(a.reserved < holey);
+    int ok = 1;
+    for (uint64_t i = 0; i < k; i++)
+        ok &= intact(&e[i]);
+    CHECK(ok);
+    for (uint64_t i = 0; i < k; i++)
+        ps__arena_free(&a, e[i].blk, e[i].size);
+    CHECK_EQ_U64(a.live, 0);
+    CHECK(a.reserved <= (1u << 20)); /* at most the current block remains */
+    ps__arena_destroy(&a);
+    CHECK_EQ_U64(a.reserved, 0);
+    free(e);
+    return check_done();
+}
