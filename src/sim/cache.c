@@ -19,7 +19,8 @@ int hm__cache_init(hm__cache_t *c, uint64_t size, uint32_t assoc, uint32_t line,
     c->tag = calloc(sets * assoc, sizeof(uint64_t));
     c->stamp = calloc(sets * assoc, sizeof(uint64_t));
     c->dirty = calloc(sets * assoc, 1);
-    if (!c->tag || !c->stamp || !c->dirty) {
+    c->ready = calloc(sets * assoc, sizeof(double));
+    if (!c->tag || !c->stamp || !c->dirty || !c->ready) {
         hm__cache_free(c);
         return -ENOMEM;
     }
@@ -31,6 +32,8 @@ void hm__cache_free(hm__cache_t *c)
     free(c->tag);
     free(c->stamp);
     free(c->dirty);
+    free(c->ready);
     c->tag = c->stamp = NULL;
     c->dirty = NULL;
+    c->ready = NULL;
 }

@@ -121,8 +121,15 @@ static inline int line_device(const hm_sim_t *s, uint64_t addr, uint32_t *group)
 
 static void writeback(hm_sim_t *s, int lvl, uint64_t line, double t);
 
-/* Inserts @p line into level @p lvl, evicting the LRU way. */
-static void fill(hm_sim_t *s, int lvl, uint64_t line, int dirty, double t)
+/* Inserts @p line into level @p lvl, evicting the LRU way; the data is
+ * there from time @p ready on (0: now). */
+static void fill_at(hm_sim_t *s, int lvl, uint64_t line, int dirty, double t, double ready);
+static inline void fill(hm_sim_t *s, int lvl, uint64_t line, int dirty, double t)
+{
+    fill_at(s, lvl, line, dirty, t, 0);
+}
+
+static void fill_at(hm_sim_t *s, int lvl, uint64_t line, int dirty, double t, double ready)
 {
     hm__cache_t *c = &s->c[lvl];
     uint64_t base = (uint64_t)set_of(c, line) * c->assoc, v = base;
@@ -139,6 +146,51 @@ static void fill(hm_sim_t *s, int lvl, uint64_t line, int dirty, double t)
     c->tag[v] = line + 1;
     c->stamp[v] = ++c->clock;
     c->dirty[v] = (uint8_t)dirty;
+    c->ready[v] = ready;
+}
+
+/* L2 stream prefetcher, as on current cores: after two misses to
+ * consecutive lines it keeps `prefetch` lines ahead of the demand stream,
+ * within the 4 KiB page (hardware prefetchers do not cross pages). The
+ * prefetches go to the device queues like demand misses but occupy no ROB
+ * or MLP slot; a demand access to a line still in flight waits for it. */
+static void prefetch(hm_sim_t *s, uint64_t line, double now)
+{
+    int k;
+    for (k = 0; k < 16; k++)
+        if (s->stream[k].next == line)
+            break;
+    if (k == 16) {
+        k = (int)(s->stream_rr++ & 15);
+        s->stream[k].next = line + 1;
+        s->stream[k].pf = line;
+        return;
+    }
+    s->stream[k].next = line + 1;
+    uint64_t page_end = ((line << s->line_shift) | ((1u << HM_SIM_PAGE_SHIFT) - 1)) >> s->line_shift;
+    uint64_t from = s->stream[k].pf > line ? s->stream[k].pf + 1 : line + 1;
+    uint64_t to = line + s->pf_dist < page_end ? line + s->pf_dist : page_end;
+    int lvl = s->nlevels > 1 ? 1 : 0;
+    for (uint64_t p = from; p <= to; p++) {
+        uint64_t i;
+        int present = 0;
+        for (int l = lvl; l < s->nlevels && !present; l++)
+            present = find_way(&s->c[l], p, &i);
+        if (present)
+            continue;
+        uint32_t g;
+        int d = line_device(s, p << s->line_shift, &g);
+        double done = hm__device_read(&s->dev[d], p, now);
+        if (g != UINT32_MAX)
+            s->groups[g].lines_read++;
+        else
+            s->other_lines_read++;
+        for (int l = s->nlevels - 1; l >= lvl; l--)
+            fill_at(s, l, p, 0, now, done);
+        s->prefetches++;
+    }
+    if (to > s->stream[k].pf || s->stream[k].pf < line)
+        s->stream[k].pf = to;
 }
 
 static void writeback(hm_sim_t *s, int lvl, uint64_t line, double t)
@@ -213,17 +265,19 @@ static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr
     double now = win_reserve(s);
     double issue = dep > now ? dep : now, done;
     int lvl;
+    double ready = 0;
     for (lvl = 1; lvl < s->nlevels; lvl++) {
         if (find_way(&s->c[lvl], line, &i)) {
             s->c[lvl].stamp[i] = ++s->c[lvl].clock;
             s->c[lvl].hits[st]++;
+            ready = s->c[lvl].ready[i];
             break;
         }
         s->c[lvl].misses[st]++;
     }
     sv->dev = -1;
     if (lvl < s->nlevels) {
-        done = issue + s->c[lvl].lat_ns;
+        done = (ready > issue ? ready : issue) + s->c[lvl].lat_ns;
     } else {
         uint32_t g;
         int d = line_device(s, addr, &g);
@@ -236,6 +290,8 @@ static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr
     }
     for (int k = lvl - 1; k >= 0; k--)
         fill(s, k, line, k == 0 ? st : 0, issue);
+    if (s->pf_dist)
+        prefetch(s, line, issue);
     win_push(s, done);
     if (!st && value >= 4096)
         dep_record(s, value, done);
@@ -345,6 +401,7 @@ int hm_sim_open(hm_sim_t **out, const hm_sim_machine_t *m, hm_placement_t *pl, i
     s->cpi_ns = m->base_cpi * s->cyc_ns;
     s->rob = m->rob;
     s->mlp = m->mlp;
+    s->pf_dist = m->prefetch;
     s->rob_limit = UINT64_MAX;
     s->nlevels = m->nlevels;
     for (int i = 0; i < m->nlevels; i++) {
@@ -366,6 +423,7 @@ int hm_sim_open(hm_sim_t **out, const hm_sim_machine_t *m, hm_placement_t *pl, i
         v->read_lat_ns = d->read_lat_ns;
         v->write_lat_ns = d->write_lat_ns;
         v->nch = d->channels;
+        v->burst_ns = m->burst_ns;
         v->cap_pages = d->capacity ? (d->capacity / m->cores) >> HM_SIM_PAGE_SHIFT : 0;
     }
     hm_sim_set_sampler(s, 0, NULL, NULL);

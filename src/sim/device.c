@@ -6,7 +6,13 @@
  * device whose demand exceeds its share queues up and its effective latency
  * grows, while traffic split across two devices uses both queues. Writes
  * (write-backs) are posted: they occupy the channel at the write bandwidth,
- * delaying later requests, but never stall the core themselves. */
+ * delaying later requests, but never stall the core themselves.
+ *
+ * The share is enforced over a window of burst_ns, not per request: the
+ * other SPMD threads run the same code at other points of their data, so a
+ * thread that left a device idle for a while (it was streaming from another
+ * device) may use the time it left over, up to one window. Over any longer
+ * span it cannot exceed its share. */
 #include "sim_int.h"
 
 static inline uint32_t channel_of(const hm__device_t *d, uint64_t line)
@@ -22,8 +28,9 @@ static inline uint32_t channel_of(const hm__device_t *d, uint64_t line)
 double hm__device_read(hm__device_t *d, uint64_t line, double t)
 {
     uint32_t ch = channel_of(d, line);
-    double start = d->next_free[ch] > t ? d->next_free[ch] : t;
-    d->next_free[ch] = start + d->xfer_r_ns * d->nch;
+    double v = d->next_free[ch] > t - d->burst_ns ? d->next_free[ch] : t - d->burst_ns;
+    double start = v > t ? v : t;
+    d->next_free[ch] = v + d->xfer_r_ns * d->nch;
     d->busy_ns += d->xfer_r_ns;
     d->lines_read++;
     return start + d->read_lat_ns;
@@ -32,8 +39,8 @@ double hm__device_read(hm__device_t *d, uint64_t line, double t)
 void hm__device_write(hm__device_t *d, uint64_t line, double t)
 {
     uint32_t ch = channel_of(d, line);
-    double start = d->next_free[ch] > t ? d->next_free[ch] : t;
-    d->next_free[ch] = start + d->xfer_w_ns * d->nch;
+    double v = d->next_free[ch] > t - d->burst_ns ? d->next_free[ch] : t - d->burst_ns;
+    d->next_free[ch] = v + d->xfer_w_ns * d->nch;
     d->busy_ns += d->xfer_w_ns;
     d->lines_written++;
 }

@@ -83,8 +83,9 @@ static int str_of(const json_t *o, const char *key, char *buf, size_t len, const
     return 0;
 }
 
-static const char *const top_keys[] = {"name", "description", "sources", "cores", "core", "line", "caches", "devices", NULL};
-static const char *const core_keys[] = {"freq_ghz", "base_cpi", "rob", "mlp", NULL};
+static const char *const top_keys[] = {"name", "description", "sources", "cores", "core", "line", "burst_window_us",
+                                       "caches", "devices", NULL};
+static const char *const core_keys[] = {"freq_ghz", "base_cpi", "rob", "mlp", "prefetch", NULL};
 static const char *const cache_keys[] = {"name", "size", "assoc", "latency", "shared", NULL};
 static const char *const dev_keys[] = {"name", "read_latency_ns", "write_latency_ns", "read_bandwidth_gbs",
                                        "write_bandwidth_gbs", "capacity", "channels", "note", NULL};
@@ -106,6 +107,9 @@ static int from_json(hm_sim_machine_t *m, json_t *root, const char *what)
     if ((rc = num(root, "line", 0, 64, 16, 1024, &d, what, "")) < 0)
         return rc;
     m->line = (uint32_t)d;
+    if ((rc = num(root, "burst_window_us", 0, 200, 0, 1e6, &d, what, "")) < 0)
+        return rc;
+    m->burst_ns = d * 1000;
     if (m->line & (m->line - 1))
         return bad(what, "\"line\" must be a power of two", "", NULL);
     json_t *core = json_object_get(root, "core");
@@ -121,6 +125,9 @@ static int from_json(hm_sim_machine_t *m, json_t *root, const char *what)
     if ((rc = num(core, "mlp", 1, 0, 1, HM_SIM_MAX_MLP, &d, what, "core: ")) < 0)
         return rc;
     m->mlp = (uint32_t)d;
+    if ((rc = num(core, "prefetch", 0, 0, 0, 64, &d, what, "core: ")) < 0)
+        return rc;
+    m->prefetch = (uint32_t)d;
 
     json_t *caches = json_object_get(root, "caches");
     if (!json_is_array(caches) || json_array_size(caches) < 1 || json_array_size(caches) > HM_SIM_MAX_LEVELS)

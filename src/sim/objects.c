@@ -50,6 +50,9 @@ void hm__sim_objects_free(hm_sim_t *s)
     free(s->ahash);
     for (int i = 0; i < s->nphase; i++)
         free(s->phase[i]);
+    for (uint32_t i = 0; i < s->npstat; i++)
+        free(s->pstat[i].name);
+    free(s->pstat);
 }
 
 /* ---- groups: one per (site, name), in order of first appearance */
@@ -258,18 +261,46 @@ int hm_sim_name(hm_sim_t *s, uint64_t addr, const char *name)
     return 0;
 }
 
+/* A phase's time runs from its begin to its end marker in core time;
+ * misses still in flight at the end are counted to whatever follows. */
+static void phase_close(hm_sim_t *s)
+{
+    int k = --s->nphase;
+    double now = s->t + (double)(s->icount - s->t_icount) * s->cpi_ns;
+    uint32_t i;
+    for (i = 0; i < s->npstat; i++)
+        if (strcmp(s->pstat[i].name, s->phase[k]) == 0)
+            break;
+    if (i == s->npstat) {
+        s->pstat = hm__xrealloc(s->pstat, (s->npstat + 1) * sizeof *s->pstat);
+        memset(&s->pstat[i], 0, sizeof *s->pstat);
+        s->pstat[i].name = s->phase[k];
+        s->npstat++;
+    } else {
+        free(s->phase[k]);
+    }
+    s->pstat[i].ns += now - s->phase_t0[k];
+    s->pstat[i].instructions += s->icount - s->phase_i0[k];
+    s->pstat[i].count++;
+}
+
 void hm_sim_phase(hm_sim_t *s, int begin, const char *name)
 {
+    if (s->done)
+        return;
     if (begin) {
-        if (s->nphase < (int)HM_ARRAY_LEN(s->phase))
+        if (s->nphase < (int)HM_ARRAY_LEN(s->phase)) {
+            s->phase_t0[s->nphase] = s->t + (double)(s->icount - s->t_icount) * s->cpi_ns;
+            s->phase_i0[s->nphase] = s->icount;
             s->phase[s->nphase++] = hm__xstrdup(name ? name : "");
+        }
         return;
     }
     /* Close the innermost phase of that name (and any left open inside). */
     for (int i = s->nphase - 1; i >= 0; i--) {
         if (strcmp(s->phase[i], name ? name : "") == 0) {
             while (s->nphase > i)
-                free(s->phase[--s->nphase]);
+                phase_close(s);
             return;
         }
     }

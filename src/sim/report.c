@@ -23,6 +23,7 @@ char *hm_sim_report(hm_sim_t *s)
     json_object_set_new(r, "cycles", u64((uint64_t)(end * m->freq_ghz)));
     json_object_set_new(r, "loads", u64(s->loads));
     json_object_set_new(r, "stores", u64(s->stores));
+    json_object_set_new(r, "prefetches", u64(s->prefetches));
     json_t *lv = json_array();
     for (int i = 0; i < s->nlevels; i++) {
         const hm__cache_t *c = &s->c[i];
@@ -60,6 +61,8 @@ char *hm_sim_report(hm_sim_t *s)
     json_t *ob = json_array();
     for (uint32_t g = 0; g < s->ngroups; g++) {
         const hm__group_t *x = &s->groups[g];
+        if (!x->allocs && !x->lines_read && !x->lines_written)
+            continue; /* left empty when its only allocation was named */
         json_t *o = json_object();
         char site[32];
         snprintf(site, sizeof site, "0x%016llx", (unsigned long long)x->site);
@@ -75,6 +78,16 @@ char *hm_sim_report(hm_sim_t *s)
         json_array_append_new(ob, o);
     }
     json_object_set_new(r, "objects", ob);
+    json_t *ph = json_array();
+    for (uint32_t i = 0; i < s->npstat; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "name", json_string(s->pstat[i].name));
+        json_object_set_new(o, "time_s", json_real(s->pstat[i].ns * 1e-9));
+        json_object_set_new(o, "instructions", u64(s->pstat[i].instructions));
+        json_object_set_new(o, "count", u64(s->pstat[i].count));
+        json_array_append_new(ph, o);
+    }
+    json_object_set_new(r, "phases", ph);
     json_t *oth = json_object();
     json_object_set_new(oth, "bytes_read", u64(s->other_lines_read * line));
     json_object_set_new(oth, "bytes_written", u64(s->other_lines_written * line));

@@ -36,6 +36,8 @@ struct hm_sim_machine {
     uint32_t cores;
     double freq_ghz, base_cpi;
     uint32_t rob, mlp;
+    uint32_t prefetch;   /* stream prefetch distance in lines; 0 = off */
+    double burst_ns;     /* device-time averaging window (SPMD de-phasing) */
     uint32_t line;
     int nlevels;
     hm__cache_cfg_t level[HM_SIM_MAX_LEVELS];
@@ -49,6 +51,7 @@ typedef struct {
     uint64_t *tag;       /* line number + 1; 0 = invalid */
     uint64_t *stamp;     /* LRU: larger = more recent */
     uint8_t *dirty;
+    double *ready;       /* time a prefetched line arrives (0: present) */
     uint32_t sets, assoc;
     uint32_t set_mask;   /* sets - 1 when sets is a power of two, else 0 */
     double lat_ns;
@@ -60,6 +63,7 @@ typedef struct {
     double xfer_r_ns, xfer_w_ns;     /* channel time per line, this thread's share */
     double read_lat_ns, write_lat_ns;
     uint32_t nch;
+    double burst_ns;
     double next_free[HM_SIM_MAX_CHANNELS];
     double busy_ns;
     uint64_t lines_read, lines_written;
@@ -115,6 +119,14 @@ struct hm_sim {
     uint32_t dep_next;
     double dep_latest;
 
+    /* stream prefetcher: ascending line streams within a page */
+    struct {
+        uint64_t next, pf;
+    } stream[16];
+    uint32_t stream_rr;
+    uint32_t pf_dist;
+    uint64_t prefetches;
+
     uint64_t loads, stores;
     uint64_t ld_left, st_left, period;
     hm_sim_sample_fn sample_fn;
@@ -130,6 +142,15 @@ struct hm_sim {
     uint32_t ngroups, cap_groups;
     char *phase[16];
     int nphase;
+    double phase_t0[16];
+    uint64_t phase_i0[16];
+    /* per phase name: total time and instructions inside it */
+    struct hm__phase_stat {
+        char *name;
+        double ns;
+        uint64_t instructions, count;
+    } *pstat;
+    uint32_t npstat;
     uint64_t other_lines_read, other_lines_written;
     int done;
 };
