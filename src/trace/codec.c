@@ -1,0 +1,665 @@
+/* Block codec of trace format v1: samples as byte-plane integer columns
+ * (delta and predictor coded) and other records as a tagged varint event
+ * stream, before zstd. The decoder is the reader's hot loop: each column is
+ * decoded by its own straight loop with a branch-free error flag, and
+ * nothing is allocated per record. */
+#include "trace_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+void hm__buf_reserve(hm__buf_t *b, size_t extra)
+{
+    if (b->len + extra <= b->cap)
+        return;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + extra)
+        cap *= 2;
+    b->p = hm__xrealloc(b->p, cap);
+    b->cap = cap;
+}
+
+void hm__buf_free(hm__buf_t *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+/* ------------------------------------------------------------- encoder */
+
+/* Integer column: frame of reference (the block's minimum), a shift by the
+ * trailing zero bits all values share (alignment), then w whole bytes per
+ * value stored as byte planes (all low bytes, then all second bytes...),
+ * with the few values wider than w patched in afterwards (patched frame of
+ * reference: one outlier does not widen the whole block). Planes give zstd
+ * one byte distribution per plane and decode with straight vectorizable
+ * loops: no varint branches in the hot path. */
+static void put_int_column(hm__buf_t *out, const uint64_t *v, uint32_t n)
+{
+    uint64_t mn = n ? UINT64_MAX : 0, orv = 0;
+    for (uint32_t i = 0; i < n; i++)
+        mn = v[i] < mn ? v[i] : mn;
+    for (uint32_t i = 0; i < n; i++)
+        orv |= v[i] - mn;
+    unsigned sh = orv ? (unsigned)__builtin_ctzll(orv) : 0;
+    uint32_t cnt[9] = {0};
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t x = (v[i] - mn) >> sh;
+        cnt[x ? (71 - __builtin_clzll(x)) / 8 : 0]++;
+    }
+    /* Width that minimises planes plus patches. A patch is weighted well
+     * above its raw size: interleaved varints compress worse than planes,
+     * so only true outliers become patches. */
+    unsigned w = 8;
+    uint64_t best = UINT64_MAX, above = 0;
+    for (int k = 8; k >= 0; k--) {
+        uint64_t cost = (uint64_t)k * n + above * 16;
+        if (cost < best)
+            best = cost, w = (unsigned)k;
+        above += cnt[k];
+    }
+    uint32_t npatch = 0;
+    for (unsigned k = w + 1; k <= 8; k++)
+        npatch += cnt[k];
+    hm__buf_reserve(out, 2 + 20 + (size_t)w * n + (size_t)npatch * 20);
+    uint8_t *p = out->p + out->len;
+    *p++ = (uint8_t)w;
+    *p++ = (uint8_t)sh;
+    p = hm__put_varint(p, mn);
+    p = hm__put_varint(p, npatch);
+    uint64_t mask = w == 8 ? UINT64_MAX : (UINT64_C(1) << (8 * w)) - 1;
+    for (unsigned j = 0; j < w; j++) {
+        for (uint32_t i = 0; i < n; i++) {
+            uint64_t x = (v[i] - mn) >> sh;
+            *p++ = x > mask ? 0 : (uint8_t)(x >> (8 * j));
+        }
+    }
+    uint32_t prev = 0;
+    for (uint32_t i = 0; i < n && npatch; i++) {
+        uint64_t x = (v[i] - mn) >> sh;
+        if (x > mask) {
+            p = hm__put_varint(p, i - prev);
+            p = hm__put_varint(p, x);
+            prev = i;
+        }
+    }
+    out->len = (size_t)(p - out->p);
+}
+
+static void put_varint_list(hm__buf_t *out, const uint64_t *v, uint32_t n)
+{
+    hm__buf_reserve(out, 4 + (size_t)n * 10);
+    uint8_t *hdr = out->p + out->len, *p = hdr + 4;
+    for (uint32_t i = 0; i < n; i++)
+        p = hm__put_varint(p, v[i]);
+    hm__put_u32(hdr, (uint32_t)(p - hdr - 4));
+    out->len = (size_t)(p - out->p);
+}
+
+/* Victim choice for a far address: the CLOCK approximation of least
+ * recently used. Each use sets a slot's reference bit; the hand skips (and
+ * clears) referenced slots. Cheap enough for the decoder's hot loop, and
+ * both sides run the same steps. */
+typedef struct {
+    uint8_t ref[HM__ADDR_SLOTS];
+    unsigned hand;
+} clock_t_;
+
+static inline unsigned clock_victim(clock_t_ *c)
+{
+    for (;;) {
+        unsigned h = c->hand;
+        c->hand = (h + 1) & (HM__ADDR_SLOTS - 1);
+        if (!c->ref[h])
+            return h;
+        c->ref[h] = 0;
+    }
+}
+
+/* Addresses: each sample is coded against one of HM__ADDR_SLOTS recent
+ * addresses, with or without that slot's last stride, so interleaved
+ * strided streams each code as small residuals. An address far from every
+ * slot (a new stream, a random access) takes a slot not used lately (CLOCK)
+ * instead of clobbering an active stream; the decoder runs the same victim choice, so only the mode says so. */
+static void put_addr_columns(hm__buf_t *out, const hm_sample_t *s, uint32_t n, uint64_t *code,
+                             uint64_t *res, uint64_t *exc, uint64_t *ipres)
+{
+    uint64_t last[HM__ADDR_SLOTS] = {0}, stride[HM__ADDR_SLOTS] = {0}, ip[HM__ADDR_SLOTS] = {0};
+    clock_t_ clk = {{0}, 0};
+    uint32_t nexc = 0;
+    /* Residuals are shifted right by the alignment all addresses share
+     * before zigzag coding, so 8-byte aligned streams lose 3 bits. */
+    uint64_t orv = 0;
+    for (uint32_t i = 0; i < n; i++)
+        orv |= s[i].addr;
+    unsigned sh = orv ? (unsigned)__builtin_ctzll(orv) : 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t a = s[i].addr, best = UINT64_MAX;
+        unsigned bj = 0, bm = 0;
+        for (unsigned j = 0; j < HM__ADDR_SLOTS; j++) {
+            uint64_t z0 = hm__zigzag((int64_t)(a - last[j]) >> sh);
+            uint64_t z1 = hm__zigzag((int64_t)(a - last[j] - stride[j]) >> sh);
+            if (z0 < best) best = z0, bj = j, bm = HM__ADDR_NEAR;
+            if (z1 < best) best = z1, bj = j, bm = HM__ADDR_STRIDE;
+        }
+        unsigned store = bj;
+        if (best > (HM__ADDR_NEAR_MAX >> sh)) {
+            store = clock_victim(&clk);
+            if (best < (HM__ADDR_FAR_MAX >> sh)) {
+                bm = HM__ADDR_FAR;
+                best = hm__zigzag((int64_t)(a - last[bj]) >> sh);
+            } else {
+                bm = HM__ADDR_ABS;
+                bj = 0;
+                best = 0;
+                exc[nexc++] = a;
+            }
+            stride[store] = 0;
+        } else {
+            stride[store] = a - last[bj];
+        }
+        code[i] = (uint64_t)(bm << 4 | bj);
+        res[i] = best;
+        /* The instructions that touch one object are few: predict the ip
+         * from the last sample coded through the same slot. */
+        ipres[i] = hm__zigzag((int64_t)(s[i].ip - ip[bj]));
+        ip[store] = s[i].ip;
+        last[store] = a;
+        clk.ref[store] = 1;
+    }
+    put_int_column(out, code, n);
+    put_int_column(out, res, n);
+    hm__buf_reserve(out, 1);
+    out->p[out->len++] = (uint8_t)sh;
+    put_varint_list(out, exc, nexc);
+}
+
+static uint8_t *put_str(uint8_t *p, const char *strings, uint32_t off, uint32_t len)
+{
+    p = hm__put_varint(p, len);
+    memcpy(p, strings + off, len);
+    return p + len;
+}
+
+void hm__block_encode(hm__buf_t *out, const hm_sample_t *s, uint32_t ns,
+                      const hm__wevent_t *ev, uint32_t nev, const char *strings,
+                      uint64_t base_time)
+{
+    size_t m = ns ? ns : 1;
+    uint64_t *sym = hm__xmalloc(m * sizeof *sym), *res = hm__xmalloc(m * sizeof *res),
+             *exc = hm__xmalloc(m * sizeof *exc), *ipres = hm__xmalloc(m * sizeof *ipres);
+    uint64_t prev = base_time;
+    for (uint32_t i = 0; i < ns; i++) {
+        sym[i] = s[i].time - prev;
+        prev = s[i].time;
+    }
+    put_int_column(out, sym, ns);
+    put_addr_columns(out, s, ns, sym, res, exc, ipres);
+    put_int_column(out, ipres, ns);
+    for (uint32_t i = 0; i < ns; i++)
+        sym[i] = s[i].tid;
+    put_int_column(out, sym, ns);
+    for (uint32_t i = 0; i < ns; i++)
+        sym[i] = s[i].weight;
+    put_int_column(out, sym, ns);
+    for (uint32_t i = 0; i < ns; i++)
+        sym[i] = s[i].dsrc;
+    put_int_column(out, sym, ns);
+    for (uint32_t i = 0; i < ns; i++)
+        sym[i] = s[i].access;
+    put_int_column(out, sym, ns);
+    free(sym);
+    free(res);
+    free(exc);
+    free(ipres);
+
+    /* Events: kind, time delta, body length, body. The length lets a v1
+     * reader skip kinds added later. */
+    size_t need = 4;
+    for (uint32_t i = 0; i < nev; i++)
+        need += 1 + 10 + 10 + 4 * 10 + 8 + ev[i].str_len;
+    hm__buf_reserve(out, need);
+    uint8_t *sec = out->p + out->len;
+    uint8_t *p = sec + 4;
+    uint8_t body[64 + 8];
+    prev = base_time;
+    for (uint32_t i = 0; i < nev; i++) {
+        const hm__wevent_t *e = &ev[i];
+        uint8_t *b = body;
+        int has_str = 0;
+        switch (e->kind) {
+        case HM_REC_ALLOC:
+            b = hm__put_varint(b, e->a);
+            b = hm__put_varint(b, e->b);
+            hm__put_u64(b, e->c);
+            b += 8;
+            b = hm__put_varint(b, e->tid);
+            break;
+        case HM_REC_FREE:
+            b = hm__put_varint(b, e->a);
+            b = hm__put_varint(b, e->tid);
+            break;
+        case HM_REC_PHASE_BEGIN:
+        case HM_REC_PHASE_END:
+            b = hm__put_varint(b, e->a);
+            b = hm__put_varint(b, e->tid);
+            has_str = 1;
+            break;
+        case HM_REC_COUNTER:
+            b = hm__put_varint(b, e->a);
+            b = hm__put_varint(b, e->b);
+            b = hm__put_varint(b, e->tid);
+            break;
+        case HM_REC_SITE:
+            hm__put_u64(b, e->a);
+            b += 8;
+            has_str = 1;
+            break;
+        case HM_REC_NAME:
+            b = hm__put_varint(b, e->a);
+            has_str = 1;
+            break;
+        default:
+            break;
+        }
+        size_t blen = (size_t)(b - body);
+        size_t slen = 0;
+        if (has_str) {
+            uint8_t tmp[10];
+            slen = (size_t)(hm__put_varint(tmp, e->str_len) - tmp) + e->str_len;
+        }
+        *p++ = e->kind;
+        p = hm__put_varint(p, e->time - prev);
+        prev = e->time;
+        p = hm__put_varint(p, blen + slen);
+        memcpy(p, body, blen);
+        p += blen;
+        if (has_str)
+            p = put_str(p, strings, e->str_off, e->str_len);
+    }
+    hm__put_u32(sec, (uint32_t)(p - sec - 4));
+    out->len = (size_t)(p - out->p);
+}
+
+/* ------------------------------------------------------------- decoder */
+
+void hm__cols_free(hm__cols_t *c)
+{
+    free(c->time);
+    free(c->addr);
+    free(c->ip);
+    free(c->tid);
+    free(c->weight);
+    free(c->dsrc);
+    free(c->access);
+    free(c->scratch);
+    free(c->codes);
+    free(c->events);
+    free(c->evtime);
+    free(c->arena);
+    memset(c, 0, sizeof *c);
+}
+
+static int cols_reserve(hm__cols_t *c, uint32_t ns, uint32_t nev, size_t arena)
+{
+    if (ns > c->cap) {
+        /* Columns are freed and reallocated rather than realloc'ed: their
+         * old contents are never needed. */
+        free(c->time); free(c->addr); free(c->ip); free(c->tid);
+        free(c->weight); free(c->dsrc); free(c->access); free(c->scratch); free(c->codes);
+        c->time = malloc((size_t)ns * 8);
+        c->addr = malloc((size_t)ns * 8);
+        c->ip = malloc((size_t)ns * 8);
+        c->tid = malloc((size_t)ns * 4);
+        c->weight = malloc((size_t)ns * 4);
+        c->dsrc = malloc((size_t)ns * 2);
+        c->access = malloc(ns);
+        c->scratch = malloc((size_t)ns * 8);
+        c->codes = malloc(ns);
+        c->cap = ns;
+        if (!c->time || !c->addr || !c->ip || !c->tid || !c->weight || !c->dsrc || !c->access ||
+            !c->scratch || !c->codes) {
+            hm__cols_free(c);
+            return -ENOMEM;
+        }
+    }
+    if (nev > c->evcap) {
+        free(c->events);
+        free(c->evtime);
+        c->events = malloc((size_t)nev * sizeof *c->events);
+        c->evtime = malloc((size_t)nev * sizeof *c->evtime);
+        if (!c->events || !c->evtime) {
+            free(c->events);
+            free(c->evtime);
+            c->events = NULL;
+            c->evtime = NULL;
+            c->evcap = 0;
+            return -ENOMEM;
+        }
+        c->evcap = nev;
+    }
+    if (arena > c->arena_cap) {
+        free(c->arena);
+        c->arena = malloc(arena);
+        if (!c->arena) {
+            c->arena_cap = 0;
+            return -ENOMEM;
+        }
+        c->arena_cap = arena;
+    }
+    return 0;
+}
+
+/* An integer column as read from the payload. */
+typedef struct {
+    unsigned w, sh;
+    uint64_t base;
+    uint32_t npatch;
+    const uint8_t *planes, *patch, *patch_end;
+} icol_t;
+
+static int get_icol(const uint8_t **pp, const uint8_t *end, uint32_t n, icol_t *c, int which)
+{
+    const uint8_t *p = *pp;
+    if (end - p < 4)
+        return hm__errf(HM_ECORRUPT, "column %d: header past payload end", which);
+    c->w = p[0];
+    c->sh = p[1];
+    p += 2;
+    c->base = hm__get_varint(&p);
+    uint64_t np = hm__get_varint(&p);
+    if (c->w > 8 || c->sh > 63 || p > end || np > n)
+        return hm__errf(HM_ECORRUPT, "column %d: bad header", which);
+    c->npatch = (uint32_t)np;
+    if ((uint64_t)c->w * n > (uint64_t)(end - p))
+        return hm__errf(HM_ECORRUPT, "column %d: %u-byte values for %u samples past payload end", which,
+                        c->w, n);
+    c->planes = p;
+    p += (size_t)c->w * n;
+    c->patch = p;
+    /* Patches: (index gap, value) varint pairs; validated here, applied by
+     * the plane loops. */
+    uint64_t idx = 0;
+    for (uint32_t k = 0; k < c->npatch; k++) {
+        uint64_t gap = hm__get_varint(&p);
+        hm__get_varint(&p);
+        idx += gap;
+        if (p > end || idx >= n || (k && gap == 0))
+            return hm__errf(HM_ECORRUPT, "column %d: bad patch %u", which, k);
+    }
+    c->patch_end = p;
+    *pp = p;
+    return 0;
+}
+
+/* Largest value the planes (not the patches) allow, saturated. */
+static uint64_t icol_max(const icol_t *c)
+{
+    unsigned __int128 m = c->w ? (((unsigned __int128)1 << (8 * c->w)) - 1) << c->sh : 0;
+    m += c->base;
+    return m > UINT64_MAX ? UINT64_MAX : (uint64_t)m;
+}
+
+/* Plane-major loops over a destination type; the compiler vectorizes them.
+ * Returns non-zero when a patch does not fit the type. */
+#define DEFINE_PLANES(name, T, TMAX)                                             \
+    static int name(T *restrict dst, const icol_t *c, uint32_t n)               \
+    {                                                                            \
+        const uint8_t *restrict pl = c->planes;                                  \
+        if (c->w == 0) {                                                         \
+            for (uint32_t i = 0; i < n; i++)                                     \
+                dst[i] = (T)c->base;                                             \
+        } else {                                                                 \
+            for (uint32_t i = 0; i < n; i++)                                     \
+                dst[i] = pl[i];                                                  \
+            for (unsigned j = 1; j < c->w && j < sizeof(T); j++) {               \
+                const uint8_t *restrict q = pl + (size_t)j * n;                 \
+                for (uint32_t i = 0; i < n; i++)                                 \
+                    dst[i] |= (T)((T)q[i] << (8 * j));                           \
+            }                                                                    \
+            if (c->sh || c->base) {                                              \
+                T b = (T)c->base;                                                \
+                unsigned sh = c->sh;                                             \
+                for (uint32_t i = 0; i < n; i++)                                 \
+                    dst[i] = (T)(b + (T)(dst[i] << sh));                         \
+            }                                                                    \
+        }                                                                        \
+        const uint8_t *p = c->patch;                                             \
+        uint64_t idx = 0, bad = 0;                                               \
+        for (uint32_t k = 0; k < c->npatch; k++) {                               \
+            idx += hm__get_varint(&p);                                           \
+            uint64_t v = hm__get_varint(&p);                                     \
+            unsigned __int128 full = ((unsigned __int128)v << c->sh) + c->base;  \
+            bad |= (v >> (63 - c->sh) >> 1) != 0 || full > (TMAX);               \
+            dst[idx] = (T)full;                                                  \
+        }                                                                        \
+        return bad != 0;                                                         \
+    }
+DEFINE_PLANES(planes_u64, uint64_t, UINT64_MAX)
+DEFINE_PLANES(planes_u32, uint32_t, UINT32_MAX)
+DEFINE_PLANES(planes_u16, uint16_t, UINT16_MAX)
+DEFINE_PLANES(planes_u8, uint8_t, UINT8_MAX)
+
+/* Decodes a column into a narrower type. When the header alone proves the
+ * planes fit, the type's own loop runs; otherwise values go through the
+ * 64-bit scratch and each is checked. */
+#define DECODE_NARROW(fn, T, maxv, dst, col, n, scratch, which)                  \
+    do {                                                                         \
+        uint64_t bad_ = 0;                                                       \
+        if (icol_max(&(col)) <= (maxv)) {                                        \
+            bad_ = fn((dst), &(col), (n));                                       \
+        } else {                                                                 \
+            bad_ = planes_u64((scratch), &(col), (n));                           \
+            for (uint32_t i_ = 0; i_ < (n); i_++) {                              \
+                bad_ |= (scratch)[i_] > (maxv);                                  \
+                (dst)[i_] = (T)(scratch)[i_];                                    \
+            }                                                                    \
+        }                                                                        \
+        if (bad_)                                                                \
+            return hm__errf(HM_ECORRUPT, "column %d: value out of range", (which)); \
+    } while (0)
+
+#define DECODE_U64(dst, col, n, which)                                           \
+    do {                                                                         \
+        if (planes_u64((dst), &(col), (n)))                                      \
+            return hm__errf(HM_ECORRUPT, "column %d: value out of range", (which)); \
+    } while (0)
+
+static int decode_events(hm__cols_t *c, const uint8_t *p, const uint8_t *end, uint32_t nev,
+                         uint64_t first, uint64_t last, uint32_t *out_n)
+{
+    uint64_t t = first;
+    char *arena = c->arena;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < nev; i++) {
+        if (end - p < 3)
+            return hm__errf(HM_ECORRUPT, "event %u past payload end", i);
+        uint8_t kind = *p++;
+        uint64_t d = hm__get_varint(&p);
+        uint64_t blen = hm__get_varint(&p);
+        if (p > end || blen > (uint64_t)(end - p))
+            return hm__errf(HM_ECORRUPT, "event %u: length past payload end", i);
+        if (d > last - t)
+            return hm__errf(HM_ECORRUPT, "event %u: time outside the block's range", i);
+        t += d;
+        const uint8_t *b = p, *bend = p + blen;
+        p = bend;
+        hm_record_t *r = &c->events[k];
+        memset(r, 0, sizeof *r);
+        c->evtime[k] = t;
+        r->kind = (hm_rec_kind_t)kind;
+        /* Bodies are read through the same padded varint reader; a body
+         * overrunning its stated length is caught by the final check. */
+        uint64_t slen = 0;
+        const uint8_t *str = NULL;
+        switch (kind) {
+        case HM_REC_ALLOC:
+            r->u.alloc.time = t;
+            r->u.alloc.addr = hm__get_varint(&b);
+            r->u.alloc.size = hm__get_varint(&b);
+            if (bend - b < 8)
+                return hm__errf(HM_ECORRUPT, "event %u: short alloc record", i);
+            r->u.alloc.site = hm__get_u64(b);
+            b += 8;
+            r->u.alloc.tid = (uint32_t)hm__get_varint(&b);
+            break;
+        case HM_REC_FREE:
+            r->u.alloc.time = t;
+            r->u.alloc.addr = hm__get_varint(&b);
+            r->u.alloc.tid = (uint32_t)hm__get_varint(&b);
+            break;
+        case HM_REC_PHASE_BEGIN:
+        case HM_REC_PHASE_END:
+            r->u.phase.time = t;
+            r->u.phase.id = (uint32_t)hm__get_varint(&b);
+            r->u.phase.tid = (uint32_t)hm__get_varint(&b);
+            slen = hm__get_varint(&b);
+            str = b;
+            break;
+        case HM_REC_COUNTER:
+            r->u.counter.time = t;
+            r->u.counter.counter = (uint32_t)hm__get_varint(&b);
+            r->u.counter.value = hm__get_varint(&b);
+            r->u.counter.tid = (uint32_t)hm__get_varint(&b);
+            break;
+        case HM_REC_SITE:
+            if (bend - b < 8)
+                return hm__errf(HM_ECORRUPT, "event %u: short site record", i);
+            r->u.site.site = hm__get_u64(b);
+            b += 8;
+            slen = hm__get_varint(&b);
+            str = b;
+            break;
+        case HM_REC_NAME:
+            r->u.name.time = t;
+            r->u.name.addr = hm__get_varint(&b);
+            slen = hm__get_varint(&b);
+            str = b;
+            break;
+        default:
+            continue; /* a kind from a later minor revision: skip it */
+        }
+        if (str) {
+            if (b > bend || slen > (uint64_t)(bend - b))
+                return hm__errf(HM_ECORRUPT, "event %u: string past record end", i);
+            memcpy(arena, str, slen);
+            arena[slen] = '\0';
+            b += slen;
+            if (kind == HM_REC_SITE)
+                r->u.site.frames = arena;
+            else if (kind == HM_REC_NAME)
+                r->u.name.name = arena;
+            else
+                r->u.phase.name = arena;
+            arena += slen + 1;
+        }
+        if (b != bend)
+            return hm__errf(HM_ECORRUPT, "event %u: record length mismatch", i);
+        k++;
+    }
+    if (p != end)
+        return hm__errf(HM_ECORRUPT, "events: %zu trailing bytes", (size_t)(end - p));
+    *out_n = k;
+    return 0;
+}
+
+int hm__block_decode(hm__cols_t *c, const uint8_t *raw, size_t raw_len, uint32_t ns,
+                     uint32_t nev, uint64_t first, uint64_t last)
+{
+    const uint8_t *p = raw, *end = raw + raw_len;
+    icol_t tcol, ccol, rcol, icol, tidcol, wcol, dcol, acol;
+    const uint8_t *exc, *exc_end;
+    int rc;
+    if ((rc = get_icol(&p, end, ns, &tcol, HM__COL_TIME)) < 0 ||
+        (rc = get_icol(&p, end, ns, &ccol, HM__COL_ADDR_CODE)) < 0 ||
+        (rc = get_icol(&p, end, ns, &rcol, HM__COL_ADDR_RES)) < 0)
+        return rc;
+    if (end - p < 5 || hm__get_u32(p + 1) > (size_t)(end - p - 5) || p[0] > 63)
+        return hm__errf(HM_ECORRUPT, "column %d: bad header", HM__COL_ADDR_EXC);
+    unsigned ash = p[0];
+    exc = p + 5;
+    exc_end = exc + hm__get_u32(p + 1);
+    p = exc_end;
+    if ((rc = get_icol(&p, end, ns, &icol, HM__COL_IP)) < 0 ||
+        (rc = get_icol(&p, end, ns, &tidcol, HM__COL_TID)) < 0 ||
+        (rc = get_icol(&p, end, ns, &wcol, HM__COL_WEIGHT)) < 0 ||
+        (rc = get_icol(&p, end, ns, &dcol, HM__COL_DSRC)) < 0 ||
+        (rc = get_icol(&p, end, ns, &acol, HM__COL_ACCESS)) < 0)
+        return rc;
+    if (end - p < 4)
+        return hm__errf(HM_ECORRUPT, "events header past payload end");
+    uint32_t evlen = hm__get_u32(p);
+    p += 4;
+    if (evlen != (size_t)(end - p))
+        return hm__errf(HM_ECORRUPT, "events length %u does not match payload", evlen);
+    /* Every event takes at least 3 bytes, so nev is bounded by the payload
+     * before anything is sized from it. */
+    if ((uint64_t)nev * 3 > evlen)
+        return hm__errf(HM_ECORRUPT, "%u events cannot fit in %u bytes", nev, evlen);
+    if ((rc = cols_reserve(c, ns, nev, (size_t)evlen + nev + 1)) < 0)
+        return hm__errf(rc, "cannot allocate a block of %u samples", ns);
+
+    /* time: deltas from the block's first time, kept within [first, last] */
+    {
+        uint64_t *restrict t = c->time;
+        DECODE_U64(t, tcol, ns, HM__COL_TIME);
+        uint64_t cur = first, bad = 0;
+        for (uint32_t i = 0; i < ns; i++) {
+            uint64_t nt = cur + t[i];
+            bad |= (nt < cur) | (nt > last);
+            t[i] = cur = nt;
+        }
+        if (bad)
+            return hm__errf(HM_ECORRUPT, "column %d: time outside the block's range", HM__COL_TIME);
+    }
+    /* addr: replay the encoder's slot table */
+    {
+        uint8_t *restrict code = c->codes;
+        uint64_t *restrict a = c->addr;
+        DECODE_NARROW(planes_u8, uint8_t, UINT8_MAX, code, ccol, ns, c->scratch, HM__COL_ADDR_CODE);
+        DECODE_U64(a, rcol, ns, HM__COL_ADDR_RES);
+        uint64_t *restrict ip = c->ip;
+        DECODE_U64(ip, icol, ns, HM__COL_IP);
+        uint64_t last_a[HM__ADDR_SLOTS] = {0}, stride[HM__ADDR_SLOTS] = {0}, slot_ip[HM__ADDR_SLOTS] = {0};
+        clock_t_ clk = {{0}, 0};
+        const uint8_t *q = exc;
+        uint64_t bad = 0;
+        for (uint32_t i = 0; i < ns; i++) {
+            unsigned k = code[i], j = k & (HM__ADDR_SLOTS - 1), mode = k >> 4;
+            uint64_t v;
+            bad |= mode > HM__ADDR_ABS;
+            unsigned store = j;
+            if (HM_LIKELY(mode <= HM__ADDR_STRIDE)) {
+                v = last_a[j] + (stride[j] & (uint64_t)-(int64_t)mode) + ((uint64_t)hm__unzigzag(a[i]) << ash);
+                stride[j] = v - last_a[j];
+            } else {
+                store = clock_victim(&clk);
+                if (mode == HM__ADDR_FAR) {
+                    v = last_a[j] + ((uint64_t)hm__unzigzag(a[i]) << ash);
+                } else {
+                    v = hm__get_varint(&q);
+                    bad |= (q > exc_end) | (a[i] != 0) | (j != 0);
+                }
+                stride[store] = 0;
+            }
+            uint64_t x = slot_ip[j] + (uint64_t)hm__unzigzag(ip[i]);
+            slot_ip[store] = x;
+            ip[i] = x;
+            last_a[store] = v;
+            clk.ref[store] = 1;
+            a[i] = v;
+        }
+        if (bad || q != exc_end)
+            return hm__errf(HM_ECORRUPT, "column %d: bad address exceptions", HM__COL_ADDR_EXC);
+    }
+    DECODE_NARROW(planes_u32, uint32_t, UINT32_MAX, c->tid, tidcol, ns, c->scratch, HM__COL_TID);
+    DECODE_NARROW(planes_u32, uint32_t, UINT32_MAX, c->weight, wcol, ns, c->scratch, HM__COL_WEIGHT);
+    DECODE_NARROW(planes_u16, uint16_t, UINT16_MAX, c->dsrc, dcol, ns, c->scratch, HM__COL_DSRC);
+    DECODE_NARROW(planes_u8, uint8_t, UINT8_MAX, c->access, acol, ns, c->scratch, HM__COL_ACCESS);
+
+    uint32_t k = 0;
+    if ((rc = decode_events(c, p, end, nev, first, last, &k)) < 0)
+        return rc;
+    c->nev = k;
+    return 0;
+}
