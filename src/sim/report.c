@@ -12,6 +12,8 @@ char *hm_sim_report(hm_sim_t *s)
     /* Drain: the run ends when its last miss completes. */
     double now = s->t + (double)(s->icount - s->t_icount) * s->cpi_ns;
     double end = s->last_done > now ? s->last_done : now;
+    s->t = end; /* so that hm_sim_now_ns() reports the end from now on */
+    s->t_icount = s->icount;
     const hm_sim_machine_t *m = s->m;
     uint64_t line = m->line;
     json_t *r = json_object();
