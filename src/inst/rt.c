@@ -50,6 +50,7 @@ static struct {
 #endif
     int trace_err;
     int progress;
+    pid_t pid;
 } rt;
 
 /* Diagnostics are written with write(2): no stdio inside an interposer. */
@@ -94,7 +95,8 @@ static void write_result(void)
 
 static void finish(void)
 {
-    if (!rt.started || rt.finished)
+    /* A forked child exits through here too; only the simulated process reports. */
+    if (!rt.started || rt.finished || getpid() != rt.pid)
         return;
     rt.finished = 1;
     hm__inst_busy = 1;
@@ -201,6 +203,7 @@ void hm__inst_init(void)
     rt.result = getenv("HETMEM_SIM_RESULT");
     if (!machine || !rt.result)
         return; /* not under `hetmem sim`: run as a plain program */
+    rt.pid = getpid();
     hm__inst_busy = 1;
     int rc = hm_sim_machine_load(&rt.m, machine);
     if (rc < 0) {

@@ -85,6 +85,17 @@ static inline void win_push(hm_sim_t *s, double done)
         s->last_done = done;
 }
 
+/* Bit-PLRU: a hit or fill sets the way's MRU bit; when every way's bit
+ * is set, the others are cleared. The victim is the first invalid way, else
+ * the first way without its bit: one word per set instead of a stamp per
+ * way keeps the simulator's own memory traffic low. */
+static inline void touch(hm__cache_t *c, uint32_t set, uint64_t idx)
+{
+    uint32_t bit = 1u << (uint32_t)(idx - (uint64_t)set * c->assoc);
+    uint32_t m = c->mru[set] | bit;
+    c->mru[set] = m == (c->assoc == 32 ? 0xffffffffu : (1u << c->assoc) - 1) ? bit : m;
+}
+
 static inline uint32_t set_of(const hm__cache_t *c, uint64_t line)
 {
     if (c->set_mask)
@@ -93,9 +104,11 @@ static inline uint32_t set_of(const hm__cache_t *c, uint64_t line)
     return (uint32_t)(((h >> 32) * c->sets) >> 32);
 }
 
-static inline int find_way(const hm__cache_t *c, uint64_t line, uint64_t *idx)
+static inline int find_way_set(const hm__cache_t *c, uint64_t line, uint64_t *idx, uint32_t *setp)
 {
-    uint64_t base = (uint64_t)set_of(c, line) * c->assoc;
+    uint32_t set = set_of(c, line);
+    uint64_t base = (uint64_t)set * c->assoc;
+    *setp = set;
     const uint64_t *tg = c->tag + base;
     for (uint32_t w = 0; w < c->assoc; w++)
         if (tg[w] == line + 1) {
@@ -104,6 +117,12 @@ static inline int find_way(const hm__cache_t *c, uint64_t line, uint64_t *idx)
         }
     *idx = base;
     return 0;
+}
+
+static inline int find_way(const hm__cache_t *c, uint64_t line, uint64_t *idx)
+{
+    uint32_t set;
+    return find_way_set(c, line, idx, &set);
 }
 
 /* Device of the page holding byte address @p addr and the object's group
@@ -123,30 +142,35 @@ static void writeback(hm_sim_t *s, int lvl, uint64_t line, double t);
 
 /* Inserts @p line into level @p lvl, evicting the LRU way; the data is
  * there from time @p ready on (0: now). */
-static void fill_at(hm_sim_t *s, int lvl, uint64_t line, int dirty, double t, double ready);
-static inline void fill(hm_sim_t *s, int lvl, uint64_t line, int dirty, double t)
+static uint64_t fill_at(hm_sim_t *s, int lvl, uint64_t line, int dirty, double t, double ready);
+static inline uint64_t fill(hm_sim_t *s, int lvl, uint64_t line, int dirty, double t)
 {
-    fill_at(s, lvl, line, dirty, t, 0);
+    return fill_at(s, lvl, line, dirty, t, 0);
 }
 
-static void fill_at(hm_sim_t *s, int lvl, uint64_t line, int dirty, double t, double ready)
+static uint64_t fill_at(hm_sim_t *s, int lvl, uint64_t line, int dirty, double t, double ready)
 {
     hm__cache_t *c = &s->c[lvl];
-    uint64_t base = (uint64_t)set_of(c, line) * c->assoc, v = base;
+    uint32_t set = set_of(c, line);
+    uint64_t base = (uint64_t)set * c->assoc, v = UINT64_MAX;
     for (uint32_t w = 0; w < c->assoc; w++) {
         if (!c->tag[base + w]) {
             v = base + w;
             break;
         }
-        if (c->stamp[base + w] < c->stamp[v])
-            v = base + w;
     }
+    if (v == UINT64_MAX)
+        v = base + (uint64_t)__builtin_ctz(~c->mru[set]);
     if (c->tag[v] && c->dirty[v])
         writeback(s, lvl + 1, c->tag[v] - 1, t);
+    if (lvl == 0)
+        s->last_line = UINT64_MAX;
     c->tag[v] = line + 1;
-    c->stamp[v] = ++c->clock;
+    touch(c, set, v);
     c->dirty[v] = (uint8_t)dirty;
-    c->ready[v] = ready;
+    if (lvl > 0) /* L1 never holds lines in flight */
+        c->ready[v] = ready;
+    return v;
 }
 
 /* L2 stream prefetcher, as on current cores: after two misses to
@@ -245,8 +269,18 @@ static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr
     double dep = 0;
     if (HM_UNLIKELY(s->dep_latest > s->t) && !st)
         dep = dep_check(s, addr, core_now(s));
-    if (HM_LIKELY(find_way(c0, line, &i))) {
-        c0->stamp[i] = ++c0->clock;
+    if (line == s->last_line && HM_LIKELY(dep <= 0)) {
+        c0->dirty[s->last_idx] |= (uint8_t)st;
+        c0->hits[st]++;
+        sv->issue = sv->done = 0;
+        sv->level = 0;
+        return;
+    }
+    uint32_t set;
+    if (HM_LIKELY(find_way_set(c0, line, &i, &set))) {
+        s->last_line = line;
+        s->last_idx = i;
+        touch(c0, set, i);
         c0->dirty[i] |= (uint8_t)st;
         c0->hits[st]++;
         if (HM_UNLIKELY(dep > 0)) {
@@ -267,8 +301,8 @@ static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr
     int lvl;
     double ready = 0;
     for (lvl = 1; lvl < s->nlevels; lvl++) {
-        if (find_way(&s->c[lvl], line, &i)) {
-            s->c[lvl].stamp[i] = ++s->c[lvl].clock;
+        if (find_way_set(&s->c[lvl], line, &i, &set)) {
+            touch(&s->c[lvl], set, i);
             s->c[lvl].hits[st]++;
             ready = s->c[lvl].ready[i];
             break;
@@ -288,10 +322,15 @@ static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr
             s->other_lines_read++;
         sv->dev = d;
     }
-    for (int k = lvl - 1; k >= 0; k--)
-        fill(s, k, line, k == 0 ? st : 0, issue);
+    for (int k = lvl - 1; k > 0; k--)
+        fill(s, k, line, 0, issue);
+    uint64_t l1 = fill(s, 0, line, st, issue);
     if (s->pf_dist)
         prefetch(s, line, issue);
+    if (c0->tag[l1] == line + 1) { /* a one-level machine's prefetch may have evicted it */
+        s->last_line = line;
+        s->last_idx = l1;
+    }
     win_push(s, done);
     if (!st && value >= 4096)
         dep_record(s, value, done);
@@ -403,6 +442,7 @@ int hm_sim_open(hm_sim_t **out, const hm_sim_machine_t *m, hm_placement_t *pl, i
     s->mlp = m->mlp;
     s->pf_dist = m->prefetch;
     s->rob_limit = UINT64_MAX;
+    s->last_line = UINT64_MAX;
     s->nlevels = m->nlevels;
     for (int i = 0; i < m->nlevels; i++) {
         const hm__cache_cfg_t *l = &m->level[i];

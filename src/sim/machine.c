@@ -144,7 +144,7 @@ static int from_json(hm_sim_machine_t *m, json_t *root, const char *what)
             (rc = size_of(c, "size", 1, &l->size, what, where)) < 0 ||
             (rc = num(c, "latency", 1, 0, 0, 10000, &l->latency_cyc, what, where)) < 0)
             return rc;
-        if ((rc = num(c, "assoc", 1, 0, 1, 64, &d, what, where)) < 0)
+        if ((rc = num(c, "assoc", 1, 0, 1, 32, &d, what, where)) < 0)
             return rc;
         l->assoc = (uint32_t)d;
         json_t *sh = json_object_get(c, "shared");

@@ -46,16 +46,16 @@ struct hm_sim_machine {
     const char *devnames[HM_SIM_MAX_DEVICES + 1];
 };
 
-/* One cache level of the simulated thread: tags and LRU stamps per way. */
+/* One cache level of the simulated thread: tags per way and one word of
+ * MRU bits per set (bit-PLRU replacement). */
 typedef struct {
     uint64_t *tag;       /* line number + 1; 0 = invalid */
-    uint64_t *stamp;     /* LRU: larger = more recent */
+    uint32_t *mru;       /* per set: bit w = way w used since the last reset */
     uint8_t *dirty;
     double *ready;       /* time a prefetched line arrives (0: present) */
     uint32_t sets, assoc;
     uint32_t set_mask;   /* sets - 1 when sets is a power of two, else 0 */
     double lat_ns;
-    uint64_t clock;
     uint64_t hits[2], misses[2]; /* [load, store] */
 } hm__cache_t;
 
@@ -96,6 +96,9 @@ struct hm_sim {
     int fixed_device;           /* -1: placement/default */
     int def;
     uint32_t line_shift;
+    /* the line of the last L1 access and its way: sequential accesses to
+     * one line skip the set scan (it is still the set's most recent) */
+    uint64_t last_line, last_idx;
     int nlevels;
     hm__cache_t c[HM_SIM_MAX_LEVELS];
     int ndev;

@@ -285,8 +285,8 @@ static int cmd_sim(const hm_cmd_t *cmd, int argc, char **argv)
             hm_cli_failf(prog_argv[0], "killed by signal %d (%s) before the simulator reported", WTERMSIG(ws),
                          strsignal(WTERMSIG(ws)));
         else if (!(WIFEXITED(ws) && WEXITSTATUS(ws) == 127))
-            hm_cli_failf(prog_argv[0], "%s (the simulator runtime never reported; exit status %d)",
-                         hm_strerror(HM_ENOTINST), WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+            hm_cli_failf(prog_argv[0], "the simulator's report is missing: the program ended through _exit() "
+                         "or was not linked by hetmem-cc (exit status %d)", WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
         goto out;
     }
     const char *err = jstr(res, "error", NULL);
