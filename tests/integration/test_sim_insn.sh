@@ -13,4 +13,14 @@ a=$(count 20 1000000) b=$(count 20 3000000) c=$(count 40 1000000) d=$(count 40 3
 [ $((a - 23000000)) = $((c - 43000000)) ] && ok "fixed cost outside the loop: $((a - 23000000))" ||
   fail "fixed cost differs: $((a - 23000000)) vs $((c - 43000000))"
 lt $((a - 23000000)) 1000 "fixed cost is small"
+# Separate compile and link steps give the same program.
+CC="$HETMEM_BIN/hetmem-cc"
+if "$CC" -O2 -c "$HETMEM_SRC/tests/sim-kernels/nops.c" -o "$T/nops.o" && "$CC" "$T/nops.o" -o "$T/nops.sim"; then
+  e=$("$H" sim -m "$M" --json - -- "$T/nops.sim" 20 1000000 | jq -r .instructions)
+  [ "$e" = "$a" ] && ok "hetmem-cc -c then link: $e instructions" || fail "two-step build counts $e, one-step $a"
+else
+  fail "hetmem-cc -c / link failed"
+fi
+"$CC" -fsanitize=address -c "$HETMEM_SRC/tests/sim-kernels/nops.c" -o "$T/x.o" 2>"$T/err" &&
+  fail "hetmem-cc accepted -fsanitize=address" || ok "$(cat "$T/err")"
 done_tests
