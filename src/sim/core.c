@@ -261,7 +261,11 @@ static inline void dep_record(hm_sim_t *s, uint64_t value, double done)
         s->dep_latest = done;
 }
 
-/* One line access. Returns through @p sv what served it. */
+static void access_miss(hm_sim_t *s, uint64_t line, int st, uint64_t addr, uint64_t value, double dep,
+                        served_t *sv);
+
+/* One line access. Returns through @p sv what served it. The L1 hit path is
+ * inline; everything past L1 is in access_miss(). */
 static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr, uint64_t value, served_t *sv)
 {
     hm__cache_t *c0 = &s->c[0];
@@ -289,12 +293,21 @@ static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr
             sv->done = dep + c0->lat_ns;
             if (value >= 4096)
                 dep_record(s, value, sv->done);
-        } else if (sv) {
+        } else {
             sv->issue = sv->done = 0;
         }
         sv->level = 0;
         return;
     }
+    access_miss(s, line, st, addr, value, dep, sv);
+}
+
+__attribute__((noinline)) static void access_miss(hm_sim_t *s, uint64_t line, int st, uint64_t addr,
+                                                  uint64_t value, double dep, served_t *sv)
+{
+    hm__cache_t *c0 = &s->c[0];
+    uint64_t i;
+    uint32_t set;
     c0->misses[st]++;
     double now = win_reserve(s);
     double issue = dep > now ? dep : now, done;
@@ -359,7 +372,7 @@ static void emit_sample(hm_sim_t *s, uint64_t addr, uint64_t ip, int st, const s
     s->sample_fn(s->sample_ctx, &smp);
 }
 
-static inline void access(hm_sim_t *s, uint64_t addr, unsigned size, int st, uint64_t value, uint64_t ip)
+static inline void sim_access(hm_sim_t *s, uint64_t addr, unsigned size, int st, uint64_t value, uint64_t ip)
 {
     served_t sv;
     uint64_t line = addr >> s->line_shift;
@@ -378,20 +391,31 @@ static inline void access(hm_sim_t *s, uint64_t addr, unsigned size, int st, uin
     }
 }
 
-void hm_sim_load(hm_sim_t *s, uint64_t addr, unsigned size, uint64_t value, uint64_t ip)
+/* Inline forms for the access hooks, which include this file (src/inst). */
+static inline void sim_load_inl(hm_sim_t *s, uint64_t addr, unsigned size, uint64_t value, uint64_t ip)
 {
     if (HM_UNLIKELY(s->done))
         return;
     s->loads++;
-    access(s, addr, size, 0, size == 8 ? value : 0, ip);
+    sim_access(s, addr, size, 0, size == 8 ? value : 0, ip);
 }
 
-void hm_sim_store(hm_sim_t *s, uint64_t addr, unsigned size, uint64_t ip)
+static inline void sim_store_inl(hm_sim_t *s, uint64_t addr, unsigned size, uint64_t ip)
 {
     if (HM_UNLIKELY(s->done))
         return;
     s->stores++;
-    access(s, addr, size, 1, 0, ip);
+    sim_access(s, addr, size, 1, 0, ip);
+}
+
+void hm_sim_load(hm_sim_t *s, uint64_t addr, unsigned size, uint64_t value, uint64_t ip)
+{
+    sim_load_inl(s, addr, size, value, ip);
+}
+
+void hm_sim_store(hm_sim_t *s, uint64_t addr, unsigned size, uint64_t ip)
+{
+    sim_store_inl(s, addr, size, ip);
 }
 
 /* Bulk operations (memcpy and friends) run in libc, outside the hooks: they
@@ -409,7 +433,7 @@ static void range(hm_sim_t *s, uint64_t addr, uint64_t len, int st, uint64_t ip)
             s->stores++;
         else
             s->loads++;
-        access(s, a, 1, st, 0, ip);
+        sim_access(s, a, 1, st, 0, ip);
     }
 }
 
