@@ -131,7 +131,12 @@ static int64_t ahash_find(const hm_sim_t *s, uint64_t addr, uint32_t *pos)
 
 /* ---- page placement */
 
-static void place_pages(hm_sim_t *s, uint32_t idx, int keep_shared)
+/* Places the pages of allocation @p idx by its hm_place_t. With
+ * @p keep_shared, pages owned by another allocation keep their device.
+ * With @p migrate, a page of this allocation that changes device is copied
+ * as move_pages() would: its lines are read from the old device and
+ * written to the new one, and *end gets the time the copy completes. */
+static void place_pages_at(hm_sim_t *s, uint32_t idx, int keep_shared, int migrate, double t, double *end)
 {
     hm__alloc_t *a = &s->allocs[idx];
     hm__group_t *g = &s->groups[a->group];
@@ -156,9 +161,29 @@ static void place_pages(hm_sim_t *s, uint32_t idx, int keep_shared)
             d = &s->dev[dev];
             if (++d->used_pages > d->peak_pages)
                 d->peak_pages = d->used_pages;
+            int old = *e ? HM_PE_DEV(*e) : -1;
+            if (migrate && old >= 0 && old != dev && HM_PE_ALLOC(*e) == idx + 1) {
+                uint64_t l0 = (pg << HM_SIM_PAGE_SHIFT) >> s->line_shift;
+                uint64_t nl = (1u << HM_SIM_PAGE_SHIFT) >> s->line_shift;
+                for (uint64_t l = l0; l < l0 + nl; l++) {
+                    double done = hm__device_read(&s->dev[old], l, t);
+                    hm__device_write(&s->dev[dev], l, done);
+                    if (done > *end)
+                        *end = done;
+                }
+                g->lines_read += nl;
+                g->lines_written += nl;
+                s->migrated_pages++;
+            }
         }
         *e = ((uint64_t)idx + 1) | ((uint64_t)(dev + 1) << 32);
     }
+}
+
+static void place_pages(hm_sim_t *s, uint32_t idx, int keep_shared)
+{
+    double end = 0;
+    place_pages_at(s, idx, keep_shared, 0, 0, &end);
 }
 
 static void match(hm_sim_t *s, hm__alloc_t *a, const char *name)
@@ -261,6 +286,40 @@ int hm_sim_name(hm_sim_t *s, uint64_t addr, const char *name)
     return 0;
 }
 
+/* Placements with per-phase rules: at every phase boundary each live
+ * object is matched again under the new innermost phase and its pages move
+ * where that says, as move_pages() would; the thread waits for the copy.
+ * Objects leaving a device go first, so that the space they free is there
+ * for those arriving. */
+static void replace_live(hm_sim_t *s)
+{
+    double now = s->t + (double)(s->icount - s->t_icount) * s->cpi_ns, end = now;
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t i = 0; i < s->nallocs; i++) {
+            hm__alloc_t *a = &s->allocs[i];
+            if (!a->live)
+                continue;
+            hm_place_t before = a->place;
+            match(s, a, s->groups[a->group].name);
+            int out = a->place.pages_percent == 0 || a->place.device == s->def;
+            if (before.device == a->place.device && before.pages_percent == a->place.pages_percent)
+                continue;
+            if (out != (pass == 0)) {
+                a->place = before; /* its turn is in the other pass */
+                continue;
+            }
+            place_pages_at(s, i, 0, 1, now, &end);
+        }
+    }
+    /* The copy's reads stall the thread; its writes are posted, as stores are. */
+    if (end > now) {
+        s->t = end;
+        s->t_icount = s->icount;
+    }
+    if (end > s->last_done)
+        s->last_done = end;
+}
+
 /* A phase's time runs from its begin to its end marker in core time;
  * misses still in flight at the end are counted to whatever follows. */
 static void phase_close(hm_sim_t *s)
@@ -293,6 +352,8 @@ void hm_sim_phase(hm_sim_t *s, int begin, const char *name)
             s->phase_t0[s->nphase] = s->t + (double)(s->icount - s->t_icount) * s->cpi_ns;
             s->phase_i0[s->nphase] = s->icount;
             s->phase[s->nphase++] = hm__xstrdup(name ? name : "");
+            if (s->pl && hm_placement_has_phases(s->pl))
+                replace_live(s);
         }
         return;
     }
@@ -301,6 +362,8 @@ void hm_sim_phase(hm_sim_t *s, int begin, const char *name)
         if (strcmp(s->phase[i], name ? name : "") == 0) {
             while (s->nphase > i)
                 phase_close(s);
+            if (s->pl && hm_placement_has_phases(s->pl))
+                replace_live(s);
             return;
         }
     }

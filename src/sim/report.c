@@ -94,6 +94,7 @@ char *hm_sim_report(hm_sim_t *s)
     json_object_set_new(oth, "bytes_read", u64(s->other_lines_read * line));
     json_object_set_new(oth, "bytes_written", u64(s->other_lines_written * line));
     json_object_set_new(r, "untracked", oth);
+    json_object_set_new(r, "migrated_bytes", u64(s->migrated_pages << HM_SIM_PAGE_SHIFT));
     json_t *un = json_array();
     char *txt = s->pl ? hm_placement_unmatched(s->pl) : NULL;
     for (char *p = txt, *nl; p && *p; p = nl + 1) {

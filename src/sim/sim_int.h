@@ -155,6 +155,7 @@ struct hm_sim {
     } *pstat;
     uint32_t npstat;
     uint64_t other_lines_read, other_lines_written;
+    uint64_t migrated_pages;    /* pages moved at phase boundaries */
     int done;
 };
 

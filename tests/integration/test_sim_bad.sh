@@ -30,6 +30,7 @@ expect 1 "not built with hetmem-cc" "$H" sim -m "$M" -- "$K/plain"
 expect 1 "not built with hetmem-cc" "$H" sim -m "$M" -- /bin/true
 expect 1 "multi-threaded program not supported" "$H" sim -m "$M" -- "$K/threads.sim"
 expect 1 "cannot run" "$H" sim -m "$M" -- "$T/does-not-exist"
+expect 1 "exited with status 2" "$H" sim -m "$M" -- "$K/chase.sim" # usage error inside the program
 expect 2 "-m MACHINE is required" "$H" sim -- "$K/chase.sim" 4096 10
 expect 2 "exclude each other" "$H" sim -m "$M" --device slow --placement "$T/p3.json" -- "$K/chase.sim" 4096 10
 expect 2 "no program given" "$H" sim -m "$M"
