@@ -34,17 +34,18 @@ void hm__buf_free(hm__buf_t *b)
  * reference: one outlier does not widen the whole block). Planes give zstd
  * one byte distribution per plane and decode with straight vectorizable
  * loops: no varint branches in the hot path. */
-static void put_int_column(hm__buf_t *out, const uint64_t *v, uint32_t n)
+static void put_int_column(hm__buf_t *out, uint64_t *v, uint32_t n)
 {
+    /* v is the encoder's scratch: values are reduced in place. */
     uint64_t mn = n ? UINT64_MAX : 0, orv = 0;
     for (uint32_t i = 0; i < n; i++)
         mn = v[i] < mn ? v[i] : mn;
     for (uint32_t i = 0; i < n; i++)
-        orv |= v[i] - mn;
+        orv |= v[i] -= mn;
     unsigned sh = orv ? (unsigned)__builtin_ctzll(orv) : 0;
     uint32_t cnt[9] = {0};
     for (uint32_t i = 0; i < n; i++) {
-        uint64_t x = (v[i] - mn) >> sh;
+        uint64_t x = v[i] >>= sh;
         cnt[x ? (71 - __builtin_clzll(x)) / 8 : 0]++;
     }
     /* Width that minimises planes plus patches. A patch is weighted well
@@ -69,17 +70,19 @@ static void put_int_column(hm__buf_t *out, const uint64_t *v, uint32_t n)
     p = hm__put_varint(p, npatch);
     uint64_t mask = w == 8 ? UINT64_MAX : (UINT64_C(1) << (8 * w)) - 1;
     for (unsigned j = 0; j < w; j++) {
-        for (uint32_t i = 0; i < n; i++) {
-            uint64_t x = (v[i] - mn) >> sh;
-            *p++ = x > mask ? 0 : (uint8_t)(x >> (8 * j));
-        }
+        if (npatch)
+            for (uint32_t i = 0; i < n; i++)
+                p[i] = v[i] > mask ? 0 : (uint8_t)(v[i] >> (8 * j));
+        else
+            for (uint32_t i = 0; i < n; i++)
+                p[i] = (uint8_t)(v[i] >> (8 * j));
+        p += n;
     }
     uint32_t prev = 0;
     for (uint32_t i = 0; i < n && npatch; i++) {
-        uint64_t x = (v[i] - mn) >> sh;
-        if (x > mask) {
+        if (v[i] > mask) {
             p = hm__put_varint(p, i - prev);
-            p = hm__put_varint(p, x);
+            p = hm__put_varint(p, v[i]);
             prev = i;
         }
     }
@@ -141,6 +144,8 @@ static void put_addr_columns(hm__buf_t *out, const hm_sample_t *s, uint32_t n, u
             uint64_t z1 = hm__zigzag((int64_t)(a - last[j] - stride[j]) >> sh);
             if (z0 < best) best = z0, bj = j, bm = HM__ADDR_NEAR;
             if (z1 < best) best = z1, bj = j, bm = HM__ADDR_STRIDE;
+            if (best < 16) /* good enough: spare the writer the full search */
+                break;
         }
         unsigned store = bj;
         if (best > (HM__ADDR_NEAR_MAX >> sh)) {
@@ -183,11 +188,10 @@ static uint8_t *put_str(uint8_t *p, const char *strings, uint32_t off, uint32_t 
 
 void hm__block_encode(hm__buf_t *out, const hm_sample_t *s, uint32_t ns,
                       const hm__wevent_t *ev, uint32_t nev, const char *strings,
-                      uint64_t base_time)
+                      uint64_t base_time, uint64_t *scratch)
 {
-    size_t m = ns ? ns : 1;
-    uint64_t *sym = hm__xmalloc(m * sizeof *sym), *res = hm__xmalloc(m * sizeof *res),
-             *exc = hm__xmalloc(m * sizeof *exc), *ipres = hm__xmalloc(m * sizeof *ipres);
+    uint64_t *sym = scratch, *res = scratch + ns, *exc = scratch + 2 * (size_t)ns,
+             *ipres = scratch + 3 * (size_t)ns;
     uint64_t prev = base_time;
     for (uint32_t i = 0; i < ns; i++) {
         sym[i] = s[i].time - prev;
@@ -208,10 +212,6 @@ void hm__block_encode(hm__buf_t *out, const hm_sample_t *s, uint32_t ns,
     for (uint32_t i = 0; i < ns; i++)
         sym[i] = s[i].access;
     put_int_column(out, sym, ns);
-    free(sym);
-    free(res);
-    free(exc);
-    free(ipres);
 
     /* Events: kind, time delta, body length, body. The length lets a v1
      * reader skip kinds added later. */
@@ -409,6 +409,30 @@ static uint64_t icol_max(const icol_t *c)
         if (c->w == 0) {                                                         \
             for (uint32_t i = 0; i < n; i++)                                     \
                 dst[i] = (T)c->base;                                             \
+        } else if (c->w == 1) {                                                  \
+            /* One fused pass for the common narrow widths. */                   \
+            T b = (T)c->base;                                                    \
+            unsigned sh = c->sh;                                                 \
+            for (uint32_t i = 0; i < n; i++)                                     \
+                dst[i] = (T)(b + (T)((T)pl[i] << sh));                           \
+        } else if (c->w == 2 && sizeof(T) >= 2) {                                \
+            T b = (T)c->base;                                                    \
+            unsigned sh = c->sh;                                                 \
+            const uint8_t *restrict q = pl + n;                                  \
+            for (uint32_t i = 0; i < n; i++)                                     \
+                dst[i] = (T)(b + (T)((T)(pl[i] | (T)((T)q[i] << 8)) << sh));     \
+        } else if ((c->w == 3 || c->w == 4) && sizeof(T) >= 4) {                 \
+            T b = (T)c->base;                                                    \
+            unsigned sh = c->sh;                                                 \
+            const uint8_t *restrict q1 = pl + n, *restrict q2 = pl + 2 * (size_t)n; \
+            const uint8_t *restrict q3 = c->w == 4 ? pl + 3 * (size_t)n : NULL; \
+            if (q3)                                                              \
+                for (uint32_t i = 0; i < n; i++)                                 \
+                    dst[i] = (T)(b + ((T)(pl[i] | (uint32_t)q1[i] << 8 | (uint32_t)q2[i] << 16 | \
+                                          (uint32_t)q3[i] << 24) << sh));       \
+            else                                                                 \
+                for (uint32_t i = 0; i < n; i++)                                 \
+                    dst[i] = (T)(b + ((T)(pl[i] | (uint32_t)q1[i] << 8 | (uint32_t)q2[i] << 16) << sh)); \
         } else {                                                                 \
             for (uint32_t i = 0; i < n; i++)                                     \
                 dst[i] = pl[i];                                                  \

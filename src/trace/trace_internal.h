@@ -34,7 +34,7 @@
 #define HM__TR_MAX_BLOCK_RECORDS (1u << 20)
 #define HM__TR_MAX_RAW (64u << 20)
 #define HM__TR_MAX_STRING (1u << 20)
-#define HM__TR_MAX_BLOCKS (1u << 30)
+#define HM__TR_MAX_BLOCKS (1u << 26)
 
 /* Writer: default records per block, and its allowed range. */
 #define HM__TR_WRITER_MAX_RECORDS (1u << 18)
@@ -124,10 +124,11 @@ typedef struct {
 } hm__wevent_t;
 
 /* Encodes one block's payload (before compression) into out (appended).
- * Samples and events must be sorted by time, all >= base_time. */
+ * Samples and events must be sorted by time, all >= base_time. scratch
+ * holds 4 * ns values, reused across blocks to spare the allocator. */
 void hm__block_encode(hm__buf_t *out, const hm_sample_t *s, uint32_t ns,
                       const hm__wevent_t *ev, uint32_t nev, const char *strings,
-                      uint64_t base_time);
+                      uint64_t base_time, uint64_t *scratch);
 
 /* Decoded block storage (reader side), reused from block to block. */
 typedef struct {
