@@ -93,6 +93,8 @@ static void write_result(void)
     json_decref(j);
 }
 
+static int exit_status; /* wait(2)-style, from on_exit() */
+
 static void finish(void)
 {
     /* A forked child exits through here too; only the simulated process reports. */
@@ -114,7 +116,7 @@ static void finish(void)
     }
 #ifdef HM_HAVE_TRACE
     if (rt.tw) {
-        hm_trace_end_t end = {0, 0};
+        hm_trace_end_t end = {0, exit_status};
         if (hm__inst_sim) {
             /* The report drained the window; its runtime is the end time. */
             end.total_time = hm_sim_now_ns(hm__inst_sim);
@@ -132,6 +134,16 @@ static void finish(void)
 }
 
 __attribute__((destructor)) static void fini(void) { finish(); }
+
+/* on_exit() rather than atexit(): it also gives the exit status, which the
+ * trace's end record carries. Registered first, it runs after the
+ * program's own handlers. */
+static void finish_status(int status, void *arg)
+{
+    (void)arg;
+    exit_status = (status & 0xff) << 8;
+    finish();
+}
 
 /* ---- sampled trace */
 
@@ -269,7 +281,7 @@ void hm__inst_init(void)
     }
     hm__inst_sim = s;
 out:
-    atexit(finish);
+    on_exit(finish_status, NULL);
     hm__inst_busy = 0;
     if (rt.error) {
         write_result();
