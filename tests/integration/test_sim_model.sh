@@ -30,7 +30,9 @@ for ws in 16384 131072; do
   sim "$T/b.json" -- "$K/l1loop.sim" $ws 200
   obj=".objects[] | select(.bytes_allocated == $ws) | .bytes_read + .bytes_written"
   a=$(jq -r "$obj" "$T/a.json") b=$(jq -r "$obj" "$T/b.json")
-  [ -n "$a" ] && [ "$a" = "$b" ] && ok "working set $ws: its device traffic is $a B for 20 and 200 sweeps" ||
+  # Ten times the sweeps, the same traffic (give or take a line or two that
+  # stack and libc traffic may evict from the set-associative caches).
+  [ -n "$a" ] && [ -n "$b" ] && [ "$b" -le $((a + 128)) ] && ok "working set $ws: device traffic $a B after 20 sweeps, $b B after 200" ||
     fail "working set $ws: device traffic grows with sweeps ('$a' vs '$b')"
   # first touch, plus what the prefetcher fetched ahead to the end of the last page
   lt "$b" $((ws + 4096)) "working set $ws: traffic within its compulsory misses"
