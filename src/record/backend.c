@@ -126,6 +126,18 @@ HM_API int hm_backend_probe(hm_backend_t b, int try_open, char *why, size_t whyl
     put(remedy, remlen, "");
     if (b == HM_BACKEND_SOFT) {
 #if defined(__x86_64__)
+        if (!hm__os_is_live()) {
+            /* Judging a captured tree: its CPU, not ours, decides. */
+            hm_os_info_t *fi = hm__xmalloc(sizeof *fi);
+            hm__os_probe(fi);
+            int x86 = !strcmp(fi->arch, "x86_64");
+            free(fi);
+            if (!x86) {
+                put(why, whylen, "the soft sampler decodes x86-64 instructions only");
+                put(remedy, remlen, "use the PMU backend of this architecture (spe on Arm)");
+                return HM_ENOTIMPL;
+            }
+        }
         timer_t t;
         struct sigevent se;
         memset(&se, 0, sizeof se);
