@@ -147,6 +147,14 @@ typedef struct hm_trace_writer hm_trace_writer_t;
 int hm_trace_writer_open(hm_trace_writer_t **out, const char *path, const hm_trace_meta_t *meta);
 
 /**
+ * Sets the number of records per block (default 65536, allowed 1..262144).
+ * Smaller blocks give finer random access and less memory, larger ones
+ * compress slightly better. Must be called before the first record.
+ * @return 0, HM_ERANGE or HM_EUSAGE.
+ */
+int hm_trace_writer_set_block_records(hm_trace_writer_t *w, uint32_t records);
+
+/**
  * Appends records. Records need only be roughly time-ordered: each block is
  * sorted by time before it is written; a record older than the last flushed
  * block is clamped to that block's end time and counted as reordered.

@@ -1,0 +1,447 @@
+/* Trace reader: validates the preamble, header, trailer and index at open
+ * (O(1) in the trace's length apart from the index itself), then decodes
+ * one block at a time on demand. Every length read from the file is bounded
+ * before it sizes an allocation or a read. */
+#define _GNU_SOURCE
+#include "trace_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+/* libFuzzer builds skip checksum checks so that mutated inputs reach the
+ * decoders behind them (the usual FUZZING_BUILD_MODE convention). */
+#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+#define CHECKSUMS 0
+#else
+#define CHECKSUMS 1
+#endif
+
+struct hm_trace {
+    int fd;
+    uint64_t size;
+    json_t *hdr;
+    char *hdr_text;
+    char *machine_text;
+    const char **argv;
+    hm_trace_meta_t meta;
+    uint64_t data_start, index_off;
+    hm_block_info_t *blocks;
+    uint32_t nblocks;
+    hm_trace_stats_t stats;
+
+    ZSTD_DCtx *dctx;
+    uint8_t *cbuf;
+    size_t ccap;
+    uint8_t *raw;
+    size_t rawcap;
+    hm__cols_t cols;
+    hm_block_t blk;
+    int64_t decoded;              /* block held in cols, or -1 */
+
+    uint32_t it_block, si, ei;
+    int it_loaded;
+};
+
+static int read_at(const hm_trace_t *t, void *buf, size_t len, uint64_t off, const char *what)
+{
+    uint8_t *p = buf;
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = pread(t->fd, p + done, len - done, (off_t)(off + done));
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return hm__errf(-errno, "reading %s at offset %llu", what, (unsigned long long)(off + done));
+        }
+        if (n == 0)
+            return hm__errf(HM_ETRUNC, "%s at offset %llu: file ends at %llu", what,
+                            (unsigned long long)off, (unsigned long long)(off + done));
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+static const char *jstr(const json_t *h, const char *key)
+{
+    const json_t *v = json_object_get(h, key);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static int load_header(hm_trace_t *t, const char *path)
+{
+    uint8_t pre[HM__TR_PREAMBLE_BYTES];
+    size_t have = t->size < sizeof pre ? (size_t)t->size : sizeof pre;
+    if (t->size == 0)
+        return hm__errf(HM_ETRUNC, "%s: empty file", path);
+    int rc = read_at(t, pre, have, 0, "preamble");
+    if (rc < 0)
+        return rc;
+    if (memcmp(pre, HM__TR_MAGIC, have < 8 ? have : 8) != 0)
+        return hm__errf(HM_EBADTRACE, "%s: offset 0: expected \"HMTRACE\"", path);
+    if (have < sizeof pre)
+        return hm__errf(HM_ETRUNC, "%s: preamble: file ends at %zu (need %d bytes)", path, have,
+                        HM__TR_PREAMBLE_BYTES);
+    uint32_t version = hm__get_u32(pre + 8), flags = hm__get_u32(pre + 12);
+    uint32_t hlen = hm__get_u32(pre + 16), hsum = hm__get_u32(pre + 20);
+    if (version == 0 || version > HM_TRACE_VERSION)
+        return hm__errf(HM_EVERSION, "%s: offset 8: version %u (this reader reads 1..%d)", path,
+                        version, HM_TRACE_VERSION);
+    if (flags & HM__TR_FLAGS_REQUIRED_MASK)
+        return hm__errf(HM_EVERSION, "%s: offset 12: unknown required feature flags 0x%x", path,
+                        flags & HM__TR_FLAGS_REQUIRED_MASK);
+    if (hlen > HM__TR_MAX_HEADER)
+        return hm__errf(HM_ETOOBIG, "%s: offset 16: header length %u (max %u)", path, hlen,
+                        HM__TR_MAX_HEADER);
+    if ((uint64_t)HM__TR_PREAMBLE_BYTES + hlen > t->size)
+        return hm__errf(HM_ETRUNC, "%s: header of %u bytes at offset %d: file ends at %llu", path,
+                        hlen, HM__TR_PREAMBLE_BYTES, (unsigned long long)t->size);
+    t->hdr_text = malloc((size_t)hlen + 1);
+    if (!t->hdr_text)
+        return hm__errf(-ENOMEM, "%s: header", path);
+    if ((rc = read_at(t, t->hdr_text, hlen, HM__TR_PREAMBLE_BYTES, "header")) < 0)
+        return rc;
+    t->hdr_text[hlen] = '\0';
+    if (CHECKSUMS && (uint32_t)hm__hash64(t->hdr_text, hlen, 0) != hsum)
+        return hm__errf(HM_ECORRUPT, "%s: header at offset %d: checksum mismatch", path,
+                        HM__TR_PREAMBLE_BYTES);
+    json_error_t je;
+    t->hdr = json_loadb(t->hdr_text, hlen, JSON_REJECT_DUPLICATES, &je);
+    if (!t->hdr || !json_is_object(t->hdr))
+        return hm__errf(HM_ECORRUPT, "%s: header at offset %d: %s", path, HM__TR_PREAMBLE_BYTES,
+                        t->hdr ? "not a JSON object" : je.text);
+    t->data_start = HM__TR_PREAMBLE_BYTES + (uint64_t)hlen;
+
+    hm_trace_meta_t *m = &t->meta;
+    m->producer = jstr(t->hdr, "producer");
+    m->clock = jstr(t->hdr, "clock");
+    m->backend = jstr(t->hdr, "backend");
+    m->event = jstr(t->hdr, "event");
+    m->device = jstr(t->hdr, "device");
+    json_t *v = json_object_get(t->hdr, "clock_ns_per_unit");
+    m->clock_ns_per_unit = json_is_number(v) && json_number_value(v) > 0 ? json_number_value(v) : 1.0;
+    v = json_object_get(t->hdr, "period");
+    m->period = json_is_integer(v) && json_integer_value(v) >= 0 ? (uint64_t)json_integer_value(v) : 0;
+    v = json_object_get(t->hdr, "machine");
+    if (v && !json_is_null(v))
+        t->machine_text = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
+    m->machine_json = t->machine_text;
+    v = json_object_get(t->hdr, "argv");
+    if (json_is_array(v)) {
+        size_t n = json_array_size(v), k = 0;
+        t->argv = calloc(n + 1, sizeof *t->argv);
+        if (!t->argv)
+            return hm__errf(-ENOMEM, "%s: header argv", path);
+        for (size_t i = 0; i < n; i++)
+            if (json_is_string(json_array_get(v, i)))
+                t->argv[k++] = json_string_value(json_array_get(v, i));
+        m->argv = t->argv;
+    }
+    return 0;
+}
+
+static int load_index(hm_trace_t *t, const char *path)
+{
+    uint8_t tr[HM__TR_TRAILER_BYTES];
+    uint64_t min_size = t->data_start + HM__TR_TRAILER_BYTES;
+    if (t->size < min_size ||
+        read_at(t, tr, sizeof tr, t->size - HM__TR_TRAILER_BYTES, "trailer") < 0 ||
+        memcmp(tr + 24, HM__TR_TRAILER_MAGIC, 8) != 0)
+        return hm__errf(HM_ETRUNC, "%s: no index or end record at offset %llu (the writer did not finish)",
+                        path, (unsigned long long)(t->size >= HM__TR_TRAILER_BYTES ? t->size - HM__TR_TRAILER_BYTES : 0));
+    uint64_t off = hm__get_u64(tr), len = hm__get_u64(tr + 8), sum = hm__get_u64(tr + 16);
+    uint64_t toff = t->size - HM__TR_TRAILER_BYTES;
+    if (off < t->data_start || off > toff || len != toff - off)
+        return hm__errf(HM_ECORRUPT, "%s: trailer at offset %llu: index at %llu+%llu does not end at the trailer",
+                        path, (unsigned long long)toff, (unsigned long long)off, (unsigned long long)len);
+    if (len < 8 + HM__TR_END_BYTES || (len - 8 - HM__TR_END_BYTES) % HM__TR_INDEX_ENTRY_BYTES)
+        return hm__errf(HM_ECORRUPT, "%s: index at offset %llu: bad length %llu", path,
+                        (unsigned long long)off, (unsigned long long)len);
+    uint64_t nb = (len - 8 - HM__TR_END_BYTES) / HM__TR_INDEX_ENTRY_BYTES;
+    if (nb > HM__TR_MAX_BLOCKS)
+        return hm__errf(HM_ETOOBIG, "%s: index at offset %llu: %llu blocks", path,
+                        (unsigned long long)off, (unsigned long long)nb);
+    uint8_t *buf = malloc((size_t)len);
+    if (!buf)
+        return hm__errf(-ENOMEM, "%s: index of %llu bytes", path, (unsigned long long)len);
+    int rc = read_at(t, buf, (size_t)len, off, "index");
+    if (rc < 0)
+        goto out;
+    rc = HM_ECORRUPT;
+    if (CHECKSUMS && hm__hash64(buf, (size_t)len, 0) != sum) {
+        hm__errf(rc, "%s: index at offset %llu: checksum mismatch", path, (unsigned long long)off);
+        goto out;
+    }
+    if (hm__get_u32(buf) != HM__TR_INDEX_MAGIC || hm__get_u32(buf + 4) != nb) {
+        hm__errf(rc, "%s: index at offset %llu: bad magic or block count", path, (unsigned long long)off);
+        goto out;
+    }
+    t->nblocks = (uint32_t)nb;
+    t->blocks = calloc(nb ? nb : 1, sizeof *t->blocks);
+    if (!t->blocks) {
+        rc = hm__errf(-ENOMEM, "%s: index", path);
+        goto out;
+    }
+    uint64_t expect = t->data_start, prev_last = 0, nrec = 0, nsamp = 0;
+    for (uint32_t i = 0; i < nb; i++) {
+        const uint8_t *e = buf + 8 + (size_t)i * HM__TR_INDEX_ENTRY_BYTES;
+        hm_block_info_t *b = &t->blocks[i];
+        b->offset = hm__get_u64(e);
+        b->first_time = hm__get_u64(e + 8);
+        b->last_time = hm__get_u64(e + 16);
+        b->records = hm__get_u32(e + 24);
+        b->samples = hm__get_u32(e + 28);
+        b->compressed_bytes = hm__get_u32(e + 32);
+        b->raw_bytes = hm__get_u32(e + 36);
+        const char *why = NULL;
+        int err = HM_ECORRUPT;
+        if (b->offset != expect)
+            why = "block is not where the previous one ends";
+        else if (b->records == 0 || b->records > HM__TR_MAX_BLOCK_RECORDS || b->samples > b->records)
+            why = "record count out of range", err = HM_ETOOBIG;
+        else if (b->raw_bytes > HM__TR_MAX_RAW || b->compressed_bytes > ZSTD_compressBound(b->raw_bytes))
+            why = "length out of range", err = HM_ETOOBIG;
+        else if (b->first_time > b->last_time || b->first_time < prev_last)
+            why = "times out of order";
+        else if (b->offset + HM__TR_BLOCK_HDR_BYTES + b->compressed_bytes > off)
+            why = "block runs into the index";
+        if (why) {
+            rc = hm__errf(err, "%s: index entry %u (block at offset %llu): %s", path, i,
+                          (unsigned long long)b->offset, why);
+            goto out;
+        }
+        expect = b->offset + HM__TR_BLOCK_HDR_BYTES + b->compressed_bytes;
+        prev_last = b->last_time;
+        nrec += b->records;
+        nsamp += b->samples;
+    }
+    if (expect != off) {
+        hm__errf(rc, "%s: index at offset %llu: blocks end at %llu", path, (unsigned long long)off,
+                 (unsigned long long)expect);
+        goto out;
+    }
+    const uint8_t *end = buf + 8 + nb * HM__TR_INDEX_ENTRY_BYTES;
+    uint64_t eoff = off + 8 + nb * HM__TR_INDEX_ENTRY_BYTES;
+    if (hm__get_u32(end) != HM__TR_END_MAGIC) {
+        hm__errf(rc, "%s: end record at offset %llu: bad magic", path, (unsigned long long)eoff);
+        goto out;
+    }
+    hm_trace_stats_t *s = &t->stats;
+    s->has_end = hm__get_u32(end + 4) & 1;
+    s->end.total_time = hm__get_u64(end + 8);
+    s->end.exit_status = (int)hm__get_u32(end + 16);
+    uint64_t sum_counts = 0;
+    for (int k = 1; k <= 8; k++)
+        sum_counts += s->records[k] = hm__get_u64(end + 24 + 8 * (k - 1));
+    s->loads = hm__get_u64(end + 88);
+    s->stores = hm__get_u64(end + 96);
+    s->reordered = hm__get_u64(end + 104);
+    s->first_time = hm__get_u64(end + 112);
+    s->last_time = hm__get_u64(end + 120);
+    s->blocks = t->nblocks;
+    s->file_bytes = t->size;
+    if (sum_counts != nrec || s->records[HM_REC_SAMPLE] != nsamp ||
+        s->loads + s->stores != nsamp) {
+        hm__errf(rc, "%s: end record at offset %llu: counts disagree with the index", path,
+                 (unsigned long long)eoff);
+        goto out;
+    }
+    t->index_off = off;
+    rc = 0;
+out:
+    free(buf);
+    return rc;
+}
+
+int hm_trace_open(hm_trace_t **out, const char *path)
+{
+    *out = NULL;
+    hm__errclear();
+    hm_trace_t *t = hm__xcalloc(1, sizeof *t);
+    t->decoded = -1;
+    int rc;
+    t->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (t->fd < 0) {
+        rc = hm__errf(-errno, "%s", path);
+        goto fail;
+    }
+    struct stat st;
+    if (fstat(t->fd, &st) < 0) {
+        rc = hm__errf(-errno, "%s", path);
+        goto fail;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = hm__errf(-EINVAL, "%s: not a regular file", path);
+        goto fail;
+    }
+    t->size = (uint64_t)st.st_size;
+    if ((rc = load_header(t, path)) < 0 || (rc = load_index(t, path)) < 0)
+        goto fail;
+    t->dctx = ZSTD_createDCtx();
+    if (!t->dctx) {
+        rc = hm__errf(-ENOMEM, "zstd context");
+        goto fail;
+    }
+    *out = t;
+    return 0;
+fail:
+    hm_trace_close(t);
+    return rc;
+}
+
+void hm_trace_close(hm_trace_t *t)
+{
+    if (!t)
+        return;
+    if (t->fd >= 0)
+        close(t->fd);
+    json_decref(t->hdr);
+    free(t->hdr_text);
+    free(t->machine_text);
+    free(t->argv);
+    free(t->blocks);
+    ZSTD_freeDCtx(t->dctx);
+    free(t->cbuf);
+    free(t->raw);
+    hm__cols_free(&t->cols);
+    free(t);
+}
+
+const hm_trace_meta_t *hm_trace_meta(const hm_trace_t *t) { return &t->meta; }
+const char *hm_trace_header_json(const hm_trace_t *t) { return t->hdr_text; }
+void hm_trace_stats(const hm_trace_t *t, hm_trace_stats_t *out) { *out = t->stats; }
+uint32_t hm_trace_nblocks(const hm_trace_t *t) { return t->nblocks; }
+
+int hm_trace_block_info(const hm_trace_t *t, uint32_t i, hm_block_info_t *out)
+{
+    if (i >= t->nblocks)
+        return hm__errf(HM_ERANGE, "block %u of %u", i, t->nblocks);
+    *out = t->blocks[i];
+    return 0;
+}
+
+static int grow(uint8_t **p, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    free(*p);
+    *p = malloc(need);
+    if (!*p) {
+        *cap = 0;
+        return -ENOMEM;
+    }
+    *cap = need;
+    return 0;
+}
+
+static int load_block(hm_trace_t *t, uint32_t i)
+{
+    const hm_block_info_t *b = &t->blocks[i];
+    unsigned long long boff = (unsigned long long)b->offset;
+    size_t clen = b->compressed_bytes, rlen = b->raw_bytes;
+    int rc;
+    t->decoded = -1;
+    if (grow(&t->cbuf, &t->ccap, HM__TR_BLOCK_HDR_BYTES + clen) < 0 ||
+        grow(&t->raw, &t->rawcap, rlen + HM__RAW_PAD) < 0)
+        return hm__errf(-ENOMEM, "block %u at offset %llu", i, boff);
+    if ((rc = read_at(t, t->cbuf, HM__TR_BLOCK_HDR_BYTES + clen, b->offset, "block")) < 0)
+        return rc;
+    const uint8_t *h = t->cbuf;
+    uint32_t ns = hm__get_u32(h + 4), nev = hm__get_u32(h + 8);
+    if (hm__get_u32(h) != HM__TR_BLOCK_MAGIC || ns != b->samples ||
+        (uint64_t)ns + nev != b->records || hm__get_u32(h + 12) != rlen ||
+        hm__get_u32(h + 16) != clen || hm__get_u32(h + 20) != 0 ||
+        hm__get_u64(h + 24) != b->first_time || hm__get_u64(h + 32) != b->last_time)
+        return hm__errf(HM_ECORRUPT, "block %u at offset %llu: header disagrees with the index", i, boff);
+    if (CHECKSUMS &&
+        hm__hash64(h + HM__TR_BLOCK_HDR_BYTES, clen, hm__hash64(h, 40, 0)) != hm__get_u64(h + 40))
+        return hm__errf(HM_ECORRUPT, "block %u at offset %llu: checksum mismatch", i, boff);
+    /* Every sample takes at least one byte of the address column. */
+    if (ns > rlen)
+        return hm__errf(HM_ECORRUPT, "block %u at offset %llu: %u samples in %zu bytes", i, boff, ns, rlen);
+    unsigned long long fcs = ZSTD_getFrameContentSize(h + HM__TR_BLOCK_HDR_BYTES, clen);
+    if (fcs != rlen)
+        return hm__errf(HM_ECORRUPT, "block %u at offset %llu: zstd frame does not declare %zu bytes", i,
+                        boff, rlen);
+    size_t got = ZSTD_decompressDCtx(t->dctx, t->raw, rlen, h + HM__TR_BLOCK_HDR_BYTES, clen);
+    if (ZSTD_isError(got))
+        return hm__errf(HM_ECORRUPT, "block %u at offset %llu: zstd: %s", i, boff, ZSTD_getErrorName(got));
+    if (got != rlen)
+        return hm__errf(HM_ECORRUPT, "block %u at offset %llu: decompressed %zu bytes, expected %zu", i,
+                        boff, got, rlen);
+    memset(t->raw + rlen, 0, HM__RAW_PAD);
+    rc = hm__block_decode(&t->cols, t->raw, rlen, ns, nev, b->first_time, b->last_time);
+    if (rc < 0) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", hm_errdetail());
+        return hm__errf(rc, "block %u at offset %llu: %s", i, boff, why);
+    }
+    hm__cols_t *c = &t->cols;
+    t->blk = (hm_block_t){ns, c->time, c->addr, c->ip, c->tid, c->weight, c->dsrc, c->access,
+                          c->nev, c->events};
+    t->decoded = i;
+    return 0;
+}
+
+int hm_trace_read_block(hm_trace_t *t, uint32_t i, const hm_block_t **out)
+{
+    *out = NULL;
+    if (i >= t->nblocks)
+        return hm__errf(HM_ERANGE, "block %u of %u", i, t->nblocks);
+    if (t->decoded != (int64_t)i) {
+        int rc = load_block(t, i);
+        if (rc < 0)
+            return rc;
+    }
+    *out = &t->blk;
+    return 0;
+}
+
+int hm_trace_seek_block(hm_trace_t *t, uint32_t i)
+{
+    if (i > t->nblocks)
+        return hm__errf(HM_ERANGE, "block %u of %u", i, t->nblocks);
+    t->it_block = i;
+    t->it_loaded = 0;
+    return 0;
+}
+
+int hm_trace_next(hm_trace_t *t, hm_record_t *rec)
+{
+    for (;;) {
+        if (t->it_block >= t->nblocks)
+            return 0;
+        if (t->decoded != (int64_t)t->it_block) {
+            /* Either a new block, or hm_trace_read_block() replaced the
+             * decoded one in between: decoding is deterministic, so the
+             * positions stay valid. */
+            int rc = load_block(t, t->it_block);
+            if (rc < 0)
+                return rc;
+        }
+        if (!t->it_loaded) {
+            t->si = t->ei = 0;
+            t->it_loaded = 1;
+        }
+        const hm__cols_t *c = &t->cols;
+        const hm_block_t *b = &t->blk;
+        /* Equal times: events first, so an allocation precedes the samples
+         * that touch it. */
+        if (t->ei < c->nev && (t->si >= b->n || c->evtime[t->ei] <= b->time[t->si])) {
+            *rec = c->events[t->ei++];
+            return 1;
+        }
+        if (t->si < b->n) {
+            uint32_t k = t->si++;
+            rec->kind = HM_REC_SAMPLE;
+            rec->u.sample = (hm_sample_t){b->time[k], b->addr[k], b->ip[k], b->tid[k],
+                                          b->weight[k], b->dsrc[k], b->access[k]};
+            return 1;
+        }
+        t->it_block++;
+        t->it_loaded = 0;
+    }
+}

@@ -1,0 +1,148 @@
+/* Trace format v1: on-disk constants and the block codec shared by the
+ * writer and the reader. docs/trace-format.md is the normative description;
+ * keep the two in step. All integers on disk are little-endian. */
+#ifndef HETMEM_TRACE_INTERNAL_H
+#define HETMEM_TRACE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "common/common.h"
+#include "hetmem/trace.h"
+
+#define HM__TR_MAGIC "HMTRACE\0"          /* 8 bytes, file start */
+#define HM__TR_TRAILER_MAGIC "HMTREND\0"  /* 8 bytes, file end */
+#define HM__TR_BLOCK_MAGIC 0x4b424d48u    /* "HMBK" */
+#define HM__TR_INDEX_MAGIC 0x58494d48u    /* "HMIX" */
+#define HM__TR_END_MAGIC 0x4e454d48u      /* "HMEN" */
+
+#define HM__TR_PREAMBLE_BYTES 24
+#define HM__TR_BLOCK_HDR_BYTES 48
+#define HM__TR_INDEX_ENTRY_BYTES 40
+#define HM__TR_END_BYTES 128
+#define HM__TR_TRAILER_BYTES 32
+
+/* Preamble flags: the low 16 bits name features a reader must understand
+ * (unknown ones -> HM_EVERSION); the high 16 bits are advisory. v1 defines
+ * none. */
+#define HM__TR_FLAGS_REQUIRED_MASK 0x0000ffffu
+
+/* Bounds every reader applies before trusting a length from the file. The
+ * writer stays well inside them (see writer.c). */
+#define HM__TR_MAX_HEADER (16u << 20)
+#define HM__TR_MAX_BLOCK_RECORDS (1u << 20)
+#define HM__TR_MAX_RAW (64u << 20)
+#define HM__TR_MAX_STRING (1u << 20)
+#define HM__TR_MAX_BLOCKS (1u << 30)
+
+/* Writer: default records per block, and its allowed range. */
+#define HM__TR_WRITER_MAX_RECORDS (1u << 18)
+/* Writer flushes a block once its strings reach this many bytes. */
+#define HM__TR_WRITER_STR_FLUSH (4u << 20)
+
+/* Sample columns, in payload order. */
+enum { HM__COL_TIME, HM__COL_ADDR, HM__COL_IP, HM__COL_TID, HM__COL_WEIGHT,
+       HM__COL_DSRC, HM__COL_ACCESS, HM__NCOLS };
+enum { HM__COLMODE_CONST = 0, HM__COLMODE_VARINT = 1 };
+
+/* Address predictor: HM__ADDR_SLOTS recent (address, stride) pairs. A code's
+ * low 4 bits pick slot (bits 0..2) and whether the stride is added (bit 3);
+ * code 15 is an escape followed by the absolute address. */
+#define HM__ADDR_SLOTS 8
+#define HM__ADDR_ESCAPE 15u
+
+/* Bytes of zero padding after a decoded payload so the varint reader can run
+ * a few varints (at most 10 bytes each) past a section's end before the
+ * bounds check notices. */
+#define HM__RAW_PAD 64
+
+static inline void hm__put_u32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+static inline void hm__put_u64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+static inline uint32_t hm__get_u32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline uint64_t hm__get_u64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+static inline uint64_t hm__zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+static inline int64_t hm__unzigzag(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }
+
+static inline uint8_t *hm__put_varint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+/* Reads one LEB128 value of at most 10 bytes. The caller guarantees 10
+ * readable bytes at *pp (payload padding) and checks *pp against the
+ * section's end afterwards. */
+static inline uint64_t hm__get_varint(const uint8_t **pp)
+{
+    const uint8_t *p = *pp;
+    uint64_t v = *p++;
+    if (HM_LIKELY(v < 0x80)) {
+        *pp = p;
+        return v;
+    }
+    v &= 0x7f;
+    for (unsigned sh = 7; sh < 64; sh += 7) {
+        uint64_t b = *p++;
+        v |= (b & 0x7f) << sh;
+        if (b < 0x80)
+            break;
+    }
+    *pp = p;
+    return v;
+}
+
+/* Growable byte buffer for the encoder. */
+typedef struct {
+    uint8_t *p;
+    size_t len, cap;
+} hm__buf_t;
+
+void hm__buf_reserve(hm__buf_t *b, size_t extra);
+void hm__buf_free(hm__buf_t *b);
+
+/* An event (non-sample record) as the writer buffers it. */
+typedef struct {
+    uint64_t time;
+    uint64_t a, b, c;  /* addr/size/site, id, counter value... per kind */
+    uint32_t tid;
+    uint32_t seq;      /* arrival order, for a stable sort */
+    uint32_t str_off, str_len;
+    uint8_t kind;
+} hm__wevent_t;
+
+/* Encodes one block's payload (before compression) into out (appended).
+ * Samples and events must be sorted by time, all >= base_time. */
+void hm__block_encode(hm__buf_t *out, const hm_sample_t *s, uint32_t ns,
+                      const hm__wevent_t *ev, uint32_t nev, const char *strings,
+                      uint64_t base_time);
+
+/* Decoded block storage (reader side), reused from block to block. */
+typedef struct {
+    uint32_t cap;                 /* sample capacity of the columns */
+    uint64_t *time, *addr, *ip;
+    uint32_t *tid, *weight;
+    uint16_t *dsrc;
+    uint8_t *access;
+    uint32_t evcap, nev;          /* nev: events decoded (unknown kinds skipped) */
+    hm_record_t *events;
+    uint64_t *evtime;             /* time of each event (sites have none in hm_site_t) */
+    char *arena;                  /* NUL-terminated strings of events */
+    size_t arena_cap;
+} hm__cols_t;
+
+void hm__cols_free(hm__cols_t *c);
+
+/* Decodes a payload of raw_len bytes (followed by HM__RAW_PAD readable
+ * bytes) holding ns samples and nev events with times in [first, last].
+ * Returns 0 or HM_ECORRUPT with a detail naming the section (the caller
+ * prefixes block and offset). */
+int hm__block_decode(hm__cols_t *c, const uint8_t *raw, size_t raw_len, uint32_t ns,
+                     uint32_t nev, uint64_t first, uint64_t last);
+
+#endif
