@@ -121,3 +121,31 @@ typedef struct {
 } hm__spool_rec_t;
 
 #endif
+
+/* ------------------------------------------------------------ launcher */
+
+/* libhetmem_preload.so next to the running hetmem binary (../lib or the
+ * same folder), or $HETMEM_PRELOAD. Returns 0 or HM_ENOTFOUND. */
+int hm__find_preload(char *buf, size_t len);
+
+/* Runs argv with extra environment (NAME=VALUE strings, NULL-terminated)
+ * and LD_PRELOAD prefixed with @p preload; forwards SIGINT/SIGTERM/SIGHUP
+ * to the child; returns its wait status and the wall time. Returns
+ * -errno when fork fails; exec failure shows as exit status 127 with a
+ * message on stderr. */
+int hm__launch(char *const argv[], const char *preload, char *const extra_env[], int *status, uint64_t *wall_ns);
+
+/* Process exit code for a wait status: the code, or 128 + signal. */
+int hm__exit_code(int status);
+
+/* Spool files of one run, merged in time order. */
+typedef struct hm__spool_set hm__spool_set_t;
+int hm__spool_open(hm__spool_set_t **out, const char *dir);
+/* 1 with *rec and *payload ("" when none), 0 at the end. */
+int hm__spool_next(hm__spool_set_t *s, const hm__spool_rec_t **rec, const char **payload);
+/* Files read, and how many ended in a truncated record (a process killed
+ * while writing). */
+void hm__spool_counts(const hm__spool_set_t *s, int *files, int *truncated);
+void hm__spool_close(hm__spool_set_t *s);
+/* Removes the spool files and the directory. */
+void hm__spool_remove(const char *dir);
