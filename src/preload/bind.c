@@ -27,6 +27,7 @@ typedef struct {
     uint64_t addr, size, site;
     char name[40];
     int16_t dev;        /* device holding it (-1: left to first touch) */
+    int16_t want;       /* device the placement asked for last time */
     uint8_t own, state;
     uint64_t bytes;     /* bytes charged to dev */
 } obj_t;
@@ -89,6 +90,7 @@ static obj_t *insert(uint64_t a)
             o->state = E_LIVE;
             o->addr = a;
             o->dev = -1;
+            o->want = -1;
             B.live++;
             return o;
         }
@@ -178,8 +180,10 @@ charge:
         if (B.used[dev] > B.peak[dev])
             B.peak[dev] = B.used[dev];
     }
-    if (!move || (flags & (PL_MOVED | PL_SPILLED)))
+    /* Re-placements are reported only when something changed. */
+    if (!move || (flags & PL_MOVED) || o->want != pl.device)
         report(o, pl.device, flags, phase);
+    o->want = (int16_t)pl.device;
 }
 
 static void parse_capacity(void)

@@ -148,7 +148,7 @@ static pthread_key_t thr_key;
 static struct {
     int ready;                  /* constructor finished */
     int fd;                     /* spool file */
-    pid_t pid;
+    pid_t pid, pid_now;
     pthread_t collector;
     _Atomic int running, stop;
     pthread_mutex_t drain_lock; /* one consumer at a time (collector or exec) */
@@ -429,11 +429,11 @@ static void *collector(void *arg)
         nanosleep(&ts, NULL);
         pthread_mutex_lock(&S.drain_lock);
         drain_all(0);
-        uint64_t now = hm__now_ns();
-        if (S.len > sizeof S.buf / 2 || now - last_flush > 50 * 1000 * 1000) {
+        /* Written every round: a process that dies or _exits loses at
+         * most the last 2 ms. */
+        (void)last_flush;
+        if (S.len > 0)
             spool_flush();
-            last_flush = now;
-        }
         pthread_mutex_unlock(&S.drain_lock);
     }
     return NULL;
@@ -741,7 +741,7 @@ __attribute__((constructor)) static void hm_preload_init(void)
     hm__log_init();
     dl_iterate_phdr(self_range, (void *)(uintptr_t)&hm_preload_init);
     pthread_key_create(&thr_key, thr_exit);
-    S.pid = getpid();
+    S.pid = S.pid_now = getpid();
     if (hm__opt.record) {
         open_spool();
         if (sampler_init() != 0 && hm__opt.backend >= 0)
@@ -786,6 +786,7 @@ static void atfork_child(void)
     pthread_mutex_init(&direct_lock, NULL);
     atomic_store(&S.running, 0);
     S.samples = S.unresolved = S.lost = 0;
+    S.pid_now = getpid();
     if (hm__opt.record) {
         if (S.fd >= 0)
             close(S.fd);
@@ -850,6 +851,74 @@ EXEC_WRAP(execve, (const char *p, char *const a[], char *const e[]), (p, a, e))
 EXEC_WRAP(execv, (const char *p, char *const a[]), (p, a))
 EXEC_WRAP(execvp, (const char *p, char *const a[]), (p, a))
 EXEC_WRAP(execvpe, (const char *p, char *const a[], char *const e[]), (p, a, e))
+
+/* execl* are variadic and glibc implements them with an internal execve,
+ * so they are rebuilt here on top of the wrapped execv/execve/execvp. */
+#define COLLECT_ARGV(first, ap, argv_out)                                        \
+    do {                                                                         \
+        va_list cp_;                                                             \
+        va_copy(cp_, ap);                                                        \
+        size_t n_ = 1;                                                           \
+        while (va_arg(cp_, char *))                                              \
+            n_++;                                                                \
+        va_end(cp_);                                                             \
+        argv_out = __builtin_alloca((n_ + 1) * sizeof(char *));                  \
+        argv_out[0] = (char *)(first);                                           \
+        for (size_t i_ = 1; i_ <= n_; i_++)                                      \
+            argv_out[i_] = va_arg(ap, char *);                                   \
+    } while (0)
+
+EXPORT int execl(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    char **av;
+    va_start(ap, arg);
+    COLLECT_ARGV(arg, ap, av);
+    va_end(ap);
+    return execv(path, av);
+}
+
+EXPORT int execlp(const char *file, const char *arg, ...)
+{
+    va_list ap;
+    char **av;
+    va_start(ap, arg);
+    COLLECT_ARGV(arg, ap, av);
+    va_end(ap);
+    return execvp(file, av);
+}
+
+EXPORT int execle(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    char **av;
+    va_start(ap, arg);
+    COLLECT_ARGV(arg, ap, av);
+    char *const *envp = va_arg(ap, char *const *);
+    va_end(ap);
+    return execve(path, av, envp);
+}
+
+/* _exit skips destructors; what the process recorded must still reach the
+ * spool (fork children commonly leave this way). */
+EXPORT void _exit(int code)
+{
+    static void (*real)(int) __attribute__((noreturn));
+    if (!real)
+        real = (__typeof__(real))dlsym(RTLD_NEXT, "_exit");
+    if (S.ready && getpid() == S.pid_now) {
+        hm__guard++;
+        if (t_thr)
+            sampler_stop(t_thr);
+        finish(1);
+    }
+    if (real)
+        real(code);
+    syscall(SYS_exit_group, code);
+    __builtin_unreachable();
+}
+
+EXPORT void _Exit(int code) { _exit(code); }
 
 /* ------------------------------------------------------------- threads */
 
