@@ -51,15 +51,30 @@ static struct {
     size_t pg;
 } B;
 
+/* A recursive spin lock: code running under it (jansson in the matcher,
+ * strdup/free of phase names) may re-enter free(), which looks here. */
+static int lock_depth;
+
 static void lock(void)
 {
+    int me = (int)hm__tid();
+    if (atomic_load_explicit(&B.lock, memory_order_relaxed) == me) {
+        lock_depth++;
+        return;
+    }
     int z = 0;
-    while (!atomic_compare_exchange_weak(&B.lock, &z, 1)) {
+    while (!atomic_compare_exchange_weak(&B.lock, &z, me)) {
         z = 0;
         sched_yield();
     }
+    lock_depth = 1;
 }
-static void unlock(void) { atomic_store(&B.lock, 0); }
+
+static void unlock(void)
+{
+    if (--lock_depth == 0)
+        atomic_store(&B.lock, 0);
+}
 
 static size_t slot_of(uint64_t a) { return (size_t)((a >> 4) * 0x9e3779b97f4a7c15ull >> 46) & (TABN - 1); }
 

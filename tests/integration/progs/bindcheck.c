@@ -1,6 +1,7 @@
 /* Allocates named objects, touches them, and prints for each the node of
  * its pages as the kernel reports them (move_pages with nodes = NULL) and
- * the policy node (get_mempolicy MPOL_F_NODE|MPOL_F_ADDR): "NAME NODE NODE". */
+ * the policy of its range (get_mempolicy MPOL_F_ADDR): "NAME NODE MODE MASK",
+ * MODE 0 = default (first touch), 2 = MPOL_BIND, 3 = MPOL_INTERLEAVE. */
 #include <numaif.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,15 +18,16 @@ static void show(const char *name, char *p, size_t n)
     int *st = malloc(np * sizeof *st);
     for (size_t i = 0; i < np; i++)
         pages[i] = p + i * (size_t)pg;
-    int node = -1, pol = -1;
+    int node = -1, mode = -1;
+    unsigned long mask[16] = {0};
     if (move_pages(0, np, pages, NULL, st, 0) == 0) {
         node = st[0];
         for (size_t i = 1; i < np; i++)
             if (st[i] != node)
                 node = -2; /* mixed */
     }
-    get_mempolicy(&pol, NULL, 0, p, MPOL_F_NODE | MPOL_F_ADDR);
-    printf("%s %d %d\n", name, node, pol);
+    get_mempolicy(&mode, mask, 1024, p, MPOL_F_ADDR);
+    printf("%s %d %d 0x%lx\n", name, node, mode, mask[0]);
     free(pages);
     free(st);
 }
