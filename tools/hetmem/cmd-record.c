@@ -15,7 +15,7 @@
 enum { OPT_BIND = 256, OPT_MIN_SIZE, OPT_DEPTH };
 
 static const hm_cli_opt_t opts[] = {
-    {'b', "backend", "NAME", "auto (default), pebs, ibs, spe or soft"},
+    {'b', "backend", "NAME", "auto (default), pebs, ibs, spe, soft, or none (allocations only)"},
     {'p', "period", "PERIOD", "events per sample (pebs/ibs/spe, default 4000); soft: microseconds between samples (default 1000 = 1 kHz)"},
     {'F', "freq", "HZ", "soft: samples per second per thread (alternative to -p)"},
     {OPT_BIND, "bind", "DEVICE", "bind all data to a NUMA node, tierN or kind (see 'hetmem doctor')"},
@@ -195,11 +195,16 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
 
     hm_backend_t b;
     char why[256], remedy[256];
-    if (!strcmp(bk, "auto")) {
+    int none = !strcmp(bk, "none");
+    if (none) {
+        b = HM_BACKEND_SOFT; /* placeholder; no sampler runs */
+        if (have_p || freq)
+            return hm_cli_usage(cmd, "-p/-F have no meaning with -b none");
+    } else if (!strcmp(bk, "auto")) {
         if (hm__backend_auto(1, &b) != 0)
             return hm_cli_fail("record", HM_ENOPMU);
     } else if (hm_backend_parse(bk, &b) != 0) {
-        return hm_cli_usage(cmd, "-b: unknown backend '%s' (auto, pebs, ibs, spe, soft)", bk);
+        return hm_cli_usage(cmd, "-b: unknown backend '%s' (auto, pebs, ibs, spe, soft, none)", bk);
     } else if (hm_backend_probe(b, 1, why, sizeof why, remedy, sizeof remedy) != 0) {
         return hm_cli_failf("record", "backend %s is not usable here: %s; remedy: %s", bk, why, remedy);
     }
@@ -231,7 +236,10 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     /* Open the trace first: an unwritable output fails before the run. */
     hm_trace_meta_t meta = {0};
     char event[256];
-    if (b == HM_BACKEND_SOFT) {
+    if (none) {
+        snprintf(event, sizeof event, "none");
+        rt_period = 0;
+    } else if (b == HM_BACKEND_SOFT) {
         snprintf(event, sizeof event, "soft:timer %.0f Hz", 1e9 / (double)rt_period);
     } else {
         hm__rec_events_t ev;
@@ -242,7 +250,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     meta.producer = "hetmem-record " HETMEM_VERSION;
     meta.clock = "CLOCK_MONOTONIC";
     meta.clock_ns_per_unit = 1.0;
-    meta.backend = hm_backend_name(b);
+    meta.backend = none ? "none" : hm_backend_name(b);
     meta.event = event;
     meta.period = rt_period;
     meta.device = bind;
@@ -262,7 +270,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     }
     char e_spool[4200], e_backend[64], e_period[64], e_min[64], e_depth[32], e_bind[128];
     snprintf(e_spool, sizeof e_spool, "HETMEM_SPOOL=%s", tmpl);
-    snprintf(e_backend, sizeof e_backend, "HETMEM_BACKEND=%s", hm_backend_name(b));
+    snprintf(e_backend, sizeof e_backend, "HETMEM_BACKEND=%s", none ? "" : hm_backend_name(b));
     snprintf(e_period, sizeof e_period, "HETMEM_PERIOD=%llu", (unsigned long long)rt_period);
     snprintf(e_min, sizeof e_min, "HETMEM_MIN_SIZE=%llu", (unsigned long long)min_size);
     snprintf(e_depth, sizeof e_depth, "HETMEM_DEPTH=%llu", (unsigned long long)depth);
