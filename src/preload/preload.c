@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -151,6 +152,7 @@ static struct {
     pid_t pid, pid_now;
     pthread_t collector;
     _Atomic int running, stop;
+    _Atomic int wake;           /* futex word: a producer wants a drain */
     pthread_mutex_t drain_lock; /* one consumer at a time (collector or exec) */
     char buf[256 * 1024];
     size_t len;
@@ -236,6 +238,11 @@ static void ev_push(uint16_t kind, uint64_t a, uint64_t b, uint64_t c, const cha
             return;
         }
         sched_yield();
+    }
+    /* Half full: wake the collector early rather than wait for its tick. */
+    if (h - atomic_load_explicit(&t->et, memory_order_relaxed) == EVN / 2 && atomic_load(&S.running)) {
+        atomic_store(&S.wake, 1);
+        syscall(SYS_futex, &S.wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
     }
     ev_t *e = &t->ev[h % EVN];
     e->r.kind = kind;
@@ -423,15 +430,20 @@ static void *collector(void *arg)
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
-    uint64_t last_flush = hm__now_ns();
+    /* The tick is short enough that a thread's sample ring (SOFTN) cannot
+     * fill at 10 kHz, and long enough that the wakeups themselves stay
+     * cheap: every timer interrupt costs tens of microseconds in a VM. */
+    long tick_ns = hm__opt.backend == HM_BACKEND_SOFT
+        ? (long)(hm__opt.period * (SOFTN / 4) < 20000000 ? hm__opt.period * (SOFTN / 4) : 20000000)
+        : 20000000;
     while (!atomic_load(&S.stop)) {
-        struct timespec ts = {0, 2 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+        struct timespec ts = {0, tick_ns};
+        if (!atomic_exchange(&S.wake, 0))
+            syscall(SYS_futex, &S.wake, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
         pthread_mutex_lock(&S.drain_lock);
         drain_all(0);
-        /* Written every round: a process that dies or _exits loses at
-         * most the last 2 ms. */
-        (void)last_flush;
+        /* Written every round: a process killed by a signal loses at most
+         * one tick; _exit and exec flush first. */
         if (S.len > 0)
             spool_flush();
         pthread_mutex_unlock(&S.drain_lock);
@@ -444,6 +456,7 @@ static void collector_start(void)
     if (!hm__opt.record)
         return;
     atomic_store(&S.stop, 0);
+    atomic_store(&S.wake, 0);
     pthread_attr_t a;
     pthread_attr_init(&a);
     pthread_attr_setstacksize(&a, 256 * 1024);
@@ -487,6 +500,8 @@ static void finish(int final)
     hm__guard++;
     if (atomic_load(&S.running)) {
         atomic_store(&S.stop, 1);
+        atomic_store(&S.wake, 1);
+        syscall(SYS_futex, &S.wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
         pthread_join(S.collector, NULL);
         atomic_store(&S.running, 0);
     }
