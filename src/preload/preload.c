@@ -523,6 +523,8 @@ static void on_sample(int sig, siginfo_t *si, void *ucv)
     (void)sig;
     int saved = errno;
     thr_t *t = t_thr;
+    if (hm__opt.null_handler)
+        goto out;
     /* Only our own timer, and only for the thread it belongs to: a stray
      * signal must never make two producers write one ring. */
     if (!t || si->si_code != SI_TIMER || si->si_value.sival_ptr != t)
@@ -723,6 +725,7 @@ static void read_opts(void)
     if (hm__opt.depth < 1 || hm__opt.depth > 16)
         hm__opt.depth = 6;
     hm__opt.sig = SIGRTMIN + (int)env_u64("HETMEM_SIGNAL_OFFSET", 4);
+    hm__opt.null_handler = getenv("HETMEM_SOFT_NULL") != NULL;
     env_str("HETMEM_PLACEMENT", hm__opt.placement, sizeof hm__opt.placement);
     env_str("HETMEM_CAPACITY", hm__opt.capacity, sizeof hm__opt.capacity);
     env_str("HETMEM_BIND", hm__opt.bind, sizeof hm__opt.bind);

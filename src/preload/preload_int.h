@@ -44,7 +44,8 @@ typedef struct {
     char placement[256];   /* HETMEM_PLACEMENT */
     char capacity[256];    /* HETMEM_CAPACITY "dev=bytes,..." */
     char bind[64];         /* HETMEM_BIND: device for set_mempolicy */
-    int quiet;
+    int null_handler;      /* HETMEM_SOFT_NULL: timers fire, nothing is recorded
+                              (measures the interrupt floor) */
 } hm__opts_t;
 extern hm__opts_t hm__opt;
 

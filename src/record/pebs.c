@@ -12,6 +12,8 @@
 
 #include "os/os.h"
 
+_Static_assert(sizeof(struct perf_event_attr) <= 160, "hm__rec_events_t.attr too small");
+
 static void base_attr(struct perf_event_attr *a, uint64_t period)
 {
     a->size = sizeof *a;

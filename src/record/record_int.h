@@ -37,7 +37,7 @@ typedef struct {
     int n;
     int leader[HM_REC_MAX_EVENTS];     /* index of the group leader, -1 = own group */
     int sampling[HM_REC_MAX_EVENTS];   /* has a ring buffer */
-    unsigned char attr[HM_REC_MAX_EVENTS][160];
+    _Alignas(8) unsigned char attr[HM_REC_MAX_EVENTS][160];
     char name[HM_REC_MAX_EVENTS][96];  /* for the trace's "event" and messages */
     char event[192];                   /* joined names */
 } hm__rec_events_t;
