@@ -29,6 +29,7 @@ typedef struct {
     int16_t dev;        /* device holding it (-1: left to first touch) */
     int16_t want;       /* device the placement asked for last time */
     uint8_t own, state;
+    uint32_t dense_i;   /* position in B.dense */
     uint64_t bytes;     /* bytes charged to dev */
 } obj_t;
 
@@ -36,6 +37,8 @@ enum { PL_SPILLED = 1, PL_MOVED = 2, PL_PHASE = 4, PL_UNBOUND = 8 };
 
 static struct {
     obj_t *tab;
+    uint32_t *dense;            /* slots of live objects, for scans that must
+                                   not touch the whole (mostly empty) table */
     size_t live, tombs;
     _Atomic int lock;
     uint64_t dropped;
@@ -106,7 +109,8 @@ static obj_t *insert(uint64_t a)
             o->addr = a;
             o->dev = -1;
             o->want = -1;
-            B.live++;
+            o->dense_i = (uint32_t)B.live;
+            B.dense[B.live++] = (uint32_t)i;
             return o;
         }
     }
@@ -224,7 +228,9 @@ void hm__bind_init(void)
     B.pg = (size_t)sysconf(_SC_PAGESIZE);
     B.tab = hm__real.mmap(NULL, (size_t)TABN * sizeof(obj_t), PROT_READ | PROT_WRITE,
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (B.tab == MAP_FAILED)
+    B.dense = hm__real.mmap(NULL, (size_t)TABN * sizeof(uint32_t), PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (B.tab == MAP_FAILED || B.dense == MAP_FAILED)
         B.tab = NULL;
     hm_os_info_t *info = NULL;
     if (hm__opt.bind[0] || hm__opt.placement[0]) {
@@ -323,7 +329,9 @@ int hm__obj_remove(void *p, int *own, size_t *size)
     if (o->dev >= 0)
         B.used[o->dev] -= o->bytes;
     o->state = E_TOMB;
-    B.live--;
+    uint32_t last = B.dense[--B.live];
+    B.dense[o->dense_i] = last;
+    B.tab[last].dense_i = o->dense_i;
     B.tombs++;
     unlock();
     hm__ev_free((uint64_t)(uintptr_t)p);
@@ -378,9 +386,9 @@ void hm__bind_atfork_child(void)
 
 static void replace_all(void)
 {
-    for (size_t i = 0; i < TABN; i++)
-        if (B.tab[i].state == E_LIVE && B.tab[i].own)
-            place(&B.tab[i], 1);
+    for (size_t i = 0; i < B.live; i++)
+        if (B.tab[B.dense[i]].own)
+            place(&B.tab[B.dense[i]], 1);
 }
 
 EXPORT void hm_rt_phase_begin(const char *name)
@@ -432,9 +440,11 @@ EXPORT void hm_rt_name(const void *ptr, const char *name)
     uint64_t a = (uint64_t)(uintptr_t)ptr;
     lock();
     obj_t *hit = NULL;
-    for (size_t i = 0; B.tab && i < TABN && !hit; i++)
-        if (B.tab[i].state == E_LIVE && a >= B.tab[i].addr && a < B.tab[i].addr + B.tab[i].size)
-            hit = &B.tab[i];
+    for (size_t i = 0; B.tab && i < B.live && !hit; i++) {
+        obj_t *o = &B.tab[B.dense[i]];
+        if (a >= o->addr && a < o->addr + o->size)
+            hit = o;
+    }
     if (hit) {
         snprintf(hit->name, sizeof hit->name, "%s", name);
         if (B.active && hit->own)
