@@ -615,7 +615,7 @@ static int sampler_init(void)
     }
     int rc = hm__rec_events((hm_backend_t)hm__opt.backend, hm__opt.period, &S.ev);
     if (rc) {
-        hm__pdiag("backend %s: %s", hm_backend_name((hm_backend_t)hm__opt.backend), hm_errdetail());
+        hm__pdiag("backend %d: %s", hm__opt.backend, hm_errdetail());
         hm__opt.backend = -1;
         return rc;
     }
@@ -717,7 +717,10 @@ static void read_opts(void)
     hm_backend_t be;
     if (b[0] && hm_backend_parse(b, &be) == 0)
         hm__opt.backend = (int)be;
-    hm__opt.period = env_u64("HETMEM_PERIOD", hm__opt.backend == HM_BACKEND_SOFT ? 1000000 : 4000);
+    else if (!strcmp(b, "perf-sw"))
+        hm__opt.backend = HM__BACKEND_PERFSW;
+    hm__opt.period = env_u64("HETMEM_PERIOD", hm__opt.backend == HM_BACKEND_SOFT || hm__opt.backend == HM__BACKEND_PERFSW
+                                                  ? 1000000 : 4000);
     if (!hm__opt.period)
         hm__opt.period = 1000000;
     hm__opt.min_size = env_u64("HETMEM_MIN_SIZE", 64 * 1024);

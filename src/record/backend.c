@@ -94,9 +94,32 @@ int hm__perf_sysfs_encode(const char *pmu, const char *terms, uint64_t cfg[3])
     return 0;
 }
 
+int hm__perfsw_events(uint64_t period_ns, hm__rec_events_t *ev)
+{
+    memset(ev, 0, sizeof *ev);
+    struct perf_event_attr *a = (void *)ev->attr[0];
+    a->size = sizeof *a;
+    a->type = PERF_TYPE_SOFTWARE;
+    a->config = PERF_COUNT_SW_TASK_CLOCK;
+    a->sample_period = period_ns;
+    a->sample_type = hm__rec_sample_type();
+    a->exclude_kernel = 1;
+    a->exclude_hv = 1;
+    a->use_clockid = 1;
+    a->clockid = CLOCK_MONOTONIC;
+    ev->n = 1;
+    ev->leader[0] = -1;
+    ev->sampling[0] = 1;
+    snprintf(ev->name[0], sizeof ev->name[0], "task-clock");
+    snprintf(ev->event, sizeof ev->event, "task-clock (perf-sw)");
+    return 0;
+}
+
 int hm__rec_events(hm_backend_t b, uint64_t period, hm__rec_events_t *ev)
 {
     memset(ev, 0, sizeof *ev);
+    if ((int)b == HM__BACKEND_PERFSW)
+        return hm__perfsw_events(period, ev);
     switch (b) {
     case HM_BACKEND_PEBS: return hm__pebs_events(period, 30, ev);
     case HM_BACKEND_IBS: return hm__ibs_events(period, ev);

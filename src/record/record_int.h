@@ -51,6 +51,12 @@ int hm__ibs_events(uint64_t period, hm__rec_events_t *ev);
 int hm__spe_events(uint64_t period, hm__rec_events_t *ev);
 int hm__rec_events(hm_backend_t b, uint64_t period, hm__rec_events_t *ev);
 
+/* Diagnostic backend: the kernel's task-clock software event through the
+ * same per-thread perf ring path as PEBS/IBS (no data addresses). It checks
+ * the perf plumbing on machines without a PMU. Not chosen by auto. */
+#define HM__BACKEND_PERFSW 16
+int hm__perfsw_events(uint64_t period_ns, hm__rec_events_t *ev);
+
 /* First usable backend in preference order (pebs, ibs, spe, soft). */
 int hm__backend_auto(int try_open, hm_backend_t *out);
 

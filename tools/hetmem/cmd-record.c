@@ -15,7 +15,7 @@
 enum { OPT_BIND = 256, OPT_MIN_SIZE, OPT_DEPTH };
 
 static const hm_cli_opt_t opts[] = {
-    {'b', "backend", "NAME", "auto (default), pebs, ibs, spe, soft, or none (allocations only)"},
+    {'b', "backend", "NAME", "auto (default), pebs, ibs, spe, soft, none (allocations only), perf-sw (check the perf path)"},
     {'p', "period", "PERIOD", "events per sample (pebs/ibs/spe, default 4000); soft: microseconds between samples (default 1000 = 1 kHz)"},
     {'F', "freq", "HZ", "soft: samples per second per thread (alternative to -p)"},
     {OPT_BIND, "bind", "DEVICE", "bind all data to a NUMA node, tierN or kind (see 'hetmem doctor')"},
@@ -50,7 +50,7 @@ static int expand_rank(const char *in, char *out, size_t len)
 }
 
 typedef struct {
-    uint64_t samples, allocs, frees, unresolved, lost, sites, procs, phases, names, errors;
+    uint64_t seen, withaddr, samples, allocs, frees, unresolved, lost, sites, procs, phases, names, errors;
     char soft[160];
 } totals_t;
 
@@ -104,6 +104,8 @@ static int merge(const char *dir, hm_trace_writer_t *w, totals_t *t)
             hm_sample_t x = {r->time, r->a, r->b, r->tid, (uint32_t)(r->c >> 32), (uint16_t)(r->c >> 8),
                              (uint8_t)(r->c & 0xff)};
             rc = hm_trace_write_sample(w, &x);
+            t->seen++;
+            t->withaddr += r->a != 0;
             break;
         }
         case HM_REC_ALLOC: {
@@ -195,8 +197,18 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
 
     hm_backend_t b;
     char why[256], remedy[256];
-    int none = !strcmp(bk, "none");
-    if (none) {
+    int none = !strcmp(bk, "none"), perfsw = !strcmp(bk, "perf-sw");
+    if (perfsw) {
+        /* Diagnostic: the perf ring path with a software clock event. */
+        hm__rec_events_t ev;
+        hm__perfsw_events(1000000, &ev);
+        int fd = hm__os_perf_open(ev.attr[0], 0, -1, -1, 0);
+        if (fd < 0)
+            return hm_cli_failf("record", "backend perf-sw is not usable here: perf_event_open(task-clock): %s; "
+                                "remedy: lower kernel.perf_event_paranoid (<= 2)", strerror(-fd));
+        close(fd);
+        b = (hm_backend_t)HM__BACKEND_PERFSW;
+    } else if (none) {
         b = HM_BACKEND_SOFT; /* placeholder; no sampler runs */
         if (have_p || freq)
             return hm_cli_usage(cmd, "-p/-F have no meaning with -b none");
@@ -204,17 +216,18 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
         if (hm__backend_auto(1, &b) != 0)
             return hm_cli_fail("record", HM_ENOPMU);
     } else if (hm_backend_parse(bk, &b) != 0) {
-        return hm_cli_usage(cmd, "-b: unknown backend '%s' (auto, pebs, ibs, spe, soft, none)", bk);
+        return hm_cli_usage(cmd, "-b: unknown backend '%s' (auto, pebs, ibs, spe, soft, none, perf-sw)", bk);
     } else if (hm_backend_probe(b, 1, why, sizeof why, remedy, sizeof remedy) != 0) {
         return hm_cli_failf("record", "backend %s is not usable here: %s; remedy: %s", bk, why, remedy);
     }
-    if (b != HM_BACKEND_SOFT && freq)
+    int timed = b == HM_BACKEND_SOFT || perfsw; /* periods in time, not events */
+    if (!timed && freq)
         return hm_cli_usage(cmd, "-F applies to the soft backend only; use -p for %s", hm_backend_name(b));
-    /* soft: period in ns for the runtime; -p is in microseconds. */
-    uint64_t rt_period = b == HM_BACKEND_SOFT
+    /* soft and perf-sw: period in ns for the runtime; -p is in microseconds. */
+    uint64_t rt_period = timed
         ? (freq ? 1000000000ull / freq : (have_p ? period * 1000 : 1000000))
         : (have_p ? period : 4000);
-    if (b == HM_BACKEND_SOFT && rt_period < 10000)
+    if (timed && !none && rt_period < 10000)
         return hm_cli_usage(cmd, "-p: soft sampling faster than every 10 us (100 kHz) is not supported");
 
     if (bind) {
@@ -239,6 +252,8 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     if (none) {
         snprintf(event, sizeof event, "none");
         rt_period = 0;
+    } else if (perfsw) {
+        snprintf(event, sizeof event, "task-clock %.0f Hz (perf-sw)", 1e9 / (double)rt_period);
     } else if (b == HM_BACKEND_SOFT) {
         snprintf(event, sizeof event, "soft:timer %.0f Hz", 1e9 / (double)rt_period);
     } else {
@@ -250,7 +265,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     meta.producer = "hetmem-record " HETMEM_VERSION;
     meta.clock = "CLOCK_MONOTONIC";
     meta.clock_ns_per_unit = 1.0;
-    meta.backend = none ? "none" : hm_backend_name(b);
+    meta.backend = none ? "none" : perfsw ? "perf-sw" : hm_backend_name(b);
     meta.event = event;
     meta.period = rt_period;
     meta.device = bind;
@@ -270,7 +285,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     }
     char e_spool[4200], e_backend[64], e_period[64], e_min[64], e_depth[32], e_bind[128];
     snprintf(e_spool, sizeof e_spool, "HETMEM_SPOOL=%s", tmpl);
-    snprintf(e_backend, sizeof e_backend, "HETMEM_BACKEND=%s", none ? "" : hm_backend_name(b));
+    snprintf(e_backend, sizeof e_backend, "HETMEM_BACKEND=%s", none ? "" : perfsw ? "perf-sw" : hm_backend_name(b));
     snprintf(e_period, sizeof e_period, "HETMEM_PERIOD=%llu", (unsigned long long)rt_period);
     snprintf(e_min, sizeof e_min, "HETMEM_MIN_SIZE=%llu", (unsigned long long)min_size);
     snprintf(e_depth, sizeof e_depth, "HETMEM_DEPTH=%llu", (unsigned long long)depth);
@@ -293,11 +308,11 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     int rc2 = hm_trace_writer_close(w, &end);
     if (rc || rc2)
         return hm_cli_fail(path, rc ? rc : rc2);
-    double res = t.samples ? 100.0 * (double)(t.samples - t.unresolved) / (double)t.samples : 0;
+    double res = t.seen ? 100.0 * (double)t.withaddr / (double)t.seen : 0;
     fprintf(stderr,
             "hetmem: record: %s: %llu samples (%.1f%% with an address, %llu lost), %llu allocs, %llu frees, "
             "%llu sites, %llu process%s, %.3f s, %s %d\n",
-            path, (unsigned long long)t.samples, res, (unsigned long long)t.lost, (unsigned long long)t.allocs,
+            path, (unsigned long long)t.seen, res, (unsigned long long)t.lost, (unsigned long long)t.allocs,
             (unsigned long long)t.frees, (unsigned long long)t.sites, (unsigned long long)t.procs,
             t.procs == 1 ? "" : "es", (double)wall / 1e9, WIFSIGNALED(status) ? "signal" : "exit",
             WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
