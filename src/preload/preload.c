@@ -837,6 +837,11 @@ static void atfork_child(void)
  * the same environment (LD_PRELOAD and HETMEM_* pass through). */
 static void before_exec(void)
 {
+    /* A vfork child (Python's subprocess, for one) shares the parent's
+     * memory and threads' state: it must not stop the parent's collector
+     * or write the parent's spool. Its new image starts afresh anyway. */
+    if (getpid() != S.pid_now)
+        return;
     hm__guard++;
     if (t_thr)
         sampler_stop(t_thr);
@@ -855,7 +860,7 @@ static void before_exec(void)
         int r = real args;                                                            \
         int saved_errno_ = errno;                                                    \
         /* exec failed: keep recording in this image. */                              \
-        if (hm__opt.record) {                                                         \
+        if (hm__opt.record && getpid() == S.pid_now) {                                \
             hm__guard++;                                                              \
             S.samples = S.unresolved = S.lost = 0;                                    \
             if (S.fd >= 0) close(S.fd);                                               \

@@ -38,6 +38,10 @@ grep -q " 150 allocs, 150 frees," "$WORK/forkexec.err" && grep -q " 4 processes"
 same cxx -- "$WORK/cxx"
 same numpy -- /usr/bin/python3 -c 'import numpy as np; a = np.arange(3_000_000, dtype=np.float64); b = np.sqrt(a) @ np.ones_like(a); print(round(float(b), 3), np.linalg.inv(np.eye(50) * 2)[0, 0])'
 
+# Python's subprocess spawns through vfork + execve: the child must not
+# touch the parent's collector or spool.
+same pysub -- /usr/bin/python3 -c 'import subprocess; print(subprocess.run(["echo", "hi"], capture_output=True).stdout, subprocess.run(["sh", "-c", "exit 2"]).returncode)'
+
 # sort on a ~10 MB file: a stock Debian tool with its own memory management.
 /usr/bin/python3 -c 'import random; random.seed(1); print("\n".join(str(random.random()) for _ in range(500_000)))' > "$WORK/in.txt"
 same sort -- sort "$WORK/in.txt"
