@@ -204,8 +204,9 @@ typedef struct {
 /**
  * Opens and validates a trace: magic, version, header, index and end record.
  * Blocks are checked when read. Errors: HM_EBADTRACE (magic), HM_EVERSION,
- * HM_ETRUNC (no valid end/index), HM_ECORRUPT, HM_ETOOBIG, -errno; the
- * detail names the offset.
+ * HM_ETRUNC (empty, cut short, or no valid end/index), HM_ECORRUPT,
+ * HM_ETOOBIG, -errno; the detail (hm_errdetail()) names the offset and
+ * block, not the path, which the caller knows.
  * @return 0 and *out owned by the caller (hm_trace_close()).
  */
 int hm_trace_open(hm_trace_t **out, const char *path);
@@ -219,7 +220,9 @@ uint32_t hm_trace_nblocks(const hm_trace_t *t);
 int hm_trace_block_info(const hm_trace_t *t, uint32_t i, hm_block_info_t *out);
 
 /**
- * Iterates all records in time order.
+ * Iterates all records in time order. At equal times a block's non-sample
+ * records come before its samples; otherwise records of equal time keep
+ * their writing order (samples among samples, the others among themselves).
  * @return 1 with *rec filled, 0 at the end, or a negative error (the detail
  *         names the block and offset).
  */

@@ -1,7 +1,8 @@
-/* Block codec of trace format v1: columnar varint coding of samples and a
- * tagged event stream, before zstd. The decoder is the reader's hot loop,
- * so each column is decoded by its own tight loop over a padded buffer with
- * a branch-free error flag, and nothing is allocated per record. */
+/* Block codec of trace format v1: samples as byte-plane integer columns
+ * (delta and predictor coded) and other records as a tagged varint event
+ * stream, before zstd. The decoder is the reader's hot loop: each column is
+ * decoded by its own straight loop with a branch-free error flag, and
+ * nothing is allocated per record. */
 #include "trace_internal.h"
 
 #include <errno.h>
@@ -26,72 +27,156 @@ void hm__buf_free(hm__buf_t *b)
 
 /* ------------------------------------------------------------- encoder */
 
-/* Writes one column from its symbols: a constant column (every sample the
- * same symbol, common for tid/dsrc/access) costs one varint. */
-static void put_column(hm__buf_t *out, const uint64_t *sym, uint32_t n)
+/* Integer column: frame of reference (the block's minimum), a shift by the
+ * trailing zero bits all values share (alignment), then w whole bytes per
+ * value stored as byte planes (all low bytes, then all second bytes...),
+ * with the few values wider than w patched in afterwards (patched frame of
+ * reference: one outlier does not widen the whole block). Planes give zstd
+ * one byte distribution per plane and decode with straight vectorizable
+ * loops: no varint branches in the hot path. */
+static void put_int_column(hm__buf_t *out, uint64_t *v, uint32_t n)
 {
-    int same = 1;
-    for (uint32_t i = 1; i < n && same; i++)
-        same = sym[i] == sym[0];
-    hm__buf_reserve(out, 5 + (size_t)n * 10 + 10);
-    uint8_t *hdr = out->p + out->len;
-    uint8_t *p = hdr + 5;
-    if (same) {
-        hdr[0] = HM__COLMODE_CONST;
-        p = hm__put_varint(p, n ? sym[0] : 0);
-    } else {
-        hdr[0] = HM__COLMODE_VARINT;
-        for (uint32_t i = 0; i < n; i++)
-            p = hm__put_varint(p, sym[i]);
+    /* v is the encoder's scratch: values are reduced in place. */
+    uint64_t mn = n ? UINT64_MAX : 0, orv = 0;
+    for (uint32_t i = 0; i < n; i++)
+        mn = v[i] < mn ? v[i] : mn;
+    for (uint32_t i = 0; i < n; i++)
+        orv |= v[i] -= mn;
+    unsigned sh = orv ? (unsigned)__builtin_ctzll(orv) : 0;
+    uint32_t cnt[9] = {0};
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t x = v[i] >>= sh;
+        cnt[x ? (71 - __builtin_clzll(x)) / 8 : 0]++;
     }
-    hm__put_u32(hdr + 1, (uint32_t)(p - hdr - 5));
+    /* Width that minimises planes plus patches. A patch is weighted well
+     * above its raw size: interleaved varints compress worse than planes,
+     * so only true outliers become patches. */
+    unsigned w = 8;
+    uint64_t best = UINT64_MAX, above = 0;
+    for (int k = 8; k >= 0; k--) {
+        uint64_t cost = (uint64_t)k * n + above * 16;
+        if (cost < best)
+            best = cost, w = (unsigned)k;
+        above += cnt[k];
+    }
+    uint32_t npatch = 0;
+    for (unsigned k = w + 1; k <= 8; k++)
+        npatch += cnt[k];
+    hm__buf_reserve(out, 2 + 20 + (size_t)w * n + (size_t)npatch * 20);
+    uint8_t *p = out->p + out->len;
+    *p++ = (uint8_t)w;
+    *p++ = (uint8_t)sh;
+    p = hm__put_varint(p, mn);
+    p = hm__put_varint(p, npatch);
+    uint64_t mask = w == 8 ? UINT64_MAX : (UINT64_C(1) << (8 * w)) - 1;
+    for (unsigned j = 0; j < w; j++) {
+        if (npatch)
+            for (uint32_t i = 0; i < n; i++)
+                p[i] = v[i] > mask ? 0 : (uint8_t)(v[i] >> (8 * j));
+        else
+            for (uint32_t i = 0; i < n; i++)
+                p[i] = (uint8_t)(v[i] >> (8 * j));
+        p += n;
+    }
+    uint32_t prev = 0;
+    for (uint32_t i = 0; i < n && npatch; i++) {
+        if (v[i] > mask) {
+            p = hm__put_varint(p, i - prev);
+            p = hm__put_varint(p, v[i]);
+            prev = i;
+        }
+    }
     out->len = (size_t)(p - out->p);
 }
 
-/* Addresses: each sample picks the recent-address slot that predicts it
- * best, with or without that slot's last stride, so several interleaved
- * strided streams each code as small residuals. A far miss replaces the
- * least recently used slot instead of clobbering an active stream. */
-static void put_addr_column(hm__buf_t *out, const hm_sample_t *s, uint32_t n)
+static void put_varint_list(hm__buf_t *out, const uint64_t *v, uint32_t n)
 {
-    uint64_t last[HM__ADDR_SLOTS] = {0}, stride[HM__ADDR_SLOTS] = {0}, used[HM__ADDR_SLOTS] = {0};
-    hm__buf_reserve(out, 5 + (size_t)n * 20 + 10);
-    uint8_t *hdr = out->p + out->len;
-    uint8_t *p = hdr + 5;
-    hdr[0] = HM__COLMODE_VARINT;
-    for (uint32_t i = 0; i < n; i++) {
-        uint64_t a = s[i].addr;
-        uint64_t best = UINT64_MAX;
-        unsigned bj = 0, bs = 0;
-        for (unsigned j = 0; j < HM__ADDR_SLOTS; j++) {
-            uint64_t z0 = hm__zigzag((int64_t)(a - last[j]));
-            uint64_t z1 = hm__zigzag((int64_t)(a - last[j] - stride[j]));
-            if (z0 < best) { best = z0; bj = j; bs = 0; }
-            if (z1 < best && j != HM__ADDR_SLOTS - 1) { best = z1; bj = j; bs = 1; }
-        }
-        if (best > (1u << 20)) {
-            /* Far from every slot: a new stream or a random access. Code it
-             * against the least recently used slot and take that slot. */
-            unsigned v = 0;
-            for (unsigned j = 1; j < HM__ADDR_SLOTS; j++)
-                if (used[j] < used[v])
-                    v = j;
-            bj = v;
-            bs = 0;
-            best = hm__zigzag((int64_t)(a - last[v]));
-        }
-        if (best >= (UINT64_C(1) << 59)) {
-            p = hm__put_varint(p, HM__ADDR_ESCAPE);
-            p = hm__put_varint(p, a);
-            continue;
-        }
-        p = hm__put_varint(p, (best << 4) | (bs << 3) | bj);
-        stride[bj] = a - last[bj];
-        last[bj] = a;
-        used[bj] = i + 1;
-    }
-    hm__put_u32(hdr + 1, (uint32_t)(p - hdr - 5));
+    hm__buf_reserve(out, 4 + (size_t)n * 10);
+    uint8_t *hdr = out->p + out->len, *p = hdr + 4;
+    for (uint32_t i = 0; i < n; i++)
+        p = hm__put_varint(p, v[i]);
+    hm__put_u32(hdr, (uint32_t)(p - hdr - 4));
     out->len = (size_t)(p - out->p);
+}
+
+/* Victim choice for a far address: the CLOCK approximation of least
+ * recently used. Each use sets a slot's reference bit; the hand skips (and
+ * clears) referenced slots. Cheap enough for the decoder's hot loop, and
+ * both sides run the same steps. */
+typedef struct {
+    uint8_t ref[HM__ADDR_SLOTS];
+    unsigned hand;
+} clock_t_;
+
+static inline unsigned clock_victim(clock_t_ *c)
+{
+    for (;;) {
+        unsigned h = c->hand;
+        c->hand = (h + 1) & (HM__ADDR_SLOTS - 1);
+        if (!c->ref[h])
+            return h;
+        c->ref[h] = 0;
+    }
+}
+
+/* Addresses: each sample is coded against one of HM__ADDR_SLOTS recent
+ * addresses, with or without that slot's last stride, so interleaved
+ * strided streams each code as small residuals. An address far from every
+ * slot (a new stream, a random access) takes a slot not used lately (CLOCK)
+ * instead of clobbering an active stream; the decoder runs the same victim choice, so only the mode says so. */
+static void put_addr_columns(hm__buf_t *out, const hm_sample_t *s, uint32_t n, uint64_t *code,
+                             uint64_t *res, uint64_t *exc, uint64_t *ipres)
+{
+    uint64_t last[HM__ADDR_SLOTS] = {0}, stride[HM__ADDR_SLOTS] = {0}, ip[HM__ADDR_SLOTS] = {0};
+    clock_t_ clk = {{0}, 0};
+    uint32_t nexc = 0;
+    /* Residuals are shifted right by the alignment all addresses share
+     * before zigzag coding, so 8-byte aligned streams lose 3 bits. */
+    uint64_t orv = 0;
+    for (uint32_t i = 0; i < n; i++)
+        orv |= s[i].addr;
+    unsigned sh = orv ? (unsigned)__builtin_ctzll(orv) : 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t a = s[i].addr, best = UINT64_MAX;
+        unsigned bj = 0, bm = 0;
+        for (unsigned j = 0; j < HM__ADDR_SLOTS; j++) {
+            uint64_t z0 = hm__zigzag((int64_t)(a - last[j]) >> sh);
+            uint64_t z1 = hm__zigzag((int64_t)(a - last[j] - stride[j]) >> sh);
+            if (z0 < best) best = z0, bj = j, bm = HM__ADDR_NEAR;
+            if (z1 < best) best = z1, bj = j, bm = HM__ADDR_STRIDE;
+            if (best < 16) /* good enough: spare the writer the full search */
+                break;
+        }
+        unsigned store = bj;
+        if (best > (HM__ADDR_NEAR_MAX >> sh)) {
+            store = clock_victim(&clk);
+            if (best < (HM__ADDR_FAR_MAX >> sh)) {
+                bm = HM__ADDR_FAR;
+                best = hm__zigzag((int64_t)(a - last[bj]) >> sh);
+            } else {
+                bm = HM__ADDR_ABS;
+                bj = 0;
+                best = 0;
+                exc[nexc++] = a;
+            }
+            stride[store] = 0;
+        } else {
+            stride[store] = a - last[bj];
+        }
+        code[i] = (uint64_t)(bm << 4 | bj);
+        res[i] = best;
+        /* The instructions that touch one object are few: predict the ip
+         * from the last sample coded through the same slot. */
+        ipres[i] = hm__zigzag((int64_t)(s[i].ip - ip[bj]));
+        ip[store] = s[i].ip;
+        last[store] = a;
+        clk.ref[store] = 1;
+    }
+    put_int_column(out, code, n);
+    put_int_column(out, res, n);
+    hm__buf_reserve(out, 1);
+    out->p[out->len++] = (uint8_t)sh;
+    put_varint_list(out, exc, nexc);
 }
 
 static uint8_t *put_str(uint8_t *p, const char *strings, uint32_t off, uint32_t len)
@@ -103,35 +188,30 @@ static uint8_t *put_str(uint8_t *p, const char *strings, uint32_t off, uint32_t 
 
 void hm__block_encode(hm__buf_t *out, const hm_sample_t *s, uint32_t ns,
                       const hm__wevent_t *ev, uint32_t nev, const char *strings,
-                      uint64_t base_time)
+                      uint64_t base_time, uint64_t *scratch)
 {
-    uint64_t *sym = hm__xmalloc((size_t)(ns ? ns : 1) * sizeof *sym);
+    uint64_t *sym = scratch, *res = scratch + ns, *exc = scratch + 2 * (size_t)ns,
+             *ipres = scratch + 3 * (size_t)ns;
     uint64_t prev = base_time;
     for (uint32_t i = 0; i < ns; i++) {
         sym[i] = s[i].time - prev;
         prev = s[i].time;
     }
-    put_column(out, sym, ns);
-    put_addr_column(out, s, ns);
-    prev = 0;
-    for (uint32_t i = 0; i < ns; i++) {
-        sym[i] = hm__zigzag((int64_t)(s[i].ip - prev));
-        prev = s[i].ip;
-    }
-    put_column(out, sym, ns);
+    put_int_column(out, sym, ns);
+    put_addr_columns(out, s, ns, sym, res, exc, ipres);
+    put_int_column(out, ipres, ns);
     for (uint32_t i = 0; i < ns; i++)
         sym[i] = s[i].tid;
-    put_column(out, sym, ns);
+    put_int_column(out, sym, ns);
     for (uint32_t i = 0; i < ns; i++)
         sym[i] = s[i].weight;
-    put_column(out, sym, ns);
+    put_int_column(out, sym, ns);
     for (uint32_t i = 0; i < ns; i++)
         sym[i] = s[i].dsrc;
-    put_column(out, sym, ns);
+    put_int_column(out, sym, ns);
     for (uint32_t i = 0; i < ns; i++)
         sym[i] = s[i].access;
-    put_column(out, sym, ns);
-    free(sym);
+    put_int_column(out, sym, ns);
 
     /* Events: kind, time delta, body length, body. The length lets a v1
      * reader skip kinds added later. */
@@ -212,6 +292,8 @@ void hm__cols_free(hm__cols_t *c)
     free(c->weight);
     free(c->dsrc);
     free(c->access);
+    free(c->scratch);
+    free(c->codes);
     free(c->events);
     free(c->evtime);
     free(c->arena);
@@ -224,7 +306,7 @@ static int cols_reserve(hm__cols_t *c, uint32_t ns, uint32_t nev, size_t arena)
         /* Columns are freed and reallocated rather than realloc'ed: their
          * old contents are never needed. */
         free(c->time); free(c->addr); free(c->ip); free(c->tid);
-        free(c->weight); free(c->dsrc); free(c->access);
+        free(c->weight); free(c->dsrc); free(c->access); free(c->scratch); free(c->codes);
         c->time = malloc((size_t)ns * 8);
         c->addr = malloc((size_t)ns * 8);
         c->ip = malloc((size_t)ns * 8);
@@ -232,8 +314,11 @@ static int cols_reserve(hm__cols_t *c, uint32_t ns, uint32_t nev, size_t arena)
         c->weight = malloc((size_t)ns * 4);
         c->dsrc = malloc((size_t)ns * 2);
         c->access = malloc(ns);
+        c->scratch = malloc((size_t)ns * 8);
+        c->codes = malloc(ns);
         c->cap = ns;
-        if (!c->time || !c->addr || !c->ip || !c->tid || !c->weight || !c->dsrc || !c->access) {
+        if (!c->time || !c->addr || !c->ip || !c->tid || !c->weight || !c->dsrc || !c->access ||
+            !c->scratch || !c->codes) {
             hm__cols_free(c);
             return -ENOMEM;
         }
@@ -265,50 +350,143 @@ static int cols_reserve(hm__cols_t *c, uint32_t ns, uint32_t nev, size_t arena)
     return 0;
 }
 
+/* An integer column as read from the payload. */
 typedef struct {
-    const uint8_t *p, *end; /* section data; the buffer is padded past end */
-    uint8_t mode;
-} col_t;
+    unsigned w, sh;
+    uint64_t base;
+    uint32_t npatch;
+    const uint8_t *planes, *patch, *patch_end;
+} icol_t;
 
-static int get_col(const uint8_t **pp, const uint8_t *end, col_t *col, int which)
+static int get_icol(const uint8_t **pp, const uint8_t *end, uint32_t n, icol_t *c, int which)
 {
     const uint8_t *p = *pp;
-    if (end - p < 5)
-        return hm__errf(HM_ECORRUPT, "column %d header past payload end", which);
-    col->mode = p[0];
-    uint32_t len = hm__get_u32(p + 1);
-    p += 5;
-    if (col->mode > HM__COLMODE_VARINT)
-        return hm__errf(HM_ECORRUPT, "column %d: unknown mode %u", which, col->mode);
-    if (len > (size_t)(end - p))
-        return hm__errf(HM_ECORRUPT, "column %d: length %u past payload end", which, len);
-    col->p = p;
-    col->end = p + len;
-    *pp = p + len;
+    if (end - p < 4)
+        return hm__errf(HM_ECORRUPT, "column %d: header past payload end", which);
+    c->w = p[0];
+    c->sh = p[1];
+    p += 2;
+    c->base = hm__get_varint(&p);
+    uint64_t np = hm__get_varint(&p);
+    if (c->w > 8 || c->sh > 63 || p > end || np > n)
+        return hm__errf(HM_ECORRUPT, "column %d: bad header", which);
+    c->npatch = (uint32_t)np;
+    if ((uint64_t)c->w * n > (uint64_t)(end - p))
+        return hm__errf(HM_ECORRUPT, "column %d: %u-byte values for %u samples past payload end", which,
+                        c->w, n);
+    c->planes = p;
+    p += (size_t)c->w * n;
+    c->patch = p;
+    /* Patches: (index gap, value) varint pairs; validated here, applied by
+     * the plane loops. */
+    uint64_t idx = 0;
+    for (uint32_t k = 0; k < c->npatch; k++) {
+        uint64_t gap = hm__get_varint(&p);
+        hm__get_varint(&p);
+        idx += gap;
+        if (p > end || idx >= n || (k && gap == 0))
+            return hm__errf(HM_ECORRUPT, "column %d: bad patch %u", which, k);
+    }
+    c->patch_end = p;
+    *pp = p;
     return 0;
 }
 
-#define COL_BAD(which) hm__errf(HM_ECORRUPT, "column %d: bad values", (which))
+/* Largest value the planes (not the patches) allow, saturated. */
+static uint64_t icol_max(const icol_t *c)
+{
+    unsigned __int128 m = c->w ? (((unsigned __int128)1 << (8 * c->w)) - 1) << c->sh : 0;
+    m += c->base;
+    return m > UINT64_MAX ? UINT64_MAX : (uint64_t)m;
+}
 
-/* Decodes an integer column that stores values directly. */
-#define DECODE_PLAIN(col, which, n, dst, maxv)                                   \
-    do {                                                                         \
-        const uint8_t *q_ = (col).p, *e_ = (col).end;                           \
-        uint64_t bad_ = 0;                                                       \
-        if ((col).mode == HM__COLMODE_CONST) {                                   \
-            uint64_t v_ = hm__get_varint(&q_);                                  \
-            bad_ |= v_ > (maxv);                                                 \
-            for (uint32_t i_ = 0; i_ < (n); i_++)                               \
-                (dst)[i_] = (__typeof__((dst)[0]))v_;                            \
+/* Plane-major loops over a destination type; the compiler vectorizes them.
+ * Returns non-zero when a patch does not fit the type. */
+#define DEFINE_PLANES(name, T, TMAX)                                             \
+    static int name(T *restrict dst, const icol_t *c, uint32_t n)               \
+    {                                                                            \
+        const uint8_t *restrict pl = c->planes;                                  \
+        if (c->w == 0) {                                                         \
+            for (uint32_t i = 0; i < n; i++)                                     \
+                dst[i] = (T)c->base;                                             \
+        } else if (c->w == 1) {                                                  \
+            /* One fused pass for the common narrow widths. */                   \
+            T b = (T)c->base;                                                    \
+            unsigned sh = c->sh;                                                 \
+            for (uint32_t i = 0; i < n; i++)                                     \
+                dst[i] = (T)(b + (T)((T)pl[i] << sh));                           \
+        } else if (c->w == 2 && sizeof(T) >= 2) {                                \
+            T b = (T)c->base;                                                    \
+            unsigned sh = c->sh;                                                 \
+            const uint8_t *restrict q = pl + n;                                  \
+            for (uint32_t i = 0; i < n; i++)                                     \
+                dst[i] = (T)(b + (T)((T)(pl[i] | (T)((T)q[i] << 8)) << sh));     \
+        } else if ((c->w == 3 || c->w == 4) && sizeof(T) >= 4) {                 \
+            T b = (T)c->base;                                                    \
+            unsigned sh = c->sh;                                                 \
+            const uint8_t *restrict q1 = pl + n, *restrict q2 = pl + 2 * (size_t)n; \
+            const uint8_t *restrict q3 = c->w == 4 ? pl + 3 * (size_t)n : NULL; \
+            if (q3)                                                              \
+                for (uint32_t i = 0; i < n; i++)                                 \
+                    dst[i] = (T)(b + ((T)(pl[i] | (uint32_t)q1[i] << 8 | (uint32_t)q2[i] << 16 | \
+                                          (uint32_t)q3[i] << 24) << sh));       \
+            else                                                                 \
+                for (uint32_t i = 0; i < n; i++)                                 \
+                    dst[i] = (T)(b + ((T)(pl[i] | (uint32_t)q1[i] << 8 | (uint32_t)q2[i] << 16) << sh)); \
         } else {                                                                 \
-            for (uint32_t i_ = 0; i_ < (n); i_++) {                             \
-                uint64_t v_ = hm__get_varint(&q_);                              \
-                bad_ |= (v_ > (maxv)) | (q_ > e_);                               \
-                (dst)[i_] = (__typeof__((dst)[0]))v_;                            \
+            for (uint32_t i = 0; i < n; i++)                                     \
+                dst[i] = pl[i];                                                  \
+            for (unsigned j = 1; j < c->w && j < sizeof(T); j++) {               \
+                const uint8_t *restrict q = pl + (size_t)j * n;                 \
+                for (uint32_t i = 0; i < n; i++)                                 \
+                    dst[i] |= (T)((T)q[i] << (8 * j));                           \
+            }                                                                    \
+            if (c->sh || c->base) {                                              \
+                T b = (T)c->base;                                                \
+                unsigned sh = c->sh;                                             \
+                for (uint32_t i = 0; i < n; i++)                                 \
+                    dst[i] = (T)(b + (T)(dst[i] << sh));                         \
             }                                                                    \
         }                                                                        \
-        if (bad_ || q_ != e_)                                                    \
-            return COL_BAD(which);                                               \
+        const uint8_t *p = c->patch;                                             \
+        uint64_t idx = 0, bad = 0;                                               \
+        for (uint32_t k = 0; k < c->npatch; k++) {                               \
+            idx += hm__get_varint(&p);                                           \
+            uint64_t v = hm__get_varint(&p);                                     \
+            unsigned __int128 full = ((unsigned __int128)v << c->sh) + c->base;  \
+            bad |= (v >> (63 - c->sh) >> 1) != 0 || full > (TMAX);               \
+            dst[idx] = (T)full;                                                  \
+        }                                                                        \
+        return bad != 0;                                                         \
+    }
+DEFINE_PLANES(planes_u64, uint64_t, UINT64_MAX)
+DEFINE_PLANES(planes_u32, uint32_t, UINT32_MAX)
+DEFINE_PLANES(planes_u16, uint16_t, UINT16_MAX)
+DEFINE_PLANES(planes_u8, uint8_t, UINT8_MAX)
+
+/* Decodes a column into a narrower type. When the header alone proves the
+ * planes fit, the type's own loop runs; otherwise values go through the
+ * 64-bit scratch and each is checked. */
+#define DECODE_NARROW(fn, T, maxv, dst, col, n, scratch, which)                  \
+    do {                                                                         \
+        uint64_t bad_ = 0;                                                       \
+        if (icol_max(&(col)) <= (maxv)) {                                        \
+            bad_ = fn((dst), &(col), (n));                                       \
+        } else {                                                                 \
+            bad_ = planes_u64((scratch), &(col), (n));                           \
+            for (uint32_t i_ = 0; i_ < (n); i_++) {                              \
+                bad_ |= (scratch)[i_] > (maxv);                                  \
+                (dst)[i_] = (T)(scratch)[i_];                                    \
+            }                                                                    \
+        }                                                                        \
+        if (bad_)                                                                \
+            return hm__errf(HM_ECORRUPT, "column %d: value out of range", (which)); \
+    } while (0)
+
+#define DECODE_U64(dst, col, n, which)                                           \
+    do {                                                                         \
+        if (planes_u64((dst), &(col), (n)))                                      \
+            return hm__errf(HM_ECORRUPT, "column %d: value out of range", (which)); \
     } while (0)
 
 static int decode_events(hm__cols_t *c, const uint8_t *p, const uint8_t *end, uint32_t nev,
@@ -413,11 +591,25 @@ int hm__block_decode(hm__cols_t *c, const uint8_t *raw, size_t raw_len, uint32_t
                      uint32_t nev, uint64_t first, uint64_t last)
 {
     const uint8_t *p = raw, *end = raw + raw_len;
-    col_t col[HM__NCOLS];
+    icol_t tcol, ccol, rcol, icol, tidcol, wcol, dcol, acol;
+    const uint8_t *exc, *exc_end;
     int rc;
-    for (int k = 0; k < HM__NCOLS; k++)
-        if ((rc = get_col(&p, end, &col[k], k)) < 0)
-            return rc;
+    if ((rc = get_icol(&p, end, ns, &tcol, HM__COL_TIME)) < 0 ||
+        (rc = get_icol(&p, end, ns, &ccol, HM__COL_ADDR_CODE)) < 0 ||
+        (rc = get_icol(&p, end, ns, &rcol, HM__COL_ADDR_RES)) < 0)
+        return rc;
+    if (end - p < 5 || hm__get_u32(p + 1) > (size_t)(end - p - 5) || p[0] > 63)
+        return hm__errf(HM_ECORRUPT, "column %d: bad header", HM__COL_ADDR_EXC);
+    unsigned ash = p[0];
+    exc = p + 5;
+    exc_end = exc + hm__get_u32(p + 1);
+    p = exc_end;
+    if ((rc = get_icol(&p, end, ns, &icol, HM__COL_IP)) < 0 ||
+        (rc = get_icol(&p, end, ns, &tidcol, HM__COL_TID)) < 0 ||
+        (rc = get_icol(&p, end, ns, &wcol, HM__COL_WEIGHT)) < 0 ||
+        (rc = get_icol(&p, end, ns, &dcol, HM__COL_DSRC)) < 0 ||
+        (rc = get_icol(&p, end, ns, &acol, HM__COL_ACCESS)) < 0)
+        return rc;
     if (end - p < 4)
         return hm__errf(HM_ECORRUPT, "events header past payload end");
     uint32_t evlen = hm__get_u32(p);
@@ -431,80 +623,63 @@ int hm__block_decode(hm__cols_t *c, const uint8_t *raw, size_t raw_len, uint32_t
     if ((rc = cols_reserve(c, ns, nev, (size_t)evlen + nev + 1)) < 0)
         return hm__errf(rc, "cannot allocate a block of %u samples", ns);
 
-    /* time: deltas from the block's first time; must stay within [first, last]. */
+    /* time: deltas from the block's first time, kept within [first, last] */
     {
-        const uint8_t *q = col[0].p, *e = col[0].end;
-        uint64_t t = first, bad = 0;
-        uint64_t *dst = c->time;
-        if (col[0].mode == HM__COLMODE_CONST) {
-            uint64_t d = hm__get_varint(&q);
-            if (ns && d > (last - first) / ns)
-                bad = 1;
-            else
-                for (uint32_t i = 0; i < ns; i++)
-                    dst[i] = (t += d);
-        } else {
-            for (uint32_t i = 0; i < ns; i++) {
-                uint64_t d = hm__get_varint(&q);
-                uint64_t nt = t + d;
-                bad |= (nt < t) | (nt > last) | (q > e);
-                dst[i] = t = nt;
-            }
-        }
-        if (bad || q != e)
-            return COL_BAD(0);
-    }
-    /* addr */
-    {
-        const uint8_t *q = col[1].p, *e = col[1].end;
-        uint64_t last_a[HM__ADDR_SLOTS] = {0}, stride[HM__ADDR_SLOTS] = {0}, bad = 0;
-        uint64_t *dst = c->addr;
-        if (col[1].mode != HM__COLMODE_VARINT && ns)
-            return COL_BAD(1);
-        if (ns == 0)
-            q = e;
+        uint64_t *restrict t = c->time;
+        DECODE_U64(t, tcol, ns, HM__COL_TIME);
+        uint64_t cur = first, bad = 0;
         for (uint32_t i = 0; i < ns; i++) {
-            uint64_t v = hm__get_varint(&q);
-            unsigned code = (unsigned)(v & 15);
-            uint64_t a;
-            if (HM_UNLIKELY(code == HM__ADDR_ESCAPE)) {
-                a = hm__get_varint(&q);
-            } else {
-                unsigned j = code & 7;
-                uint64_t pred = last_a[j] + (code & 8 ? stride[j] : 0);
-                a = pred + (uint64_t)hm__unzigzag(v >> 4);
-                stride[j] = a - last_a[j];
-                last_a[j] = a;
-            }
-            bad |= q > e;
-            dst[i] = a;
+            uint64_t nt = cur + t[i];
+            bad |= (nt < cur) | (nt > last);
+            t[i] = cur = nt;
         }
-        if (bad || q != e)
-            return COL_BAD(1);
+        if (bad)
+            return hm__errf(HM_ECORRUPT, "column %d: time outside the block's range", HM__COL_TIME);
     }
-    /* ip: zigzag deltas from the previous sample's ip */
+    /* addr: replay the encoder's slot table */
     {
-        const uint8_t *q = col[2].p, *e = col[2].end;
-        uint64_t ip = 0, bad = 0;
-        uint64_t *dst = c->ip;
-        if (col[2].mode == HM__COLMODE_CONST) {
-            uint64_t d = (uint64_t)hm__unzigzag(hm__get_varint(&q));
-            for (uint32_t i = 0; i < ns; i++)
-                dst[i] = (ip += d);
-        } else {
-            for (uint32_t i = 0; i < ns; i++) {
-                ip += (uint64_t)hm__unzigzag(hm__get_varint(&q));
-                bad |= q > e;
-                dst[i] = ip;
+        uint8_t *restrict code = c->codes;
+        uint64_t *restrict a = c->addr;
+        DECODE_NARROW(planes_u8, uint8_t, UINT8_MAX, code, ccol, ns, c->scratch, HM__COL_ADDR_CODE);
+        DECODE_U64(a, rcol, ns, HM__COL_ADDR_RES);
+        uint64_t *restrict ip = c->ip;
+        DECODE_U64(ip, icol, ns, HM__COL_IP);
+        uint64_t last_a[HM__ADDR_SLOTS] = {0}, stride[HM__ADDR_SLOTS] = {0}, slot_ip[HM__ADDR_SLOTS] = {0};
+        clock_t_ clk = {{0}, 0};
+        const uint8_t *q = exc;
+        uint64_t bad = 0;
+        for (uint32_t i = 0; i < ns; i++) {
+            unsigned k = code[i], j = k & (HM__ADDR_SLOTS - 1), mode = k >> 4;
+            uint64_t v;
+            bad |= mode > HM__ADDR_ABS;
+            unsigned store = j;
+            if (HM_LIKELY(mode <= HM__ADDR_STRIDE)) {
+                v = last_a[j] + (stride[j] & (uint64_t)-(int64_t)mode) + ((uint64_t)hm__unzigzag(a[i]) << ash);
+                stride[j] = v - last_a[j];
+            } else {
+                store = clock_victim(&clk);
+                if (mode == HM__ADDR_FAR) {
+                    v = last_a[j] + ((uint64_t)hm__unzigzag(a[i]) << ash);
+                } else {
+                    v = hm__get_varint(&q);
+                    bad |= (q > exc_end) | (a[i] != 0) | (j != 0);
+                }
+                stride[store] = 0;
             }
+            uint64_t x = slot_ip[j] + (uint64_t)hm__unzigzag(ip[i]);
+            slot_ip[store] = x;
+            ip[i] = x;
+            last_a[store] = v;
+            clk.ref[store] = 1;
+            a[i] = v;
         }
-        if (bad || q != e)
-            return COL_BAD(2);
+        if (bad || q != exc_end)
+            return hm__errf(HM_ECORRUPT, "column %d: bad address exceptions", HM__COL_ADDR_EXC);
     }
-    DECODE_PLAIN(col[3], 3, ns, c->tid, UINT32_MAX);
-    DECODE_PLAIN(col[4], 4, ns, c->weight, UINT32_MAX);
-    DECODE_PLAIN(col[5], 5, ns, c->dsrc, UINT16_MAX);
-    DECODE_PLAIN(col[6], 6, ns, c->access, UINT8_MAX);
+    DECODE_NARROW(planes_u32, uint32_t, UINT32_MAX, c->tid, tidcol, ns, c->scratch, HM__COL_TID);
+    DECODE_NARROW(planes_u32, uint32_t, UINT32_MAX, c->weight, wcol, ns, c->scratch, HM__COL_WEIGHT);
+    DECODE_NARROW(planes_u16, uint16_t, UINT16_MAX, c->dsrc, dcol, ns, c->scratch, HM__COL_DSRC);
+    DECODE_NARROW(planes_u8, uint8_t, UINT8_MAX, c->access, acol, ns, c->scratch, HM__COL_ACCESS);
 
     uint32_t k = 0;
     if ((rc = decode_events(c, p, end, nev, first, last, &k)) < 0)

@@ -71,47 +71,47 @@ static const char *jstr(const json_t *h, const char *key)
     return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-static int load_header(hm_trace_t *t, const char *path)
+static int load_header(hm_trace_t *t)
 {
     uint8_t pre[HM__TR_PREAMBLE_BYTES];
     size_t have = t->size < sizeof pre ? (size_t)t->size : sizeof pre;
     if (t->size == 0)
-        return hm__errf(HM_ETRUNC, "%s: empty file", path);
+        return hm__errf(HM_ETRUNC, "empty file");
     int rc = read_at(t, pre, have, 0, "preamble");
     if (rc < 0)
         return rc;
     if (memcmp(pre, HM__TR_MAGIC, have < 8 ? have : 8) != 0)
-        return hm__errf(HM_EBADTRACE, "%s: offset 0: expected \"HMTRACE\"", path);
+        return hm__errf(HM_EBADTRACE, "offset 0: expected \"HMTRACE\"");
     if (have < sizeof pre)
-        return hm__errf(HM_ETRUNC, "%s: preamble: file ends at %zu (need %d bytes)", path, have,
+        return hm__errf(HM_ETRUNC, "preamble: file ends at %zu (need %d bytes)", have,
                         HM__TR_PREAMBLE_BYTES);
     uint32_t version = hm__get_u32(pre + 8), flags = hm__get_u32(pre + 12);
     uint32_t hlen = hm__get_u32(pre + 16), hsum = hm__get_u32(pre + 20);
     if (version == 0 || version > HM_TRACE_VERSION)
-        return hm__errf(HM_EVERSION, "%s: offset 8: version %u (this reader reads 1..%d)", path,
+        return hm__errf(HM_EVERSION, "offset 8: version %u (this reader reads 1..%d)",
                         version, HM_TRACE_VERSION);
     if (flags & HM__TR_FLAGS_REQUIRED_MASK)
-        return hm__errf(HM_EVERSION, "%s: offset 12: unknown required feature flags 0x%x", path,
+        return hm__errf(HM_EVERSION, "offset 12: unknown required feature flags 0x%x",
                         flags & HM__TR_FLAGS_REQUIRED_MASK);
     if (hlen > HM__TR_MAX_HEADER)
-        return hm__errf(HM_ETOOBIG, "%s: offset 16: header length %u (max %u)", path, hlen,
+        return hm__errf(HM_ETOOBIG, "offset 16: header length %u (max %u)", hlen,
                         HM__TR_MAX_HEADER);
     if ((uint64_t)HM__TR_PREAMBLE_BYTES + hlen > t->size)
-        return hm__errf(HM_ETRUNC, "%s: header of %u bytes at offset %d: file ends at %llu", path,
+        return hm__errf(HM_ETRUNC, "header of %u bytes at offset %d: file ends at %llu",
                         hlen, HM__TR_PREAMBLE_BYTES, (unsigned long long)t->size);
     t->hdr_text = malloc((size_t)hlen + 1);
     if (!t->hdr_text)
-        return hm__errf(-ENOMEM, "%s: header", path);
+        return hm__errf(-ENOMEM, "header");
     if ((rc = read_at(t, t->hdr_text, hlen, HM__TR_PREAMBLE_BYTES, "header")) < 0)
         return rc;
     t->hdr_text[hlen] = '\0';
     if (CHECKSUMS && (uint32_t)hm__hash64(t->hdr_text, hlen, 0) != hsum)
-        return hm__errf(HM_ECORRUPT, "%s: header at offset %d: checksum mismatch", path,
+        return hm__errf(HM_ECORRUPT, "header at offset %d: checksum mismatch",
                         HM__TR_PREAMBLE_BYTES);
     json_error_t je;
     t->hdr = json_loadb(t->hdr_text, hlen, JSON_REJECT_DUPLICATES, &je);
     if (!t->hdr || !json_is_object(t->hdr))
-        return hm__errf(HM_ECORRUPT, "%s: header at offset %d: %s", path, HM__TR_PREAMBLE_BYTES,
+        return hm__errf(HM_ECORRUPT, "header at offset %d: %s", HM__TR_PREAMBLE_BYTES,
                         t->hdr ? "not a JSON object" : je.text);
     t->data_start = HM__TR_PREAMBLE_BYTES + (uint64_t)hlen;
 
@@ -134,7 +134,7 @@ static int load_header(hm_trace_t *t, const char *path)
         size_t n = json_array_size(v), k = 0;
         t->argv = calloc(n + 1, sizeof *t->argv);
         if (!t->argv)
-            return hm__errf(-ENOMEM, "%s: header argv", path);
+            return hm__errf(-ENOMEM, "header argv");
         for (size_t i = 0; i < n; i++)
             if (json_is_string(json_array_get(v, i)))
                 t->argv[k++] = json_string_value(json_array_get(v, i));
@@ -143,46 +143,54 @@ static int load_header(hm_trace_t *t, const char *path)
     return 0;
 }
 
-static int load_index(hm_trace_t *t, const char *path)
+static int load_index(hm_trace_t *t)
 {
     uint8_t tr[HM__TR_TRAILER_BYTES];
     uint64_t min_size = t->data_start + HM__TR_TRAILER_BYTES;
     if (t->size < min_size ||
         read_at(t, tr, sizeof tr, t->size - HM__TR_TRAILER_BYTES, "trailer") < 0 ||
         memcmp(tr + 24, HM__TR_TRAILER_MAGIC, 8) != 0)
-        return hm__errf(HM_ETRUNC, "%s: no index or end record at offset %llu (the writer did not finish)",
-                        path, (unsigned long long)(t->size >= HM__TR_TRAILER_BYTES ? t->size - HM__TR_TRAILER_BYTES : 0));
+        return hm__errf(HM_ETRUNC, "no index or end record: file ends at offset %llu (the writer did not finish)",
+                        (unsigned long long)t->size);
     uint64_t off = hm__get_u64(tr), len = hm__get_u64(tr + 8), sum = hm__get_u64(tr + 16);
     uint64_t toff = t->size - HM__TR_TRAILER_BYTES;
     if (off < t->data_start || off > toff || len != toff - off)
-        return hm__errf(HM_ECORRUPT, "%s: trailer at offset %llu: index at %llu+%llu does not end at the trailer",
-                        path, (unsigned long long)toff, (unsigned long long)off, (unsigned long long)len);
+        return hm__errf(HM_ECORRUPT, "trailer at offset %llu: index at %llu+%llu does not end at the trailer",
+                        (unsigned long long)toff, (unsigned long long)off, (unsigned long long)len);
     if (len < 8 + HM__TR_END_BYTES || (len - 8 - HM__TR_END_BYTES) % HM__TR_INDEX_ENTRY_BYTES)
-        return hm__errf(HM_ECORRUPT, "%s: index at offset %llu: bad length %llu", path,
+        return hm__errf(HM_ECORRUPT, "index at offset %llu: bad length %llu",
                         (unsigned long long)off, (unsigned long long)len);
     uint64_t nb = (len - 8 - HM__TR_END_BYTES) / HM__TR_INDEX_ENTRY_BYTES;
     if (nb > HM__TR_MAX_BLOCKS)
-        return hm__errf(HM_ETOOBIG, "%s: index at offset %llu: %llu blocks", path,
+        return hm__errf(HM_ETOOBIG, "index at offset %llu: %llu blocks",
                         (unsigned long long)off, (unsigned long long)nb);
+    /* The index's own head must agree before its length sizes a buffer. */
+    uint8_t head[8];
+    int hrc = read_at(t, head, sizeof head, off, "index");
+    if (hrc < 0)
+        return hrc;
+    if (hm__get_u32(head) != HM__TR_INDEX_MAGIC || hm__get_u32(head + 4) != nb)
+        return hm__errf(HM_ECORRUPT, "index at offset %llu: bad magic or block count",
+                        (unsigned long long)off);
     uint8_t *buf = malloc((size_t)len);
     if (!buf)
-        return hm__errf(-ENOMEM, "%s: index of %llu bytes", path, (unsigned long long)len);
+        return hm__errf(-ENOMEM, "index of %llu bytes", (unsigned long long)len);
     int rc = read_at(t, buf, (size_t)len, off, "index");
     if (rc < 0)
         goto out;
     rc = HM_ECORRUPT;
     if (CHECKSUMS && hm__hash64(buf, (size_t)len, 0) != sum) {
-        hm__errf(rc, "%s: index at offset %llu: checksum mismatch", path, (unsigned long long)off);
+        hm__errf(rc, "index at offset %llu: checksum mismatch", (unsigned long long)off);
         goto out;
     }
     if (hm__get_u32(buf) != HM__TR_INDEX_MAGIC || hm__get_u32(buf + 4) != nb) {
-        hm__errf(rc, "%s: index at offset %llu: bad magic or block count", path, (unsigned long long)off);
+        hm__errf(rc, "index at offset %llu: bad magic or block count", (unsigned long long)off);
         goto out;
     }
     t->nblocks = (uint32_t)nb;
     t->blocks = calloc(nb ? nb : 1, sizeof *t->blocks);
     if (!t->blocks) {
-        rc = hm__errf(-ENOMEM, "%s: index", path);
+        rc = hm__errf(-ENOMEM, "index");
         goto out;
     }
     uint64_t expect = t->data_start, prev_last = 0, nrec = 0, nsamp = 0;
@@ -203,13 +211,13 @@ static int load_index(hm_trace_t *t, const char *path)
         else if (b->records == 0 || b->records > HM__TR_MAX_BLOCK_RECORDS || b->samples > b->records)
             why = "record count out of range", err = HM_ETOOBIG;
         else if (b->raw_bytes > HM__TR_MAX_RAW || b->compressed_bytes > ZSTD_compressBound(b->raw_bytes))
-            why = "length out of range", err = HM_ETOOBIG;
+            why = "raw or compressed length out of range", err = HM_ETOOBIG;
         else if (b->first_time > b->last_time || b->first_time < prev_last)
             why = "times out of order";
         else if (b->offset + HM__TR_BLOCK_HDR_BYTES + b->compressed_bytes > off)
             why = "block runs into the index";
         if (why) {
-            rc = hm__errf(err, "%s: index entry %u (block at offset %llu): %s", path, i,
+            rc = hm__errf(err, "index entry %u (block at offset %llu): %s", i,
                           (unsigned long long)b->offset, why);
             goto out;
         }
@@ -219,14 +227,14 @@ static int load_index(hm_trace_t *t, const char *path)
         nsamp += b->samples;
     }
     if (expect != off) {
-        hm__errf(rc, "%s: index at offset %llu: blocks end at %llu", path, (unsigned long long)off,
+        hm__errf(rc, "index at offset %llu: blocks end at %llu", (unsigned long long)off,
                  (unsigned long long)expect);
         goto out;
     }
     const uint8_t *end = buf + 8 + nb * HM__TR_INDEX_ENTRY_BYTES;
     uint64_t eoff = off + 8 + nb * HM__TR_INDEX_ENTRY_BYTES;
     if (hm__get_u32(end) != HM__TR_END_MAGIC) {
-        hm__errf(rc, "%s: end record at offset %llu: bad magic", path, (unsigned long long)eoff);
+        hm__errf(rc, "end record at offset %llu: bad magic", (unsigned long long)eoff);
         goto out;
     }
     hm_trace_stats_t *s = &t->stats;
@@ -245,7 +253,7 @@ static int load_index(hm_trace_t *t, const char *path)
     s->file_bytes = t->size;
     if (sum_counts != nrec || s->records[HM_REC_SAMPLE] != nsamp ||
         s->loads + s->stores != nsamp) {
-        hm__errf(rc, "%s: end record at offset %llu: counts disagree with the index", path,
+        hm__errf(rc, "end record at offset %llu: counts disagree with the index",
                  (unsigned long long)eoff);
         goto out;
     }
@@ -265,20 +273,22 @@ int hm_trace_open(hm_trace_t **out, const char *path)
     int rc;
     t->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (t->fd < 0) {
-        rc = hm__errf(-errno, "%s", path);
+        rc = -errno; /* the caller names the file */
+        hm__errclear();
         goto fail;
     }
     struct stat st;
     if (fstat(t->fd, &st) < 0) {
-        rc = hm__errf(-errno, "%s", path);
+        rc = -errno; /* the caller names the file */
+        hm__errclear();
         goto fail;
     }
     if (!S_ISREG(st.st_mode)) {
-        rc = hm__errf(-EINVAL, "%s: not a regular file", path);
+        rc = hm__errf(-EINVAL, "not a regular file");
         goto fail;
     }
     t->size = (uint64_t)st.st_size;
-    if ((rc = load_header(t, path)) < 0 || (rc = load_index(t, path)) < 0)
+    if ((rc = load_header(t)) < 0 || (rc = load_index(t)) < 0)
         goto fail;
     t->dctx = ZSTD_createDCtx();
     if (!t->dctx) {

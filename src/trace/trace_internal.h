@@ -34,23 +34,30 @@
 #define HM__TR_MAX_BLOCK_RECORDS (1u << 20)
 #define HM__TR_MAX_RAW (64u << 20)
 #define HM__TR_MAX_STRING (1u << 20)
-#define HM__TR_MAX_BLOCKS (1u << 30)
+#define HM__TR_MAX_BLOCKS (1u << 26)
 
 /* Writer: default records per block, and its allowed range. */
 #define HM__TR_WRITER_MAX_RECORDS (1u << 18)
 /* Writer flushes a block once its strings reach this many bytes. */
 #define HM__TR_WRITER_STR_FLUSH (4u << 20)
 
-/* Sample columns, in payload order. */
-enum { HM__COL_TIME, HM__COL_ADDR, HM__COL_IP, HM__COL_TID, HM__COL_WEIGHT,
-       HM__COL_DSRC, HM__COL_ACCESS, HM__NCOLS };
-enum { HM__COLMODE_CONST = 0, HM__COLMODE_VARINT = 1 };
+/* Sample columns, in payload order. Every column but the address
+ * exceptions is an integer column (see codec.c). */
+enum { HM__COL_TIME, HM__COL_ADDR_CODE, HM__COL_ADDR_RES, HM__COL_ADDR_EXC, HM__COL_IP,
+       HM__COL_TID, HM__COL_WEIGHT, HM__COL_DSRC, HM__COL_ACCESS, HM__NCOLS };
 
-/* Address predictor: HM__ADDR_SLOTS recent (address, stride) pairs. A code's
- * low 4 bits pick slot (bits 0..2) and whether the stride is added (bit 3);
- * code 15 is an escape followed by the absolute address. */
-#define HM__ADDR_SLOTS 8
-#define HM__ADDR_ESCAPE 15u
+/* Address predictor: HM__ADDR_SLOTS recent (address, stride) pairs. A code
+ * is mode << 4 | slot. */
+#define HM__ADDR_SLOTS 16
+enum {
+    HM__ADDR_NEAR = 0,   /* last[slot] + residual, stored back into slot */
+    HM__ADDR_STRIDE = 1, /* last[slot] + stride[slot] + residual, into slot */
+    HM__ADDR_FAR = 2,    /* last[slot] + residual, into the CLOCK victim slot */
+    HM__ADDR_ABS = 3,    /* next exception value, into the CLOCK victim slot */
+};
+/* Zigzag residual limits of the encoder's choices (not format rules). */
+#define HM__ADDR_NEAR_MAX (UINT64_C(1) << 21)
+#define HM__ADDR_FAR_MAX (UINT64_C(1) << 41)
 
 /* Bytes of zero padding after a decoded payload so the varint reader can run
  * a few varints (at most 10 bytes each) past a section's end before the
@@ -117,10 +124,11 @@ typedef struct {
 } hm__wevent_t;
 
 /* Encodes one block's payload (before compression) into out (appended).
- * Samples and events must be sorted by time, all >= base_time. */
+ * Samples and events must be sorted by time, all >= base_time. scratch
+ * holds 4 * ns values, reused across blocks to spare the allocator. */
 void hm__block_encode(hm__buf_t *out, const hm_sample_t *s, uint32_t ns,
                       const hm__wevent_t *ev, uint32_t nev, const char *strings,
-                      uint64_t base_time);
+                      uint64_t base_time, uint64_t *scratch);
 
 /* Decoded block storage (reader side), reused from block to block. */
 typedef struct {
@@ -129,6 +137,8 @@ typedef struct {
     uint32_t *tid, *weight;
     uint16_t *dsrc;
     uint8_t *access;
+    uint64_t *scratch;            /* per-sample scratch for the decoder */
+    uint8_t *codes;
     uint32_t evcap, nev;          /* nev: events decoded (unknown kinds skipped) */
     hm_record_t *events;
     uint64_t *evtime;             /* time of each event (sites have none in hm_site_t) */

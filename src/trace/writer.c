@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -21,6 +20,7 @@ struct hm_trace_writer {
     int err;                      /* sticky: first I/O error */
 
     hm_sample_t *s;
+    uint64_t *scratch;            /* 4 per sample, for the encoder */
     uint32_t ns;
     int s_unsorted;
     uint64_t s_last;
@@ -67,7 +67,7 @@ static json_t *json_str_or_null(const char *s)
     return s ? json_string(s) : json_null();
 }
 
-static int build_header(const hm_trace_meta_t *m, uint32_t block_records, char **out)
+static int build_header(const hm_trace_meta_t *m, char **out)
 {
     json_t *h = json_object();
     json_object_set_new(h, "format", json_string("hetmem-trace"));
@@ -94,8 +94,6 @@ static int build_header(const hm_trace_meta_t *m, uint32_t block_records, char *
     for (const char *const *a = m ? m->argv : NULL; a && *a; a++)
         json_array_append_new(argv, json_string(*a));
     json_object_set_new(h, "argv", argv);
-    json_object_set_new(h, "block_records", json_integer(block_records));
-    json_object_set_new(h, "created_unix", json_integer((json_int_t)time(NULL)));
     /* Strings that are not valid UTF-8 make json_string() return NULL,
      * which jansson's set_new silently drops; report them instead. */
     static const char *const keys[] = {"producer", "clock", "backend", "event", "device"};
@@ -135,7 +133,7 @@ int hm_trace_writer_open(hm_trace_writer_t **out, const char *path, const hm_tra
     w->fd = -1;
     w->block_records = 65536;
     char *hdr = NULL;
-    int rc = build_header(meta, w->block_records, &hdr);
+    int rc = build_header(meta, &hdr);
     if (rc < 0)
         goto fail;
     w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -161,6 +159,7 @@ int hm_trace_writer_open(hm_trace_writer_t **out, const char *path, const hm_tra
     }
     free(hdr);
     w->s = hm__xmalloc((size_t)w->block_records * sizeof *w->s);
+    w->scratch = hm__xmalloc((size_t)w->block_records * 4 * sizeof *w->scratch);
     *out = w;
     return 0;
 fail:
@@ -181,7 +180,9 @@ int hm_trace_writer_set_block_records(hm_trace_writer_t *w, uint32_t records)
         return hm__errf(HM_EUSAGE, "block size must be set before the first record");
     w->block_records = records;
     free(w->s);
+    free(w->scratch);
     w->s = hm__xmalloc((size_t)records * sizeof *w->s);
+    w->scratch = hm__xmalloc((size_t)records * 4 * sizeof *w->scratch);
     return 0;
 }
 
@@ -266,7 +267,8 @@ static int flush_block(hm_trace_writer_t *w)
             last = w->ev[w->nev - 1].time;
     }
     w->raw.len = 0;
-    hm__block_encode(&w->raw, w->s, w->ns, w->ev, w->nev, (const char *)w->str.p, first);
+    hm__block_encode(&w->raw, w->s, w->ns, w->ev, w->nev, (const char *)w->str.p, first,
+                     w->scratch);
     if (w->raw.len > HM__TR_MAX_RAW)
         return w->err = hm__errf(HM_ETOOBIG, "block %u encodes to %zu bytes", w->nblocks, w->raw.len);
     size_t bound = ZSTD_compressBound(w->raw.len);
@@ -491,6 +493,7 @@ int hm_trace_writer_close(hm_trace_writer_t *w, const hm_trace_end_t *end)
         rc = hm__errf(-errno, "close");
     ZSTD_freeCCtx(w->zc);
     free(w->s);
+    free(w->scratch);
     free(w->ev);
     hm__buf_free(&w->str);
     hm__buf_free(&w->raw);

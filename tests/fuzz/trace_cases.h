@@ -73,6 +73,45 @@ static int tc_write_good(const char *path, int with_end)
     return hm_trace_writer_close(w, with_end ? &end : NULL);
 }
 
+/* A varied trace for the fuzzing seed corpus: small blocks, every record
+ * kind, extreme values, address exceptions and patched columns. */
+static int tc_write_varied(const char *path)
+{
+    hm_trace_writer_t *w;
+    int rc = hm_trace_writer_open(&w, path, NULL);
+    if (rc < 0)
+        return rc;
+    hm_trace_writer_set_block_records(w, 40);
+    uint64_t x = 0x9e3779b97f4a7c15ULL, t = 5;
+    for (int i = 0; i < 300; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        t += x % 50;
+        int k = (int)(x >> 60) % 10;
+        if (k < 5) {
+            hm_sample_t s = {t, k == 0 ? x : 0x7f0000000000ULL + (x >> 40) * 8, 0x400000 + (x >> 50), (uint32_t)(x >> 62),
+                             k == 1 ? (uint32_t)x : (uint32_t)(x >> 56), (uint16_t)(x >> 20), (uint8_t)(x & 1)};
+            hm_trace_write_sample(w, &s);
+        } else if (k == 5) {
+            hm_alloc_t a = {t, x, x >> 33, x * 3, 2};
+            hm_trace_write_alloc(w, &a);
+            hm_trace_write_free(w, t + 1, x, 2);
+        } else if (k == 6) {
+            hm_trace_write_phase(w, (int)(x & 1), t, 3, (x & 2) ? "p1" : "");
+        } else if (k == 7) {
+            hm_counter_t c = {t, x, HM_COUNTER_CYCLES, 4};
+            hm_trace_write_counter(w, &c);
+        } else if (k == 8) {
+            hm_trace_write_site(w, x, "m+0x1 f\nm+0x2 g");
+        } else {
+            hm_trace_write_name(w, t, x, "obj");
+        }
+    }
+    hm_sample_t e = {UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT32_MAX, UINT32_MAX, UINT16_MAX, 255};
+    hm_trace_write_sample(w, &e);
+    hm_trace_end_t end = {UINT64_MAX, 1};
+    return hm_trace_writer_close(w, &end);
+}
+
 typedef struct {
     uint8_t *p;
     size_t n;
@@ -176,7 +215,7 @@ static int tc_make(const char *name, const char *good, const char *out)
     } else if (!strcmp(name, "block-checksum")) {
         blk[48 + clen / 2] ^= 0x55;
     } else if (!strcmp(name, "corrupt-zstd")) {
-        for (uint32_t i = 4; i < clen; i += 3) /* keep the frame magic and size */
+        for (uint32_t i = 12; i < clen; i += 3) /* keep the frame magic and header */
             blk[48 + i] ^= 0xa5;
         tc_fix_block_sum(&b, ds);
     } else if (!strcmp(name, "corrupt-payload")) {

@@ -1,0 +1,113 @@
+/* Common helpers: error table, sizes, numbers, JSON error details, site ids. */
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "common/common.h"
+
+static void test_errors(void)
+{
+    CHECK_STR_EQ(hm_err_name(HM_EBADTRACE), "HM_EBADTRACE");
+    CHECK_STR_EQ(hm_strerror(HM_EBADTRACE), "not a hetmem trace (bad magic)");
+    CHECK_STR_EQ(hm_err_name(-ENOENT), "ENOENT");
+    CHECK_STR_EQ(hm_strerror(-ENOENT), "No such file or directory");
+    CHECK_STR_EQ(hm_strerror(0), "success");
+    CHECK_STR_EQ(hm_strerror(-99999), "unknown error");
+    CHECK_EQ_INT(hm__errf(HM_ECORRUPT, "block %d", 7), HM_ECORRUPT);
+    CHECK_STR_EQ(hm_errdetail(), "block 7");
+    hm__errclear();
+    CHECK_STR_EQ(hm_errdetail(), "");
+}
+
+static void test_sizes(void)
+{
+    uint64_t v = 1;
+    CHECK_EQ_INT(hm__parse_size("0", &v), 0);
+    CHECK_EQ_U64(v, 0);
+    CHECK_EQ_INT(hm__parse_size("512", &v), 0);
+    CHECK_EQ_U64(v, 512);
+    CHECK_EQ_INT(hm__parse_size("4K", &v), 0);
+    CHECK_EQ_U64(v, 4096);
+    CHECK_EQ_INT(hm__parse_size("16G", &v), 0);
+    CHECK_EQ_U64(v, 16ull << 30);
+    CHECK_EQ_INT(hm__parse_size("1.5MiB", &v), 0);
+    CHECK_EQ_U64(v, 3ull << 19);
+    CHECK_EQ_INT(hm__parse_size("2tb", &v), 0);
+    CHECK_EQ_U64(v, 2ull << 40);
+    CHECK_EQ_INT(hm__parse_size("", &v), HM_ERANGE);
+    CHECK_EQ_INT(hm__parse_size("-1G", &v), HM_ERANGE);
+    CHECK_EQ_INT(hm__parse_size("12Q", &v), HM_ERANGE);
+    CHECK_EQ_INT(hm__parse_size("G", &v), HM_ERANGE);
+    CHECK_EQ_INT(hm__parse_size("99999999999T", &v), HM_ERANGE);
+    char buf[32];
+    CHECK_STR_EQ(hm__fmt_size(1536, buf, sizeof buf), "1.5 KiB");
+    CHECK_STR_EQ(hm__fmt_size(17, buf, sizeof buf), "17 B");
+}
+
+static void test_numbers(void)
+{
+    uint64_t v;
+    CHECK_EQ_INT(hm__parse_u64("0x3f2a91c07d5e1b44", &v), 0);
+    CHECK_EQ_U64(v, 0x3f2a91c07d5e1b44ull);
+    CHECK_EQ_INT(hm__parse_u64("18446744073709551615", &v), 0);
+    CHECK_EQ_U64(v, UINT64_MAX);
+    CHECK_EQ_INT(hm__parse_u64("18446744073709551616", &v), HM_ERANGE);
+    CHECK_EQ_INT(hm__parse_u64("-3", &v), HM_ERANGE);
+    CHECK_EQ_INT(hm__parse_u64("12x", &v), HM_ERANGE);
+    CHECK_EQ_INT(hm__parse_u64(" 1", &v), HM_ERANGE);
+    double d;
+    CHECK_EQ_INT(hm__parse_double("0.25", &d), 0);
+    CHECK_NEAR(d, 0.25, 1e-12);
+    CHECK_EQ_INT(hm__parse_double("nan", &d), HM_ERANGE);
+    CHECK_EQ_INT(hm__parse_double("1e999", &d), HM_ERANGE);
+}
+
+static void test_json(void)
+{
+    json_t *j = NULL;
+    CHECK_EQ_INT(hm__json_load_string("cfg", "{\"a\": 1,\n \"b\": }", &j), HM_EBADJSON);
+    CHECK(strncmp(hm_errdetail(), "cfg:2:", 6) == 0);
+    CHECK_EQ_INT(hm__json_load_string("cfg", "{\"a\": 1, \"a\": 2}", &j), HM_EBADJSON);
+    CHECK_EQ_INT(hm__json_load_file("/nonexistent/x.json", &j), -ENOENT);
+    CHECK_EQ_INT(hm__json_load_string("cfg", "{\"n\": 3, \"s\": \"4K\", \"x\": \"y\", \"f\": 0.5}", &j), 0);
+    uint64_t u = 0;
+    CHECK_EQ_INT(hm__json_get_u64(j, "n", 1, &u, "cfg"), 0);
+    CHECK_EQ_U64(u, 3);
+    CHECK_EQ_INT(hm__json_get_u64(j, "s", 1, &u, "cfg"), 0);
+    CHECK_EQ_U64(u, 4096);
+    CHECK_EQ_INT(hm__json_get_u64(j, "x", 1, &u, "cfg"), HM_EBADJSON);
+    CHECK(strstr(hm_errdetail(), "\"x\"") != NULL);
+    CHECK_EQ_INT(hm__json_get_u64(j, "missing", 1, &u, "cfg"), HM_EBADJSON);
+    u = 77;
+    CHECK_EQ_INT(hm__json_get_u64(j, "missing", 0, &u, "cfg"), 0);
+    CHECK_EQ_U64(u, 77);
+    double f = 0;
+    CHECK_EQ_INT(hm__json_get_double(j, "f", 1, &f, "cfg"), 0);
+    CHECK_NEAR(f, 0.5, 1e-12);
+    const char *s = NULL;
+    CHECK_EQ_INT(hm__json_get_string(j, "n", 1, &s, "cfg"), HM_EBADJSON);
+    json_decref(j);
+}
+
+__attribute__((noinline, noipa)) static uintptr_t here(void) { return (uintptr_t)__builtin_return_address(0); }
+
+static void test_sites(void)
+{
+    uintptr_t a[2] = {here(), here()}; /* two call sites: different ids */
+    CHECK(hm__site_id(&a[0], 1) != hm__site_id(&a[1], 1));
+    CHECK_EQ_U64(hm__site_id(&a[0], 1), hm__site_id(&a[0], 1));
+    char buf[256];
+    hm__site_frame(a[0], buf, sizeof buf);
+    CHECK(strstr(buf, "unit_test_common+0x") != NULL);
+}
+
+int main(void)
+{
+    test_errors();
+    test_sizes();
+    test_numbers();
+    test_json();
+    test_sites();
+    return check_done();
+}
