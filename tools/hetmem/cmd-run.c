@@ -1,4 +1,228 @@
-#include "cli.h"
+/* hetmem run: run a command with its objects bound per a placement, and
+ * report where each object went. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
-HM_CMD_NOT_BUILT(hm_cmd_run, "run", "Run a command with its objects bound per a placement",
-                 "hetmem run --placement FILE [--report FILE] -- CMD ARGS");
+#include "cli.h"
+#include "hetmem/placement.h"
+#include "os/os.h"
+#include "record/record_int.h"
+
+enum { OPT_PLACEMENT = 256, OPT_REPORT, OPT_CAPACITY, OPT_MIN_SIZE };
+
+static const hm_cli_opt_t opts[] = {
+    {OPT_PLACEMENT, "placement", "FILE", "placement JSON (docs/placement-format.md)"},
+    {OPT_REPORT, "report", "FILE", "write the placement report as JSON (default: table on stderr)"},
+    {OPT_CAPACITY, "capacity", "DEV=SIZE", "capacity of a placement device (repeatable); default: its nodes' memory"},
+    {OPT_MIN_SIZE, "min-size", "SIZE", "bind allocations of at least SIZE bytes (default 64K)"},
+    {0},
+};
+
+enum { PL_SPILLED = 1, PL_MOVED = 2, PL_PHASE = 4, PL_UNBOUND = 8 };
+
+static json_t *nodes_of(uint64_t mask)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < 64; i++)
+        if (mask >> i & 1)
+            json_array_append_new(a, json_integer(i));
+    return a;
+}
+
+static int run(const hm_cmd_t *cmd, int argc, char **argv)
+{
+    hm_cli_t p;
+    const char *arg, *place = NULL, *report = NULL;
+    char capacity[1024] = "";
+    uint64_t min_size = 64 * 1024;
+    int k;
+    hm_cli_init(&p, cmd, argc, argv, 1);
+    while ((k = hm_cli_next(&p, &arg)) != -1) {
+        switch (k) {
+        case OPT_PLACEMENT: place = arg; break;
+        case OPT_REPORT: report = arg; break;
+        case OPT_CAPACITY: {
+            const char *eq = strchr(arg, '=');
+            uint64_t v;
+            if (!eq || eq == arg)
+                return hm_cli_usage(cmd, "--capacity: '%s' is not DEV=SIZE", arg);
+            if (hm_cli_size(cmd, "--capacity", eq + 1, &v))
+                return HM_EXIT_USAGE;
+            size_t l = strlen(capacity);
+            snprintf(capacity + l, sizeof capacity - l, "%s%.*s=%llu", l ? "," : "", (int)(eq - arg), arg,
+                     (unsigned long long)v);
+            break;
+        }
+        case OPT_MIN_SIZE:
+            if (hm_cli_size(cmd, "--min-size", arg, &min_size))
+                return HM_EXIT_USAGE;
+            break;
+        case HM_CLI_HELP: return HM_EXIT_OK;
+        default: return HM_EXIT_USAGE;
+        }
+    }
+    if (!place)
+        return hm_cli_usage(cmd, "--placement FILE is required");
+    if (p.ind >= argc)
+        return hm_cli_usage(cmd, "missing command to run (hetmem run --placement FILE -- CMD ARGS)");
+
+    /* Validate everything before the run: the placement, its devices, the
+     * capacities' device names. */
+    hm_placement_t *pl;
+    int rc = hm_placement_load(&pl, place, NULL, 0);
+    if (rc)
+        return hm_cli_fail(place, rc);
+    hm_os_info_t *info = hm__xmalloc(sizeof *info);
+    hm__os_probe(info);
+    int ndev = 0;
+    uint64_t mask[64] = {0};
+    for (; ndev < 64 && hm_placement_device_name(pl, ndev); ndev++)
+        if ((rc = hm__os_resolve_device(info, hm_placement_device_name(pl, ndev), &mask[ndev]))) {
+            free(info);
+            hm_placement_close(pl);
+            return hm_cli_fail(place, rc);
+        }
+    free(info);
+    char capcopy[1024];
+    snprintf(capcopy, sizeof capcopy, "%s", capacity);
+    for (char *save, *t = strtok_r(capcopy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        *strchr(t, '=') = '\0';
+        int found = 0;
+        for (int i = 0; i < ndev; i++)
+            found |= !strcmp(hm_placement_device_name(pl, i), t);
+        if (!found) {
+            hm_placement_close(pl);
+            return hm_cli_failf("run: --capacity", "%s: %s is not a device of %s", hm_strerror(HM_ENODEV), t, place);
+        }
+    }
+    hm_placement_close(pl);
+
+    char preload[4096], abs_place[PATH_MAX];
+    if (hm__find_preload(preload, sizeof preload) != 0)
+        return hm_cli_fail("run", HM_ENOTFOUND);
+    if (!realpath(place, abs_place))
+        return hm_cli_failf(place, "%s", strerror(errno));
+    char tmpl[4096];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(tmpl, sizeof tmpl, "%s/hetmem-spool.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(tmpl))
+        return hm_cli_failf("run", "cannot create spool folder %s: %s", tmpl, strerror(errno));
+    char e_spool[4200], e_place[PATH_MAX + 32], e_cap[1100], e_min[64];
+    snprintf(e_spool, sizeof e_spool, "HETMEM_SPOOL=%s", tmpl);
+    snprintf(e_place, sizeof e_place, "HETMEM_PLACEMENT=%s", abs_place);
+    snprintf(e_cap, sizeof e_cap, "HETMEM_CAPACITY=%s", capacity);
+    snprintf(e_min, sizeof e_min, "HETMEM_MIN_SIZE=%llu", (unsigned long long)min_size);
+    char e_nob[] = "HETMEM_BACKEND=";
+    char *env[] = {e_spool, e_place, e_cap, e_min, e_nob, NULL};
+    int status;
+    uint64_t wall;
+    rc = hm__launch(argv + p.ind, preload, env, &status, &wall);
+    if (rc) {
+        hm__spool_remove(tmpl);
+        return hm_cli_fail("run", rc);
+    }
+
+    hm__spool_set_t *s;
+    json_t *objs = json_array(), *devs = json_array(), *unmatched = json_array();
+    int nspill = 0, nobj = 0;
+    if (hm__spool_open(&s, tmpl) == 0) {
+        const hm__spool_rec_t *r;
+        const char *pay;
+        while (hm__spool_next(s, &r, &pay)) {
+            char req[64] = "-", got[64] = "-", name[64] = "-", phase[64] = "-";
+            switch (r->kind) {
+            case HM_SPOOL_PLACE: {
+                sscanf(pay, "%63s %63s %63s %63s", req, got, name, phase);
+                char site[32];
+                snprintf(site, sizeof site, "0x%016llx", (unsigned long long)r->c);
+                json_array_append_new(objs, json_pack("{s:I,s:I,s:s,s:s?,s:s?,s:s,s:s?,s:b,s:b}", "addr", (json_int_t)r->a,
+                                                      "size", (json_int_t)r->b, "site", site, "name",
+                                                      strcmp(name, "-") ? name : NULL, "phase",
+                                                      strcmp(phase, "-") ? phase : NULL, "requested", req, "device",
+                                                      strcmp(got, "-") ? got : NULL, "spilled",
+                                                      (r->tid & PL_SPILLED) != 0, "moved", (r->tid & PL_MOVED) != 0));
+                nobj++;
+                nspill += (r->tid & PL_SPILLED) != 0;
+                break;
+            }
+            case HM_SPOOL_PLACE + 4:
+                json_array_append_new(devs, json_pack("{s:s,s:I,s:I,s:I}", "name", pay, "capacity", (json_int_t)r->a,
+                                                      "peak", (json_int_t)r->b, "at_exit", (json_int_t)r->c));
+                break;
+            case HM_SPOOL_PLACE + 3: {
+                char *copy = hm__xstrdup(pay);
+                for (char *save, *t = strtok_r(copy, "\n", &save); t; t = strtok_r(NULL, "\n", &save))
+                    json_array_append_new(unmatched, json_string(t));
+                free(copy);
+                break;
+            }
+            case HM_SPOOL_ERROR:
+                fprintf(stderr, "hetmem: run: runtime: %s\n", pay);
+                break;
+            default: break;
+            }
+        }
+        hm__spool_close(s);
+    }
+    hm__spool_remove(tmpl);
+    /* NUMA nodes of each device, so the report says where pages are. */
+    info = hm__xmalloc(sizeof *info);
+    hm__os_probe(info);
+    for (size_t i = 0; i < json_array_size(objs); i++) {
+        json_t *o = json_array_get(objs, i);
+        const char *d = json_string_value(json_object_get(o, "device"));
+        uint64_t m;
+        json_object_set_new(o, "nodes", d && hm__os_resolve_device(info, d, &m) == 0 ? nodes_of(m) : json_array());
+    }
+    for (size_t i = 0; i < json_array_size(devs); i++) {
+        json_t *o = json_array_get(devs, i);
+        uint64_t m;
+        const char *d = json_string_value(json_object_get(o, "name"));
+        json_object_set_new(o, "nodes", hm__os_resolve_device(info, d, &m) == 0 ? nodes_of(m) : json_array());
+    }
+    free(info);
+    json_t *root = json_pack("{s:s,s:i,s:f,s:o,s:o,s:o}", "placement", abs_place, "exit_status", hm__exit_code(status),
+                             "wall_seconds", (double)wall / 1e9, "objects", objs, "devices", devs, "unmatched_rules",
+                             unmatched);
+    if (report) {
+        if (json_dump_file(root, report, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) {
+            json_decref(root);
+            return hm_cli_failf(report, "cannot write the report: %s", strerror(errno));
+        }
+    } else {
+        fprintf(stderr, "%-18s %-10s %-12s %-10s %-10s %s\n", "site", "name", "size", "requested", "device", "note");
+        for (size_t i = 0; i < json_array_size(objs); i++) {
+            json_t *o = json_array_get(objs, i);
+            char sz[32];
+            hm__fmt_size((uint64_t)json_integer_value(json_object_get(o, "size")), sz, sizeof sz);
+            const char *nm = json_string_value(json_object_get(o, "name"));
+            const char *dv = json_string_value(json_object_get(o, "device"));
+            fprintf(stderr, "%-18s %-10s %-12s %-10s %-10s %s%s\n",
+                    json_string_value(json_object_get(o, "site")), nm ? nm : "-", sz,
+                    json_string_value(json_object_get(o, "requested")), dv ? dv : "(unbound)",
+                    json_is_true(json_object_get(o, "spilled")) ? "spilled " : "",
+                    json_is_true(json_object_get(o, "moved")) ? "moved" : "");
+        }
+        for (size_t i = 0; i < json_array_size(unmatched); i++)
+            fprintf(stderr, "%s\n", json_string_value(json_array_get(unmatched, i)));
+    }
+    fprintf(stderr, "hetmem: run: %d object placement%s, %d spilled, %zu unmatched rule%s, %.3f s\n", nobj,
+            nobj == 1 ? "" : "s", nspill, json_array_size(unmatched), json_array_size(unmatched) == 1 ? "" : "s",
+            (double)wall / 1e9);
+    json_decref(root);
+    return hm__exit_code(status);
+}
+
+const hm_cmd_t hm_cmd_run = {
+    "run", "Run a command with its objects bound per a placement",
+    "hetmem run --placement FILE [--report FILE] [--capacity DEV=SIZE]... -- CMD ARGS",
+    "Devices in the placement name NUMA nodes: N, nodeN, tierN or a kind from\n"
+    "'hetmem doctor' (ddr, hbm, cxl). An object that does not fit its device's\n"
+    "capacity spills to the placement's default device. The exit status is the\n"
+    "command's.",
+    opts, run};

@@ -1,0 +1,264 @@
+/* Launching a traced command and merging the spool files its processes
+ * wrote. */
+#define _GNU_SOURCE
+#include "record/record_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int hm__find_preload(char *buf, size_t len)
+{
+    const char *env = getenv("HETMEM_PRELOAD");
+    if (env && *env) {
+        if (access(env, R_OK) != 0)
+            return hm__errf(HM_ENOTFOUND, "HETMEM_PRELOAD=%s: %s", env, strerror(errno));
+        snprintf(buf, len, "%s", env);
+        return 0;
+    }
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return hm__errf(HM_ENOTFOUND, "cannot read /proc/self/exe");
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = '\0';
+    static const char *const rel[] = {"/../lib/libhetmem_preload.so", "/libhetmem_preload.so",
+                                      "/../lib/hetmem/libhetmem_preload.so"};
+    for (size_t i = 0; i < HM_ARRAY_LEN(rel); i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s%s", exe, rel[i]);
+        char *r = realpath(p, NULL);
+        if (r && access(r, R_OK) == 0) {
+            snprintf(buf, len, "%s", r);
+            free(r);
+            return 0;
+        }
+        free(r);
+    }
+    return hm__errf(HM_ENOTFOUND, "libhetmem_preload.so is not in %s/../lib or %s (set HETMEM_PRELOAD)", exe, exe);
+}
+
+static volatile sig_atomic_t child_pid_;
+
+static void forward(int sig)
+{
+    if (child_pid_ > 0)
+        kill((pid_t)child_pid_, sig);
+}
+
+int hm__exit_code(int st)
+{
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);
+    if (WIFSIGNALED(st))
+        return 128 + WTERMSIG(st);
+    return 1;
+}
+
+int hm__launch(char *const argv[], const char *preload, char *const extra_env[], int *status, uint64_t *wall_ns)
+{
+    /* Build LD_PRELOAD before forking: the child only calls exec. */
+    const char *old = getenv("LD_PRELOAD");
+    size_t n = strlen(preload) + (old ? strlen(old) : 0) + 16;
+    char *ld = hm__xmalloc(n);
+    snprintf(ld, n, "%s%s%s", preload, old && *old ? ":" : "", old && *old ? old : "");
+    uint64_t t0 = hm__now_ns();
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        free(ld);
+        return hm__errf(-e, "fork: %s", strerror(e));
+    }
+    if (pid == 0) {
+        for (char *const *e = extra_env; e && *e; e++)
+            putenv(*e);
+        setenv("LD_PRELOAD", ld, 1);
+        execvp(argv[0], argv);
+        int e = errno;
+        fprintf(stderr, "hetmem: %s: %s\n", argv[0], strerror(e));
+        _exit(e == ENOENT ? 127 : 126);
+    }
+    free(ld);
+    child_pid_ = pid;
+    struct sigaction sa, old_int, old_term, old_hup;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = forward;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGHUP, &sa, &old_hup);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    *wall_ns = hm__now_ns() - t0;
+    child_pid_ = 0;
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGHUP, &old_hup, NULL);
+    *status = st;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- spools */
+
+typedef struct {
+    const uint8_t *base;
+    size_t len, off;
+    int truncated;
+} sfile_t;
+
+struct hm__spool_set {
+    sfile_t *f;
+    int n;
+    int *heap; /* file indices ordered by their next record's time */
+    int nheap;
+};
+
+static int peek(sfile_t *f, const hm__spool_rec_t **r)
+{
+    if (f->off + sizeof(hm__spool_rec_t) > f->len) {
+        if (f->off != f->len)
+            f->truncated = 1;
+        return 0;
+    }
+    const hm__spool_rec_t *x = (const void *)(f->base + f->off);
+    if (f->off + sizeof *x + x->len > f->len) {
+        f->truncated = 1;
+        return 0;
+    }
+    *r = x;
+    return 1;
+}
+
+static uint64_t key(hm__spool_set_t *s, int i)
+{
+    const hm__spool_rec_t *r;
+    return peek(&s->f[i], &r) ? r->time : UINT64_MAX;
+}
+
+static void sift_down(hm__spool_set_t *s, int i)
+{
+    for (;;) {
+        int l = 2 * i + 1, m = i;
+        if (l < s->nheap && key(s, s->heap[l]) < key(s, s->heap[m]))
+            m = l;
+        if (l + 1 < s->nheap && key(s, s->heap[l + 1]) < key(s, s->heap[m]))
+            m = l + 1;
+        if (m == i)
+            return;
+        int t = s->heap[i];
+        s->heap[i] = s->heap[m];
+        s->heap[m] = t;
+        i = m;
+    }
+}
+
+int hm__spool_open(hm__spool_set_t **out, const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return hm__errf(-errno, "%s: %s", dir, strerror(errno));
+    hm__spool_set_t *s = hm__xcalloc(1, sizeof *s);
+    int cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l < 7 || strcmp(e->d_name + l - 6, ".spool"))
+            continue;
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        int fd = open(p, O_RDONLY | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) != 0 || st.st_size < 8) {
+            if (fd >= 0)
+                close(fd);
+            continue;
+        }
+        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        close(fd);
+        if (m == MAP_FAILED)
+            continue;
+        if (memcmp(m, HM_SPOOL_MAGIC, 8) != 0) {
+            munmap(m, (size_t)st.st_size);
+            continue;
+        }
+        if (s->n == cap) {
+            cap = cap ? cap * 2 : 16;
+            s->f = hm__xrealloc(s->f, (size_t)cap * sizeof *s->f);
+        }
+        s->f[s->n++] = (sfile_t){m, (size_t)st.st_size, 8, 0};
+    }
+    closedir(d);
+    s->heap = hm__xmalloc((size_t)(s->n ? s->n : 1) * sizeof *s->heap);
+    for (int i = 0; i < s->n; i++)
+        s->heap[s->nheap++] = i;
+    for (int i = s->nheap / 2 - 1; i >= 0; i--)
+        sift_down(s, i);
+    *out = s;
+    return 0;
+}
+
+int hm__spool_next(hm__spool_set_t *s, const hm__spool_rec_t **rec, const char **payload)
+{
+    while (s->nheap) {
+        sfile_t *f = &s->f[s->heap[0]];
+        const hm__spool_rec_t *r;
+        if (!peek(f, &r)) {
+            s->heap[0] = s->heap[--s->nheap];
+            sift_down(s, 0);
+            continue;
+        }
+        *rec = r;
+        *payload = r->len ? (const char *)(r + 1) : "";
+        f->off += sizeof *r + r->len;
+        sift_down(s, 0);
+        return 1;
+    }
+    return 0;
+}
+
+void hm__spool_counts(const hm__spool_set_t *s, int *files, int *truncated)
+{
+    *files = s->n;
+    *truncated = 0;
+    for (int i = 0; i < s->n; i++)
+        *truncated += s->f[i].truncated;
+}
+
+void hm__spool_close(hm__spool_set_t *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < s->n; i++)
+        munmap((void *)s->f[i].base, s->f[i].len);
+    free(s->f);
+    free(s->heap);
+    free(s);
+}
+
+void hm__spool_remove(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (e->d_name[0] == '.')
+                continue;
+            char p[4096];
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}

@@ -1,0 +1,157 @@
+/* Internal recording interfaces shared by the backends, the preload runtime
+ * and the hetmem CLI. Not installed. */
+#ifndef HETMEM_RECORD_INT_H
+#define HETMEM_RECORD_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/common.h"
+#include "hetmem/record.h"
+
+/* ------------------------------------------------------------ perf rings */
+
+typedef struct {
+    int fd;
+    void *base;            /* metadata page followed by the data area */
+    size_t map_len;
+    uint8_t *data;
+    uint64_t data_size;
+    hm_perf_ring_stats_t stats;
+    uint8_t scratch[65536];/* a record is at most 64 KiB (u16 size) */
+} hm__perf_ring_t;
+
+int hm__perf_ring_map(hm__perf_ring_t *r, int fd, unsigned data_pages);
+void hm__perf_ring_unmap(hm__perf_ring_t *r);
+/* Decodes everything published so far and releases it to the kernel. */
+int hm__perf_ring_read(hm__perf_ring_t *r, uint64_t sample_type, hm_perf_sample_cb cb, void *ctx);
+
+/* ------------------------------------------------ perf backend event sets */
+
+#define HM_REC_MAX_EVENTS 3
+
+/* Up to three perf events per thread (e.g. a Sapphire Rapids aux leader,
+ * load latency, precise stores). attr is a struct perf_event_attr kept as
+ * bytes so that this header needs no kernel headers. */
+typedef struct {
+    int n;
+    int leader[HM_REC_MAX_EVENTS];     /* index of the group leader, -1 = own group */
+    int sampling[HM_REC_MAX_EVENTS];   /* has a ring buffer */
+    _Alignas(8) unsigned char attr[HM_REC_MAX_EVENTS][160];
+    char name[HM_REC_MAX_EVENTS][96];  /* for the trace's "event" and messages */
+    char event[192];                   /* joined names */
+} hm__rec_events_t;
+
+/* Fills the events of a perf backend for period @p period (events per
+ * sample). Reads sysfs format files through the os layer; PEBS encoding goes
+ * through libpfm4 first. Returns 0, HM_ENOPMU (detail names the remedy) or
+ * HM_ENOTIMPL. */
+int hm__pebs_events(uint64_t period, unsigned ldlat, hm__rec_events_t *ev);
+int hm__ibs_events(uint64_t period, hm__rec_events_t *ev);
+int hm__spe_events(uint64_t period, hm__rec_events_t *ev);
+int hm__rec_events(hm_backend_t b, uint64_t period, hm__rec_events_t *ev);
+
+/* Diagnostic backend: the kernel's task-clock software event through the
+ * same per-thread perf ring path as PEBS/IBS (no data addresses). It checks
+ * the perf plumbing on machines without a PMU. Not chosen by auto. */
+#define HM__BACKEND_PERFSW 16
+int hm__perfsw_events(uint64_t period_ns, hm__rec_events_t *ev);
+
+/* First usable backend in preference order (pebs, ibs, spe, soft). */
+int hm__backend_auto(int try_open, hm_backend_t *out);
+
+/* Sample fields every perf backend asks for. */
+uint64_t hm__rec_sample_type(void);
+
+/* Parses a sysfs PMU format spec ("config:0-7", "config1:0-15") and ORs
+ * value into the matching attr field. Pure; for tests too. */
+int hm__perf_format_apply(const char *spec, uint64_t value, uint64_t cfg[3]);
+/* Encodes a sysfs event string ("event=0xcd,umask=0x1,ldlat=3") for
+ * PMU @p pmu into cfg[0..2] using its format/ files. */
+int hm__perf_sysfs_encode(const char *pmu, const char *terms, uint64_t cfg[3]);
+
+/* ----------------------------------------------------------- soft sampler */
+
+/* What the signal handler saves: the interrupted PC and the registers the
+ * effective address may depend on. Decoding happens later, off the signal
+ * path, in the collector (hm__soft_resolve). */
+typedef struct {
+    uint64_t time;
+    uint64_t gregs[23];    /* ucontext gregs (REG_R8..REG_CR2 order) */
+    uint64_t xmm_lo[16];   /* low 64 bits of xmm0-15: lane 0 of gather indices */
+    uint32_t tid;
+    uint32_t has_xmm;
+} hm__soft_raw_t;
+
+typedef struct hm__soft_cache hm__soft_cache_t;
+
+typedef struct {
+    uint64_t total, back, at, fwd, none, nofunc, vsib;
+} hm__soft_stats_t;
+
+/* Per-collector decode cache. Not thread-safe (one collector thread). */
+int hm__soft_cache_open(hm__soft_cache_t **out);
+void hm__soft_cache_close(hm__soft_cache_t *c);
+const hm__soft_stats_t *hm__soft_cache_stats(const hm__soft_cache_t *c);
+
+/* Finds the memory access the sample most likely belongs to: the closest
+ * memory instruction before the PC in its basic block whose address
+ * registers are still intact (or can be undone: add/sub/inc/dec by a
+ * constant), else the instruction at the PC, else the next one in the
+ * block. Returns 1 with addr/ip/access filled, 0 when none. */
+int hm__soft_resolve(hm__soft_cache_t *c, const hm__soft_raw_t *raw, uint64_t *addr, uint64_t *ip, int *access);
+
+/* Same on a code buffer (for tests): code[0..len) is at runtime address
+ * code_addr, function start = code_addr. */
+int hm__soft_resolve_code(const uint8_t *code, size_t len, uint64_t code_addr, const hm__soft_raw_t *raw,
+                          uint64_t *addr, uint64_t *ip, int *access, int *how);
+
+/* ------------------------------------------------------------ spool files */
+
+/* Each traced process writes its events to SPOOLDIR/<pid>-<ns>.spool; the
+ * CLI merges the spools into one trace after the run. Fixed 40-byte records;
+ * string payloads (len bytes, NUL-terminated, padded to 8) follow. */
+#define HM_SPOOL_MAGIC "HMSPOOL1"
+enum {
+    HM_SPOOL_STATS = 100, /* a: samples lost, b: samples taken, c: unresolved (soft) */
+    HM_SPOOL_PLACE = 101, /* a: addr, b: size, c: site; tid: flags; time; payload "req got name" */
+    HM_SPOOL_PROC = 102,  /* a: pid, b: ppid; payload: exe */
+    HM_SPOOL_ERROR = 103, /* payload: message from the runtime */
+};
+typedef struct {
+    uint16_t kind;        /* hm_rec_kind_t or HM_SPOOL_* */
+    uint16_t len;         /* payload bytes (multiple of 8) */
+    uint32_t tid;
+    uint64_t time;
+    uint64_t a, b, c;     /* sample: addr, ip, weight<<32|dsrc<<8|access */
+} hm__spool_rec_t;
+
+#endif
+
+/* ------------------------------------------------------------ launcher */
+
+/* libhetmem_preload.so next to the running hetmem binary (../lib or the
+ * same folder), or $HETMEM_PRELOAD. Returns 0 or HM_ENOTFOUND. */
+int hm__find_preload(char *buf, size_t len);
+
+/* Runs argv with extra environment (NAME=VALUE strings, NULL-terminated)
+ * and LD_PRELOAD prefixed with @p preload; forwards SIGINT/SIGTERM/SIGHUP
+ * to the child; returns its wait status and the wall time. Returns
+ * -errno when fork fails; exec failure shows as exit status 127 with a
+ * message on stderr. */
+int hm__launch(char *const argv[], const char *preload, char *const extra_env[], int *status, uint64_t *wall_ns);
+
+/* Process exit code for a wait status: the code, or 128 + signal. */
+int hm__exit_code(int status);
+
+/* Spool files of one run, merged in time order. */
+typedef struct hm__spool_set hm__spool_set_t;
+int hm__spool_open(hm__spool_set_t **out, const char *dir);
+/* 1 with *rec and *payload ("" when none), 0 at the end. */
+int hm__spool_next(hm__spool_set_t *s, const hm__spool_rec_t **rec, const char **payload);
+/* Files read, and how many ended in a truncated record (a process killed
+ * while writing). */
+void hm__spool_counts(const hm__spool_set_t *s, int *files, int *truncated);
+void hm__spool_close(hm__spool_set_t *s);
+/* Removes the spool files and the directory. */
+void hm__spool_remove(const char *dir);

@@ -1,0 +1,530 @@
+/* Soft sampler, decoding side. The signal handler (src/preload) only copies
+ * the interrupted PC and registers; everything here runs in the collector
+ * thread, where dladdr, the unwinder's FDE lookup and malloc are allowed.
+ *
+ * Why look back: a timer interrupt lands on the instruction *after* the one
+ * that was stalling, which on a streaming loop is usually an add/cmp/jcc
+ * with no memory operand. So we walk back within the basic block to the
+ * closest memory instruction whose address registers we can still
+ * reconstruct from the saved context.
+ *
+ * Each function is decoded once (Zydis) into a compact table: per
+ * instruction its memory operand and its effect on general registers, so a
+ * sample costs table lookups, not decoding. */
+#define _GNU_SOURCE
+#include "record/record_int.h"
+
+#include <Zydis/Zydis.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ucontext.h>
+
+#include "hetmem/trace.h"
+
+/* From libgcc's unwind-dw2-fde.h (not installed): finds the FDE covering pc
+ * and the start of its function. Every function compiled with CFI (the
+ * default on x86-64, even static ones) has one, unlike dynamic symbols. */
+struct hm_eh_bases_ {
+    void *tbase, *dbase, *func;
+};
+extern const void *_Unwind_Find_FDE(void *pc, struct hm_eh_bases_ *bases);
+
+enum { F_LEADER = 1, F_END = 2, F_MEM = 4, F_STORE = 8, F_RIP = 16, F_VSIB = 32, F_ADDR32 = 64, F_VSIB_D = 128 };
+
+/* Registers are numbered by their ucontext greg index (REG_R8 = 0 ...
+ * REG_RIP = 16); vector index registers xmm/ymm/zmm0-15 as 0..15. */
+typedef struct {
+    uint32_t off;
+    uint8_t len, flags;
+    int8_t base, index;      /* -1 none */
+    uint8_t scale;
+    int8_t adj_reg;          /* register changed by a constant, or -1 */
+    int64_t disp, adj;       /* displacement; the constant */
+    uint32_t clobber;        /* gregs written in a way we cannot undo */
+    uint16_t vclobber;       /* vector registers written */
+} ins_t;
+
+typedef struct {
+    uint64_t start;
+    ins_t *ins;
+    uint32_t n;
+    int failed;
+} func_t;
+
+struct hm__soft_cache {
+    struct {
+        uint64_t pc, start;
+    } recent[4096];          /* pc -> function start, saves the FDE search */
+    func_t *tab;             /* open addressing on start */
+    size_t cap, used;
+    hm__soft_stats_t st;
+};
+
+static const ZydisDecoder *decoder(void)
+{
+    static ZydisDecoder d;
+    static int init;
+    if (!init) {
+        ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+        init = 1;
+    }
+    return &d;
+}
+
+int hm__soft_cache_open(hm__soft_cache_t **out)
+{
+    hm__soft_cache_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return -12;
+    c->cap = 1024;
+    c->tab = calloc(c->cap, sizeof *c->tab);
+    if (!c->tab) {
+        free(c);
+        return -12;
+    }
+    *out = c;
+    return 0;
+}
+
+void hm__soft_cache_close(hm__soft_cache_t *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->cap; i++)
+        free(c->tab[i].ins);
+    free(c->tab);
+    free(c);
+}
+
+const hm__soft_stats_t *hm__soft_cache_stats(const hm__soft_cache_t *c) { return &c->st; }
+
+static ZydisRegister big(ZydisRegister r)
+{
+    if (r == ZYDIS_REGISTER_NONE)
+        return r;
+    ZydisRegister b = ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, r);
+    return b == ZYDIS_REGISTER_NONE ? r : b;
+}
+
+/* greg index (sys/ucontext.h REG_*) of a GPR (any width), or -1. */
+static int greg_of(ZydisRegister r)
+{
+    switch (big(r)) {
+    case ZYDIS_REGISTER_RAX: return REG_RAX;
+    case ZYDIS_REGISTER_RBX: return REG_RBX;
+    case ZYDIS_REGISTER_RCX: return REG_RCX;
+    case ZYDIS_REGISTER_RDX: return REG_RDX;
+    case ZYDIS_REGISTER_RSI: return REG_RSI;
+    case ZYDIS_REGISTER_RDI: return REG_RDI;
+    case ZYDIS_REGISTER_RBP: return REG_RBP;
+    case ZYDIS_REGISTER_RSP: return REG_RSP;
+    case ZYDIS_REGISTER_R8: return REG_R8;
+    case ZYDIS_REGISTER_R9: return REG_R9;
+    case ZYDIS_REGISTER_R10: return REG_R10;
+    case ZYDIS_REGISTER_R11: return REG_R11;
+    case ZYDIS_REGISTER_R12: return REG_R12;
+    case ZYDIS_REGISTER_R13: return REG_R13;
+    case ZYDIS_REGISTER_R14: return REG_R14;
+    case ZYDIS_REGISTER_R15: return REG_R15;
+    case ZYDIS_REGISTER_RIP: return REG_RIP;
+    default: return -1;
+    }
+}
+
+/* xmm number of a vector register (xmm/ymm/zmm 0..15), or -1. */
+static int vec_of(ZydisRegister r)
+{
+    if (r >= ZYDIS_REGISTER_XMM0 && r <= ZYDIS_REGISTER_XMM15) return r - ZYDIS_REGISTER_XMM0;
+    if (r >= ZYDIS_REGISTER_YMM0 && r <= ZYDIS_REGISTER_YMM15) return r - ZYDIS_REGISTER_YMM0;
+    if (r >= ZYDIS_REGISTER_ZMM0 && r <= ZYDIS_REGISTER_ZMM15) return r - ZYDIS_REGISTER_ZMM0;
+    return -1;
+}
+
+static int vsib_dword(ZydisMnemonic m)
+{
+    const char *s = ZydisMnemonicGetString(m);
+    /* vgatherdps/vpgatherqq/vscatterdpd...: the letter after the verb says
+     * whether indices are dwords or qwords. */
+    const char *p = s ? strstr(s, "gather") : NULL;
+    if (p)
+        return p[6] == 'd';
+    p = s ? strstr(s, "scatter") : NULL;
+    return p ? p[7] == 'd' : 0;
+}
+
+/* Fills the memory operand and register effects of one instruction. */
+static void describe(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *op, ins_t *x)
+{
+    x->base = x->index = x->adj_reg = -1;
+    /* Data operand: not stack traffic (push/pop/call, rsp-based spills), not
+     * TLS (fs/gs), not lea (address generation only). */
+    for (int i = 0; i < in->operand_count; i++) {
+        const ZydisDecodedOperand *o = &op[i];
+        if (o->type != ZYDIS_OPERAND_TYPE_MEMORY)
+            continue;
+        if (o->mem.type != ZYDIS_MEMOP_TYPE_MEM && o->mem.type != ZYDIS_MEMOP_TYPE_VSIB)
+            continue;
+        if (o->mem.segment == ZYDIS_REGISTER_FS || o->mem.segment == ZYDIS_REGISTER_GS)
+            continue;
+        ZydisRegister b = big(o->mem.base);
+        if (b == ZYDIS_REGISTER_RSP)
+            continue;
+        int bg = greg_of(b);
+        if (o->mem.base != ZYDIS_REGISTER_NONE && bg < 0)
+            continue;
+        x->flags |= F_MEM;
+        if (b == ZYDIS_REGISTER_RIP)
+            x->flags |= F_RIP;
+        else
+            x->base = (int8_t)bg;
+        if (o->mem.base != ZYDIS_REGISTER_NONE && o->mem.base != b && b != ZYDIS_REGISTER_RIP)
+            x->flags |= F_ADDR32;
+        if (o->mem.type == ZYDIS_MEMOP_TYPE_VSIB) {
+            x->flags |= F_VSIB | (vsib_dword(in->mnemonic) ? F_VSIB_D : 0);
+            int v = vec_of(o->mem.index);
+            if (v < 0) {
+                x->flags &= (uint8_t)~F_MEM; /* xmm16-31: not in the saved context */
+                continue;
+            }
+            x->index = (int8_t)v;
+        } else if (o->mem.index != ZYDIS_REGISTER_NONE) {
+            x->index = (int8_t)greg_of(o->mem.index);
+        }
+        x->scale = o->mem.scale ? o->mem.scale : 1;
+        x->disp = o->mem.disp.value;
+        if (o->actions & ZYDIS_OPERAND_ACTION_MASK_WRITE)
+            x->flags |= F_STORE;
+        break;
+    }
+    /* Register effects: add/sub/inc/dec by a constant and lea r,[r+d] can be
+     * undone; any other write clobbers. */
+    const ZydisDecodedOperand *o0 = &op[0], *o1 = &op[1];
+    int full0 = in->operand_count > 0 && o0->type == ZYDIS_OPERAND_TYPE_REGISTER && o0->reg.value == big(o0->reg.value) &&
+                greg_of(o0->reg.value) >= 0;
+    int64_t delta = 0;
+    int undo = 0;
+    if (full0) {
+        switch (in->mnemonic) {
+        case ZYDIS_MNEMONIC_ADD:
+        case ZYDIS_MNEMONIC_SUB:
+            if (o1->type == ZYDIS_OPERAND_TYPE_IMMEDIATE) {
+                int64_t v = o1->imm.is_signed ? o1->imm.value.s : (int64_t)o1->imm.value.u;
+                delta = in->mnemonic == ZYDIS_MNEMONIC_ADD ? v : -v;
+                undo = 1;
+            }
+            break;
+        case ZYDIS_MNEMONIC_INC: delta = 1; undo = 1; break;
+        case ZYDIS_MNEMONIC_DEC: delta = -1; undo = 1; break;
+        case ZYDIS_MNEMONIC_LEA:
+            if (o1->type == ZYDIS_OPERAND_TYPE_MEMORY && big(o1->mem.base) == o0->reg.value &&
+                o1->mem.index == ZYDIS_REGISTER_NONE) {
+                delta = o1->mem.disp.value;
+                undo = 1;
+            }
+            break;
+        default: break;
+        }
+    }
+    for (int i = 0; i < in->operand_count; i++) {
+        const ZydisDecodedOperand *o = &op[i];
+        if (o->type != ZYDIS_OPERAND_TYPE_REGISTER || !(o->actions & ZYDIS_OPERAND_ACTION_MASK_WRITE))
+            continue;
+        int g = greg_of(o->reg.value);
+        int v = vec_of(o->reg.value);
+        if (g >= 0 && g != REG_RIP) {
+            if (undo && i == 0) {
+                x->adj_reg = (int8_t)g;
+                x->adj = delta;
+            } else {
+                x->clobber |= 1u << g;
+            }
+        }
+        if (v >= 0)
+            x->vclobber |= (uint16_t)(1u << v);
+    }
+}
+
+/* Decodes [start, end) into the table, marking basic-block leaders: the
+ * start, targets of direct jumps inside the range, and instructions after
+ * any control transfer (calls included: they clobber the caller-saved
+ * registers we would need). */
+static int decode_range(const uint8_t *code, uint64_t start, uint64_t end, func_t *f)
+{
+    size_t cap = 256, n = 0;
+    ins_t *ins = calloc(cap, sizeof *ins);
+    uint64_t *targets = NULL;
+    size_t nt = 0, tcap = 0;
+    if (!ins)
+        return -1;
+    uint64_t at = start;
+    int after_branch = 1;
+    while (at < end) {
+        ZydisDecodedInstruction in;
+        ZydisDecodedOperand op[ZYDIS_MAX_OPERAND_COUNT];
+        if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(decoder(), code + (at - start), (ZyanUSize)(end - at), &in, op)))
+            break; /* data or padding: what we have is still valid */
+        if (n == cap) {
+            ins_t *t = realloc(ins, cap * 2 * sizeof *ins);
+            if (!t)
+                break;
+            ins = t;
+            memset(ins + cap, 0, cap * sizeof *ins);
+            cap *= 2;
+        }
+        ins_t *x = &ins[n];
+        x->off = (uint32_t)(at - start);
+        x->len = in.length;
+        x->flags = after_branch ? F_LEADER : 0;
+        after_branch = 0;
+        describe(&in, op, x);
+        switch (in.meta.category) {
+        case ZYDIS_CATEGORY_COND_BR:
+        case ZYDIS_CATEGORY_UNCOND_BR:
+        case ZYDIS_CATEGORY_RET:
+        case ZYDIS_CATEGORY_CALL:
+        case ZYDIS_CATEGORY_SYSCALL:
+        case ZYDIS_CATEGORY_INTERRUPT:
+            x->flags |= F_END;
+            after_branch = 1;
+            if ((in.attributes & ZYDIS_ATTRIB_IS_RELATIVE) && in.raw.imm[0].size) {
+                uint64_t tgt = at + in.length + (uint64_t)in.raw.imm[0].value.s;
+                if (tgt >= start && tgt < end) {
+                    if (nt == tcap) {
+                        size_t nc = tcap ? tcap * 2 : 64;
+                        uint64_t *t = realloc(targets, nc * sizeof *targets);
+                        if (!t)
+                            break;
+                        targets = t;
+                        tcap = nc;
+                    }
+                    targets[nt++] = tgt;
+                }
+            }
+            break;
+        default:
+            break;
+        }
+        n++;
+        at += in.length;
+    }
+    for (size_t t = 0; t < nt; t++) {
+        uint32_t off = (uint32_t)(targets[t] - start);
+        size_t lo = 0, hi = n;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (ins[mid].off < off)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < n && ins[lo].off == off)
+            ins[lo].flags |= F_LEADER;
+    }
+    free(targets);
+    f->start = start;
+    f->ins = ins;
+    f->n = (uint32_t)n;
+    return 0;
+}
+
+/* Value register g had when instruction `at` ran, given its value `now` at
+ * instruction `k`, by undoing (at < k) or replaying (at > k) the constant
+ * adjustments in between. Returns -1 when something clobbered it. */
+static int reg_at(const func_t *f, int g, uint32_t at, uint32_t k, uint64_t now, uint64_t *out)
+{
+    int64_t total = 0;
+    uint32_t lo = at < k ? at : k, hi = at < k ? k : at;
+    for (uint32_t i = lo; i < hi; i++) {
+        const ins_t *x = &f->ins[i];
+        if (x->clobber >> g & 1)
+            return -1;
+        if (x->adj_reg == g)
+            total += x->adj;
+    }
+    *out = at < k ? now - (uint64_t)total : now + (uint64_t)total;
+    return 0;
+}
+
+/* Effective address of instruction i for a sample at instruction k. */
+static int ea_of(const func_t *f, uint32_t i, uint32_t k, const hm__soft_raw_t *raw, uint64_t *ea, int *access)
+{
+    const ins_t *x = &f->ins[i];
+    if (!(x->flags & F_MEM))
+        return -1;
+    uint64_t basev = 0, idxv = 0;
+    if (x->flags & F_RIP)
+        basev = f->start + x->off + x->len;
+    else if (x->base >= 0 && reg_at(f, x->base, i, k, raw->gregs[x->base], &basev) != 0)
+        return -1;
+    if (x->flags & F_VSIB) {
+        /* A gather touches one address per lane; we attribute lane 0, which
+         * is in the low bits of the index vector the context saved, unless
+         * the vector was rewritten between the gather and the interrupt. */
+        if (!raw->has_xmm)
+            return -1;
+        uint32_t lo = i < k ? i + 1 : k, hi = i < k ? k : i;
+        for (uint32_t m = lo; m < hi; m++)
+            if (f->ins[m].vclobber >> x->index & 1)
+                return -1;
+        uint64_t lane = raw->xmm_lo[x->index];
+        idxv = (x->flags & F_VSIB_D) ? (uint64_t)(int64_t)(int32_t)lane : lane;
+    } else if (x->index >= 0 && reg_at(f, x->index, i, k, raw->gregs[x->index], &idxv) != 0) {
+        return -1;
+    }
+    uint64_t a = basev + idxv * x->scale + (uint64_t)x->disp;
+    if (x->flags & F_ADDR32)
+        a &= 0xffffffffu;
+    *ea = a;
+    *access = (x->flags & F_STORE) ? HM_ACCESS_STORE : HM_ACCESS_LOAD;
+    return 0;
+}
+
+enum { HOW_NONE = 0, HOW_BACK, HOW_AT, HOW_FWD };
+
+static int resolve_in(const func_t *f, const hm__soft_raw_t *raw, uint64_t pc, uint64_t *addr, uint64_t *ip,
+                      int *access, int *how, int *vsib)
+{
+    uint32_t off = (uint32_t)(pc - f->start);
+    uint32_t lo = 0, hi = f->n;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (f->ins[mid].off < off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *how = HOW_NONE;
+    if (lo >= f->n || f->ins[lo].off != off)
+        return 0;
+    uint32_t k = lo, hit = 0;
+    uint64_t ea;
+    if (!(f->ins[k].flags & F_LEADER))
+        for (uint32_t i = k; i-- > 0;) {
+            if (ea_of(f, i, k, raw, &ea, access) == 0) {
+                *how = HOW_BACK;
+                hit = i;
+                break;
+            }
+            if (f->ins[i].flags & F_LEADER)
+                break;
+        }
+    if (*how == HOW_NONE && ea_of(f, k, k, raw, &ea, access) == 0) {
+        *how = HOW_AT;
+        hit = k;
+    }
+    for (uint32_t i = k; *how == HOW_NONE && i + 1 < f->n && !(f->ins[i].flags & F_END); i++) {
+        if (f->ins[i + 1].flags & F_LEADER)
+            break;
+        if (ea_of(f, i + 1, k, raw, &ea, access) == 0) {
+            *how = HOW_FWD;
+            hit = i + 1;
+        }
+    }
+    if (*how == HOW_NONE)
+        return 0;
+    *addr = ea;
+    *ip = f->start + f->ins[hit].off;
+    *vsib = (f->ins[hit].flags & F_VSIB) != 0;
+    return 1;
+}
+
+int hm__soft_resolve_code(const uint8_t *code, size_t len, uint64_t code_addr, const hm__soft_raw_t *raw,
+                          uint64_t *addr, uint64_t *ip, int *access, int *how)
+{
+    func_t f;
+    if (decode_range(code, code_addr, code_addr + len, &f) != 0)
+        return -1;
+    int vs = 0;
+    int r = resolve_in(&f, raw, raw->gregs[REG_RIP], addr, ip, access, how, &vs);
+    free(f.ins);
+    return r;
+}
+
+/* Function bounds from the FDE: pc_begin/pc_range follow the CIE pointer.
+ * gcc and clang emit them as 4-byte pcrel/udata; any other encoding fails
+ * the sanity check, and the sample stays unresolved. */
+static int func_bounds(uint64_t pc, uint64_t *start, uint64_t *end)
+{
+    struct hm_eh_bases_ b = {0};
+    const uint8_t *fde = _Unwind_Find_FDE((void *)pc, &b);
+    if (!fde || !b.func)
+        return -1;
+    uint32_t range;
+    memcpy(&range, fde + 12, 4);
+    uint64_t s = (uint64_t)b.func;
+    if (pc < s || range == 0 || range > (64u << 20) || pc >= s + range)
+        return -1;
+    *start = s;
+    *end = s + range;
+    return 0;
+}
+
+static size_t slot(const hm__soft_cache_t *c, uint64_t s) { return (size_t)(hm__hash64(&s, sizeof s, 7) & (c->cap - 1)); }
+
+static func_t *lookup(hm__soft_cache_t *c, uint64_t pc)
+{
+    uint64_t s, e = 0;
+    size_t r = (size_t)(pc * 0x9e3779b97f4a7c15ull >> 52) & 4095;
+    if (c->recent[r].pc == pc) {
+        s = c->recent[r].start;
+    } else {
+        if (func_bounds(pc, &s, &e) != 0)
+            return NULL;
+        c->recent[r].pc = pc;
+        c->recent[r].start = s;
+    }
+    size_t h = slot(c, s);
+    while (c->tab[h].start && c->tab[h].start != s)
+        h = (h + 1) & (c->cap - 1);
+    if (c->tab[h].start == s)
+        return c->tab[h].failed ? NULL : &c->tab[h];
+    if ((c->used + 1) * 2 > c->cap) {
+        size_t nc = c->cap * 2;
+        func_t *nt = calloc(nc, sizeof *nt);
+        if (!nt)
+            return NULL;
+        for (size_t i = 0; i < c->cap; i++)
+            if (c->tab[i].start) {
+                size_t j = (size_t)(hm__hash64(&c->tab[i].start, 8, 7) & (nc - 1));
+                while (nt[j].start)
+                    j = (j + 1) & (nc - 1);
+                nt[j] = c->tab[i];
+            }
+        free(c->tab);
+        c->tab = nt;
+        c->cap = nc;
+        h = slot(c, s);
+        while (c->tab[h].start)
+            h = (h + 1) & (c->cap - 1);
+    }
+    if (!e && func_bounds(pc, &s, &e) != 0)
+        return NULL;
+    func_t *f = &c->tab[h];
+    if (decode_range((const uint8_t *)s, s, e, f) != 0)
+        f->failed = 1;
+    f->start = s; /* even on failure, so we do not retry forever */
+    c->used++;
+    return f->failed ? NULL : f;
+}
+
+int hm__soft_resolve(hm__soft_cache_t *c, const hm__soft_raw_t *raw, uint64_t *addr, uint64_t *ip, int *access)
+{
+    uint64_t pc = raw->gregs[REG_RIP];
+    c->st.total++;
+    func_t *f = lookup(c, pc);
+    if (!f) {
+        c->st.nofunc++;
+        return 0;
+    }
+    int how, vs = 0;
+    int r = resolve_in(f, raw, pc, addr, ip, access, &how, &vs);
+    switch (how) {
+    case HOW_BACK: c->st.back++; break;
+    case HOW_AT: c->st.at++; break;
+    case HOW_FWD: c->st.fwd++; break;
+    default: c->st.none++; break;
+    }
+    if (r && vs)
+        c->st.vsib++;
+    return r;
+}

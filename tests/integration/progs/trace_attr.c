@@ -1,0 +1,96 @@
+/* Test helper: reads a trace and prints, per allocation of at least 1 MiB,
+ * "obj SITE SIZE NAME SAMPLES IN-PHASE-SAMPLES FIRST-FRAME", then "samples TOTAL WITHADDR",
+ * "end STATUS TIME", "phases N" and "allocs N frees N". */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hetmem/error.h"
+#include "hetmem/trace.h"
+
+typedef struct {
+    uint64_t addr, size, site, n, inphase;
+    char name[32];
+} obj_t;
+
+int main(int argc, char **argv)
+{
+    hm_trace_t *t;
+    if (argc < 2 || hm_trace_open(&t, argv[1]) != 0) {
+        fprintf(stderr, "cannot open %s: %s\n", argc > 1 ? argv[1] : "?", hm_errdetail());
+        return 1;
+    }
+    obj_t o[256];
+    int no = 0;
+    int depth = 0;
+    uint64_t total = 0, withaddr = 0, phases = 0, allocs = 0, frees = 0;
+    char *frames[256] = {0};
+    uint64_t fsite[256];
+    int nf = 0;
+    hm_record_t r;
+    int rc;
+    while ((rc = hm_trace_next(t, &r)) == 1) {
+        switch (r.kind) {
+        case HM_REC_ALLOC:
+            allocs++;
+            if (r.u.alloc.size >= (1u << 20) && no < 256)
+                o[no++] = (obj_t){r.u.alloc.addr, r.u.alloc.size, r.u.alloc.site, 0, 0, "-"};
+            break;
+        case HM_REC_FREE: frees++; break;
+        case HM_REC_NAME:
+            for (int i = 0; i < no; i++)
+                if (r.u.name.addr >= o[i].addr && r.u.name.addr < o[i].addr + o[i].size)
+                    snprintf(o[i].name, sizeof o[i].name, "%s", r.u.name.name);
+            break;
+        case HM_REC_SITE:
+            if (nf < 256) {
+                fsite[nf] = r.u.site.site;
+                frames[nf++] = strdup(r.u.site.frames);
+            }
+            break;
+        case HM_REC_PHASE_BEGIN: phases++; depth++; break;
+        case HM_REC_PHASE_END: if (depth) depth--; break;
+        case HM_REC_SAMPLE:
+            total++;
+            if (r.u.sample.addr) {
+                withaddr++;
+                for (int i = no - 1; i >= 0; i--)
+                    if (r.u.sample.addr >= o[i].addr && r.u.sample.addr < o[i].addr + o[i].size) {
+                        o[i].n++;
+                        o[i].inphase += depth > 0;
+                        break;
+                    }
+            }
+            break;
+        default: break;
+        }
+    }
+    if (rc < 0) {
+        fprintf(stderr, "read error: %s\n", hm_errdetail());
+        return 1;
+    }
+    for (int i = 0; i < no; i++) {
+        const char *f = "?";
+        for (int k = 0; k < nf; k++)
+            if (fsite[k] == o[i].site)
+                f = frames[k];
+        char first[256];
+        snprintf(first, sizeof first, "%s", f);
+        char *nl = strchr(first, '\n');
+        if (nl)
+            *nl = '\0';
+        for (char *c = first; *c; c++)
+            if (*c == ' ')
+                *c = '_';
+        printf("obj 0x%016" PRIx64 " %" PRIu64 " %s %" PRIu64 " %" PRIu64 " %s\n", o[i].site, o[i].size, o[i].name,
+               o[i].n, o[i].inphase, first);
+    }
+    hm_trace_stats_t st;
+    hm_trace_stats(t, &st);
+    printf("samples %" PRIu64 " %" PRIu64 "\n", total, withaddr);
+    printf("end %d %d %.3f\n", st.has_end, st.end.exit_status, (double)st.end.total_time / 1e9);
+    printf("phases %" PRIu64 "\nallocs %" PRIu64 " frees %" PRIu64 "\n", phases, allocs, frees);
+    hm_trace_close(t);
+    return 0;
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# hetmem record -b soft end to end: attribution on an 80/20 streaming
+# program, site ids (right function, stable across runs), exit status
+# pass-through, crash handling, %r, and bad input.
+# Label nosan: the test programs run under LD_PRELOAD, which ASan forbids.
+set -u
+. "$HETMEM_SRC/tests/integration/record_lib.sh"
+cc_prog ab -fno-ipa-icf -fno-optimize-sibling-calls || { echo "cannot compile"; exit 1; }
+cc_prog crash
+build_attr || { echo "cannot build trace helper"; exit 1; }
+
+# --- attribution: A gets ~80% of the samples taken while streaming.
+sites=()
+for run in 1 2; do
+  "$H" record -b soft -o "$WORK/ab$run.hmt" -- "$WORK/ab" 1.0 > "$WORK/ab$run.out" 2> "$WORK/ab$run.err" \
+    || { bad "record ab run $run: $(cat "$WORK/ab$run.err")"; continue; }
+  "$WORK/trace_attr" "$WORK/ab$run.hmt" > "$WORK/ab$run.attr" || { bad "trace_attr"; continue; }
+  read -r _ siteA _ _ _ inA frameA < <(grep ' A ' "$WORK/ab$run.attr")
+  read -r _ siteB _ _ _ inB frameB < <(grep ' B ' "$WORK/ab$run.attr")
+  share=$(( 100 * inA / (inA + inB > 0 ? inA + inB : 1) ))
+  echo "run $run: A=$inA B=$inB samples in the streaming phase: A share $share% (site A $siteA $frameA, site B $siteB $frameB)"
+  if [ $((inA + inB)) -lt 200 ]; then bad "too few samples ($((inA + inB)))"; fi
+  if [ "$share" -lt 70 ] || [ "$share" -gt 90 ]; then bad "A share $share% not within 80 +-10"; else ok "A share $share%"; fi
+  [ "$siteA" != "$siteB" ] || bad "A and B share a site id"
+  sites+=("$siteA $siteB")
+  # The innermost frame of each site lies in the function that allocated it.
+  for pair in "A $frameA alloc_a" "B $frameB alloc_b"; do
+    set -- $pair
+    off=$(( ${2#ab+} ))
+    read -r start size < <(nm -S "$WORK/ab" | awk -v f="$3" '$4==f {print "0x"$1, "0x"$2}')
+    if [ -n "${start:-}" ] && [ "$off" -ge $((start)) ] && [ "$off" -lt $((start + size)) ]; then
+      ok "site of $1 is in $3"
+    else bad "site frame $2 of $1 is not in $3 ($start+$size)"; fi
+  done
+  grep -q "with an address" "$WORK/ab$run.err" || bad "no summary line"
+done
+[ "${#sites[@]}" = 2 ] && { [ "${sites[0]}" = "${sites[1]}" ] && ok "site ids stable across runs" || bad "site ids differ across runs: ${sites[*]}"; }
+diff -q <("$WORK/ab" 0.2) "$WORK/ab1.out" >/dev/null || bad "program output changed under record"
+
+# --- the perf ring path for real: perf-sw samples the kernel's task-clock
+# software event through the same per-thread mmap rings, collector and
+# decoder as PEBS/IBS (no PMU needed, so it runs in this VM).
+if "$H" record -b perf-sw -o "$WORK/ps.hmt" -- "$WORK/ab" 0.5 > /dev/null 2> "$WORK/ps.err"; then
+  "$WORK/trace_attr" "$WORK/ps.hmt" > "$WORK/ps.attr"
+  read -r _ n _ < <(grep '^samples' "$WORK/ps.attr")
+  [ "${n:-0}" -ge 150 ] && ok "perf-sw: $n samples through the perf ring" || bad "perf-sw: only ${n:-0} samples: $(cat "$WORK/ps.err")"
+elif grep -q "not usable here" "$WORK/ps.err"; then
+  echo "note: perf-sw part skipped: $(cat "$WORK/ps.err")"
+else
+  bad "perf-sw: $(cat "$WORK/ps.err")"
+fi
+
+# --- exit status passes through; the trace still closes with the status.
+"$H" record -b soft -o "$WORK/x.hmt" -- sh -c 'exit 3' 2>/dev/null; rc=$?
+[ $rc = 3 ] && ok "exit 3 passed through" || bad "exit status $rc, want 3"
+"$H" record -b soft -o "$WORK/crash.hmt" -- "$WORK/crash" > "$WORK/crash.out" 2>/dev/null; rc=$?
+[ $rc = 139 ] && ok "SIGSEGV passed through as 139" || bad "crash status $rc, want 139"
+"$WORK/trace_attr" "$WORK/crash.hmt" > "$WORK/crash.attr" || bad "crash trace unreadable"
+grep -q "^end 1 11 " "$WORK/crash.attr" && ok "crash trace closed with wait status 11 (SIGSEGV)" || bad "crash trace end: $(grep ^end "$WORK/crash.attr")"
+grep -q "about to crash" "$WORK/crash.out" || bad "crash program output lost"
+
+# --- %r takes the rank from the launcher's environment.
+OMPI_COMM_WORLD_RANK=5 "$H" record -b soft -o "$WORK/r.%r.hmt" -- true 2>/dev/null
+[ -f "$WORK/r.5.hmt" ] && ok "%r from OMPI_COMM_WORLD_RANK" || bad "no r.5.hmt"
+SLURM_PROCID=2 "$H" record -b soft -o "$WORK/s.%r.hmt" -- true 2>/dev/null
+[ -f "$WORK/s.2.hmt" ] && ok "%r from SLURM_PROCID" || bad "no s.2.hmt"
+
+# --- --bind to node 0 and to this machine's tier/kind names.
+"$H" record -b soft --bind 0 -o "$WORK/b.hmt" -- true 2>/dev/null && ok "--bind 0" || bad "--bind 0 failed"
+"$H" record -b soft --bind ddr -o "$WORK/b.hmt" -- true 2>/dev/null && ok "--bind ddr" || bad "--bind ddr failed"
+
+# --- bad input: one line, the right exit code, no trace left behind.
+expect() { # expect CODE PATTERN -- ARGS...
+  local code=$1 pat=$2; shift 3
+  local err; err=$("$H" record "$@" 2>&1 >/dev/null); local rc=$?
+  if [ $rc = "$code" ] && grep -q -- "$pat" <<<"$err" && [ "$(wc -l <<<"$err")" = 1 ]; then ok "rejects: $*"
+  else bad "'record $*': rc $rc (want $code), message '$err' (want /$pat/)"; fi
+}
+expect 2 "missing command" -- -b soft
+expect 2 "missing command" -- -b soft --
+expect 2 "PERIOD must be at least 1" -- -b soft -p 0 -- true
+expect 2 "unknown backend 'foo'" -- -b foo -- true
+expect 1 "unknown memory device" -- -b soft --bind hbm7 -o "$WORK/no.hmt" -- true
+[ ! -e "$WORK/no.hmt" ] || bad "a trace was left after a bad --bind"
+expect 1 "No such file or directory" -- -b soft -o "$WORK/nodir/t.hmt" -- true
+if [ ! -e /sys/bus/event_source/devices/cpu/events/mem-loads ]; then
+  expect 1 "backend pebs is not usable here.*remedy" -- -b pebs -- true
+fi
+if [ ! -e /sys/bus/event_source/devices/ibs_op ]; then
+  expect 1 "backend ibs is not usable here.*remedy" -- -b ibs -- true
+fi
+"$H" record -b soft -o "$WORK/nx.hmt" -- /nonexistent/prog 2>/dev/null; rc=$?
+[ $rc = 127 ] && ok "missing program gives 127" || bad "missing program rc $rc"
+exit $fail

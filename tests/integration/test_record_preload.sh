@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The preload (with the soft sampler at 2 kHz) must not change what programs
+# do: OpenMP + pthreads, fork + exec, C++, python3 with numpy, sort.
+# Each runs plain and under `hetmem record`; outputs must match, and the
+# recorded trace must hold the expected events.
+# Label nosan: LD_PRELOAD interposers and ASan both want to own malloc.
+set -u
+. "$HETMEM_SRC/tests/integration/record_lib.sh"
+build_attr || exit 1
+cc_prog threads -fopenmp -pthread || exit 1
+cc_prog forkexec || exit 1
+c++ -O2 -o "$WORK/cxx" "$PROGS/cxx.cc" || exit 1
+
+same() { # same NAME -- CMD...: plain vs recorded output, with a timeout against deadlocks
+  local name=$1; shift 2
+  timeout 60 "$@" > "$WORK/$name.plain" 2>&1; local prc=$?
+  timeout 60 "$H" record -b soft -F 2000 -o "$WORK/$name.hmt" -- "$@" > "$WORK/$name.rec" 2> "$WORK/$name.err"; local rrc=$?
+  if [ $rrc = 124 ]; then bad "$name: timed out (deadlock?)"; return 1; fi
+  if [ $prc != $rrc ]; then bad "$name: exit $rrc under record, $prc plain"; return 1; fi
+  if ! cmp -s "$WORK/$name.plain" "$WORK/$name.rec"; then
+    bad "$name: output changed"; diff "$WORK/$name.plain" "$WORK/$name.rec" | head -5; return 1
+  fi
+  "$WORK/trace_attr" "$WORK/$name.hmt" > "$WORK/$name.attr" || { bad "$name: trace unreadable"; return 1; }
+  ok "$name: same output and exit $prc; $(tail -1 "$WORK/$name.err" | sed 's/.*: \([0-9]* samples\)/\1/')"
+}
+same threads -- "$WORK/threads"
+allocs=$(awk '/^allocs/ {print $2}' "$WORK/threads.attr")
+[ "${allocs:-0}" -ge 64 ] && ok "threads: $allocs allocations tracked" || bad "threads: only ${allocs:-0} allocations tracked"
+OMP_NUM_THREADS=4 same threads4 -- "$WORK/threads"
+
+same forkexec -- "$WORK/forkexec"
+# 50 tracked allocations each in the parent, the exec'd image and the
+# fork-only child (which leaves through _exit): 150 in the one trace.
+grep -q " 150 allocs, 150 frees," "$WORK/forkexec.err" && grep -q " 4 processes" "$WORK/forkexec.err" \
+  && ok "forkexec: parent, exec'd image and _exit'ing child all recorded" \
+  || bad "forkexec: $(tail -1 "$WORK/forkexec.err")"
+
+same cxx -- "$WORK/cxx"
+same numpy -- /usr/bin/python3 -c 'import numpy as np; a = np.arange(3_000_000, dtype=np.float64); b = np.sqrt(a) @ np.ones_like(a); print(round(float(b), 3), np.linalg.inv(np.eye(50) * 2)[0, 0])'
+
+# Python's subprocess spawns through vfork + execve: the child must not
+# touch the parent's collector or spool.
+same pysub -- /usr/bin/python3 -c 'import subprocess; print(subprocess.run(["echo", "hi"], capture_output=True).stdout, subprocess.run(["sh", "-c", "exit 2"]).returncode)'
+
+# sort on a ~10 MB file: a stock Debian tool with its own memory management.
+/usr/bin/python3 -c 'import random; random.seed(1); print("\n".join(str(random.random()) for _ in range(500_000)))' > "$WORK/in.txt"
+same sort -- sort "$WORK/in.txt"
+
+# LD_PRELOAD alone (no recording): the interposer passes everything through.
+LD_PRELOAD="$HETMEM_BUILD/lib/libhetmem_preload.so" "$WORK/threads" > "$WORK/pl.out" 2>&1 && cmp -s "$WORK/pl.out" "$WORK/threads.plain" \
+  && ok "plain LD_PRELOAD: same output" || bad "plain LD_PRELOAD changed output"
+exit $fail

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# hetmem run: objects bound per a placement, checked against the kernel's
+# view (move_pages for the pages' node, get_mempolicy for the range's
+# policy); capacity spill; phase migration; report; bad input.
+# Label nosan: the program runs under LD_PRELOAD, which ASan forbids.
+set -u
+. "$HETMEM_SRC/tests/integration/record_lib.sh"
+cc_prog bindcheck -lnuma || exit 1
+jq_py() { /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); $2" "$1"; }
+
+# Plain run: default policy, first touch.
+"$WORK/bindcheck" > "$WORK/plain.out"
+grep -q "^matrix 0 0 " "$WORK/plain.out" && ok "plain: default policy" || bad "plain: $(cat "$WORK/plain.out")"
+
+cat > "$WORK/p.json" <<'J'
+{ "default": "0",
+  "rules": [ {"name": "matrix", "device": "node0"},
+             {"name": "vector", "device": "node0"},
+             {"name": "nothing", "device": "0"} ],
+  "phases": { "solve": { "rules": [ {"name": "vector", "device": "ddr"} ] } } }
+J
+"$H" run --placement "$WORK/p.json" --report "$WORK/r.json" -- "$WORK/bindcheck" > "$WORK/run.out" 2> "$WORK/run.err" \
+  || bad "run failed: $(cat "$WORK/run.err")"
+# Both objects are bound to node 0 (MPOL_BIND, mask 0x1) and their pages sit
+# on node 0, which is where the report says each went.
+for obj in matrix vector; do
+  read -r _ node mode mask < <(grep "^$obj " "$WORK/run.out")
+  rep=$(jq_py "$WORK/r.json" "o=[x for x in d['objects'] if x['name']=='$obj' and x['phase'] is None]; print(o[0]['device'], o[0]['nodes'], o[0]['spilled'])")
+  if [ "$mode" = 2 ] && [ "$mask" = 0x1 ] && [ "$rep" = "node0 [$node] False" ]; then ok "$obj: pages on node $node, policy bind 0x1, report '$rep'"
+  else bad "$obj: kernel says node=$node mode=$mode mask=$mask, report says '$rep'"; fi
+done
+r=$(jq_py "$WORK/r.json" "print([x['name'] for x in d['objects'] if x['phase']=='solve' and x['moved']], d['unmatched_rules'])")
+[ "$r" = "['vector'] ['rules[2] {\"name\": \"nothing\", \"device\": \"0\"} matched nothing']" ] \
+  && ok "phase migration and unmatched rule reported" || bad "phase/unmatched: $r"
+diff <(cut -d' ' -f1,2 "$WORK/plain.out") <(cut -d' ' -f1,2 "$WORK/run.out") > /dev/null || bad "program output changed"
+
+# Capacity: node0 holds 6 MiB. matrix (8 MiB) spills to the default device;
+# vector (4 MiB) still fits.
+"$H" run --placement "$WORK/p.json" --capacity node0=6M --report "$WORK/s.json" -- "$WORK/bindcheck" > "$WORK/s.out" 2> "$WORK/s.err" \
+  || bad "spill run failed: $(cat "$WORK/s.err")"
+r=$(jq_py "$WORK/s.json" "o={x['name']:(x['requested'],x['device'],x['spilled']) for x in d['objects'] if x['name'] and x['phase'] is None}; print(o['matrix'], o['vector'], [(v['name'],v['capacity'],v['peak']) for v in d['devices'] if v['name']=='node0'])")
+[ "$r" = "('node0', '0', True) ('node0', 'node0', False) [('node0', 6291456, 4194304)]" ] \
+  && ok "oversized object spilled and reported" || bad "spill report: $r"
+grep -q "1 spilled" "$WORK/s.err" && ok "spill in the summary line" || bad "summary: $(tail -1 "$WORK/s.err")"
+read -r _ _ mode mask < <(grep "^matrix " "$WORK/s.out")
+[ "$mode" = 2 ] && ok "spilled object bound to the fallback device" || bad "spilled matrix policy mode $mode"
+
+# Without --report: a table on stderr, program output untouched.
+"$H" run --placement "$WORK/p.json" -- "$WORK/bindcheck" > "$WORK/t.out" 2> "$WORK/t.err"
+grep -q "^0x[0-9a-f]\{16\} matrix" "$WORK/t.err" && ok "table on stderr" || bad "no table: $(head -3 "$WORK/t.err")"
+
+# Exit status passes through.
+echo '{"default": "0"}' > "$WORK/d.json"
+"$H" run --placement "$WORK/d.json" -- sh -c 'exit 4' 2>/dev/null; rc=$?
+[ $rc = 4 ] && ok "exit 4 passed through" || bad "exit $rc, want 4"
+
+# Bad input.
+expect() { # expect CODE PATTERN -- ARGS...
+  local code=$1 pat=$2; shift 3
+  local err; err=$("$H" run "$@" 2>&1 >/dev/null); local rc=$?
+  if [ $rc = "$code" ] && grep -q -- "$pat" <<<"$err" && [ "$(wc -l <<<"$err")" = 1 ]; then ok "rejects: $*"
+  else bad "'run $*': rc $rc (want $code), message '$err' (want /$pat/)"; fi
+}
+echo '{"default": "hbm9", "rules": []}' > "$WORK/bad-dev.json"
+echo '{"default": "0", "rules": [' > "$WORK/bad-json.json"
+expect 2 "placement FILE is required" -- -- true
+expect 2 "missing command" -- --placement "$WORK/d.json"
+expect 1 "unknown memory device.*hbm9" -- --placement "$WORK/bad-dev.json" -- true
+expect 1 "bad-json.json" -- --placement "$WORK/bad-json.json" -- true
+expect 1 "No such file" -- --placement "$WORK/missing.json" -- true
+expect 1 "hbm is not a device of" -- --placement "$WORK/d.json" --capacity hbm=1G -- true
+expect 2 "not DEV=SIZE" -- --placement "$WORK/d.json" --capacity 1G -- true
+expect 2 "not a size" -- --placement "$WORK/d.json" --capacity 0=lots -- true
+exit $fail
