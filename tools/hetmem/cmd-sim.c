@@ -1,4 +1,359 @@
-#include "cli.h"
+/* hetmem sim: run a hetmem-cc program inside a simulated machine.
+ *
+ * The simulation runs inside the program (libhetmem_inst), which gets its
+ * settings from the environment and writes a JSON report at exit; this
+ * command validates the inputs first (so that bad input fails before any
+ * run), runs the program with address-space randomisation off (so that runs
+ * are bit-for-bit repeatable), and prints the report. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/personality.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
-HM_CMD_NOT_BUILT(hm_cmd_sim, "sim", "Run a hetmem-cc binary inside a simulated tiered-memory machine",
-                 "hetmem sim -m MACHINE [--device NAME | --placement FILE] [-o TRACE] [--sample-period N] [--json FILE] -- ./app.sim ARGS");
+#include "cli.h"
+#include "hetmem/placement.h"
+#include "hetmem/sim.h"
+
+enum { OPT_DEVICE = 256, OPT_PLACEMENT, OPT_PERIOD, OPT_JSON };
+
+static const hm_cli_opt_t sim_opts[] = {
+    {'m', "machine", "MACHINE", "machine preset (ddr4, ddr5, knl-mcdram, spr-hbm, cxl, optane) or JSON file"},
+    {OPT_DEVICE, "device", "NAME", "put all data on this device (default: the machine's first device)"},
+    {OPT_PLACEMENT, "placement", "FILE", "place objects by this placement file (docs/placement-format.md)"},
+    {'o', "output", "TRACE", "write a sampled trace (trace format v1) of the run"},
+    {OPT_PERIOD, "sample-period", "N", "sample every Nth load and every Nth store (default 1000)"},
+    {OPT_JSON, "json", "FILE", "write the summary as JSON to FILE ('-' for stdout)"},
+    {0},
+};
+
+static int cmd_sim(const hm_cmd_t *cmd, int argc, char **argv);
+
+const hm_cmd_t hm_cmd_sim = {
+    "sim", "Run a hetmem-cc binary inside a simulated tiered-memory machine",
+    "hetmem sim -m MACHINE [--device NAME | --placement FILE] [-o TRACE] [--sample-period N] [--json FILE] -- ./app.sim ARGS",
+    "The program must be built with hetmem-cc. It runs as one of the machine's\n"
+    "\"cores\" identical threads: it gets 1/cores of each device's bandwidth and\n"
+    "capacity and of shared caches. The summary goes to stdout after the run;\n"
+    "the model is described in docs/sim.md, machine files in docs/machines.md.",
+    sim_opts, cmd_sim};
+
+/* The runtime's marker string; a binary without it was not built with
+ * hetmem-cc, and running it would only waste the user's time. */
+static int has_marker(const char *path)
+{
+    static const char marker[] = "hetmem-inst-runtime-v1";
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return -errno;
+    char buf[1 << 16];
+    size_t keep = 0, ml = sizeof marker - 1;
+    int found = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + keep, sizeof buf - keep);
+        if (n <= 0)
+            break;
+        size_t len = keep + (size_t)n;
+        if (memmem(buf, len, marker, ml)) {
+            found = 1;
+            break;
+        }
+        keep = len < ml ? len : ml - 1;
+        memmove(buf, buf + len - keep, keep);
+    }
+    close(fd);
+    return found;
+}
+
+static int find_program(const char *name, char *out, size_t len)
+{
+    if (strchr(name, '/')) {
+        snprintf(out, len, "%s", name);
+        return access(out, X_OK) == 0 ? 0 : -errno;
+    }
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/usr/bin:/bin";
+    while (*path) {
+        const char *c = strchr(path, ':');
+        size_t n = c ? (size_t)(c - path) : strlen(path);
+        snprintf(out, len, "%.*s/%s", (int)n, n ? path : ".", name);
+        if (access(out, X_OK) == 0)
+            return 0;
+        path += n + (c ? 1 : 0);
+    }
+    return -ENOENT;
+}
+
+static uint64_t jget(const json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_integer(v) ? (uint64_t)json_integer_value(v) : 0;
+}
+
+static double jreal(const json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_number(v) ? json_number_value(v) : 0;
+}
+
+static const char *jstr(const json_t *o, const char *k, const char *def)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_string(v) ? json_string_value(v) : def;
+}
+
+static void print_summary(FILE *f, const json_t *r, const char *prog, const char *how)
+{
+    char b1[32], b2[32], b3[32];
+    double rt = jreal(r, "runtime_s");
+    uint64_t ins = jget(r, "instructions"), cyc = jget(r, "cycles");
+    fprintf(f, "hetmem sim: %s on %s (1 of %llu cores), %s\n", prog, jstr(r, "machine", "?"),
+            (unsigned long long)jget(r, "cores"), how);
+    fprintf(f, "  simulated runtime  %.6f s\n", rt);
+    fprintf(f, "  instructions       %llu (IPC %.2f)\n", (unsigned long long)ins, cyc ? (double)ins / (double)cyc : 0.0);
+    fprintf(f, "  loads / stores     %llu / %llu\n\n", (unsigned long long)jget(r, "loads"),
+            (unsigned long long)jget(r, "stores"));
+
+    fprintf(f, "  %-10s %12s %12s %12s %12s %6s %12s\n", "device", "read", "written", "GB/s thread", "GB/s node",
+            "util", "spilled");
+    size_t i;
+    json_t *o;
+    json_array_foreach(json_object_get(r, "devices"), i, o) {
+        fprintf(f, "  %-10s %12s %12s %12.3f %12.2f %5.0f%% %12s\n", jstr(o, "name", "?"),
+                hm__fmt_size(jget(o, "bytes_read"), b1, sizeof b1), hm__fmt_size(jget(o, "bytes_written"), b2, sizeof b2),
+                jreal(o, "bandwidth_gbs"), jreal(o, "node_bandwidth_gbs"), 100 * jreal(o, "utilization"),
+                hm__fmt_size(jget(o, "spilled_bytes"), b3, sizeof b3));
+    }
+    fprintf(f, "\n  %-6s %14s %9s %14s %14s %14s %14s\n", "level", "accesses", "hit rate", "load hits", "load misses",
+            "store hits", "store misses");
+    json_array_foreach(json_object_get(r, "levels"), i, o) {
+        fprintf(f, "  %-6s %14llu %8.2f%% %14llu %14llu %14llu %14llu\n", jstr(o, "name", "?"),
+                (unsigned long long)jget(o, "accesses"), 100 * jreal(o, "hit_rate"),
+                (unsigned long long)jget(o, "load_hits"), (unsigned long long)jget(o, "load_misses"),
+                (unsigned long long)jget(o, "store_hits"), (unsigned long long)jget(o, "store_misses"));
+    }
+    json_t *objs = json_object_get(r, "objects");
+    fprintf(f, "\n  %-18s %-12s %-10s %12s %12s %12s\n", "object site", "name", "device", "allocated", "read", "written");
+    json_array_foreach(objs, i, o) {
+        if (i >= 20) {
+            fprintf(f, "  ... %zu more objects (see --json)\n", json_array_size(objs) - 20);
+            break;
+        }
+        char dev[48];
+        uint64_t pct = jget(o, "pages_percent");
+        if (pct < 100)
+            snprintf(dev, sizeof dev, "%s %llu%%", jstr(o, "device", "?"), (unsigned long long)pct);
+        else
+            snprintf(dev, sizeof dev, "%s", jstr(o, "device", "?"));
+        fprintf(f, "  %-18s %-12s %-10s %12s %12s %12s\n", jstr(o, "site", "?"), jstr(o, "name", "-"), dev,
+                hm__fmt_size(jget(o, "bytes_allocated"), b3, sizeof b3), hm__fmt_size(jget(o, "bytes_read"), b1, sizeof b1),
+                hm__fmt_size(jget(o, "bytes_written"), b2, sizeof b2));
+    }
+    json_t *u = json_object_get(r, "untracked");
+    fprintf(f, "  %-18s %-12s %-10s %12s %12s %12s\n", "(untracked)", "-", "-", "-",
+            hm__fmt_size(jget(u, "bytes_read"), b1, sizeof b1), hm__fmt_size(jget(u, "bytes_written"), b2, sizeof b2));
+}
+
+static int cmd_sim(const hm_cmd_t *cmd, int argc, char **argv)
+{
+    hm_cli_t cli;
+    const char *arg, *machine = NULL, *device = NULL, *placement = NULL, *trace = NULL, *jsonf = NULL;
+    uint64_t period = 1000;
+    int key, rc, status = HM_EXIT_RUNTIME;
+    hm_cli_init(&cli, cmd, argc, argv, 1);
+    cli.ind = 1;
+    while ((key = hm_cli_next(&cli, &arg)) != -1) {
+        switch (key) {
+        case 'm': machine = arg; break;
+        case OPT_DEVICE: device = arg; break;
+        case OPT_PLACEMENT: placement = arg; break;
+        case 'o': trace = arg; break;
+        case OPT_JSON: jsonf = arg; break;
+        case OPT_PERIOD:
+            if (hm_cli_u64(cmd, "--sample-period", arg, &period))
+                return HM_EXIT_USAGE;
+            if (period == 0)
+                return hm_cli_usage(cmd, "--sample-period must be at least 1");
+            break;
+        case HM_CLI_HELP: return HM_EXIT_OK;
+        default: return HM_EXIT_USAGE;
+        }
+    }
+    if (!machine)
+        return hm_cli_usage(cmd, "-m MACHINE is required");
+    if (device && placement)
+        return hm_cli_usage(cmd, "--device and --placement exclude each other");
+    if (cli.ind >= argc)
+        return hm_cli_usage(cmd, "no program given (hetmem sim -m MACHINE -- ./app.sim ARGS)");
+    char **prog_argv = argv + cli.ind;
+
+    char exe[PATH_MAX], mpath[PATH_MAX], prog[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = 0;
+    if ((rc = hm_sim_machine_find(machine, n > 0 ? exe : NULL, mpath, sizeof mpath)) < 0)
+        return hm_cli_fail(machine, rc);
+    hm_sim_machine_t *m = NULL;
+    hm_placement_t *pl = NULL;
+    char *resdir = NULL, *report = NULL;
+    json_t *res = NULL;
+    if ((rc = hm_sim_machine_load(&m, mpath)) < 0)
+        return hm_cli_fail(mpath, rc);
+    if (placement && (rc = hm_placement_load(&pl, placement, hm_sim_machine_device_names(m),
+                                             hm_sim_machine_ndevices(m))) < 0) {
+        hm_cli_fail(placement, rc);
+        goto out;
+    }
+    if (device && (rc = hm_sim_machine_device_index(m, device)) < 0) {
+        hm_cli_fail("--device", rc);
+        goto out;
+    }
+    if ((rc = find_program(prog_argv[0], prog, sizeof prog)) < 0) {
+        hm_cli_failf(prog_argv[0], "cannot run: %s", strerror(-rc));
+        goto out;
+    }
+    if ((rc = has_marker(prog)) <= 0) {
+        if (rc < 0)
+            hm_cli_failf(prog_argv[0], "cannot read: %s", strerror(-rc));
+        else
+            hm_cli_fail(prog_argv[0], HM_ENOTINST);
+        goto out;
+    }
+    char tmpl[PATH_MAX];
+    const char *td = getenv("TMPDIR");
+    snprintf(tmpl, sizeof tmpl, "%s/hetmem-sim.XXXXXX", td && *td ? td : "/tmp");
+    if (!(resdir = mkdtemp(tmpl))) {
+        hm_cli_failf("temporary directory", "%s: %s", tmpl, strerror(errno));
+        resdir = NULL;
+        goto out;
+    }
+    resdir = hm__xstrdup(resdir);
+    char result[PATH_MAX + 32], abs_m[PATH_MAX], abs_p[PATH_MAX], per[32];
+    snprintf(result, sizeof result, "%s/report.json", resdir);
+    if (!realpath(mpath, abs_m))
+        snprintf(abs_m, sizeof abs_m, "%s", mpath);
+    setenv("HETMEM_SIM_MACHINE", abs_m, 1);
+    setenv("HETMEM_SIM_RESULT", result, 1);
+    unsetenv("HETMEM_SIM_PLACEMENT");
+    unsetenv("HETMEM_SIM_DEVICE");
+    unsetenv("HETMEM_SIM_TRACE");
+    if (placement) {
+        if (!realpath(placement, abs_p))
+            snprintf(abs_p, sizeof abs_p, "%s", placement);
+        setenv("HETMEM_SIM_PLACEMENT", abs_p, 1);
+    }
+    if (device)
+        setenv("HETMEM_SIM_DEVICE", device, 1);
+    if (trace)
+        setenv("HETMEM_SIM_TRACE", trace, 1);
+    snprintf(per, sizeof per, "%llu", (unsigned long long)period);
+    setenv("HETMEM_SIM_PERIOD", per, 1);
+    setenv("HETMEM_SIM_PROGRESS", isatty(2) ? "1" : "0", 1);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        hm_cli_failf(prog_argv[0], "fork: %s", strerror(errno));
+        goto out;
+    }
+    if (pid == 0) {
+        /* Same addresses every run: page interleave and cache sets depend on them. */
+        personality(ADDR_NO_RANDOMIZE);
+        execv(prog, prog_argv);
+        fprintf(stderr, "hetmem: %s: cannot run: %s\n", prog_argv[0], strerror(errno));
+        _exit(127);
+    }
+    int ws;
+    while (waitpid(pid, &ws, 0) < 0) {
+        if (errno != EINTR) {
+            hm_cli_failf(prog_argv[0], "waitpid: %s", strerror(errno));
+            goto out;
+        }
+    }
+    json_error_t je;
+    res = json_load_file(result, 0, &je);
+    if (!res) {
+        if (WIFSIGNALED(ws))
+            hm_cli_failf(prog_argv[0], "killed by signal %d (%s) before the simulator reported", WTERMSIG(ws),
+                         strsignal(WTERMSIG(ws)));
+        else if (!(WIFEXITED(ws) && WEXITSTATUS(ws) == 127))
+            hm_cli_failf(prog_argv[0], "the simulator's report is missing: the program ended through _exit() "
+                         "or was not linked by hetmem-cc (exit status %d)", WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+        goto out;
+    }
+    const char *err = jstr(res, "error", NULL);
+    if (err) {
+        hm_cli_failf(prog_argv[0], "%s", err);
+        goto out;
+    }
+    char how[PATH_MAX + 32];
+    if (placement)
+        snprintf(how, sizeof how, "placement %s", placement);
+    else
+        snprintf(how, sizeof how, "all data on %s", device ? device : hm_sim_machine_device_names(m)[0]);
+    json_object_set_new(res, "program", json_string(prog_argv[0]));
+    json_object_set_new(res, "exit_status", json_integer(WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws)));
+    if (placement)
+        json_object_set_new(res, "placement", json_string(placement));
+    else
+        json_object_set_new(res, "device", json_string(device ? device : hm_sim_machine_device_names(m)[0]));
+    if (jsonf) {
+        int jrc = strcmp(jsonf, "-") == 0
+                      ? json_dumpf(res, stdout, JSON_PRESERVE_ORDER | JSON_INDENT(2) | JSON_REAL_PRECISION(17))
+                      : json_dump_file(res, jsonf, JSON_PRESERVE_ORDER | JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+        if (jrc != 0) {
+            hm_cli_failf(jsonf, "cannot write: %s", strerror(errno));
+            goto out;
+        }
+        if (strcmp(jsonf, "-") == 0)
+            fputc('\n', stdout);
+    }
+    if (!jsonf || strcmp(jsonf, "-") != 0)
+        print_summary(stdout, res, prog_argv[0], how);
+    size_t i;
+    json_t *o;
+    json_array_foreach(json_object_get(res, "devices"), i, o) {
+        char b[32];
+        if (jget(o, "spilled_bytes"))
+            fprintf(stderr, "hetmem: warning: device %s full (%s per thread): %s spilled to %s\n", jstr(o, "name", "?"),
+                    hm__fmt_size(jget(o, "capacity_per_thread"), b, sizeof b),
+                    hm__fmt_size(jget(o, "spilled_bytes"), (char[32]){0}, 32),
+                    placement ? hm_placement_device_name(pl, hm_placement_default_device(pl)) : "the default device");
+    }
+    json_array_foreach(json_object_get(res, "unmatched_rules"), i, o)
+        fprintf(stderr, "hetmem: warning: %s: %s\n", placement, json_string_value(o));
+    if (jstr(res, "trace_error", NULL)) {
+        hm_cli_failf(trace, "trace write failed: %s", jstr(res, "trace_error", ""));
+        goto out;
+    }
+    if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+        if (WIFSIGNALED(ws))
+            hm_cli_failf(prog_argv[0], "killed by signal %d", WTERMSIG(ws));
+        else
+            hm_cli_failf(prog_argv[0], "exited with status %d", WEXITSTATUS(ws));
+        goto out;
+    }
+    status = HM_EXIT_OK;
+out:
+    if (resdir) {
+        unlink(result);
+        char tmpf[PATH_MAX + 40];
+        snprintf(tmpf, sizeof tmpf, "%s.tmp", result);
+        unlink(tmpf);
+        rmdir(resdir);
+        free(resdir);
+    }
+    free(report);
+    json_decref(res);
+    hm_placement_close(pl);
+    hm_sim_machine_close(m);
+    return status;
+}

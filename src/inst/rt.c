@@ -1,0 +1,698 @@
+/* libhetmem_inst runtime: starts the simulator inside a hetmem-cc program
+ * when `hetmem sim` runs it, tracks allocations and libc bulk operations,
+ * and writes the report (and the sampled trace) at exit.
+ *
+ * `hetmem sim` passes its settings in the environment:
+ *   HETMEM_SIM_MACHINE    machine file (required; unset = runtime inactive)
+ *   HETMEM_SIM_PLACEMENT  placement file, or
+ *   HETMEM_SIM_DEVICE     device holding all data
+ *   HETMEM_SIM_RESULT     where the JSON report goes (required)
+ *   HETMEM_SIM_TRACE      sampled trace output (optional)
+ *   HETMEM_SIM_PERIOD     sample period (default 1000)
+ *   HETMEM_SIM_PROGRESS   1: progress line on stderr
+ * The report is how the runtime "reports in": a program that does not
+ * write it was not built with hetmem-cc. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "inst.h"
+
+#ifdef HM_HAVE_TRACE
+#include "hetmem/trace.h"
+#endif
+
+/* A marker `hetmem sim` looks for in the binary before running it. */
+HM_API __attribute__((used)) const char hm_inst_marker[] = "hetmem-inst-runtime-v1";
+
+#define SITE_DEPTH 4
+#define BULK_CALLOC_LIMIT (128u << 10) /* larger callocs get fresh zero pages */
+
+hm_sim_t *hm__inst_sim;
+int hm__inst_busy;
+
+static struct {
+    int started, finished;
+    hm_sim_machine_t *m;
+    hm_placement_t *pl;
+    const char *result;
+    char *error;
+#ifdef HM_HAVE_TRACE
+    hm_trace_writer_t *tw;
+    uint64_t last_counter;
+#endif
+    int trace_err;
+    int progress;
+    pid_t pid;
+} rt;
+
+/* Diagnostics are written with write(2): no stdio inside an interposer. */
+static void say(const char *msg)
+{
+    ssize_t r = write(2, msg, strlen(msg));
+    (void)r;
+}
+
+static void set_error(const char *fmt, const char *a, const char *b)
+{
+    if (rt.error)
+        return;
+    size_t n = strlen(fmt) + strlen(a) + (b ? strlen(b) : 0) + 1;
+    rt.error = malloc(n);
+    if (rt.error)
+        snprintf(rt.error, n, fmt, a, b ? b : "");
+}
+
+static void write_result(void)
+{
+    if (!rt.result)
+        return;
+    char *rep = NULL;
+    if (!rt.error && hm__inst_sim) {
+        rep = hm_sim_report(hm__inst_sim);
+    }
+    json_t *j = rep ? json_loads(rep, 0, NULL) : json_object();
+    free(rep);
+    if (!j)
+        j = json_object();
+    if (rt.error)
+        json_object_set_new(j, "error", json_string(rt.error));
+    if (rt.trace_err)
+        json_object_set_new(j, "trace_error", json_string(hm_strerror(rt.trace_err)));
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", rt.result);
+    if (json_dump_file(j, tmp, JSON_PRESERVE_ORDER | JSON_INDENT(2) | JSON_REAL_PRECISION(17)) == 0)
+        rename(tmp, rt.result);
+    json_decref(j);
+}
+
+static int exit_status; /* wait(2)-style, from on_exit() */
+
+static void finish(void)
+{
+    /* A forked child exits through here too; only the simulated process reports. */
+    if (!rt.started || rt.finished || getpid() != rt.pid)
+        return;
+    rt.finished = 1;
+    hm__inst_busy = 1;
+    if (rt.progress) {
+        struct itimerval off = {{0, 0}, {0, 0}};
+        setitimer(ITIMER_REAL, &off, NULL);
+        say("\r\033[K");
+    }
+    uint64_t end_ns = 0;
+    if (hm__inst_sim) {
+        write_result();
+        end_ns = 0;
+    } else {
+        write_result();
+    }
+#ifdef HM_HAVE_TRACE
+    if (rt.tw) {
+        hm_trace_end_t end = {0, exit_status};
+        if (hm__inst_sim) {
+            /* The report drained the window; its runtime is the end time. */
+            end.total_time = hm_sim_now_ns(hm__inst_sim);
+            hm_counter_t c = {end.total_time, hm_sim_instruction_count(hm__inst_sim), HM_COUNTER_INSTRUCTIONS, 0};
+            hm_trace_write_counter(rt.tw, &c);
+        }
+        int rc = hm_trace_writer_close(rt.tw, &end);
+        rt.tw = NULL;
+        if (rc < 0)
+            say("hetmem sim: trace write failed\n");
+    }
+#endif
+    (void)end_ns;
+    hm__inst_sim = NULL;
+}
+
+__attribute__((destructor)) static void fini(void) { finish(); }
+
+/* on_exit() rather than atexit(): it also gives the exit status, which the
+ * trace's end record carries. Registered first, it runs after the
+ * program's own handlers. */
+static void finish_status(int status, void *arg)
+{
+    (void)arg;
+    exit_status = (status & 0xff) << 8;
+    finish();
+}
+
+/* ---- sampled trace */
+
+#ifdef HM_HAVE_TRACE
+static void on_sample(void *ctx, const hm_sample_t *s)
+{
+    (void)ctx;
+    if (!rt.tw || rt.trace_err)
+        return;
+    int busy = hm__inst_busy;
+    hm__inst_busy = 1;
+    int rc = hm_trace_write_sample(rt.tw, s);
+    uint64_t ic = hm_sim_instruction_count(hm__inst_sim);
+    if (rc == 0 && ic - rt.last_counter >= (1u << 20)) {
+        hm_counter_t c = {s->time, ic, HM_COUNTER_INSTRUCTIONS, 0};
+        rc = hm_trace_write_counter(rt.tw, &c);
+        rt.last_counter = ic;
+    }
+    if (rc < 0)
+        rt.trace_err = rc;
+    hm__inst_busy = busy;
+}
+#endif
+
+static void progress_tick(int sig)
+{
+    (void)sig;
+    hm_sim_t *s = hm__inst_sim;
+    if (!s)
+        return;
+    char buf[160];
+    int n = snprintf(buf, sizeof buf, "\r[hetmem sim] %.1f M instructions, %.3f ms simulated\033[K",
+                     (double)hm_sim_instruction_count(s) / 1e6, (double)hm_sim_now_ns(s) / 1e6);
+    if (n > 0) {
+        ssize_t r = write(2, buf, (size_t)n);
+        (void)r;
+    }
+}
+
+static char *read_cmdline_argv(char ***argv_out)
+{
+    int fd = open("/proc/self/cmdline", O_RDONLY);
+    if (fd < 0)
+        return NULL;
+    char *buf = calloc(1, 8192);
+    ssize_t n = buf ? read(fd, buf, 8191) : -1;
+    close(fd);
+    if (n <= 0) {
+        free(buf);
+        return NULL;
+    }
+    int cnt = 0;
+    for (ssize_t i = 0; i < n; i++)
+        cnt += buf[i] == 0;
+    char **argv = calloc((size_t)cnt + 2, sizeof(char *));
+    int k = 0;
+    for (ssize_t i = 0; argv && i < n; i += (ssize_t)strlen(buf + i) + 1)
+        argv[k++] = buf + i;
+    *argv_out = argv;
+    return buf;
+}
+
+void hm__inst_init(void)
+{
+    if (rt.started)
+        return;
+    rt.started = 1;
+    const char *machine = getenv("HETMEM_SIM_MACHINE");
+    rt.result = getenv("HETMEM_SIM_RESULT");
+    if (!machine || !rt.result)
+        return; /* not under `hetmem sim`: run as a plain program */
+    rt.pid = getpid();
+    hm__inst_busy = 1;
+    int rc = hm_sim_machine_load(&rt.m, machine);
+    if (rc < 0) {
+        set_error("%s: %s", hm_strerror(rc), hm_errdetail());
+        goto out;
+    }
+    const char *plp = getenv("HETMEM_SIM_PLACEMENT"), *devname = getenv("HETMEM_SIM_DEVICE");
+    int dev = -1;
+    if (plp && *plp) {
+        rc = hm_placement_load(&rt.pl, plp, hm_sim_machine_device_names(rt.m), hm_sim_machine_ndevices(rt.m));
+    } else if (devname && *devname) {
+        rc = dev = hm_sim_machine_device_index(rt.m, devname);
+    }
+    if (rc < 0) {
+        set_error("%s: %s", hm_strerror(rc), hm_errdetail());
+        goto out;
+    }
+    hm_sim_t *s;
+    if ((rc = hm_sim_open(&s, rt.m, rt.pl, dev)) < 0) {
+        set_error("%s: %s", hm_strerror(rc), hm_errdetail());
+        goto out;
+    }
+    const char *tp = getenv("HETMEM_SIM_TRACE");
+    uint64_t period = 1000;
+    const char *ps = getenv("HETMEM_SIM_PERIOD");
+    if (ps && (hm__parse_u64(ps, &period) < 0 || period == 0))
+        period = 1000;
+    if (tp && *tp) {
+#ifdef HM_HAVE_TRACE
+        char **argv = NULL;
+        char *argbuf = read_cmdline_argv(&argv);
+        hm_trace_meta_t meta = {"hetmem-sim 0.1.0", "sim", 1.0, "sim", "loads+stores", period,
+                                devname && *devname ? devname : NULL, hm_sim_machine_json(rt.m),
+                                (const char *const *)argv};
+        rc = hm_trace_writer_open(&rt.tw, tp, &meta);
+        free(argv);
+        free(argbuf);
+        if (rc < 0) {
+            set_error("%s: %s", hm_strerror(rc), hm_errdetail());
+            hm_sim_close(s);
+            goto out;
+        }
+        hm_sim_set_sampler(s, period, on_sample, NULL);
+#else
+        char **argv = NULL;
+        free(read_cmdline_argv(&argv));
+        free(argv);
+        set_error("%s%s", "trace output is not built into this runtime", NULL);
+        hm_sim_close(s);
+        goto out;
+#endif
+    }
+    const char *pg = getenv("HETMEM_SIM_PROGRESS");
+    if (pg && strcmp(pg, "1") == 0) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = progress_tick;
+        sa.sa_flags = SA_RESTART;
+        sigaction(SIGALRM, &sa, NULL);
+        struct itimerval it = {{1, 0}, {1, 0}};
+        setitimer(ITIMER_REAL, &it, NULL);
+        rt.progress = 1;
+    }
+    hm__inst_sim = s;
+out:
+    on_exit(finish_status, NULL);
+    hm__inst_busy = 0;
+    if (rt.error) {
+        write_result();
+        rt.finished = 1;
+        _exit(1);
+    }
+}
+
+/* ---- phases and names (include/hetmem/hetmem.h) */
+
+#ifdef HM_HAVE_TRACE
+static uint64_t now_ns(void) { return hm__inst_sim ? hm_sim_now_ns(hm__inst_sim) : 0; }
+#endif
+
+HM_API void hm_rt_phase_begin(const char *name)
+{
+    if (!hm__inst_sim || !name)
+        return;
+    hm__inst_busy = 1;
+    hm_sim_phase(hm__inst_sim, 1, name);
+#ifdef HM_HAVE_TRACE
+    if (rt.tw)
+        hm_trace_write_phase(rt.tw, 1, now_ns(), 0, name);
+#endif
+    hm__inst_busy = 0;
+}
+
+HM_API void hm_rt_phase_end(const char *name)
+{
+    if (!hm__inst_sim || !name)
+        return;
+    hm__inst_busy = 1;
+    hm_sim_phase(hm__inst_sim, 0, name);
+#ifdef HM_HAVE_TRACE
+    if (rt.tw)
+        hm_trace_write_phase(rt.tw, 0, now_ns(), 0, name);
+#endif
+    hm__inst_busy = 0;
+}
+
+HM_API void hm_rt_name(const void *ptr, const char *name)
+{
+    if (!hm__inst_sim || !name)
+        return;
+    hm__inst_busy = 1;
+    hm_sim_name(hm__inst_sim, (uintptr_t)ptr, name);
+#ifdef HM_HAVE_TRACE
+    if (rt.tw)
+        hm_trace_write_name(rt.tw, now_ns(), (uintptr_t)ptr, name);
+#endif
+    hm__inst_busy = 0;
+}
+
+/* ---- threads: one simulated thread only */
+
+HM_API int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+    if (!hm__inst_sim) {
+        static int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+        if (!real)
+            *(void **)&real = dlsym(RTLD_NEXT, "pthread_create");
+        return real ? real(t, attr, fn, arg) : EAGAIN;
+    }
+    hm__inst_busy = 1;
+    set_error("%s%s", "multi-threaded program not supported: it called pthread_create (hetmem sim models one thread)", NULL);
+    hm__inst_sim = NULL;
+    write_result();
+    rt.finished = 1;
+    _exit(1);
+}
+
+/* ---- allocations: call sites from a frame-pointer walk */
+
+extern void *__libc_stack_end;
+
+/* Call-site id of the caller of the interposed function: return addresses
+ * from the frame-pointer chain (hetmem-cc builds keep frame pointers),
+ * hashed module-relative by hm__site_id, cached by raw addresses because
+ * dladdr is slow. */
+static uint64_t site_id(uintptr_t *fp)
+{
+    uintptr_t pcs[SITE_DEPTH];
+    int n = 0;
+    uintptr_t top = (uintptr_t)__libc_stack_end;
+    while (n < SITE_DEPTH && fp && (uintptr_t)fp < top && ((uintptr_t)fp & 7) == 0) {
+        pcs[n++] = fp[1];
+        uintptr_t *next = (uintptr_t *)fp[0];
+        if (next <= fp || (uintptr_t)next - (uintptr_t)fp > (64u << 20))
+            break;
+        fp = next;
+    }
+    static struct {
+        uint64_t key, site;
+    } cache[4096];
+    uint64_t key = hm__hash64(pcs, sizeof(uintptr_t) * (size_t)n, (uint64_t)n) | 1;
+    unsigned i = (unsigned)(key >> 52);
+    if (cache[i].key == key)
+        return cache[i].site;
+    uint64_t site = hm__site_id(pcs, n);
+    cache[i].key = key;
+    cache[i].site = site;
+#ifdef HM_HAVE_TRACE
+    if (rt.tw) {
+        char frames[SITE_DEPTH * 256];
+        size_t off = 0;
+        frames[0] = 0;
+        for (int k = 0; k < n && off < sizeof frames; k++) {
+            int w = hm__site_frame(pcs[k], frames + off, sizeof frames - off);
+            if (w < 0)
+                break;
+            off += (size_t)w;
+            if (off < sizeof frames - 1 && k + 1 < n)
+                frames[off++] = '\n', frames[off] = 0;
+        }
+        hm_trace_write_site(rt.tw, site, frames);
+    }
+#endif
+    return site;
+}
+
+#define CALLER_FP ((uintptr_t *)__builtin_frame_address(0))
+
+static void on_alloc(void *p, uint64_t size, uintptr_t *fp)
+{
+    if (!p || !hm__inst_sim || hm__inst_busy)
+        return;
+    hm__inst_busy = 1;
+    uint64_t site = site_id(fp);
+    hm_sim_alloc(hm__inst_sim, (uintptr_t)p, size, site);
+#ifdef HM_HAVE_TRACE
+    if (rt.tw) {
+        hm_alloc_t a = {hm_sim_now_ns(hm__inst_sim), (uintptr_t)p, size, site, 0};
+        hm_trace_write_alloc(rt.tw, &a);
+    }
+#endif
+    hm__inst_busy = 0;
+}
+
+static void on_free(void *p)
+{
+    if (!p || !hm__inst_sim || hm__inst_busy)
+        return;
+    hm__inst_busy = 1;
+    if (hm_sim_free(hm__inst_sim, (uintptr_t)p) == 0) {
+#ifdef HM_HAVE_TRACE
+        if (rt.tw)
+            hm_trace_write_free(rt.tw, hm_sim_now_ns(hm__inst_sim), (uintptr_t)p, 0);
+#endif
+    }
+    hm__inst_busy = 0;
+}
+
+#define ACTIVE (hm__inst_sim && !hm__inst_busy)
+
+void *__real_malloc(size_t);
+void *__real_calloc(size_t, size_t);
+void *__real_realloc(void *, size_t);
+void __real_free(void *);
+int __real_posix_memalign(void **, size_t, size_t);
+void *__real_aligned_alloc(size_t, size_t);
+void *__real_memalign(size_t, size_t);
+void *__real_valloc(size_t);
+char *__real_strdup(const char *);
+char *__real_strndup(const char *, size_t);
+
+HM_API void *__wrap_malloc(size_t n)
+{
+    void *p = __real_malloc(n);
+    on_alloc(p, n, CALLER_FP);
+    return p;
+}
+
+HM_API void *__wrap_calloc(size_t n, size_t m)
+{
+    void *p = __real_calloc(n, m);
+    if (p && ACTIVE) {
+        on_alloc(p, (uint64_t)n * m, CALLER_FP);
+        if ((uint64_t)n * m <= BULK_CALLOC_LIMIT)
+            hm_sim_store_range(hm__inst_sim, (uintptr_t)p, (uint64_t)n * m, HM_RET_IP);
+    }
+    return p;
+}
+
+HM_API void *__wrap_realloc(void *old, size_t n)
+{
+    uint64_t oldsize = old && hm__inst_sim ? hm__sim_alloc_size(hm__inst_sim, (uintptr_t)old) : 0;
+    void *p = __real_realloc(old, n);
+    if (!p || !ACTIVE)
+        return p;
+    if (old && p != old) {
+        uint64_t c = oldsize < n ? oldsize : n;
+        hm_sim_load_range(hm__inst_sim, (uintptr_t)old, c, HM_RET_IP);
+        hm_sim_store_range(hm__inst_sim, (uintptr_t)p, c, HM_RET_IP);
+    }
+    if (old)
+        on_free(old);
+    on_alloc(p, n, CALLER_FP);
+    return p;
+}
+
+HM_API void __wrap_free(void *p)
+{
+    on_free(p);
+    __real_free(p);
+}
+
+HM_API int __wrap_posix_memalign(void **out, size_t al, size_t n)
+{
+    int rc = __real_posix_memalign(out, al, n);
+    if (rc == 0)
+        on_alloc(*out, n, CALLER_FP);
+    return rc;
+}
+
+HM_API void *__wrap_aligned_alloc(size_t al, size_t n)
+{
+    void *p = __real_aligned_alloc(al, n);
+    on_alloc(p, n, CALLER_FP);
+    return p;
+}
+
+HM_API void *__wrap_memalign(size_t al, size_t n)
+{
+    void *p = __real_memalign(al, n);
+    on_alloc(p, n, CALLER_FP);
+    return p;
+}
+
+HM_API void *__wrap_valloc(size_t n)
+{
+    void *p = __real_valloc(n);
+    on_alloc(p, n, CALLER_FP);
+    return p;
+}
+
+HM_API char *__wrap_strdup(const char *s)
+{
+    char *p = __real_strdup(s);
+    if (p && ACTIVE) {
+        size_t n = strlen(s) + 1;
+        on_alloc(p, n, CALLER_FP);
+        hm_sim_load_range(hm__inst_sim, (uintptr_t)s, n, HM_RET_IP);
+        hm_sim_store_range(hm__inst_sim, (uintptr_t)p, n, HM_RET_IP);
+    }
+    return p;
+}
+
+HM_API char *__wrap_strndup(const char *s, size_t m)
+{
+    char *p = __real_strndup(s, m);
+    if (p && ACTIVE) {
+        size_t n = strlen(p) + 1;
+        on_alloc(p, n, CALLER_FP);
+        hm_sim_load_range(hm__inst_sim, (uintptr_t)s, n - 1, HM_RET_IP);
+        hm_sim_store_range(hm__inst_sim, (uintptr_t)p, n, HM_RET_IP);
+    }
+    return p;
+}
+
+/* ---- libc bulk operations: libc is not instrumented, so each call is
+ * modelled as the line-by-line reads and writes it performs. */
+
+void *__real_memcpy(void *, const void *, size_t);
+void *__real_memmove(void *, const void *, size_t);
+void *__real_memset(void *, int, size_t);
+
+#define RD(p, n) hm_sim_load_range(hm__inst_sim, (uintptr_t)(p), (n), HM_RET_IP)
+#define WR(p, n) hm_sim_store_range(hm__inst_sim, (uintptr_t)(p), (n), HM_RET_IP)
+
+HM_API void *__wrap_memcpy(void *d, const void *s, size_t n)
+{
+    if (ACTIVE) {
+        RD(s, n);
+        WR(d, n);
+    }
+    return __real_memcpy(d, s, n);
+}
+
+HM_API void *__wrap_memmove(void *d, const void *s, size_t n)
+{
+    if (ACTIVE) {
+        RD(s, n);
+        WR(d, n);
+    }
+    return __real_memmove(d, s, n);
+}
+
+HM_API void *__wrap_memset(void *d, int c, size_t n)
+{
+    if (ACTIVE)
+        WR(d, n);
+    return __real_memset(d, c, n);
+}
+
+HM_API void *__wrap___memcpy_chk(void *d, const void *s, size_t n, size_t dn)
+{
+    if (n > dn) {
+        say("hetmem sim: buffer overflow detected (memcpy)\n");
+        abort();
+    }
+    return __wrap_memcpy(d, s, n);
+}
+
+HM_API void *__wrap___memmove_chk(void *d, const void *s, size_t n, size_t dn)
+{
+    if (n > dn) {
+        say("hetmem sim: buffer overflow detected (memmove)\n");
+        abort();
+    }
+    return __wrap_memmove(d, s, n);
+}
+
+HM_API void *__wrap___memset_chk(void *d, int c, size_t n, size_t dn)
+{
+    if (n > dn) {
+        say("hetmem sim: buffer overflow detected (memset)\n");
+        abort();
+    }
+    return __wrap_memset(d, c, n);
+}
+
+int __real_memcmp(const void *, const void *, size_t);
+size_t __real_strlen(const char *);
+size_t __real_strnlen(const char *, size_t);
+char *__real_strcpy(char *, const char *);
+char *__real_strncpy(char *, const char *, size_t);
+char *__real_strcat(char *, const char *);
+int __real_strcmp(const char *, const char *);
+int __real_strncmp(const char *, const char *, size_t);
+
+HM_API int __wrap_memcmp(const void *a, const void *b, size_t n)
+{
+    if (ACTIVE) {
+        RD(a, n);
+        RD(b, n);
+    }
+    return __real_memcmp(a, b, n);
+}
+
+HM_API size_t __wrap_strlen(const char *s)
+{
+    size_t n = __real_strlen(s);
+    if (ACTIVE)
+        RD(s, n + 1);
+    return n;
+}
+
+HM_API size_t __wrap_strnlen(const char *s, size_t m)
+{
+    size_t n = __real_strnlen(s, m);
+    if (ACTIVE)
+        RD(s, n < m ? n + 1 : n);
+    return n;
+}
+
+HM_API char *__wrap_strcpy(char *d, const char *s)
+{
+    if (ACTIVE) {
+        size_t n = __real_strlen(s) + 1;
+        RD(s, n);
+        WR(d, n);
+    }
+    return __real_strcpy(d, s);
+}
+
+HM_API char *__wrap_strncpy(char *d, const char *s, size_t m)
+{
+    if (ACTIVE) {
+        size_t n = __real_strnlen(s, m);
+        RD(s, n < m ? n + 1 : n);
+        WR(d, m);
+    }
+    return __real_strncpy(d, s, m);
+}
+
+HM_API char *__wrap_strcat(char *d, const char *s)
+{
+    if (ACTIVE) {
+        size_t dl = __real_strlen(d), n = __real_strlen(s) + 1;
+        RD(d, dl);
+        RD(s, n);
+        WR(d + dl, n);
+    }
+    return __real_strcat(d, s);
+}
+
+/* Comparisons read both strings up to the first difference. */
+static size_t common_prefix(const char *a, const char *b, size_t m)
+{
+    size_t i = 0;
+    while (i < m && a[i] && a[i] == b[i])
+        i++;
+    return i < m ? i + 1 : m;
+}
+
+HM_API int __wrap_strcmp(const char *a, const char *b)
+{
+    if (ACTIVE) {
+        size_t n = common_prefix(a, b, SIZE_MAX);
+        RD(a, n);
+        RD(b, n);
+    }
+    return __real_strcmp(a, b);
+}
+
+HM_API int __wrap_strncmp(const char *a, const char *b, size_t m)
+{
+    if (ACTIVE) {
+        size_t n = common_prefix(a, b, m);
+        RD(a, n);
+        RD(b, n);
+    }
+    return __real_strncmp(a, b, m);
+}

@@ -1,0 +1,372 @@
+/* Placement files: parse, validate, match objects (docs/placement-format.md). */
+#include "hetmem/placement.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/common.h"
+
+/* A rule with its selectors. Missing selectors match everything, so a rule
+ * {"device": "hbm"} is a catch-all. The rule's JSON text is kept for the
+ * unmatched-rule report so users see the rule exactly as they wrote it. */
+typedef struct {
+    int has_site, has_addr, has_min_size;
+    uint64_t site;
+    char *name;
+    uint64_t addr_lo, addr_hi;   /* [lo, hi) */
+    uint64_t min_size;
+    int pages_percent;           /* 100 = whole object */
+    int device;
+    char *text;                  /* compact JSON of the rule */
+    char *where;                 /* "rules[2]" or "phases.spmv.rules[0]" */
+    uint64_t hits;               /* updated atomically */
+} rule_t;
+
+typedef struct {
+    rule_t *r;
+    int n;
+} rule_list_t;
+
+typedef struct {
+    char *name;
+    rule_list_t rules;
+} phase_t;
+
+struct hm_placement {
+    char **dev;          /* device names, owned */
+    int ndev;
+    int fixed_devices;   /* 1: names resolved against the machine's list */
+    int def;
+    rule_list_t top;
+    phase_t *phases;
+    int nphases;
+};
+
+static void list_free(rule_list_t *l)
+{
+    for (int i = 0; i < l->n; i++) {
+        free(l->r[i].name);
+        free(l->r[i].text);
+        free(l->r[i].where);
+    }
+    free(l->r);
+    l->r = NULL;
+    l->n = 0;
+}
+
+void hm_placement_close(hm_placement_t *p)
+{
+    if (!p)
+        return;
+    for (int i = 0; i < p->ndev; i++)
+        free(p->dev[i]);
+    free(p->dev);
+    list_free(&p->top);
+    for (int i = 0; i < p->nphases; i++) {
+        free(p->phases[i].name);
+        list_free(&p->phases[i].rules);
+    }
+    free(p->phases);
+    free(p);
+}
+
+/* Resolves a device name to an index: against the machine's names when
+ * given, else by order of first appearance in the file. */
+static int resolve_device(hm_placement_t *p, const char *name, const char *what, const char *where)
+{
+    for (int i = 0; i < p->ndev; i++)
+        if (strcmp(p->dev[i], name) == 0)
+            return i;
+    if (p->fixed_devices) {
+        char known[512];
+        size_t off = 0;
+        known[0] = 0;
+        for (int i = 0; i < p->ndev && off < sizeof known; i++)
+            off += (size_t)snprintf(known + off, sizeof known - off, "%s%s", i ? ", " : "", p->dev[i]);
+        return hm__errf(HM_ENODEV, "%s: %s: unknown device \"%s\" (machine has: %s)", what, where, name, known);
+    }
+    p->dev = hm__xrealloc(p->dev, sizeof(char *) * (size_t)(p->ndev + 1));
+    p->dev[p->ndev] = hm__xstrdup(name);
+    return p->ndev++;
+}
+
+/* Addresses and site ids are 64-bit, beyond JSON's safe integers, so they
+ * are written as "0x..." strings; plain integers are accepted too. */
+static int get_u64_hexish(const json_t *v, uint64_t *out)
+{
+    if (json_is_integer(v) && json_integer_value(v) >= 0) {
+        *out = (uint64_t)json_integer_value(v);
+        return 0;
+    }
+    if (json_is_string(v))
+        return hm__parse_u64(json_string_value(v), out) == 0 ? 0 : -1;
+    return -1;
+}
+
+static const char *const rule_keys[] = {"site", "name", "addr", "min_size", "pages_percent", "device"};
+
+static int parse_rule(hm_placement_t *p, json_t *j, rule_t *r, const char *what, const char *where)
+{
+    if (!json_is_object(j))
+        return hm__errf(HM_EBADPLACE, "%s: %s: a rule must be an object", what, where);
+    const char *key;
+    json_t *v;
+    json_object_foreach(j, key, v) {
+        size_t k;
+        for (k = 0; k < HM_ARRAY_LEN(rule_keys); k++)
+            if (strcmp(key, rule_keys[k]) == 0)
+                break;
+        if (k == HM_ARRAY_LEN(rule_keys))
+            return hm__errf(HM_EBADPLACE, "%s: %s: unknown key \"%s\" (known: site, name, addr, min_size, pages_percent, device)",
+                            what, where, key);
+    }
+    r->pages_percent = 100;
+    if ((v = json_object_get(j, "site"))) {
+        if (get_u64_hexish(v, &r->site))
+            return hm__errf(HM_EBADPLACE, "%s: %s: \"site\" must be a hex string like \"0x3f2a91c07d5e1b44\"", what, where);
+        r->has_site = 1;
+    }
+    if ((v = json_object_get(j, "name"))) {
+        if (!json_is_string(v) || !*json_string_value(v))
+            return hm__errf(HM_EBADPLACE, "%s: %s: \"name\" must be a non-empty string", what, where);
+        r->name = hm__xstrdup(json_string_value(v));
+    }
+    if ((v = json_object_get(j, "addr"))) {
+        if (!json_is_array(v) || json_array_size(v) != 2 || get_u64_hexish(json_array_get(v, 0), &r->addr_lo) ||
+            get_u64_hexish(json_array_get(v, 1), &r->addr_hi) || r->addr_lo >= r->addr_hi)
+            return hm__errf(HM_EBADPLACE, "%s: %s: \"addr\" must be [\"0xLO\", \"0xHI\"] with LO < HI", what, where);
+        r->has_addr = 1;
+    }
+    if ((v = json_object_get(j, "min_size"))) {
+        if (hm__json_get_u64(j, "min_size", 1, &r->min_size, where) < 0)
+            return hm__errf(HM_EBADPLACE, "%s: %s: \"min_size\" must be a size (bytes or \"64M\")", what, where);
+        r->has_min_size = 1;
+    }
+    if ((v = json_object_get(j, "pages_percent"))) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 100)
+            return hm__errf(HM_EBADPLACE, "%s: %s: \"pages_percent\" must be an integer 0..100", what, where);
+        r->pages_percent = (int)json_integer_value(v);
+    }
+    v = json_object_get(j, "device");
+    if (!v)
+        return hm__errf(HM_EBADPLACE, "%s: %s: missing \"device\"", what, where);
+    if (!json_is_string(v))
+        return hm__errf(HM_EBADPLACE, "%s: %s: \"device\" must be a string", what, where);
+    int d = resolve_device(p, json_string_value(v), what, where);
+    if (d < 0)
+        return d;
+    r->device = d;
+    r->text = json_dumps(j, JSON_PRESERVE_ORDER);
+    if (!r->text)
+        r->text = hm__xstrdup("{...}");
+    r->where = hm__xstrdup(where);
+    return 0;
+}
+
+static int parse_rules(hm_placement_t *p, json_t *arr, rule_list_t *l, const char *what, const char *prefix)
+{
+    if (!json_is_array(arr))
+        return hm__errf(HM_EBADPLACE, "%s: %s must be an array", what, prefix);
+    size_t n = json_array_size(arr);
+    l->r = hm__xcalloc(n ? n : 1, sizeof(rule_t));
+    for (size_t i = 0; i < n; i++) {
+        char where[256];
+        snprintf(where, sizeof where, "%s[%zu]", prefix, i);
+        int rc = parse_rule(p, json_array_get(arr, i), &l->r[i], what, where);
+        l->n = (int)i + 1; /* so that list_free sees what was filled */
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int from_json(hm_placement_t **out, const char *what, json_t *root, const char *const *devices, int ndevices)
+{
+    int rc;
+    hm_placement_t *p = hm__xcalloc(1, sizeof *p);
+    if (devices) {
+        if (ndevices <= 0) {
+            rc = hm__errf(HM_EBADPLACE, "%s: machine has no devices", what);
+            goto fail;
+        }
+        p->fixed_devices = 1;
+        p->dev = hm__xcalloc((size_t)ndevices, sizeof(char *));
+        for (int i = 0; i < ndevices; i++)
+            p->dev[i] = hm__xstrdup(devices[i]);
+        p->ndev = ndevices;
+    }
+    if (!json_is_object(root)) {
+        rc = hm__errf(HM_EBADPLACE, "%s: top level must be an object", what);
+        goto fail;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        if (strcmp(key, "default") && strcmp(key, "rules") && strcmp(key, "phases")) {
+            rc = hm__errf(HM_EBADPLACE, "%s: unknown key \"%s\" (known: default, rules, phases)", what, key);
+            goto fail;
+        }
+    }
+    /* The default comes first so that, without a machine, it gets index 0
+     * like a machine's default device does. */
+    v = json_object_get(root, "default");
+    if (v) {
+        if (!json_is_string(v)) {
+            rc = hm__errf(HM_EBADPLACE, "%s: \"default\" must be a string", what);
+            goto fail;
+        }
+        if ((rc = resolve_device(p, json_string_value(v), what, "default")) < 0)
+            goto fail;
+        p->def = rc;
+    } else if (!devices) {
+        rc = hm__errf(HM_EBADPLACE, "%s: missing \"default\"", what);
+        goto fail;
+    } else {
+        p->def = 0;
+    }
+    if ((v = json_object_get(root, "rules")) && (rc = parse_rules(p, v, &p->top, what, "rules")) < 0)
+        goto fail;
+    if ((v = json_object_get(root, "phases"))) {
+        if (!json_is_object(v)) {
+            rc = hm__errf(HM_EBADPLACE, "%s: \"phases\" must be an object of {\"rules\": [...]}", what);
+            goto fail;
+        }
+        p->phases = hm__xcalloc(json_object_size(v) + 1, sizeof(phase_t));
+        const char *pname;
+        json_t *pv;
+        json_object_foreach(v, pname, pv) {
+            phase_t *ph = &p->phases[p->nphases++];
+            ph->name = hm__xstrdup(pname);
+            char prefix[256];
+            snprintf(prefix, sizeof prefix, "phases.%s.rules", pname);
+            json_t *pr = json_is_object(pv) ? json_object_get(pv, "rules") : NULL;
+            if (!pr || json_object_size(pv) != 1) {
+                rc = hm__errf(HM_EBADPLACE, "%s: phases.%s must be {\"rules\": [...]}", what, pname);
+                goto fail;
+            }
+            if ((rc = parse_rules(p, pr, &ph->rules, what, prefix)) < 0)
+                goto fail;
+        }
+    }
+    *out = p;
+    return 0;
+fail:
+    hm_placement_close(p);
+    return rc;
+}
+
+int hm_placement_parse(hm_placement_t **out, const char *what, const char *json, const char *const *devices,
+                       int ndevices)
+{
+    json_t *root;
+    *out = NULL;
+    int rc = hm__json_load_string(what, json, &root);
+    if (rc < 0)
+        return rc;
+    rc = from_json(out, what, root, devices, ndevices);
+    json_decref(root);
+    return rc;
+}
+
+int hm_placement_load(hm_placement_t **out, const char *path, const char *const *devices, int ndevices)
+{
+    json_t *root;
+    *out = NULL;
+    int rc = hm__json_load_file(path, &root);
+    if (rc < 0)
+        return rc;
+    rc = from_json(out, path, root, devices, ndevices);
+    json_decref(root);
+    return rc;
+}
+
+static int rule_matches(const rule_t *r, const hm_object_desc_t *o)
+{
+    if (r->has_site && r->site != o->site)
+        return 0;
+    if (r->name && (!o->name || strcmp(r->name, o->name) != 0))
+        return 0;
+    if (r->has_addr && (o->addr < r->addr_lo || o->addr >= r->addr_hi))
+        return 0;
+    if (r->has_min_size && o->size < r->min_size)
+        return 0;
+    return 1;
+}
+
+static int match_list(const rule_list_t *l, const hm_object_desc_t *o)
+{
+    for (int i = 0; i < l->n; i++)
+        if (rule_matches(&l->r[i], o))
+            return i;
+    return -1;
+}
+
+void hm_placement_match(hm_placement_t *p, const char *phase, const hm_object_desc_t *obj, hm_place_t *out)
+{
+    out->rule = -1;
+    out->phase_rule = 0;
+    out->device = p->def;
+    out->pages_percent = 100;
+    out->default_device = p->def;
+    const rule_list_t *l = NULL;
+    int i = -1;
+    if (phase) {
+        for (int k = 0; k < p->nphases; k++) {
+            if (strcmp(p->phases[k].name, phase) == 0) {
+                l = &p->phases[k].rules;
+                i = match_list(l, obj);
+                out->phase_rule = i >= 0;
+                break;
+            }
+        }
+    }
+    if (i < 0) {
+        l = &p->top;
+        i = match_list(l, obj);
+    }
+    if (i < 0)
+        return;
+    rule_t *r = &l->r[i];
+    __atomic_fetch_add(&r->hits, 1, __ATOMIC_RELAXED);
+    out->rule = i;
+    out->device = r->device;
+    out->pages_percent = r->pages_percent;
+    if (r->pages_percent <= 0) /* 0% of pages on the device: all on default */
+        out->device = p->def;
+}
+
+const char *hm_placement_device_name(const hm_placement_t *p, int dev)
+{
+    return p && dev >= 0 && dev < p->ndev ? p->dev[dev] : NULL;
+}
+
+int hm_placement_default_device(const hm_placement_t *p)
+{
+    return p->def;
+}
+
+int hm_placement_has_phases(const hm_placement_t *p)
+{
+    return p->nphases > 0;
+}
+
+static void append_unmatched(const rule_list_t *l, char **buf, size_t *len)
+{
+    for (int i = 0; i < l->n; i++) {
+        if (__atomic_load_n(&l->r[i].hits, __ATOMIC_RELAXED))
+            continue;
+        size_t need = strlen(l->r[i].where) + strlen(l->r[i].text) + 32;
+        *buf = hm__xrealloc(*buf, *len + need);
+        *len += (size_t)snprintf(*buf + *len, need, "%s %s matched nothing\n", l->r[i].where, l->r[i].text);
+    }
+}
+
+char *hm_placement_unmatched(const hm_placement_t *p)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    append_unmatched(&p->top, &buf, &len);
+    for (int k = 0; k < p->nphases; k++)
+        append_unmatched(&p->phases[k].rules, &buf, &len);
+    return buf;
+}

@@ -1,0 +1,509 @@
+/* Core model: interval-style out-of-order core over the cache hierarchy.
+ *
+ * Time advances by base_cpi per instruction. A load or store that misses L1
+ * is an outstanding miss: the core keeps issuing instructions until either
+ * the ROB is full (the oldest miss has been waited on for `rob`
+ * instructions) or `mlp` misses are in flight; only then does it stall
+ * until the oldest completes. Independent misses therefore overlap, up to
+ * the MLP limit. A load whose address lies within 4 KiB above a value loaded
+ * by a miss still in flight (p = p->next) depends on it and cannot issue
+ * before that value arrives, so pointer chases serialize. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_int.h"
+
+static inline double core_now(const hm_sim_t *s)
+{
+    return s->t + (double)(s->icount - s->t_icount) * s->cpi_ns;
+}
+
+uint64_t hm_sim_now_ns(const hm_sim_t *s) { return (uint64_t)core_now(s); }
+uint64_t hm_sim_instruction_count(const hm_sim_t *s) { return s->icount; }
+uint64_t hm_sim_access_count(const hm_sim_t *s) { return s->loads + s->stores; }
+
+static inline void win_pop(hm_sim_t *s)
+{
+    s->win_head = (s->win_head + 1) & (HM_SIM_MAX_MLP - 1);
+    s->win_n--;
+    s->rob_limit = s->win_n ? s->win_inst[s->win_head] + s->rob : UINT64_MAX;
+}
+
+/* The oldest outstanding miss blocks retirement once `rob` younger
+ * instructions have entered the ROB: the core stops at that instruction
+ * until the miss completes. */
+void hm__sim_rob_stall(hm_sim_t *s)
+{
+    while (s->win_n && s->icount >= s->win_inst[s->win_head] + s->rob) {
+        uint64_t lim = s->win_inst[s->win_head] + s->rob;
+        double done = s->win_done[s->win_head];
+        if (lim >= s->t_icount) {
+            double tl = s->t + (double)(lim - s->t_icount) * s->cpi_ns;
+            if (done > tl) {
+                s->t = done;
+                s->t_icount = lim;
+            }
+        } else if (done > s->t) {
+            s->t = done;
+        }
+        win_pop(s);
+    }
+}
+
+void hm_sim_instructions(hm_sim_t *s, uint64_t n)
+{
+    s->icount += n;
+    if (HM_UNLIKELY(s->icount >= s->rob_limit))
+        hm__sim_rob_stall(s);
+}
+
+/* Makes room for one more miss and returns its earliest issue time. */
+static inline double win_reserve(hm_sim_t *s)
+{
+    double now = core_now(s);
+    while (s->win_n && s->win_done[s->win_head] <= now)
+        win_pop(s);
+    if (s->win_n >= s->mlp) {
+        double d = s->win_done[s->win_head];
+        if (d > now) {
+            s->t = now = d;
+            s->t_icount = s->icount;
+        }
+        win_pop(s);
+    }
+    return now;
+}
+
+static inline void win_push(hm_sim_t *s, double done)
+{
+    uint32_t i = (s->win_head + s->win_n) & (HM_SIM_MAX_MLP - 1);
+    s->win_done[i] = done;
+    s->win_inst[i] = s->icount;
+    if (s->win_n++ == 0)
+        s->rob_limit = s->icount + s->rob;
+    if (done > s->last_done)
+        s->last_done = done;
+}
+
+/* Bit-PLRU: a hit or fill sets the way's MRU bit; when every way's bit
+ * is set, the others are cleared. The victim is the first invalid way, else
+ * the first way without its bit: one word per set instead of a stamp per
+ * way keeps the simulator's own memory traffic low. */
+static inline void touch(hm__cache_t *c, uint32_t set, uint64_t idx)
+{
+    uint32_t bit = 1u << (uint32_t)(idx - (uint64_t)set * c->assoc);
+    uint32_t m = c->mru[set] | bit;
+    c->mru[set] = m == (c->assoc == 32 ? 0xffffffffu : (1u << c->assoc) - 1) ? bit : m;
+}
+
+static inline uint32_t set_of(const hm__cache_t *c, uint64_t line)
+{
+    if (c->set_mask)
+        return (uint32_t)line & c->set_mask;
+    uint64_t h = line * 0x9e3779b97f4a7c15ull;
+    return (uint32_t)(((h >> 32) * c->sets) >> 32);
+}
+
+static inline int find_way_set(const hm__cache_t *c, uint64_t line, uint64_t *idx, uint32_t *setp)
+{
+    uint32_t set = set_of(c, line);
+    uint64_t base = (uint64_t)set * c->assoc;
+    *setp = set;
+    const uint64_t *tg = c->tag + base;
+    for (uint32_t w = 0; w < c->assoc; w++)
+        if (tg[w] == line + 1) {
+            *idx = base + w;
+            return 1;
+        }
+    *idx = base;
+    return 0;
+}
+
+static inline int find_way(const hm__cache_t *c, uint64_t line, uint64_t *idx)
+{
+    uint32_t set;
+    return find_way_set(c, line, idx, &set);
+}
+
+/* Device of the page holding byte address @p addr and the object's group
+ * (UINT32_MAX: memory outside any tracked allocation). */
+static inline int line_device(const hm_sim_t *s, uint64_t addr, uint32_t *group)
+{
+    uint64_t e = hm__sim_page_entry(s, addr);
+    if (e) {
+        *group = s->allocs[HM_PE_ALLOC(e) - 1].group;
+        return HM_PE_DEV(e);
+    }
+    *group = UINT32_MAX;
+    return s->fixed_device >= 0 ? s->fixed_device : s->def;
+}
+
+static void writeback(hm_sim_t *s, int lvl, uint64_t line, double t);
+
+/* Inserts @p line into level @p lvl, evicting the LRU way; the data is
+ * there from time @p ready on (0: now). */
+static uint64_t fill_at(hm_sim_t *s, int lvl, uint64_t line, int dirty, double t, double ready);
+static inline uint64_t fill(hm_sim_t *s, int lvl, uint64_t line, int dirty, double t)
+{
+    return fill_at(s, lvl, line, dirty, t, 0);
+}
+
+static uint64_t fill_at(hm_sim_t *s, int lvl, uint64_t line, int dirty, double t, double ready)
+{
+    hm__cache_t *c = &s->c[lvl];
+    uint32_t set = set_of(c, line);
+    uint64_t base = (uint64_t)set * c->assoc, v = UINT64_MAX;
+    for (uint32_t w = 0; w < c->assoc; w++) {
+        if (!c->tag[base + w]) {
+            v = base + w;
+            break;
+        }
+    }
+    if (v == UINT64_MAX)
+        v = base + (uint64_t)__builtin_ctz(~c->mru[set]);
+    if (c->tag[v] && c->dirty[v])
+        writeback(s, lvl + 1, c->tag[v] - 1, t);
+    if (lvl == 0)
+        s->last_line = UINT64_MAX;
+    c->tag[v] = line + 1;
+    touch(c, set, v);
+    c->dirty[v] = (uint8_t)dirty;
+    if (lvl > 0) /* L1 never holds lines in flight */
+        c->ready[v] = ready;
+    return v;
+}
+
+/* L2 stream prefetcher, as on current cores: after two misses to
+ * consecutive lines it keeps `prefetch` lines ahead of the demand stream,
+ * within the 4 KiB page (hardware prefetchers do not cross pages). The
+ * prefetches go to the device queues like demand misses but occupy no ROB
+ * or MLP slot; a demand access to a line still in flight waits for it. */
+static void prefetch(hm_sim_t *s, uint64_t line, double now)
+{
+    int k;
+    for (k = 0; k < 16; k++)
+        if (s->stream[k].next == line)
+            break;
+    if (k == 16) {
+        k = (int)(s->stream_rr++ & 15);
+        s->stream[k].next = line + 1;
+        s->stream[k].pf = line;
+        return;
+    }
+    s->stream[k].next = line + 1;
+    uint64_t page_end = ((line << s->line_shift) | ((1u << HM_SIM_PAGE_SHIFT) - 1)) >> s->line_shift;
+    uint64_t from = s->stream[k].pf > line ? s->stream[k].pf + 1 : line + 1;
+    uint64_t to = line + s->pf_dist < page_end ? line + s->pf_dist : page_end;
+    int lvl = s->nlevels > 1 ? 1 : 0;
+    for (uint64_t p = from; p <= to; p++) {
+        uint64_t i;
+        int present = 0;
+        for (int l = lvl; l < s->nlevels && !present; l++)
+            present = find_way(&s->c[l], p, &i);
+        if (present)
+            continue;
+        uint32_t g;
+        int d = line_device(s, p << s->line_shift, &g);
+        double done = hm__device_read(&s->dev[d], p, now);
+        if (g != UINT32_MAX)
+            s->groups[g].lines_read++;
+        else
+            s->other_lines_read++;
+        for (int l = s->nlevels - 1; l >= lvl; l--)
+            fill_at(s, l, p, 0, now, done);
+        s->prefetches++;
+    }
+    if (to > s->stream[k].pf || s->stream[k].pf < line)
+        s->stream[k].pf = to;
+}
+
+static void writeback(hm_sim_t *s, int lvl, uint64_t line, double t)
+{
+    if (lvl >= s->nlevels) {
+        uint32_t g;
+        int d = line_device(s, line << s->line_shift, &g);
+        hm__device_write(&s->dev[d], line, t);
+        if (g != UINT32_MAX)
+            s->groups[g].lines_written++;
+        else
+            s->other_lines_written++;
+        return;
+    }
+    uint64_t i;
+    if (find_way(&s->c[lvl], line, &i))
+        s->c[lvl].dirty[i] = 1;
+    else
+        fill(s, lvl, line, 1, t);
+}
+
+/* What served the last access, for samples. */
+typedef struct {
+    int level;      /* 0.. nlevels-1 caches, nlevels = memory */
+    int dev;
+    double issue, done;
+} served_t;
+
+static inline double dep_check(hm_sim_t *s, uint64_t addr, double now)
+{
+    double w = 0;
+    for (int i = 0; i < HM_SIM_DEP_SLOTS; i++)
+        if (s->dep_done[i] > now && addr - s->dep_val[i] < 4096 && s->dep_done[i] > w)
+            w = s->dep_done[i];
+    return w;
+}
+
+static inline void dep_record(hm_sim_t *s, uint64_t value, double done)
+{
+    uint32_t i = s->dep_next++ & (HM_SIM_DEP_SLOTS - 1);
+    s->dep_val[i] = value;
+    s->dep_done[i] = done;
+    if (done > s->dep_latest)
+        s->dep_latest = done;
+}
+
+static void access_miss(hm_sim_t *s, uint64_t line, int st, uint64_t addr, uint64_t value, double dep,
+                        served_t *sv);
+
+/* One line access. Returns through @p sv what served it. The L1 hit path is
+ * inline; everything past L1 is in access_miss(). */
+static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr, uint64_t value, served_t *sv)
+{
+    hm__cache_t *c0 = &s->c[0];
+    uint64_t i;
+    double dep = 0;
+    if (HM_UNLIKELY(s->dep_latest > s->t) && !st)
+        dep = dep_check(s, addr, core_now(s));
+    if (line == s->last_line && HM_LIKELY(dep <= 0)) {
+        c0->dirty[s->last_idx] |= (uint8_t)st;
+        c0->hits[st]++;
+        sv->issue = sv->done = 0;
+        sv->level = 0;
+        return;
+    }
+    uint32_t set;
+    if (HM_LIKELY(find_way_set(c0, line, &i, &set))) {
+        s->last_line = line;
+        s->last_idx = i;
+        touch(c0, set, i);
+        c0->dirty[i] |= (uint8_t)st;
+        c0->hits[st]++;
+        if (HM_UNLIKELY(dep > 0)) {
+            /* Served by L1, but only once the address is known. */
+            sv->issue = dep;
+            sv->done = dep + c0->lat_ns;
+            if (value >= 4096)
+                dep_record(s, value, sv->done);
+        } else {
+            sv->issue = sv->done = 0;
+        }
+        sv->level = 0;
+        return;
+    }
+    access_miss(s, line, st, addr, value, dep, sv);
+}
+
+__attribute__((noinline)) static void access_miss(hm_sim_t *s, uint64_t line, int st, uint64_t addr,
+                                                  uint64_t value, double dep, served_t *sv)
+{
+    hm__cache_t *c0 = &s->c[0];
+    uint64_t i;
+    uint32_t set;
+    c0->misses[st]++;
+    double now = win_reserve(s);
+    double issue = dep > now ? dep : now, done;
+    int lvl;
+    double ready = 0;
+    for (lvl = 1; lvl < s->nlevels; lvl++) {
+        if (find_way_set(&s->c[lvl], line, &i, &set)) {
+            touch(&s->c[lvl], set, i);
+            s->c[lvl].hits[st]++;
+            ready = s->c[lvl].ready[i];
+            break;
+        }
+        s->c[lvl].misses[st]++;
+    }
+    sv->dev = -1;
+    if (lvl < s->nlevels) {
+        done = (ready > issue ? ready : issue) + s->c[lvl].lat_ns;
+    } else {
+        uint32_t g;
+        int d = line_device(s, addr, &g);
+        done = hm__device_read(&s->dev[d], line, issue);
+        if (g != UINT32_MAX)
+            s->groups[g].lines_read++;
+        else
+            s->other_lines_read++;
+        sv->dev = d;
+    }
+    for (int k = lvl - 1; k > 0; k--)
+        fill(s, k, line, 0, issue);
+    uint64_t l1 = fill(s, 0, line, st, issue);
+    if (s->pf_dist)
+        prefetch(s, line, issue);
+    if (c0->tag[l1] == line + 1) { /* a one-level machine's prefetch may have evicted it */
+        s->last_line = line;
+        s->last_idx = l1;
+    }
+    win_push(s, done);
+    if (!st && value >= 4096)
+        dep_record(s, value, done);
+    sv->level = lvl;
+    sv->issue = issue;
+    sv->done = done;
+}
+
+static void emit_sample(hm_sim_t *s, uint64_t addr, uint64_t ip, int st, const served_t *sv)
+{
+    hm_sample_t smp;
+    memset(&smp, 0, sizeof smp);
+    double now = core_now(s);
+    double issue = sv->issue > 0 ? sv->issue : now;
+    double lat = sv->level == 0 ? s->c[0].lat_ns + (sv->done > issue ? sv->done - issue : 0) : sv->done - issue;
+    smp.time = (uint64_t)issue;
+    smp.addr = addr;
+    smp.ip = ip;
+    smp.tid = 0;
+    smp.weight = (uint32_t)(lat / s->cyc_ns + 0.5);
+    smp.access = (uint8_t)(st ? HM_ACCESS_STORE : HM_ACCESS_LOAD);
+    if (sv->level >= s->nlevels)
+        smp.dsrc = HM_DSRC_MAKE_MEM(sv->dev);
+    else
+        smp.dsrc = (uint16_t)(sv->level < 2 ? HM_DSRC_L1 + sv->level : HM_DSRC_L3);
+    s->sample_fn(s->sample_ctx, &smp);
+}
+
+static inline void sim_access(hm_sim_t *s, uint64_t addr, unsigned size, int st, uint64_t value, uint64_t ip)
+{
+    served_t sv;
+    uint64_t line = addr >> s->line_shift;
+    uint64_t last = (addr + (size ? size : 1) - 1) >> s->line_shift;
+    access_line(s, line, st, addr, value, &sv);
+    if (HM_UNLIKELY(last != line)) {
+        served_t sv2;
+        access_line(s, last, st, last << s->line_shift, 0, &sv2);
+        if (sv2.level > sv.level)
+            sv = sv2;
+    }
+    uint64_t *left = st ? &s->st_left : &s->ld_left;
+    if (HM_UNLIKELY(--*left == 0)) {
+        *left = s->period;
+        emit_sample(s, addr, ip, st, &sv);
+    }
+}
+
+/* Inline forms for the access hooks, which include this file (src/inst). */
+static inline void sim_load_inl(hm_sim_t *s, uint64_t addr, unsigned size, uint64_t value, uint64_t ip)
+{
+    if (HM_UNLIKELY(s->done))
+        return;
+    s->loads++;
+    sim_access(s, addr, size, 0, size == 8 ? value : 0, ip);
+}
+
+static inline void sim_store_inl(hm_sim_t *s, uint64_t addr, unsigned size, uint64_t ip)
+{
+    if (HM_UNLIKELY(s->done))
+        return;
+    s->stores++;
+    sim_access(s, addr, size, 1, 0, ip);
+}
+
+void hm_sim_load(hm_sim_t *s, uint64_t addr, unsigned size, uint64_t value, uint64_t ip)
+{
+    sim_load_inl(s, addr, size, value, ip);
+}
+
+void hm_sim_store(hm_sim_t *s, uint64_t addr, unsigned size, uint64_t ip)
+{
+    sim_store_inl(s, addr, size, ip);
+}
+
+/* Bulk operations (memcpy and friends) run in libc, outside the hooks: they
+ * are modelled as one access per line plus two instructions per line
+ * (a vectorised copy loop moves a 64-byte line in about that many). */
+static void range(hm_sim_t *s, uint64_t addr, uint64_t len, int st, uint64_t ip)
+{
+    if (!len || s->done)
+        return;
+    uint64_t first = addr >> s->line_shift, last = (addr + len - 1) >> s->line_shift;
+    for (uint64_t l = first; l <= last; l++) {
+        uint64_t a = l == first ? addr : l << s->line_shift;
+        hm_sim_instructions(s, 2);
+        if (st)
+            s->stores++;
+        else
+            s->loads++;
+        sim_access(s, a, 1, st, 0, ip);
+    }
+}
+
+void hm_sim_load_range(hm_sim_t *s, uint64_t addr, uint64_t len, uint64_t ip) { range(s, addr, len, 0, ip); }
+void hm_sim_store_range(hm_sim_t *s, uint64_t addr, uint64_t len, uint64_t ip) { range(s, addr, len, 1, ip); }
+
+void hm_sim_set_sampler(hm_sim_t *s, uint64_t period, hm_sim_sample_fn fn, void *ctx)
+{
+    s->period = period && fn ? period : UINT64_MAX;
+    s->ld_left = s->st_left = s->period;
+    s->sample_fn = fn;
+    s->sample_ctx = ctx;
+}
+
+int hm_sim_open(hm_sim_t **out, const hm_sim_machine_t *m, hm_placement_t *pl, int device)
+{
+    int rc;
+    *out = NULL;
+    if (device >= m->ndevices)
+        return hm__errf(HM_ENODEV, "device index %d out of range", device);
+    hm_sim_t *s = hm__xcalloc(1, sizeof *s);
+    s->m = m;
+    s->pl = pl;
+    s->fixed_device = pl ? -1 : (device >= 0 ? device : 0);
+    s->def = pl ? hm_placement_default_device(pl) : s->fixed_device;
+    s->line_shift = (uint32_t)__builtin_ctz(m->line);
+    s->cyc_ns = 1.0 / m->freq_ghz;
+    s->cpi_ns = m->base_cpi * s->cyc_ns;
+    s->rob = m->rob;
+    s->mlp = m->mlp;
+    s->pf_dist = m->prefetch;
+    s->rob_limit = UINT64_MAX;
+    s->last_line = UINT64_MAX;
+    s->nlevels = m->nlevels;
+    for (int i = 0; i < m->nlevels; i++) {
+        const hm__cache_cfg_t *l = &m->level[i];
+        uint64_t size = l->shared ? l->size / m->cores : l->size;
+        if ((rc = hm__cache_init(&s->c[i], size, l->assoc, m->line, l->latency_cyc * s->cyc_ns)) < 0) {
+            rc = hm__errf(rc, "cache %s: cannot allocate %llu sets", l->name, (unsigned long long)size);
+            goto fail;
+        }
+    }
+    s->ndev = m->ndevices;
+    for (int i = 0; i < m->ndevices; i++) {
+        const hm__device_cfg_t *d = &m->dev[i];
+        hm__device_t *v = &s->dev[i];
+        /* GB/s is bytes per ns: a line takes line/(bw/cores) ns of this
+         * thread's share. */
+        v->xfer_r_ns = (double)m->line * m->cores / d->read_bw_gbs;
+        v->xfer_w_ns = (double)m->line * m->cores / d->write_bw_gbs;
+        v->read_lat_ns = d->read_lat_ns;
+        v->write_lat_ns = d->write_lat_ns;
+        v->nch = d->channels;
+        v->burst_ns = m->burst_ns;
+        v->cap_pages = d->capacity ? (d->capacity / m->cores) >> HM_SIM_PAGE_SHIFT : 0;
+    }
+    hm_sim_set_sampler(s, 0, NULL, NULL);
+    *out = s;
+    return 0;
+fail:
+    hm_sim_close(s);
+    return rc;
+}
+
+void hm_sim_close(hm_sim_t *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < HM_SIM_MAX_LEVELS; i++)
+        hm__cache_free(&s->c[i]);
+    hm__sim_objects_free(s);
+    free(s);
+}

@@ -1,0 +1,377 @@
+/* Objects and pages: which device holds each page, and whose it is.
+ *
+ * Pages are placed when an allocation is made, as an OS places them on
+ * first touch under a memory policy: a radix map from virtual page to
+ * (allocation, device). Pages shared by several small allocations keep the
+ * device they got first and are owned by the most recent allocation. A
+ * device holds at most capacity/cores bytes for this thread; pages beyond
+ * that spill to the default device and are counted. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_int.h"
+
+#define LEAF_BITS 18
+#define ROOT_BITS (48 - HM_SIM_PAGE_SHIFT - LEAF_BITS)
+#define TOMB UINT64_MAX
+
+uint64_t hm__sim_page_entry(const hm_sim_t *s, uint64_t addr)
+{
+    uint64_t pg = addr >> HM_SIM_PAGE_SHIFT;
+    uint64_t r = pg >> LEAF_BITS;
+    if (!s->pagemap || r >= (1ull << ROOT_BITS) || !s->pagemap[r])
+        return 0;
+    return s->pagemap[r][pg & ((1u << LEAF_BITS) - 1)];
+}
+
+static uint64_t *page_slot(hm_sim_t *s, uint64_t pg)
+{
+    uint64_t r = pg >> LEAF_BITS;
+    if (r >= (1ull << ROOT_BITS))
+        return NULL;
+    if (!s->pagemap)
+        s->pagemap = hm__xcalloc(1ull << ROOT_BITS, sizeof(uint64_t *));
+    if (!s->pagemap[r])
+        s->pagemap[r] = hm__xcalloc(1u << LEAF_BITS, sizeof(uint64_t));
+    return &s->pagemap[r][pg & ((1u << LEAF_BITS) - 1)];
+}
+
+void hm__sim_objects_free(hm_sim_t *s)
+{
+    if (s->pagemap) {
+        for (uint64_t r = 0; r < (1ull << ROOT_BITS); r++)
+            free(s->pagemap[r]);
+        free(s->pagemap);
+    }
+    for (uint32_t g = 0; g < s->ngroups; g++)
+        free(s->groups[g].name);
+    free(s->groups);
+    free(s->allocs);
+    free(s->ahash);
+    for (int i = 0; i < s->nphase; i++)
+        free(s->phase[i]);
+    for (uint32_t i = 0; i < s->npstat; i++)
+        free(s->pstat[i].name);
+    free(s->pstat);
+}
+
+/* ---- groups: one per (site, name), in order of first appearance */
+
+uint32_t hm__sim_group(hm_sim_t *s, uint64_t site, const char *name)
+{
+    /* Few distinct sites exist, but each malloc asks; a one-entry cache
+     * catches loops that allocate from one site. */
+    static const char *const none = "";
+    const char *n = name ? name : none;
+    for (uint32_t g = s->ngroups; g-- > 0;) {
+        const hm__group_t *x = &s->groups[g];
+        if (x->site == site && strcmp(x->name ? x->name : none, n) == 0)
+            return g;
+    }
+    if (s->ngroups == s->cap_groups) {
+        s->cap_groups = s->cap_groups ? s->cap_groups * 2 : 64;
+        s->groups = hm__xrealloc(s->groups, s->cap_groups * sizeof(hm__group_t));
+    }
+    hm__group_t *x = &s->groups[s->ngroups];
+    memset(x, 0, sizeof *x);
+    x->site = site;
+    x->name = name ? hm__xstrdup(name) : NULL;
+    x->device = -1;
+    return s->ngroups++;
+}
+
+/* ---- live allocations by start address (open addressing, tombstones) */
+
+static inline uint32_t ahash_pos(const hm_sim_t *s, uint64_t addr)
+{
+    return (uint32_t)((addr * 0x9e3779b97f4a7c15ull) >> 32) & s->ahash_mask;
+}
+
+static void ahash_put(hm_sim_t *s, uint64_t addr, uint32_t idx);
+
+static void ahash_grow(hm_sim_t *s)
+{
+    uint64_t *old = s->ahash;
+    uint32_t oldn = s->ahash ? s->ahash_mask + 1 : 0;
+    uint32_t n = oldn ? oldn * 2 : 1024;
+    s->ahash = hm__xcalloc(n, sizeof(uint64_t));
+    s->ahash_mask = n - 1;
+    s->ahash_n = 0;
+    for (uint32_t i = 0; i < oldn; i++)
+        if (old[i] && old[i] != TOMB)
+            ahash_put(s, s->allocs[old[i] - 1].addr, (uint32_t)(old[i] - 1));
+    free(old);
+}
+
+static void ahash_put(hm_sim_t *s, uint64_t addr, uint32_t idx)
+{
+    if (!s->ahash || (s->ahash_n + 1) * 2 > s->ahash_mask + 1)
+        ahash_grow(s);
+    uint32_t p = ahash_pos(s, addr);
+    while (s->ahash[p] && s->ahash[p] != TOMB)
+        p = (p + 1) & s->ahash_mask;
+    s->ahash[p] = (uint64_t)idx + 1;
+    s->ahash_n++;
+}
+
+static int64_t ahash_find(const hm_sim_t *s, uint64_t addr, uint32_t *pos)
+{
+    if (!s->ahash)
+        return -1;
+    uint32_t p = ahash_pos(s, addr);
+    while (s->ahash[p]) {
+        if (s->ahash[p] != TOMB && s->allocs[s->ahash[p] - 1].addr == addr) {
+            *pos = p;
+            return (int64_t)(s->ahash[p] - 1);
+        }
+        p = (p + 1) & s->ahash_mask;
+    }
+    return -1;
+}
+
+/* ---- page placement */
+
+/* Places the pages of allocation @p idx by its hm_place_t. With
+ * @p keep_shared, pages owned by another allocation keep their device.
+ * With @p migrate, a page of this allocation that changes device is copied
+ * as move_pages() would: its lines are read from the old device and
+ * written to the new one, and *end gets the time the copy completes. */
+static void place_pages_at(hm_sim_t *s, uint32_t idx, int keep_shared, int migrate, double t, double *end)
+{
+    hm__alloc_t *a = &s->allocs[idx];
+    hm__group_t *g = &s->groups[a->group];
+    uint64_t first = a->addr >> HM_SIM_PAGE_SHIFT, last = (a->addr + a->size - 1) >> HM_SIM_PAGE_SHIFT;
+    for (uint64_t pg = first; pg <= last; pg++) {
+        uint64_t *e = page_slot(s, pg);
+        if (!e)
+            continue;
+        int dev;
+        if (*e && keep_shared && HM_PE_ALLOC(*e) != idx + 1) {
+            dev = HM_PE_DEV(*e); /* page already holds another object */
+        } else {
+            if (*e)
+                s->dev[HM_PE_DEV(*e)].used_pages--;
+            dev = hm_placement_page_device(&a->place, pg << HM_SIM_PAGE_SHIFT);
+            hm__device_t *d = &s->dev[dev];
+            if (dev != s->def && d->cap_pages && d->used_pages >= d->cap_pages) {
+                d->spilled_pages++;
+                g->spilled_bytes += 1u << HM_SIM_PAGE_SHIFT;
+                dev = s->def;
+            }
+            d = &s->dev[dev];
+            if (++d->used_pages > d->peak_pages)
+                d->peak_pages = d->used_pages;
+            int old = *e ? HM_PE_DEV(*e) : -1;
+            if (migrate && old >= 0 && old != dev && HM_PE_ALLOC(*e) == idx + 1) {
+                uint64_t l0 = (pg << HM_SIM_PAGE_SHIFT) >> s->line_shift;
+                uint64_t nl = (1u << HM_SIM_PAGE_SHIFT) >> s->line_shift;
+                for (uint64_t l = l0; l < l0 + nl; l++) {
+                    double done = hm__device_read(&s->dev[old], l, t);
+                    hm__device_write(&s->dev[dev], l, done);
+                    if (done > *end)
+                        *end = done;
+                }
+                g->lines_read += nl;
+                g->lines_written += nl;
+                s->migrated_pages++;
+            }
+        }
+        *e = ((uint64_t)idx + 1) | ((uint64_t)(dev + 1) << 32);
+    }
+}
+
+static void place_pages(hm_sim_t *s, uint32_t idx, int keep_shared)
+{
+    double end = 0;
+    place_pages_at(s, idx, keep_shared, 0, 0, &end);
+}
+
+static void match(hm_sim_t *s, hm__alloc_t *a, const char *name)
+{
+    if (!s->pl) {
+        memset(&a->place, 0, sizeof a->place);
+        a->place.rule = -1;
+        a->place.device = a->place.default_device = s->fixed_device;
+        a->place.pages_percent = 100;
+        return;
+    }
+    hm_object_desc_t o = {a->site, name, a->addr, a->size};
+    hm_placement_match(s->pl, s->nphase ? s->phase[s->nphase - 1] : NULL, &o, &a->place);
+}
+
+void hm_sim_alloc(hm_sim_t *s, uint64_t addr, uint64_t size, uint64_t site)
+{
+    if (!size || s->done)
+        return;
+    uint32_t pos;
+    if (ahash_find(s, addr, &pos) >= 0)
+        hm_sim_free(s, addr); /* a free we did not see (e.g. inside libc) */
+    uint32_t idx;
+    if (s->free_alloc) {
+        idx = s->free_alloc - 1;
+        s->free_alloc = s->allocs[idx].group;
+    } else {
+        if (s->nallocs == s->cap_allocs) {
+            s->cap_allocs = s->cap_allocs ? s->cap_allocs * 2 : 1024;
+            s->allocs = hm__xrealloc(s->allocs, s->cap_allocs * sizeof(hm__alloc_t));
+        }
+        idx = s->nallocs++;
+    }
+    hm__alloc_t *a = &s->allocs[idx];
+    memset(a, 0, sizeof *a);
+    a->addr = addr;
+    a->size = size;
+    a->site = site;
+    a->live = 1;
+    a->group = hm__sim_group(s, site, NULL);
+    match(s, a, NULL);
+    hm__group_t *g = &s->groups[a->group];
+    g->allocs++;
+    g->bytes_allocated += size;
+    if (g->device < 0) {
+        g->device = a->place.device;
+        g->pages_percent = a->place.pages_percent;
+    }
+    ahash_put(s, addr, idx);
+    place_pages(s, idx, 1);
+}
+
+int hm_sim_free(hm_sim_t *s, uint64_t addr)
+{
+    uint32_t pos;
+    int64_t i = ahash_find(s, addr, &pos);
+    if (i < 0)
+        return HM_ENOTFOUND;
+    hm__alloc_t *a = &s->allocs[i];
+    uint64_t first = a->addr >> HM_SIM_PAGE_SHIFT, last = (a->addr + a->size - 1) >> HM_SIM_PAGE_SHIFT;
+    for (uint64_t pg = first; pg <= last; pg++) {
+        uint64_t *e = page_slot(s, pg);
+        if (e && HM_PE_ALLOC(*e) == (uint32_t)i + 1) {
+            s->dev[HM_PE_DEV(*e)].used_pages--;
+            *e = 0;
+        }
+    }
+    s->ahash[pos] = TOMB;
+    a->live = 0;
+    a->group = s->free_alloc;
+    s->free_alloc = (uint32_t)i + 1;
+    return 0;
+}
+
+int hm_sim_name(hm_sim_t *s, uint64_t addr, const char *name)
+{
+    uint64_t e = hm__sim_page_entry(s, addr);
+    if (!e || !name)
+        return HM_ENOTFOUND;
+    uint32_t idx = HM_PE_ALLOC(e) - 1;
+    hm__alloc_t *a = &s->allocs[idx];
+    if (!a->live || addr < a->addr || addr >= a->addr + a->size)
+        return HM_ENOTFOUND;
+    hm__group_t *old = &s->groups[a->group];
+    old->allocs--;
+    old->bytes_allocated -= a->size;
+    a->group = hm__sim_group(s, a->site, name);
+    hm__group_t *g = &s->groups[a->group];
+    g->allocs++;
+    g->bytes_allocated += a->size;
+    hm_place_t before = a->place;
+    match(s, a, name);
+    if (g->device < 0) {
+        g->device = a->place.device;
+        g->pages_percent = a->place.pages_percent;
+    }
+    /* Named after allocation: its pages move, as move_pages() would. */
+    if (before.device != a->place.device || before.pages_percent != a->place.pages_percent)
+        place_pages(s, idx, 0);
+    return 0;
+}
+
+/* Placements with per-phase rules: at every phase boundary each live
+ * object is matched again under the new innermost phase and its pages move
+ * where that says, as move_pages() would; the thread waits for the copy.
+ * Objects leaving a device go first, so that the space they free is there
+ * for those arriving. */
+static void replace_live(hm_sim_t *s)
+{
+    double now = s->t + (double)(s->icount - s->t_icount) * s->cpi_ns, end = now;
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t i = 0; i < s->nallocs; i++) {
+            hm__alloc_t *a = &s->allocs[i];
+            if (!a->live)
+                continue;
+            hm_place_t before = a->place;
+            match(s, a, s->groups[a->group].name);
+            int out = a->place.pages_percent == 0 || a->place.device == s->def;
+            if (before.device == a->place.device && before.pages_percent == a->place.pages_percent)
+                continue;
+            if (out != (pass == 0)) {
+                a->place = before; /* its turn is in the other pass */
+                continue;
+            }
+            place_pages_at(s, i, 0, 1, now, &end);
+        }
+    }
+    /* The copy's reads stall the thread; its writes are posted, as stores are. */
+    if (end > now) {
+        s->t = end;
+        s->t_icount = s->icount;
+    }
+    if (end > s->last_done)
+        s->last_done = end;
+}
+
+/* A phase's time runs from its begin to its end marker in core time;
+ * misses still in flight at the end are counted to whatever follows. */
+static void phase_close(hm_sim_t *s)
+{
+    int k = --s->nphase;
+    double now = s->t + (double)(s->icount - s->t_icount) * s->cpi_ns;
+    uint32_t i;
+    for (i = 0; i < s->npstat; i++)
+        if (strcmp(s->pstat[i].name, s->phase[k]) == 0)
+            break;
+    if (i == s->npstat) {
+        s->pstat = hm__xrealloc(s->pstat, (s->npstat + 1) * sizeof *s->pstat);
+        memset(&s->pstat[i], 0, sizeof *s->pstat);
+        s->pstat[i].name = s->phase[k];
+        s->npstat++;
+    } else {
+        free(s->phase[k]);
+    }
+    s->pstat[i].ns += now - s->phase_t0[k];
+    s->pstat[i].instructions += s->icount - s->phase_i0[k];
+    s->pstat[i].count++;
+}
+
+void hm_sim_phase(hm_sim_t *s, int begin, const char *name)
+{
+    if (s->done)
+        return;
+    if (begin) {
+        if (s->nphase < (int)HM_ARRAY_LEN(s->phase)) {
+            s->phase_t0[s->nphase] = s->t + (double)(s->icount - s->t_icount) * s->cpi_ns;
+            s->phase_i0[s->nphase] = s->icount;
+            s->phase[s->nphase++] = hm__xstrdup(name ? name : "");
+            if (s->pl && hm_placement_has_phases(s->pl))
+                replace_live(s);
+        }
+        return;
+    }
+    /* Close the innermost phase of that name (and any left open inside). */
+    for (int i = s->nphase - 1; i >= 0; i--) {
+        if (strcmp(s->phase[i], name ? name : "") == 0) {
+            while (s->nphase > i)
+                phase_close(s);
+            if (s->pl && hm_placement_has_phases(s->pl))
+                replace_live(s);
+            return;
+        }
+    }
+}
+
+uint64_t hm__sim_alloc_size(const hm_sim_t *s, uint64_t addr)
+{
+    uint32_t pos;
+    int64_t i = ahash_find(s, addr, &pos);
+    return i < 0 ? 0 : s->allocs[i].size;
+}

@@ -1,0 +1,190 @@
+/* Simulator internals shared by the src/sim sources and the libhetmem_inst hooks. */
+#ifndef HETMEM_SIM_INT_H
+#define HETMEM_SIM_INT_H
+
+#include <stdint.h>
+
+#include "common/common.h"
+#include "hetmem/sim.h"
+
+#define HM_SIM_MAX_LEVELS 4
+#define HM_SIM_MAX_DEVICES 8
+#define HM_SIM_MAX_CHANNELS 64
+#define HM_SIM_MAX_MLP 256
+#define HM_SIM_DEP_SLOTS 8
+#define HM_SIM_PAGE_SHIFT 12
+
+typedef struct {
+    char name[32];
+    uint64_t size;       /* bytes, whole cache (shared ones: whole node) */
+    uint32_t assoc;
+    double latency_cyc;  /* load-to-use latency of a hit at this level */
+    int shared;          /* shared by all cores: each thread gets size/cores */
+} hm__cache_cfg_t;
+
+typedef struct {
+    char name[32];
+    double read_lat_ns, write_lat_ns;
+    double read_bw_gbs, write_bw_gbs;  /* node-level, GB/s = bytes/ns */
+    uint64_t capacity;                  /* node-level bytes; 0 = unlimited */
+    uint32_t channels;
+} hm__device_cfg_t;
+
+struct hm_sim_machine {
+    char name[64];
+    char *json;          /* canonical text */
+    uint32_t cores;
+    double freq_ghz, base_cpi;
+    uint32_t rob, mlp;
+    uint32_t prefetch;   /* stream prefetch distance in lines; 0 = off */
+    double burst_ns;     /* device-time averaging window (SPMD de-phasing) */
+    uint32_t line;
+    int nlevels;
+    hm__cache_cfg_t level[HM_SIM_MAX_LEVELS];
+    int ndevices;
+    hm__device_cfg_t dev[HM_SIM_MAX_DEVICES];
+    const char *devnames[HM_SIM_MAX_DEVICES + 1];
+};
+
+/* One cache level of the simulated thread: tags per way and one word of
+ * MRU bits per set (bit-PLRU replacement). */
+typedef struct {
+    uint64_t *tag;       /* line number + 1; 0 = invalid */
+    uint32_t *mru;       /* per set: bit w = way w used since the last reset */
+    uint8_t *dirty;
+    double *ready;       /* time a prefetched line arrives (0: present) */
+    uint32_t sets, assoc;
+    uint32_t set_mask;   /* sets - 1 when sets is a power of two, else 0 */
+    double lat_ns;
+    uint64_t hits[2], misses[2]; /* [load, store] */
+} hm__cache_t;
+
+typedef struct {
+    double xfer_r_ns, xfer_w_ns;     /* channel time per line, this thread's share */
+    double read_lat_ns, write_lat_ns;
+    uint32_t nch;
+    double burst_ns;
+    double next_free[HM_SIM_MAX_CHANNELS];
+    double busy_ns;
+    uint64_t lines_read, lines_written;
+    uint64_t cap_pages;              /* this thread's share; 0 = unlimited */
+    uint64_t used_pages, peak_pages;
+    uint64_t spilled_pages;          /* pages that wanted this device and did not fit */
+} hm__device_t;
+
+/* Objects as reports and placement see them: one group per (site, name). */
+typedef struct {
+    uint64_t site;
+    char *name;
+    int device;          /* placement device of its first allocation */
+    int pages_percent;
+    uint64_t allocs, bytes_allocated;
+    uint64_t lines_read, lines_written;
+    uint64_t spilled_bytes;
+} hm__group_t;
+
+typedef struct {
+    uint64_t addr, size, site;
+    uint32_t group;
+    int live;
+    hm_place_t place;
+} hm__alloc_t;
+
+struct hm_sim {
+    const hm_sim_machine_t *m;
+    hm_placement_t *pl;
+    int fixed_device;           /* -1: placement/default */
+    int def;
+    uint32_t line_shift;
+    /* the line of the last L1 access and its way: sequential accesses to
+     * one line skip the set scan (it is still the set's most recent) */
+    uint64_t last_line, last_idx;
+    int nlevels;
+    hm__cache_t c[HM_SIM_MAX_LEVELS];
+    int ndev;
+    hm__device_t dev[HM_SIM_MAX_DEVICES];
+
+    /* core */
+    double cpi_ns, cyc_ns;
+    uint64_t icount;            /* instructions retired (hook-fed) */
+    double t;                   /* core time at instruction it_icount */
+    uint64_t t_icount;
+    uint32_t rob, mlp;
+    /* outstanding misses, FIFO */
+    double win_done[HM_SIM_MAX_MLP];
+    uint64_t win_inst[HM_SIM_MAX_MLP];
+    uint32_t win_head, win_n;
+    uint64_t rob_limit;         /* icount at which the oldest miss blocks retirement */
+    double last_done;           /* latest completion of anything issued */
+    /* loaded values still in flight, for dependence detection */
+    uint64_t dep_val[HM_SIM_DEP_SLOTS];
+    double dep_done[HM_SIM_DEP_SLOTS];
+    uint32_t dep_next;
+    double dep_latest;
+
+    /* stream prefetcher: ascending line streams within a page */
+    struct {
+        uint64_t next, pf;
+    } stream[16];
+    uint32_t stream_rr;
+    uint32_t pf_dist;
+    uint64_t prefetches;
+
+    uint64_t loads, stores;
+    uint64_t ld_left, st_left, period;
+    hm_sim_sample_fn sample_fn;
+    void *sample_ctx;
+
+    /* objects */
+    uint64_t **pagemap;         /* radix: [vaddr >> 30] -> leaf of 2^18 entries */
+    hm__alloc_t *allocs;
+    uint32_t nallocs, cap_allocs, free_alloc; /* free list through .group */
+    uint64_t *ahash;            /* open addressing addr -> alloc index + 1 */
+    uint32_t ahash_mask, ahash_n;
+    hm__group_t *groups;
+    uint32_t ngroups, cap_groups;
+    char *phase[16];
+    int nphase;
+    double phase_t0[16];
+    uint64_t phase_i0[16];
+    /* per phase name: total time and instructions inside it */
+    struct hm__phase_stat {
+        char *name;
+        double ns;
+        uint64_t instructions, count;
+    } *pstat;
+    uint32_t npstat;
+    uint64_t other_lines_read, other_lines_written;
+    uint64_t migrated_pages;    /* pages moved at phase boundaries */
+    int done;
+};
+
+/* cache.c */
+int hm__cache_init(hm__cache_t *c, uint64_t size, uint32_t assoc, uint32_t line, double lat_ns);
+void hm__cache_free(hm__cache_t *c);
+/* device.c */
+double hm__device_read(hm__device_t *d, uint64_t line, double t);
+void hm__device_write(hm__device_t *d, uint64_t line, double t);
+/* objects.c */
+uint64_t hm__sim_page_entry(const hm_sim_t *s, uint64_t addr);
+void hm__sim_objects_free(hm_sim_t *s);
+uint32_t hm__sim_group(hm_sim_t *s, uint64_t site, const char *name);
+
+/* Page-map entry: alloc index + 1 in the low 32 bits, device + 1 in 32..39. */
+#define HM_PE_ALLOC(e) ((uint32_t)(e))
+#define HM_PE_DEV(e) ((int)(((e) >> 32) & 0xff) - 1)
+
+
+
+/* Hot-path entry for the instruction hook: inline so that a basic block
+ * costs one add and one compare. */
+void hm__sim_rob_stall(hm_sim_t *s);
+static inline void hm__sim_instr(hm_sim_t *s, uint64_t n)
+{
+    s->icount += n;
+    if (HM_UNLIKELY(s->icount >= s->rob_limit))
+        hm__sim_rob_stall(s);
+}
+/* Size of the live allocation starting at @p addr, or 0. */
+uint64_t hm__sim_alloc_size(const hm_sim_t *s, uint64_t addr);
+#endif

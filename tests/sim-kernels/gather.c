@@ -1,0 +1,32 @@
+/* Random reads: COUNT loads at pseudo-random positions of a SIZE-byte
+ * array (independent of each other, unlike the chase).
+ * usage: gather SIZE COUNT */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: gather SIZE COUNT\n");
+        return 2;
+    }
+    size_t n = strtoull(argv[1], NULL, 0) / sizeof(uint64_t), count = strtoull(argv[2], NULL, 0);
+    size_t mask = 1;
+    while (mask * 2 <= n)
+        mask *= 2;
+    mask--;
+    uint64_t *a = malloc((mask + 1) * sizeof *a);
+    if (!a)
+        return 1;
+    for (size_t i = 0; i <= mask; i++)
+        a[i] = i;
+    uint64_t x = 88172645463325252ull, sum = 0;
+    for (size_t i = 0; i < count; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        sum += a[x & mask];
+    }
+    printf("%llu\n", (unsigned long long)sum);
+    free(a);
+    return 0;
+}
