@@ -70,16 +70,13 @@ static void set_error(const char *fmt, const char *a, const char *b)
         snprintf(rt.error, n, fmt, a, b ? b : "");
 }
 
-static void write_result(void)
+/* Writes the JSON report for `hetmem sim` (atomically: temp file, rename).
+ * @p rep is the simulator's report or NULL (error, or no simulator). */
+static void write_result(char *rep)
 {
     if (!rt.result)
         return;
-    char *rep = NULL;
-    if (!rt.error && hm__inst_sim) {
-        rep = hm_sim_report(hm__inst_sim);
-    }
     json_t *j = rep ? json_loads(rep, 0, NULL) : json_object();
-    free(rep);
     if (!j)
         j = json_object();
     if (rt.error)
@@ -107,29 +104,27 @@ static void finish(void)
         setitimer(ITIMER_REAL, &off, NULL);
         say("\r\033[K");
     }
-    uint64_t end_ns = 0;
-    if (hm__inst_sim) {
-        write_result();
-        end_ns = 0;
-    } else {
-        write_result();
-    }
+    /* The report drains the outstanding misses: its run time is the end
+     * time the trace records. */
+    char *rep = hm__inst_sim && !rt.error ? hm_sim_report(hm__inst_sim) : NULL;
 #ifdef HM_HAVE_TRACE
     if (rt.tw) {
         hm_trace_end_t end = {0, exit_status};
         if (hm__inst_sim) {
-            /* The report drained the window; its runtime is the end time. */
             end.total_time = hm_sim_now_ns(hm__inst_sim);
             hm_counter_t c = {end.total_time, hm_sim_instruction_count(hm__inst_sim), HM_COUNTER_INSTRUCTIONS, 0};
-            hm_trace_write_counter(rt.tw, &c);
+            int rc = hm_trace_write_counter(rt.tw, &c);
+            if (rc < 0 && !rt.trace_err)
+                rt.trace_err = rc;
         }
         int rc = hm_trace_writer_close(rt.tw, &end);
         rt.tw = NULL;
-        if (rc < 0)
-            say("hetmem sim: trace write failed\n");
+        if (rc < 0 && !rt.trace_err)
+            rt.trace_err = rc;
     }
 #endif
-    (void)end_ns;
+    write_result(rep);
+    free(rep);
     hm__inst_sim = NULL;
 }
 
@@ -284,7 +279,7 @@ out:
     on_exit(finish_status, NULL);
     hm__inst_busy = 0;
     if (rt.error) {
-        write_result();
+        write_result(NULL);
         rt.finished = 1;
         _exit(1);
     }
@@ -348,7 +343,7 @@ HM_API int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(
     hm__inst_busy = 1;
     set_error("%s%s", "multi-threaded program not supported: it called pthread_create (hetmem sim models one thread)", NULL);
     hm__inst_sim = NULL;
-    write_result();
+    write_result(NULL);
     rt.finished = 1;
     _exit(1);
 }
