@@ -18,12 +18,25 @@ typedef struct {
     uint8_t *data;
     uint64_t data_size;
     hm_perf_ring_stats_t stats;
+    /* AUX area (Arm SPE): mapped when hm__perf_ring_set_aux() asked for it. */
+    uint8_t *aux;
+    uint64_t aux_size;
+    uint8_t *aux_lin;      /* linear copy of the unread AUX bytes (they may wrap) */
+    hm_spe_opts_t spe_opts;
+    hm_spe_stats_t spe;
+    uint64_t stats_spe_seen; /* spe.records already added to stats.samples */
     uint8_t scratch[65536];/* a record is at most 64 KiB (u16 size) */
 } hm__perf_ring_t;
 
+/* AUX pages (a power of two, 0 = none) that hm__perf_ring_map() maps after
+ * the data area from now on, in this process. Set by the SPE backend when
+ * it builds its events: the per-thread openers map rings without knowing
+ * which backend opened the fd. neoverse_dsrc: see hm_spe_opts_t. */
+void hm__perf_ring_set_aux(unsigned aux_pages, int neoverse_dsrc);
 int hm__perf_ring_map(hm__perf_ring_t *r, int fd, unsigned data_pages);
 void hm__perf_ring_unmap(hm__perf_ring_t *r);
-/* Decodes everything published so far and releases it to the kernel. */
+/* Decodes everything published so far (data area, then AUX area) and
+ * releases it to the kernel. */
 int hm__perf_ring_read(hm__perf_ring_t *r, uint64_t sample_type, hm_perf_sample_cb cb, void *ctx);
 
 /* ------------------------------------------------ perf backend event sets */
