@@ -70,6 +70,18 @@ int hm__rec_events(hm_backend_t b, uint64_t period, hm__rec_events_t *ev);
 #define HM__BACKEND_PERFSW 16
 int hm__perfsw_events(uint64_t period_ns, hm__rec_events_t *ev);
 
+/* Per-CPU mode (hetmem record --per-cpu): the recording process opens the
+ * events with pid = -1 on every CPU, one ring each, and a collector thread
+ * writes the samples of its descendants to SPOOLDIR/percpu-<pid>.spool.
+ * hm__percpu_permitted: 0, or -EACCES with why/remedy filled (paranoid > 0
+ * and no CAP_PERFMON/CAP_SYS_ADMIN; reads through the os layer's root). */
+typedef struct hm__percpu hm__percpu_t;
+int hm__percpu_permitted(char *why, size_t whylen, char *remedy, size_t remlen);
+int hm__percpu_open(hm__percpu_t **out, const hm__rec_events_t *ev, uint64_t sample_type, const char *spooldir);
+/* Stops the collector, drains the rings, writes the stats record, frees.
+ * kept: samples written; foreign: samples of other processes dropped. */
+void hm__percpu_close(hm__percpu_t *p, uint64_t *kept, uint64_t *foreign);
+
 /* First usable backend in preference order (pebs, ibs, spe, soft). */
 int hm__backend_auto(int try_open, hm_backend_t *out);
 
