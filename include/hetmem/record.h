@@ -56,6 +56,11 @@ typedef struct {
     uint64_t other;            /**< records of other types, skipped */
     uint64_t wrapped;          /**< records copied to scratch because they wrapped */
     uint64_t bad;              /**< garbage/truncated records; the rest of the chunk is dropped */
+    uint64_t aux_records;      /**< PERF_RECORD_AUX records (AUX-area events such as Arm SPE) */
+    uint64_t aux_bytes;        /**< sum of their aux_size */
+    uint64_t aux_truncated;    /**< ... with PERF_AUX_FLAG_TRUNCATED: the AUX area was full, data lost */
+    uint64_t aux_collision;    /**< ... with PERF_AUX_FLAG_COLLISION: samples overwritten by the hardware */
+    uint64_t aux_partial;      /**< ... with PERF_AUX_FLAG_PARTIAL */
 } hm_perf_ring_stats_t;
 
 typedef void (*hm_perf_sample_cb)(void *ctx, const hm_perf_sample_t *s);
@@ -89,6 +94,66 @@ int hm_perf_sample_type_ok(uint64_t sample_type);
  * @p mem_device as the device index.
  */
 uint16_t hm_perf_dsrc(uint64_t data_src, int mem_device, int *access);
+
+/**
+ * Conversion of Arm SPE timestamp packets (generic-timer counts) to
+ * nanoseconds, from the perf_event_mmap_page fields time_zero, time_mult and
+ * time_shift (valid when cap_user_time_zero is set), as perf_event_open(2)
+ * describes: ns = time_zero + (cyc >> shift) * mult + (((cyc & mask) * mult) >> shift).
+ * offset_ns is then added (perf clock to CLOCK_MONOTONIC). With valid = 0
+ * the raw counter value is passed through.
+ */
+typedef struct {
+    uint64_t time_zero;
+    uint32_t time_mult;
+    uint16_t time_shift;
+    int valid;
+    int64_t offset_ns;
+} hm_spe_clock_t;
+
+/** Counts kept by hm_spe_decode(); cumulative across calls. */
+typedef struct {
+    uint64_t records;          /**< records passed to the callback */
+    uint64_t packets;          /**< packets decoded (padding included) */
+    uint64_t padding;          /**< padding bytes */
+    uint64_t no_addr;          /**< records without a data virtual address */
+    uint64_t bad_packets;      /**< unknown or malformed headers */
+    uint64_t bad_records;      /**< records dropped because they held a bad packet */
+} hm_spe_stats_t;
+
+/** Options of hm_spe_decode(). */
+typedef struct {
+    /** The data-source packet uses the Arm Neoverse encoding (N1, N2, V1, V2:
+     *  0 L1D, 8 L2, 9 peer core, 10 local cluster, 11 system cache, 12 peer
+     *  cluster, 13 remote, 14 DRAM). The packet is IMPLEMENTATION DEFINED,
+     *  so with 0 only the events packet gives the level. */
+    int neoverse_dsrc;
+    uint32_t pid, tid;         /**< put in every sample (the context packet, if any, overrides tid) */
+} hm_spe_opts_t;
+
+/**
+ * Decodes Arm SPE packets (Arm ARM, "Statistical Profiling Extension",
+ * packet formats) from buf[0..len) into samples, one per record. A record
+ * is the packets up to and including an End or Timestamp packet.
+ *
+ * Each sample has ip = PC (instruction address packet), addr = data virtual
+ * address, phys_addr, time (timestamp packet through @p clk), weight = total
+ * latency counter, and data_src in the perf_mem_data_src encoding (load or
+ * store from the operation-type packet; level from the data-source packet
+ * or the events packet: L1 hit, LLC access/miss, remote), so that
+ * hm_perf_dsrc() maps it like a PEBS sample.
+ *
+ * Pure: no I/O, no allocation. A record holding an unknown header is
+ * dropped whole (the decoder skips the byte and drops everything up to the
+ * record's end). *consumed is set to the end of the last complete record:
+ * a record cut at the end of the buffer is left for the next call.
+ * Returns 0, or HM_EUSAGE for NULL arguments.
+ */
+int hm_spe_decode(const uint8_t *buf, size_t len, const hm_spe_clock_t *clk, const hm_spe_opts_t *opts,
+                  hm_perf_sample_cb cb, void *ctx, hm_spe_stats_t *stats, size_t *consumed);
+
+/** Converts an SPE timestamp (counter value) with @p clk; see hm_spe_clock_t. */
+uint64_t hm_spe_time(const hm_spe_clock_t *clk, uint64_t cyc);
 
 #ifdef __cplusplus
 }

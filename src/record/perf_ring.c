@@ -9,6 +9,8 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "hetmem/trace.h"
@@ -185,6 +187,21 @@ int hm_perf_ring_decode(const uint8_t *data, uint64_t size, uint64_t tail, uint6
                 st->lost += n;
             }
             break;
+        case PERF_RECORD_AUX: /* u64 aux_offset; u64 aux_size; u64 flags; */
+            st->aux_records++;
+            if (blen >= 24) {
+                uint64_t v[3];
+                memcpy(v, body, sizeof v);
+                st->aux_bytes += v[1];
+                if (v[2] & PERF_AUX_FLAG_TRUNCATED) st->aux_truncated++;
+                if (v[2] & PERF_AUX_FLAG_PARTIAL) st->aux_partial++;
+#ifdef PERF_AUX_FLAG_COLLISION
+                if (v[2] & PERF_AUX_FLAG_COLLISION) st->aux_collision++;
+#else
+                if (v[2] & 0x08) st->aux_collision++;
+#endif
+            }
+            break;
         case PERF_RECORD_THROTTLE: st->throttle++; break;
         case PERF_RECORD_UNTHROTTLE: st->unthrottle++; break;
         default: st->other++; break;
@@ -236,6 +253,43 @@ uint16_t hm_perf_dsrc(uint64_t ds, int mem_device, int *access)
     return HM_DSRC_UNKNOWN;
 }
 
+static unsigned aux_pages_;
+static int aux_neoverse_;
+
+void hm__perf_ring_set_aux(unsigned aux_pages, int neoverse_dsrc)
+{
+    aux_pages_ = (aux_pages & (aux_pages - 1)) ? 0 : aux_pages;
+    aux_neoverse_ = neoverse_dsrc;
+}
+
+/* The AUX area sits after the data area at an offset we choose and write
+ * into the metadata page before mapping it (perf_event_open(2), aux_offset
+ * and aux_size). PROT_WRITE selects the non-overwrite mode: the kernel
+ * stops (and flags TRUNCATED) rather than overwrite what we have not read. */
+static int aux_map_(hm__perf_ring_t *r, long pg)
+{
+    struct perf_event_mmap_page *pc = r->base;
+    size_t len = (size_t)aux_pages_ * (size_t)pg;
+    pc->aux_offset = r->map_len;
+    pc->aux_size = len;
+    void *a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, (off_t)r->map_len);
+    if (a == MAP_FAILED)
+        return -errno;
+    void *lin = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (lin == MAP_FAILED) {
+        int e = -errno;
+        munmap(a, len);
+        return e;
+    }
+    r->aux = a;
+    r->aux_size = len;
+    r->aux_lin = lin;
+    r->spe_opts.neoverse_dsrc = aux_neoverse_;
+    r->spe_opts.pid = (uint32_t)getpid();
+    r->spe_opts.tid = (uint32_t)syscall(SYS_gettid);
+    return 0;
+}
+
 int hm__perf_ring_map(hm__perf_ring_t *r, int fd, unsigned data_pages)
 {
     memset(r, 0, sizeof *r);
@@ -249,14 +303,82 @@ int hm__perf_ring_map(hm__perf_ring_t *r, int fd, unsigned data_pages)
     r->map_len = len;
     r->data = (uint8_t *)m + pg;
     r->data_size = (uint64_t)data_pages * (uint64_t)pg;
+    if (aux_pages_) {
+        int rc = aux_map_(r, pg);
+        if (rc) {
+            munmap(m, len);
+            r->base = NULL;
+            return rc;
+        }
+    }
     return 0;
 }
 
 void hm__perf_ring_unmap(hm__perf_ring_t *r)
 {
+    if (r->aux)
+        munmap(r->aux, r->aux_size);
+    if (r->aux_lin)
+        munmap(r->aux_lin, r->aux_size);
+    r->aux = r->aux_lin = NULL;
     if (r->base)
         munmap(r->base, r->map_len);
     r->base = NULL;
+}
+
+/* Offset from the perf clock of SPE timestamps to CLOCK_MONOTONIC, from one
+ * read of the generic timer next to clock_gettime (arm64 only). */
+static int64_t mono_offset_(const hm_spe_clock_t *clk)
+{
+#if defined(__aarch64__)
+    uint64_t cyc;
+    struct timespec ts;
+    __asm__ volatile("isb; mrs %0, cntvct_el0" : "=r"(cyc));
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t mono = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return (int64_t)(mono - hm_spe_time(clk, cyc));
+#else
+    (void)clk;
+    return 0;
+#endif
+}
+
+/* The AUX bytes between aux_tail and aux_head, copied linear (SPE records
+ * may straddle the end of the area), decoded, and released up to the end of
+ * the last complete record. */
+static void aux_read_(hm__perf_ring_t *r, hm_perf_sample_cb cb, void *ctx)
+{
+    struct perf_event_mmap_page *pc = r->base;
+    uint64_t head = atomic_load_explicit((_Atomic uint64_t *)&pc->aux_head, memory_order_acquire);
+    uint64_t tail = pc->aux_tail;
+    if (head == tail)
+        return;
+    if (head < tail || head - tail > r->aux_size) {
+        r->stats.bad++; /* counters out of range: drop everything */
+        atomic_store_explicit((_Atomic uint64_t *)&pc->aux_tail, head, memory_order_release);
+        return;
+    }
+    hm_spe_clock_t clk = {0, 0, 0, 0, 0};
+    if (pc->cap_user_time_zero) {
+        clk.time_zero = pc->time_zero;
+        clk.time_mult = pc->time_mult;
+        clk.time_shift = pc->time_shift;
+        clk.valid = 1;
+        clk.offset_ns = mono_offset_(&clk);
+    }
+    uint64_t n = head - tail, off = tail & (r->aux_size - 1);
+    uint64_t first = n < r->aux_size - off ? n : r->aux_size - off;
+    memcpy(r->aux_lin, r->aux + off, (size_t)first);
+    memcpy(r->aux_lin + first, r->aux, (size_t)(n - first));
+    size_t used = 0;
+    hm_spe_decode(r->aux_lin, (size_t)n, &clk, &r->spe_opts, cb, ctx, &r->spe, &used);
+    if (used == 0 && n == r->aux_size) {
+        r->stats.bad++; /* a full area with no record end in it: garbage */
+        used = (size_t)n;
+    }
+    r->stats.samples += r->spe.records - r->stats_spe_seen;
+    r->stats_spe_seen = r->spe.records;
+    atomic_store_explicit((_Atomic uint64_t *)&pc->aux_tail, tail + used, memory_order_release);
 }
 
 int hm__perf_ring_read(hm__perf_ring_t *r, uint64_t sample_type, hm_perf_sample_cb cb, void *ctx)
@@ -271,5 +393,7 @@ int hm__perf_ring_read(hm__perf_ring_t *r, uint64_t sample_type, hm_perf_sample_
     int rc = hm_perf_ring_decode(r->data, r->data_size, tail, head, sample_type, r->scratch,
                                  sizeof r->scratch, cb, ctx, &r->stats, &nt);
     atomic_store_explicit((_Atomic uint64_t *)&pc->data_tail, nt, memory_order_release);
+    if (r->aux)
+        aux_read_(r, cb, ctx);
     return rc == HM_ETRUNC ? 0 : rc;
 }

@@ -18,12 +18,25 @@ typedef struct {
     uint8_t *data;
     uint64_t data_size;
     hm_perf_ring_stats_t stats;
+    /* AUX area (Arm SPE): mapped when hm__perf_ring_set_aux() asked for it. */
+    uint8_t *aux;
+    uint64_t aux_size;
+    uint8_t *aux_lin;      /* linear copy of the unread AUX bytes (they may wrap) */
+    hm_spe_opts_t spe_opts;
+    hm_spe_stats_t spe;
+    uint64_t stats_spe_seen; /* spe.records already added to stats.samples */
     uint8_t scratch[65536];/* a record is at most 64 KiB (u16 size) */
 } hm__perf_ring_t;
 
+/* AUX pages (a power of two, 0 = none) that hm__perf_ring_map() maps after
+ * the data area from now on, in this process. Set by the SPE backend when
+ * it builds its events: the per-thread openers map rings without knowing
+ * which backend opened the fd. neoverse_dsrc: see hm_spe_opts_t. */
+void hm__perf_ring_set_aux(unsigned aux_pages, int neoverse_dsrc);
 int hm__perf_ring_map(hm__perf_ring_t *r, int fd, unsigned data_pages);
 void hm__perf_ring_unmap(hm__perf_ring_t *r);
-/* Decodes everything published so far and releases it to the kernel. */
+/* Decodes everything published so far (data area, then AUX area) and
+ * releases it to the kernel. */
 int hm__perf_ring_read(hm__perf_ring_t *r, uint64_t sample_type, hm_perf_sample_cb cb, void *ctx);
 
 /* ------------------------------------------------ perf backend event sets */
@@ -56,6 +69,18 @@ int hm__rec_events(hm_backend_t b, uint64_t period, hm__rec_events_t *ev);
  * the perf plumbing on machines without a PMU. Not chosen by auto. */
 #define HM__BACKEND_PERFSW 16
 int hm__perfsw_events(uint64_t period_ns, hm__rec_events_t *ev);
+
+/* Per-CPU mode (hetmem record --per-cpu): the recording process opens the
+ * events with pid = -1 on every CPU, one ring each, and a collector thread
+ * writes the samples of its descendants to SPOOLDIR/percpu-<pid>.spool.
+ * hm__percpu_permitted: 0, or -EACCES with why/remedy filled (paranoid > 0
+ * and no CAP_PERFMON/CAP_SYS_ADMIN; reads through the os layer's root). */
+typedef struct hm__percpu hm__percpu_t;
+int hm__percpu_permitted(char *why, size_t whylen, char *remedy, size_t remlen);
+int hm__percpu_open(hm__percpu_t **out, const hm__rec_events_t *ev, uint64_t sample_type, const char *spooldir);
+/* Stops the collector, drains the rings, writes the stats record, frees.
+ * kept: samples written; foreign: samples of other processes dropped. */
+void hm__percpu_close(hm__percpu_t *p, uint64_t *kept, uint64_t *foreign);
 
 /* First usable backend in preference order (pebs, ibs, spe, soft). */
 int hm__backend_auto(int try_open, hm_backend_t *out);

@@ -12,7 +12,7 @@
 #include "os/os.h"
 #include "record/record_int.h"
 
-enum { OPT_BIND = 256, OPT_MIN_SIZE, OPT_DEPTH };
+enum { OPT_BIND = 256, OPT_MIN_SIZE, OPT_DEPTH, OPT_PER_CPU };
 
 static const hm_cli_opt_t opts[] = {
     {'b', "backend", "NAME", "auto (default), pebs, ibs, spe, soft, none (allocations only), perf-sw (check the perf path)"},
@@ -22,6 +22,8 @@ static const hm_cli_opt_t opts[] = {
     {'o', "output", "FILE", "trace file (default hetmem.hmt); %r becomes the MPI/Slurm rank"},
     {OPT_MIN_SIZE, "min-size", "SIZE", "track allocations of at least SIZE bytes (default 64K)"},
     {OPT_DEPTH, "depth", "N", "call-stack frames in a site id (default 6, max 16)"},
+    {OPT_PER_CPU, "per-cpu", NULL, "PMU backends and perf-sw: one event and ring per CPU (pid -1), opened by hetmem; "
+                                   "needs perf_event_paranoid <= 0 or CAP_PERFMON"},
     {0},
 };
 
@@ -156,6 +158,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     hm_cli_t p;
     const char *arg, *bk = "auto", *bind = NULL, *out = "hetmem.hmt";
     uint64_t period = 0, freq = 0, min_size = 64 * 1024, depth = 6;
+    int per_cpu = 0;
     int k, have_p = 0;
     hm_cli_init(&p, cmd, argc, argv, 1);
     while ((k = hm_cli_next(&p, &arg)) != -1) {
@@ -173,6 +176,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
                 return hm_cli_usage(cmd, "-F: %s Hz is outside 1..100000", arg);
             break;
         case OPT_BIND: bind = arg; break;
+        case OPT_PER_CPU: per_cpu = 1; break;
         case 'o': out = arg; break;
         case OPT_MIN_SIZE:
             if (hm_cli_size(cmd, "--min-size", arg, &min_size))
@@ -194,6 +198,15 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
         return hm_cli_usage(cmd, "-p: PERIOD must be at least 1");
     if (have_p && freq)
         return hm_cli_usage(cmd, "-p and -F are alternatives; give one");
+    if (per_cpu && (!strcmp(bk, "soft") || !strcmp(bk, "none")))
+        return hm_cli_usage(cmd, "--per-cpu applies to perf backends (pebs, ibs, perf-sw), not to -b %s", bk);
+    if (per_cpu && !strcmp(bk, "spe"))
+        return hm_cli_usage(cmd, "--per-cpu is not supported with -b spe (SPE records carry no process id to filter by)");
+    if (per_cpu) {
+        char why[256], remedy[256];
+        if (hm__percpu_permitted(why, sizeof why, remedy, sizeof remedy) != 0)
+            return hm_cli_failf("record", "--per-cpu is not permitted here: %s; remedy: %s", why, remedy);
+    }
 
     hm_backend_t b;
     char why[256], remedy[256];
@@ -227,6 +240,8 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     uint64_t rt_period = timed
         ? (freq ? 1000000000ull / freq : (have_p ? period * 1000 : 1000000))
         : (have_p ? period : 4000);
+    if (per_cpu && b == HM_BACKEND_SOFT && !perfsw)
+        return hm_cli_usage(cmd, "--per-cpu applies to perf backends; auto chose soft here");
     if (timed && !none && rt_period < 10000)
         return hm_cli_usage(cmd, "-p: soft sampling faster than every 10 us (100 kHz) is not supported");
 
@@ -266,6 +281,8 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     meta.clock = "CLOCK_MONOTONIC";
     meta.clock_ns_per_unit = 1.0;
     meta.backend = none ? "none" : perfsw ? "perf-sw" : hm_backend_name(b);
+    if (per_cpu)
+        snprintf(event + strlen(event), sizeof event - strlen(event), " per-cpu");
     meta.event = event;
     meta.period = rt_period;
     meta.device = bind;
@@ -285,16 +302,36 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     }
     char e_spool[4200], e_backend[64], e_period[64], e_min[64], e_depth[32], e_bind[128];
     snprintf(e_spool, sizeof e_spool, "HETMEM_SPOOL=%s", tmpl);
-    snprintf(e_backend, sizeof e_backend, "HETMEM_BACKEND=%s", none ? "" : perfsw ? "perf-sw" : hm_backend_name(b));
+    /* Per-CPU: the events are ours; the runtime only tracks allocations. */
+    snprintf(e_backend, sizeof e_backend, "HETMEM_BACKEND=%s",
+             none || per_cpu ? "" : perfsw ? "perf-sw" : hm_backend_name(b));
     snprintf(e_period, sizeof e_period, "HETMEM_PERIOD=%llu", (unsigned long long)rt_period);
     snprintf(e_min, sizeof e_min, "HETMEM_MIN_SIZE=%llu", (unsigned long long)min_size);
     snprintf(e_depth, sizeof e_depth, "HETMEM_DEPTH=%llu", (unsigned long long)depth);
     snprintf(e_bind, sizeof e_bind, "HETMEM_BIND=%s", bind ? bind : "");
     char *env[] = {e_spool, e_backend, e_period, e_min, e_depth, e_bind, NULL};
 
+    hm__percpu_t *pc = NULL;
+    if (per_cpu) {
+        hm__rec_events_t ev;
+        rc = perfsw ? hm__perfsw_events(rt_period, &ev) : hm__rec_events(b, rt_period, &ev);
+        if (!rc)
+            rc = hm__percpu_open(&pc, &ev, hm__rec_sample_type(), tmpl);
+        if (rc) {
+            hm_trace_writer_close(w, NULL);
+            hm__spool_remove(tmpl);
+            unlink(path);
+            return hm_cli_failf("record", "--per-cpu: %s", hm_errdetail());
+        }
+    }
     int status = 0;
     uint64_t wall = 0;
     rc = hm__launch(argv + p.ind, preload, env, &status, &wall);
+    uint64_t pc_kept = 0, pc_foreign = 0;
+    hm__percpu_close(pc, &pc_kept, &pc_foreign);
+    if (pc && getenv("HETMEM_VERBOSE"))
+        fprintf(stderr, "hetmem: record: per-cpu: %llu samples kept, %llu of other processes dropped\n",
+                (unsigned long long)pc_kept, (unsigned long long)pc_foreign);
     if (rc) {
         hm_trace_writer_close(w, NULL);
         hm__spool_remove(tmpl);
