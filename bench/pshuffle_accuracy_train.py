@@ -230,8 +230,8 @@ def report(args):
         import matplotlib.pyplot as plt
         fig, axes = plt.subplots(1, len(parts) + (1 if "skewed" in parts else 0), figsize=(13, 3.8))
         axes = np.atleast_1d(axes)
-        lo = 1.0
         for ax, p in zip(axes, parts):
+            lo = 1.0
             for q in qs:
                 curves = np.array([r["acc"] for r in by[(p, q)]])
                 med = np.median(curves, axis=0)
@@ -242,9 +242,9 @@ def report(args):
                     ax.fill_between(ep, 100 * curves.min(0), 100 * curves.max(0), color=ln.get_color(), alpha=0.15)
             ax.set_title(f"{p} initial partition")
             ax.set_xlabel("epoch"); ax.set_ylabel("test accuracy (%)")
-            ax.grid(alpha=0.3); ax.legend(fontsize=8)
-        for ax in axes[: len(parts)]:
+            ax.set_xticks(range(1, E + 1))
             ax.set_ylim(max(0, 100 * lo - 2), None)
+            ax.grid(alpha=0.3); ax.legend(fontsize=8)
         if "skewed" in parts:
             ax = axes[-1]
             for q in qs:
@@ -253,7 +253,9 @@ def report(args):
             ax.set_title("skewed: samples of a rank's initial classes")
             ax.set_xlabel("epoch (store state)"); ax.set_ylabel("% of rank's samples (mean of ranks)")
             ax.grid(alpha=0.3); ax.legend(fontsize=8)
-        fig.suptitle(f"Fashion-MNIST, {meta['ranks']} ranks, MLP+BN, median of {len(seeds)} seed(s)"
+        fig.suptitle(f"Fashion-MNIST ({meta['train_samples']} training images), {meta['ranks']} ranks, "
+                     f"MLP+{'BatchNorm' if meta['norm'] == 'bn' else 'no norm'}, "
+                     + (f"median of {len(seeds)} seeds" if len(seeds) > 1 else "1 seed")
                      + (" (band: min..max)" if len(seeds) > 1 else ""), fontsize=10)
         fig.tight_layout()
         fig.savefig(args.png, dpi=110)
