@@ -1,8 +1,9 @@
 /* libFuzzer target for the soft sampler's decoder and effective-address
  * computation. Input layout:
  *   u8  pc offset into the code (mod code length)
- *   u8  flags: bit 0 has_xmm; bits 1-7 pick registers to fill from input
- *   23 x u64 gregs, 16 x u64 xmm_lo  (as many as the input has; rest 0)
+ *   u8  flags: bit 0 has_xmm; bit 7: register values follow
+ *   (bit 7 set) 23 x u64 gregs, 16 x u64 xmm_lo (as many as the input
+ *               has; the rest 0; RIP is then set from the pc offset)
  *   rest: up to 4 KiB of x86-64 code at runtime address 0x400000
  * A resolved sample must point at an instruction inside the code. */
 #define _GNU_SOURCE
