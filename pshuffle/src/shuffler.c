@@ -549,9 +549,11 @@ static int load_packed_local(ps_shuffler_t *ps, const char *data_path, const cha
         goto out;
     }
     uint64_t count = le64(hdr + 8);
-    if ((uint64_t)ist.st_size != 16 + 24 * count) {
-        err = ps__errf(PS_EFORMAT, "%s: %lld bytes for %" PRIu64 " records (expected %" PRIu64 ")", index_path,
-                       (long long)ist.st_size, count, 16 + 24 * count);
+    /* Bound count first: 16 + 24 * count wraps for counts above 2^60 and
+     * could then equal the file size. */
+    if (count > ((uint64_t)ist.st_size - 16) / 24 || (uint64_t)ist.st_size != 16 + 24 * count) {
+        err = ps__errf(PS_EFORMAT, "%s: %lld bytes for %" PRIu64 " records (expected 16 + 24 per record)",
+                       index_path, (long long)ist.st_size, count);
         goto out;
     }
     uint64_t lo, hi;
