@@ -18,6 +18,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
@@ -212,6 +214,13 @@ void hm__inst_init(void)
         return; /* not under `hetmem sim`: run as a plain program */
     rt.pid = getpid();
     hm__inst_busy = 1;
+    /* jansson seeds its hash tables from /dev/urandom by default, and the
+     * order in which a parsed object's nodes are freed follows the hash
+     * order. The runtime shares the heap with the program, so a random free
+     * order would reshuffle malloc's free lists and move the program's later
+     * allocations by a cache line or two from run to run. A fixed seed keeps
+     * the simulation bit-for-bit reproducible. */
+    json_object_seed(0x686d73696dull);
     int rc = hm_sim_machine_load(&rt.m, machine);
     if (rc < 0) {
         set_error("%s: %s", hm_strerror(rc), hm_errdetail());
