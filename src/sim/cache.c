@@ -16,11 +16,13 @@ int hm__cache_init(hm__cache_t *c, uint64_t size, uint32_t assoc, uint32_t line,
      * number (as hashed LLC slices do) instead of a mask. */
     c->set_mask = (sets & (sets - 1)) == 0 ? (uint32_t)sets - 1 : 0;
     c->lat_ns = lat_ns;
+    c->stride = (assoc + 7) & ~7u;
     c->tag = calloc(sets * assoc, sizeof(uint64_t));
+    c->ptag = calloc(sets * c->stride, sizeof(uint16_t));
     c->mru = calloc(sets, sizeof(uint32_t));
     c->dirty = calloc(sets * assoc, 1);
     c->ready = calloc(sets * assoc, sizeof(double));
-    if (!c->tag || !c->mru || !c->dirty || !c->ready) {
+    if (!c->tag || !c->ptag || !c->mru || !c->dirty || !c->ready) {
         hm__cache_free(c);
         return -ENOMEM;
     }
@@ -30,10 +32,12 @@ int hm__cache_init(hm__cache_t *c, uint64_t size, uint32_t assoc, uint32_t line,
 void hm__cache_free(hm__cache_t *c)
 {
     free(c->tag);
+    free(c->ptag);
     free(c->mru);
     free(c->dirty);
     free(c->ready);
     c->tag = NULL;
+    c->ptag = NULL;
     c->mru = NULL;
     c->dirty = NULL;
     c->ready = NULL;

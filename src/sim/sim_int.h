@@ -50,6 +50,8 @@ struct hm_sim_machine {
  * MRU bits per set (bit-PLRU replacement). */
 typedef struct {
     uint64_t *tag;       /* line number + 1; 0 = invalid */
+    uint16_t *ptag;      /* per way: partial tag (hm__ptag()), 0 = invalid */
+    uint32_t stride;     /* ptag entries per set: assoc rounded up to 8 */
     uint32_t *mru;       /* per set: bit w = way w used since the last reset */
     uint8_t *dirty;
     double *ready;       /* time a prefetched line arrives (0: present) */
@@ -71,6 +73,14 @@ typedef struct {
     uint64_t used_pages, peak_pages;
     uint64_t spilled_pages;          /* pages that wanted this device and did not fit */
 } hm__device_t;
+
+/* One access queued by the hooks: address, instruction count at the
+ * access, the 8-byte value loaded (0 if none), and the program counter
+ * with the size in bits 48..62 and the store flag in bit 63. */
+typedef struct {
+    uint64_t addr, icount, value, ipx;
+} hm__qent_t;
+#define HM_SIM_QUEUE 256
 
 /* Objects as reports and placement see them: one group per (site, name). */
 typedef struct {
@@ -126,9 +136,15 @@ struct hm_sim {
     struct {
         uint64_t next, pf;
     } stream[16];
+    uint16_t stream_h[16];      /* hm__ptag() of stream[k].next */
     uint32_t stream_rr;
     uint32_t pf_dist;
     uint64_t prefetches;
+
+    /* accesses queued by the hooks, simulated in batches (core.c) */
+    hm__qent_t q[HM_SIM_QUEUE];
+    uint32_t qn;
+    uint64_t live_icount;       /* instructions retired so far, hook-fed */
 
     uint64_t loads, stores;
     uint64_t ld_left, st_left, period;
