@@ -101,10 +101,14 @@ int hm_sim_name(hm_sim_t *s, uint64_t addr, const char *name);
 void hm_sim_phase(hm_sim_t *s, int begin, const char *name);
 
 /** Simulated time so far in ns (outstanding misses not yet drained). */
-uint64_t hm_sim_now_ns(const hm_sim_t *s);
-uint64_t hm_sim_instruction_count(const hm_sim_t *s);
+uint64_t hm_sim_now_ns(hm_sim_t *s);
+uint64_t hm_sim_instruction_count(hm_sim_t *s);
 /** Loads plus stores simulated so far (bulk ops count one per line). */
-uint64_t hm_sim_access_count(const hm_sim_t *s);
+uint64_t hm_sim_access_count(hm_sim_t *s);
+/** Instructions and simulated ns so far without catching up on queued
+ *  accesses (may lag by a few hundred accesses): safe in a signal handler
+ *  that interrupted the simulation, for progress lines. */
+void hm_sim_progress(const hm_sim_t *s, uint64_t *instructions, uint64_t *ns);
 
 /**
  * Drains outstanding misses and returns the run's report as JSON text

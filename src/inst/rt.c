@@ -172,8 +172,10 @@ static void progress_tick(int sig)
     if (!s)
         return;
     char buf[160];
+    uint64_t ic, ns;
+    hm_sim_progress(s, &ic, &ns);
     int n = snprintf(buf, sizeof buf, "\r[hetmem sim] %.1f M instructions, %.3f ms simulated\033[K",
-                     (double)hm_sim_instruction_count(s) / 1e6, (double)hm_sim_now_ns(s) / 1e6);
+                     (double)ic / 1e6, (double)ns / 1e6);
     if (n > 0) {
         ssize_t r = write(2, buf, (size_t)n);
         (void)r;

@@ -17,6 +17,7 @@ int hm__cache_init(hm__cache_t *c, uint64_t size, uint32_t assoc, uint32_t line,
     c->set_mask = (sets & (sets - 1)) == 0 ? (uint32_t)sets - 1 : 0;
     c->lat_ns = lat_ns;
     c->stride = (assoc + 7) & ~7u;
+    c->wmask = assoc == 32 ? 0xffffffffu : (1u << assoc) - 1;
     c->tag = calloc(sets * assoc, sizeof(uint64_t));
     c->ptag = calloc(sets * c->stride, sizeof(uint16_t));
     c->mru = calloc(sets, sizeof(uint32_t));

@@ -10,6 +10,9 @@
  * before that value arrives, so pointer chases serialize. */
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "sim_int.h"
 
@@ -18,9 +21,29 @@ static inline double core_now(const hm_sim_t *s)
     return s->t + (double)(s->icount - s->t_icount) * s->cpi_ns;
 }
 
-uint64_t hm_sim_now_ns(const hm_sim_t *s) { return (uint64_t)core_now(s); }
-uint64_t hm_sim_instruction_count(const hm_sim_t *s) { return s->icount; }
-uint64_t hm_sim_access_count(const hm_sim_t *s) { return s->loads + s->stores; }
+uint64_t hm_sim_now_ns(hm_sim_t *s)
+{
+    hm__sim_drain(s);
+    return (uint64_t)core_now(s);
+}
+
+uint64_t hm_sim_instruction_count(hm_sim_t *s)
+{
+    hm__sim_drain(s);
+    return s->icount;
+}
+
+uint64_t hm_sim_access_count(hm_sim_t *s)
+{
+    hm__sim_drain(s);
+    return s->loads + s->stores;
+}
+
+void hm_sim_progress(const hm_sim_t *s, uint64_t *instructions, uint64_t *ns)
+{
+    *instructions = s->icount;
+    *ns = (uint64_t)core_now(s);
+}
 
 static inline void win_pop(hm_sim_t *s)
 {
@@ -52,7 +75,9 @@ void hm__sim_rob_stall(hm_sim_t *s)
 
 void hm_sim_instructions(hm_sim_t *s, uint64_t n)
 {
-    s->icount += n;
+    hm__sim_drain(s);
+    s->live_icount += n;
+    s->icount = s->live_icount;
     if (HM_UNLIKELY(s->icount >= s->rob_limit))
         hm__sim_rob_stall(s);
 }
@@ -93,7 +118,53 @@ static inline void touch(hm__cache_t *c, uint32_t set, uint64_t idx)
 {
     uint32_t bit = 1u << (uint32_t)(idx - (uint64_t)set * c->assoc);
     uint32_t m = c->mru[set] | bit;
-    c->mru[set] = m == (c->assoc == 32 ? 0xffffffffu : (1u << c->assoc) - 1) ? bit : m;
+    c->mru[set] = m == c->wmask ? bit : m;
+}
+
+/* A set's partial tags are one to four 16-byte vectors of 8 lanes: one
+ * compare finds the candidate ways, instead of a loop over 64-bit tags.
+ * mask8() gives bit w set where lane w of @p v equals @p k. */
+#if defined(__SSE2__)
+typedef __m128i lanes_t;
+static inline lanes_t lanes_splat(uint16_t x) { return _mm_set1_epi16((short)x); }
+static inline uint32_t mask16(const uint16_t *v, lanes_t k)
+{
+    __m128i a = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *)v), k);
+    __m128i b = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *)(v + 8)), k);
+    return (uint32_t)_mm_movemask_epi8(_mm_packs_epi16(a, b));
+}
+static inline uint32_t mask8(const uint16_t *v, lanes_t k)
+{
+    __m128i a = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *)v), k);
+    return (uint32_t)_mm_movemask_epi8(_mm_packs_epi16(a, a)) & 0xff;
+}
+#else
+typedef uint16_t lanes_t;
+static inline lanes_t lanes_splat(uint16_t x) { return x; }
+static inline uint32_t mask8(const uint16_t *v, lanes_t k)
+{
+    uint32_t m = 0;
+    for (int i = 0; i < 8; i++)
+        m |= (uint32_t)(v[i] == k) << i;
+    return m;
+}
+static inline uint32_t mask16(const uint16_t *v, lanes_t k) { return mask8(v, k) | mask8(v + 8, k) << 8; }
+#endif
+
+/* Bit w set where lane w of @p v (@p n lanes: 8, 16, 24 or 32) equals @p x. */
+static inline uint32_t lanes_eq(const uint16_t *v, uint32_t n, uint16_t x)
+{
+    lanes_t k = lanes_splat(x);
+    switch (n) {
+    case 8:
+        return mask8(v, k);
+    case 16:
+        return mask16(v, k);
+    case 24:
+        return mask16(v, k) | mask8(v + 16, k) << 16;
+    default:
+        return mask16(v, k) | mask16(v + 16, k) << 16;
+    }
 }
 
 static inline uint32_t set_of(const hm__cache_t *c, uint64_t line)
@@ -104,19 +175,39 @@ static inline uint32_t set_of(const hm__cache_t *c, uint64_t line)
     return (uint32_t)(((h >> 32) * c->sets) >> 32);
 }
 
-static inline int find_way_set(const hm__cache_t *c, uint64_t line, uint64_t *idx, uint32_t *setp)
+/* What a lookup learnt about the line's set: enough for the fill that
+ * follows a miss to pick its victim without scanning again. Levels are
+ * filled deepest first, and a fill only writes back into deeper levels, so
+ * a level does not change between its lookup and its fill. */
+typedef struct {
+    uint32_t set, way;
+    uint32_t inv;        /* invalid ways */
+} look_t;
+
+static inline int lookup(const hm__cache_t *c, uint64_t line, look_t *lk)
 {
     uint32_t set = set_of(c, line);
+    const uint16_t *pt = c->ptag + (uint64_t)set * c->stride;
     uint64_t base = (uint64_t)set * c->assoc;
-    *setp = set;
-    const uint64_t *tg = c->tag + base;
-    for (uint32_t w = 0; w < c->assoc; w++)
-        if (tg[w] == line + 1) {
-            *idx = base + w;
+    lk->set = set;
+    for (uint32_t m = lanes_eq(pt, c->stride, hm__ptag(line)) & c->wmask; m; m &= m - 1) {
+        uint32_t w = (uint32_t)__builtin_ctz(m);
+        if (c->tag[base + w] == line + 1) {
+            lk->way = w;
             return 1;
         }
-    *idx = base;
+    }
+    lk->inv = lanes_eq(pt, c->stride, 0) & c->wmask;
     return 0;
+}
+
+static inline int find_way_set(const hm__cache_t *c, uint64_t line, uint64_t *idx, uint32_t *setp)
+{
+    look_t lk;
+    int hit = lookup(c, line, &lk);
+    *setp = lk.set;
+    *idx = (uint64_t)lk.set * c->assoc + (hit ? lk.way : 0);
+    return hit;
 }
 
 static inline int find_way(const hm__cache_t *c, uint64_t line, uint64_t *idx)
@@ -138,39 +229,40 @@ static inline int line_device(const hm_sim_t *s, uint64_t addr, uint32_t *group)
     return s->fixed_device >= 0 ? s->fixed_device : s->def;
 }
 
-static void writeback(hm_sim_t *s, int lvl, uint64_t line, double t);
+static __attribute__((noinline)) void writeback(hm_sim_t *s, int lvl, uint64_t line, double t);
 
-/* Inserts @p line into level @p lvl, evicting the LRU way; the data is
- * there from time @p ready on (0: now). */
-static uint64_t fill_at(hm_sim_t *s, int lvl, uint64_t line, int dirty, double t, double ready);
-static inline uint64_t fill(hm_sim_t *s, int lvl, uint64_t line, int dirty, double t)
-{
-    return fill_at(s, lvl, line, dirty, t, 0);
-}
-
-static uint64_t fill_at(hm_sim_t *s, int lvl, uint64_t line, int dirty, double t, double ready)
+/* Inserts @p line into level @p lvl, evicting the LRU way: the first
+ * invalid way, else the first way whose MRU bit is clear; @p lk is the
+ * line's missed lookup at this level. The data is there from time @p ready
+ * on (0: now). Returns the way's index. */
+static inline __attribute__((always_inline)) uint64_t fill_look(hm_sim_t *s, int lvl, uint64_t line, int dirty, double t, double ready,
+                                 const look_t *lk)
 {
     hm__cache_t *c = &s->c[lvl];
-    uint32_t set = set_of(c, line);
-    uint64_t base = (uint64_t)set * c->assoc, v = UINT64_MAX;
-    for (uint32_t w = 0; w < c->assoc; w++) {
-        if (!c->tag[base + w]) {
-            v = base + w;
-            break;
-        }
-    }
-    if (v == UINT64_MAX)
-        v = base + (uint64_t)__builtin_ctz(~c->mru[set]);
-    if (c->tag[v] && c->dirty[v])
+    uint32_t set = lk->set;
+    uint32_t w = (uint32_t)__builtin_ctz(lk->inv ? lk->inv : ~c->mru[set]);
+    uint64_t v = (uint64_t)set * c->assoc + w;
+    if (HM_UNLIKELY(!lk->inv && c->dirty[v]))
         writeback(s, lvl + 1, c->tag[v] - 1, t);
     if (lvl == 0)
         s->last_line = UINT64_MAX;
     c->tag[v] = line + 1;
+    c->ptag[(uint64_t)set * c->stride + w] = hm__ptag(line);
     touch(c, set, v);
     c->dirty[v] = (uint8_t)dirty;
     if (lvl > 0) /* L1 never holds lines in flight */
         c->ready[v] = ready;
     return v;
+}
+
+/* Fill without a lookup at hand (the line is known to be absent). */
+static uint64_t fill(hm_sim_t *s, int lvl, uint64_t line, int dirty, double t)
+{
+    hm__cache_t *c = &s->c[lvl];
+    look_t lk;
+    lk.set = set_of(c, line);
+    lk.inv = lanes_eq(c->ptag + (uint64_t)lk.set * c->stride, c->stride, 0) & c->wmask;
+    return fill_look(s, lvl, line, dirty, t, 0, &lk);
 }
 
 /* L2 stream prefetcher, as on current cores: after two misses to
@@ -180,26 +272,32 @@ static uint64_t fill_at(hm_sim_t *s, int lvl, uint64_t line, int dirty, double t
  * or MLP slot; a demand access to a line still in flight waits for it. */
 static void prefetch(hm_sim_t *s, uint64_t line, double now)
 {
-    int k;
-    for (k = 0; k < 16; k++)
-        if (s->stream[k].next == line)
+    int k = 16;
+    for (uint32_t m = lanes_eq(s->stream_h, 16, hm__ptag(line)); m; m &= m - 1) {
+        int j = __builtin_ctz(m);
+        if (s->stream[j].next == line) {
+            k = j;
             break;
+        }
+    }
     if (k == 16) {
         k = (int)(s->stream_rr++ & 15);
         s->stream[k].next = line + 1;
+        s->stream_h[k] = hm__ptag(line + 1);
         s->stream[k].pf = line;
         return;
     }
     s->stream[k].next = line + 1;
+    s->stream_h[k] = hm__ptag(line + 1);
     uint64_t page_end = ((line << s->line_shift) | ((1u << HM_SIM_PAGE_SHIFT) - 1)) >> s->line_shift;
     uint64_t from = s->stream[k].pf > line ? s->stream[k].pf + 1 : line + 1;
     uint64_t to = line + s->pf_dist < page_end ? line + s->pf_dist : page_end;
     int lvl = s->nlevels > 1 ? 1 : 0;
     for (uint64_t p = from; p <= to; p++) {
-        uint64_t i;
+        look_t lk[HM_SIM_MAX_LEVELS];
         int present = 0;
         for (int l = lvl; l < s->nlevels && !present; l++)
-            present = find_way(&s->c[l], p, &i);
+            present = lookup(&s->c[l], p, &lk[l]);
         if (present)
             continue;
         uint32_t g;
@@ -210,14 +308,14 @@ static void prefetch(hm_sim_t *s, uint64_t line, double now)
         else
             s->other_lines_read++;
         for (int l = s->nlevels - 1; l >= lvl; l--)
-            fill_at(s, l, p, 0, now, done);
+            fill_look(s, l, p, 0, now, done, &lk[l]);
         s->prefetches++;
     }
     if (to > s->stream[k].pf || s->stream[k].pf < line)
         s->stream[k].pf = to;
 }
 
-static void writeback(hm_sim_t *s, int lvl, uint64_t line, double t)
+static __attribute__((noinline)) void writeback(hm_sim_t *s, int lvl, uint64_t line, double t)
 {
     if (lvl >= s->nlevels) {
         uint32_t g;
@@ -229,11 +327,12 @@ static void writeback(hm_sim_t *s, int lvl, uint64_t line, double t)
             s->other_lines_written++;
         return;
     }
-    uint64_t i;
-    if (find_way(&s->c[lvl], line, &i))
-        s->c[lvl].dirty[i] = 1;
+    hm__cache_t *c = &s->c[lvl];
+    look_t lk;
+    if (lookup(c, line, &lk))
+        c->dirty[(uint64_t)lk.set * c->assoc + lk.way] = 1;
     else
-        fill(s, lvl, line, 1, t);
+        fill_look(s, lvl, line, 1, t, 0, &lk);
 }
 
 /* What served the last access, for samples. */
@@ -245,10 +344,16 @@ typedef struct {
 
 static inline double dep_check(hm_sim_t *s, uint64_t addr, double now)
 {
-    double w = 0;
+    /* Address test first, without branches: usually no slot is near. */
+    uint32_t m = 0;
     for (int i = 0; i < HM_SIM_DEP_SLOTS; i++)
-        if (s->dep_done[i] > now && addr - s->dep_val[i] < 4096 && s->dep_done[i] > w)
+        m |= (uint32_t)(addr - s->dep_val[i] < 4096) << i;
+    double w = 0;
+    for (; m; m &= m - 1) {
+        int i = __builtin_ctz(m);
+        if (s->dep_done[i] > now && s->dep_done[i] > w)
             w = s->dep_done[i];
+    }
     return w;
 }
 
@@ -306,21 +411,22 @@ __attribute__((noinline)) static void access_miss(hm_sim_t *s, uint64_t line, in
                                                   uint64_t value, double dep, served_t *sv)
 {
     hm__cache_t *c0 = &s->c[0];
-    uint64_t i;
-    uint32_t set;
+    look_t lk[HM_SIM_MAX_LEVELS];
     c0->misses[st]++;
     double now = win_reserve(s);
     double issue = dep > now ? dep : now, done;
     int lvl;
     double ready = 0;
     for (lvl = 1; lvl < s->nlevels; lvl++) {
-        if (find_way_set(&s->c[lvl], line, &i, &set)) {
-            touch(&s->c[lvl], set, i);
-            s->c[lvl].hits[st]++;
-            ready = s->c[lvl].ready[i];
+        hm__cache_t *c = &s->c[lvl];
+        if (lookup(c, line, &lk[lvl])) {
+            uint64_t i = (uint64_t)lk[lvl].set * c->assoc + lk[lvl].way;
+            touch(c, lk[lvl].set, i);
+            c->hits[st]++;
+            ready = c->ready[i];
             break;
         }
-        s->c[lvl].misses[st]++;
+        c->misses[st]++;
     }
     sv->dev = -1;
     if (lvl < s->nlevels) {
@@ -336,7 +442,7 @@ __attribute__((noinline)) static void access_miss(hm_sim_t *s, uint64_t line, in
         sv->dev = d;
     }
     for (int k = lvl - 1; k > 0; k--)
-        fill(s, k, line, 0, issue);
+        fill_look(s, k, line, 0, issue, 0, &lk[k]);
     uint64_t l1 = fill(s, 0, line, st, issue);
     if (s->pf_dist)
         prefetch(s, line, issue);
@@ -391,21 +497,78 @@ static inline void sim_access(hm_sim_t *s, uint64_t addr, unsigned size, int st,
     }
 }
 
+/* The hooks do not simulate an access on the spot: they queue it with the
+ * instruction count at which it happened, and the queue is simulated in
+ * batches (hm__sim_drain()). The model sees exactly the same sequence of
+ * instruction counts and accesses as if each were simulated at once (a ROB
+ * stall found late is resolved from the recorded counts, see
+ * hm__sim_rob_stall()), so results are unchanged. What changes is the
+ * host's work: a hook is a few stores, so the program's own cache misses
+ * overlap across iterations as they do natively, and the batch loop
+ * prefetches the cache sets of the accesses a few entries ahead. */
+static inline void sim_enqueue(hm_sim_t *s, uint64_t addr, unsigned size, int st, uint64_t value, uint64_t ip)
+{
+    hm__qent_t *e = &s->q[s->qn];
+    e->addr = addr;
+    e->icount = s->live_icount;
+    e->value = value;
+    e->ipx = (ip & 0xffffffffffffull) | (uint64_t)size << 48 | (uint64_t)st << 63;
+    if (HM_UNLIKELY(++s->qn == HM_SIM_QUEUE))
+        hm__sim_drain(s);
+}
+
 /* Inline forms for the access hooks, which include this file (src/inst). */
 static inline void sim_load_inl(hm_sim_t *s, uint64_t addr, unsigned size, uint64_t value, uint64_t ip)
 {
     if (HM_UNLIKELY(s->done))
         return;
-    s->loads++;
-    sim_access(s, addr, size, 0, size == 8 ? value : 0, ip);
+    sim_enqueue(s, addr, size, 0, size == 8 ? value : 0, ip);
 }
 
 static inline void sim_store_inl(hm_sim_t *s, uint64_t addr, unsigned size, uint64_t ip)
 {
     if (HM_UNLIKELY(s->done))
         return;
-    s->stores++;
-    sim_access(s, addr, size, 1, 0, ip);
+    sim_enqueue(s, addr, size, 1, 0, ip);
+}
+
+static inline void prefetch_sets(const hm_sim_t *s, uint64_t addr)
+{
+    uint64_t line = addr >> s->line_shift;
+    for (int l = 0; l < s->nlevels; l++) {
+        const hm__cache_t *c = &s->c[l];
+        __builtin_prefetch(c->ptag + (uint64_t)set_of(c, line) * c->stride);
+    }
+}
+
+void hm__sim_drain(hm_sim_t *s)
+{
+    if (s->draining)
+        return; /* a sample callback asking for the time: the entry's own */
+    s->draining = 1;
+    uint32_t n = s->qn;
+    enum { AHEAD = 6 };
+    for (uint32_t i = 0; i < n && i < AHEAD; i++)
+        prefetch_sets(s, s->q[i].addr);
+    for (uint32_t i = 0; i < n; i++) {
+        const hm__qent_t *e = &s->q[i];
+        if (i + AHEAD < n)
+            prefetch_sets(s, s->q[i + AHEAD].addr);
+        s->icount = e->icount;
+        if (HM_UNLIKELY(s->icount >= s->rob_limit))
+            hm__sim_rob_stall(s);
+        int st = (int)(e->ipx >> 63);
+        if (st)
+            s->stores++;
+        else
+            s->loads++;
+        sim_access(s, e->addr, (unsigned)(e->ipx >> 48) & 0x7fff, st, e->value, e->ipx & 0xffffffffffffull);
+    }
+    s->qn = 0;
+    s->icount = s->live_icount;
+    if (HM_UNLIKELY(s->icount >= s->rob_limit))
+        hm__sim_rob_stall(s);
+    s->draining = 0;
 }
 
 void hm_sim_load(hm_sim_t *s, uint64_t addr, unsigned size, uint64_t value, uint64_t ip)
@@ -425,6 +588,7 @@ static void range(hm_sim_t *s, uint64_t addr, uint64_t len, int st, uint64_t ip)
 {
     if (!len || s->done)
         return;
+    hm__sim_drain(s);
     uint64_t first = addr >> s->line_shift, last = (addr + len - 1) >> s->line_shift;
     for (uint64_t l = first; l <= last; l++) {
         uint64_t a = l == first ? addr : l << s->line_shift;
@@ -442,6 +606,7 @@ void hm_sim_store_range(hm_sim_t *s, uint64_t addr, uint64_t len, uint64_t ip) {
 
 void hm_sim_set_sampler(hm_sim_t *s, uint64_t period, hm_sim_sample_fn fn, void *ctx)
 {
+    hm__sim_drain(s);
     s->period = period && fn ? period : UINT64_MAX;
     s->ld_left = s->st_left = s->period;
     s->sample_fn = fn;
@@ -502,6 +667,7 @@ void hm_sim_close(hm_sim_t *s)
 {
     if (!s)
         return;
+    hm__sim_drain(s);
     for (int i = 0; i < HM_SIM_MAX_LEVELS; i++)
         hm__cache_free(&s->c[i]);
     hm__sim_objects_free(s);

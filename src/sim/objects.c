@@ -201,6 +201,7 @@ static void match(hm_sim_t *s, hm__alloc_t *a, const char *name)
 
 void hm_sim_alloc(hm_sim_t *s, uint64_t addr, uint64_t size, uint64_t site)
 {
+    hm__sim_drain(s);
     if (!size || s->done)
         return;
     uint32_t pos;
@@ -238,6 +239,7 @@ void hm_sim_alloc(hm_sim_t *s, uint64_t addr, uint64_t size, uint64_t site)
 
 int hm_sim_free(hm_sim_t *s, uint64_t addr)
 {
+    hm__sim_drain(s);
     uint32_t pos;
     int64_t i = ahash_find(s, addr, &pos);
     if (i < 0)
@@ -260,6 +262,7 @@ int hm_sim_free(hm_sim_t *s, uint64_t addr)
 
 int hm_sim_name(hm_sim_t *s, uint64_t addr, const char *name)
 {
+    hm__sim_drain(s);
     uint64_t e = hm__sim_page_entry(s, addr);
     if (!e || !name)
         return HM_ENOTFOUND;
@@ -345,6 +348,7 @@ static void phase_close(hm_sim_t *s)
 
 void hm_sim_phase(hm_sim_t *s, int begin, const char *name)
 {
+    hm__sim_drain(s);
     if (s->done)
         return;
     if (begin) {

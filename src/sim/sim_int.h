@@ -52,6 +52,7 @@ typedef struct {
     uint64_t *tag;       /* line number + 1; 0 = invalid */
     uint16_t *ptag;      /* per way: partial tag (hm__ptag()), 0 = invalid */
     uint32_t stride;     /* ptag entries per set: assoc rounded up to 8 */
+    uint32_t wmask;      /* bits 0..assoc-1 */
     uint32_t *mru;       /* per set: bit w = way w used since the last reset */
     uint8_t *dirty;
     double *ready;       /* time a prefetched line arrives (0: present) */
@@ -173,7 +174,18 @@ struct hm_sim {
     uint64_t other_lines_read, other_lines_written;
     uint64_t migrated_pages;    /* pages moved at phase boundaries */
     int done;
+    int draining;               /* inside hm__sim_drain() */
 };
+
+/* Partial tag of a line: 15 hash bits, never 0 (0 marks an invalid way). */
+static inline uint16_t hm__ptag(uint64_t line)
+{
+    return (uint16_t)(((line * 0xff51afd7ed558ccdull) >> 48) | 1);
+}
+
+/* core.c: simulates the accesses the hooks queued. Every entry point that
+ * reads or changes the model's state calls it first. */
+void hm__sim_drain(hm_sim_t *s);
 
 /* cache.c */
 int hm__cache_init(hm__cache_t *c, uint64_t size, uint32_t assoc, uint32_t line, double lat_ns);
@@ -193,13 +205,11 @@ uint32_t hm__sim_group(hm_sim_t *s, uint64_t site, const char *name);
 
 
 /* Hot-path entry for the instruction hook: inline so that a basic block
- * costs one add and one compare. */
+ * costs one add. */
 void hm__sim_rob_stall(hm_sim_t *s);
 static inline void hm__sim_instr(hm_sim_t *s, uint64_t n)
 {
-    s->icount += n;
-    if (HM_UNLIKELY(s->icount >= s->rob_limit))
-        hm__sim_rob_stall(s);
+    s->live_icount += n; /* the model catches up in hm__sim_drain() */
 }
 /* Size of the live allocation starting at @p addr, or 0. */
 uint64_t hm__sim_alloc_size(const hm_sim_t *s, uint64_t addr);
