@@ -9,8 +9,9 @@
 #include "inst.h"
 
 /* The simulator core is compiled into this file (and left out of the
- * archive's own list), so that the L1-hit path inlines into every hook:
- * no call per access beyond the hook itself. */
+ * archive's own list), so that queueing an access (sim/core.c
+ * sim_enqueue()) inlines into every hook: no call per access beyond the
+ * hook itself. */
 #include "sim/core.c"
 
 #define HM_HOOK HM_API __attribute__((used))

@@ -184,7 +184,7 @@ typedef struct {
     uint32_t inv;        /* invalid ways */
 } look_t;
 
-static inline int lookup(const hm__cache_t *c, uint64_t line, look_t *lk)
+static inline __attribute__((always_inline)) int lookup(const hm__cache_t *c, uint64_t line, look_t *lk)
 {
     uint32_t set = set_of(c, line);
     const uint16_t *pt = c->ptag + (uint64_t)set * c->stride;
@@ -344,16 +344,15 @@ typedef struct {
 
 static inline double dep_check(hm_sim_t *s, uint64_t addr, double now)
 {
-    /* Address test first, without branches: usually no slot is near. */
-    uint32_t m = 0;
-    for (int i = 0; i < HM_SIM_DEP_SLOTS; i++)
-        m |= (uint32_t)(addr - s->dep_val[i] < 4096) << i;
+    /* Usually no loaded value is near the address at all: a slot can match
+     * only if addr - dep_min < span + 4096 (exact unless that wraps). */
+    uint64_t span = s->dep_max - s->dep_min;
+    if (span < UINT64_MAX - 4096 && addr - s->dep_min >= span + 4096)
+        return 0;
     double w = 0;
-    for (; m; m &= m - 1) {
-        int i = __builtin_ctz(m);
-        if (s->dep_done[i] > now && s->dep_done[i] > w)
+    for (int i = 0; i < HM_SIM_DEP_SLOTS; i++)
+        if (addr - s->dep_val[i] < 4096 && s->dep_done[i] > now && s->dep_done[i] > w)
             w = s->dep_done[i];
-    }
     return w;
 }
 
@@ -364,6 +363,14 @@ static inline void dep_record(hm_sim_t *s, uint64_t value, double done)
     s->dep_done[i] = done;
     if (done > s->dep_latest)
         s->dep_latest = done;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (int k = 0; k < HM_SIM_DEP_SLOTS; k++) {
+        uint64_t v = s->dep_val[k];
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    s->dep_min = lo;
+    s->dep_max = hi;
 }
 
 static void access_miss(hm_sim_t *s, uint64_t line, int st, uint64_t addr, uint64_t value, double dep,
@@ -552,7 +559,8 @@ void hm__sim_drain(hm_sim_t *s)
         prefetch_sets(s, s->q[i].addr);
     for (uint32_t i = 0; i < n; i++) {
         const hm__qent_t *e = &s->q[i];
-        if (i + AHEAD < n)
+        /* (a run of accesses to one line needs its sets once) */
+        if (i + AHEAD < n && (s->q[i + AHEAD].addr ^ s->q[i + AHEAD - 1].addr) >> s->line_shift)
             prefetch_sets(s, s->q[i + AHEAD].addr);
         s->icount = e->icount;
         if (HM_UNLIKELY(s->icount >= s->rob_limit))

@@ -11,18 +11,9 @@
 
 #include "sim_int.h"
 
-#define LEAF_BITS 18
-#define ROOT_BITS (48 - HM_SIM_PAGE_SHIFT - LEAF_BITS)
+#define LEAF_BITS HM_SIM_LEAF_BITS
+#define ROOT_BITS HM_SIM_ROOT_BITS
 #define TOMB UINT64_MAX
-
-uint64_t hm__sim_page_entry(const hm_sim_t *s, uint64_t addr)
-{
-    uint64_t pg = addr >> HM_SIM_PAGE_SHIFT;
-    uint64_t r = pg >> LEAF_BITS;
-    if (!s->pagemap || r >= (1ull << ROOT_BITS) || !s->pagemap[r])
-        return 0;
-    return s->pagemap[r][pg & ((1u << LEAF_BITS) - 1)];
-}
 
 static uint64_t *page_slot(hm_sim_t *s, uint64_t pg)
 {

@@ -132,6 +132,7 @@ struct hm_sim {
     double dep_done[HM_SIM_DEP_SLOTS];
     uint32_t dep_next;
     double dep_latest;
+    uint64_t dep_min, dep_max;  /* range of dep_val[] */
 
     /* stream prefetcher: ascending line streams within a page */
     struct {
@@ -194,7 +195,17 @@ void hm__cache_free(hm__cache_t *c);
 double hm__device_read(hm__device_t *d, uint64_t line, double t);
 void hm__device_write(hm__device_t *d, uint64_t line, double t);
 /* objects.c */
-uint64_t hm__sim_page_entry(const hm_sim_t *s, uint64_t addr);
+#define HM_SIM_LEAF_BITS 18
+#define HM_SIM_ROOT_BITS (48 - HM_SIM_PAGE_SHIFT - HM_SIM_LEAF_BITS)
+/* Page-map entry of byte address @p addr (0: not in any allocation). */
+static inline uint64_t hm__sim_page_entry(const hm_sim_t *s, uint64_t addr)
+{
+    uint64_t pg = addr >> HM_SIM_PAGE_SHIFT;
+    uint64_t r = pg >> HM_SIM_LEAF_BITS;
+    if (!s->pagemap || r >= (1ull << HM_SIM_ROOT_BITS) || !s->pagemap[r])
+        return 0;
+    return s->pagemap[r][pg & ((1u << HM_SIM_LEAF_BITS) - 1)];
+}
 void hm__sim_objects_free(hm_sim_t *s);
 uint32_t hm__sim_group(hm_sim_t *s, uint64_t site, const char *name);
 
