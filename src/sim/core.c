@@ -359,10 +359,16 @@ static inline double dep_check(hm_sim_t *s, uint64_t addr, double now)
 static inline void dep_record(hm_sim_t *s, uint64_t value, double done)
 {
     uint32_t i = s->dep_next++ & (HM_SIM_DEP_SLOTS - 1);
+    uint64_t old = s->dep_val[i];
     s->dep_val[i] = value;
     s->dep_done[i] = done;
     if (done > s->dep_latest)
         s->dep_latest = done;
+    if (old != s->dep_min && old != s->dep_max) { /* the range only widens */
+        s->dep_min = value < s->dep_min ? value : s->dep_min;
+        s->dep_max = value > s->dep_max ? value : s->dep_max;
+        return;
+    }
     uint64_t lo = UINT64_MAX, hi = 0;
     for (int k = 0; k < HM_SIM_DEP_SLOTS; k++) {
         uint64_t v = s->dep_val[k];
