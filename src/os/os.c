@@ -462,6 +462,22 @@ int hm__os_resolve_device(const hm_os_info_t *o, const char *name, uint64_t *mas
                     name, known);
 }
 
+/* The NUMA system calls are made directly rather than through libnuma's
+ * wrappers (which are the same one-line syscall()s): linking libnuma for
+ * them would run its constructor, which reads /proc and sysfs and probes
+ * the memory policy, at the start of every program the preload library is
+ * loaded into, about a millisecond each. numaif.h still gives the
+ * constants. */
+static long sys_mbind(void *addr, size_t len, int mode, const unsigned long *nm, unsigned long maxnode, unsigned flags)
+{
+    return syscall(SYS_mbind, addr, len, mode, nm, maxnode, flags);
+}
+
+static long sys_move_pages(size_t n, void **pages, const int *nodes, int *status, int flags)
+{
+    return syscall(SYS_move_pages, 0, n, pages, nodes, status, flags);
+}
+
 static void mask_to(uint64_t mask, unsigned long *nm)
 {
     nm[0] = (unsigned long)mask;
@@ -475,7 +491,7 @@ int hm__os_mbind(void *addr, size_t len, uint64_t mask, int move)
     /* A single node is a strict bind; several nodes (a tier) interleave so
      * that the tier's bandwidth is used. */
     int mode = __builtin_popcountll(mask) > 1 ? MPOL_INTERLEAVE : MPOL_BIND;
-    if (mbind(addr, len, mode, nm, 64, flags) != 0)
+    if (sys_mbind(addr, len, mode, nm, 64, flags) != 0)
         return -errno;
     return 0;
 }
@@ -484,14 +500,14 @@ int hm__os_set_mempolicy_bind(uint64_t mask)
 {
     unsigned long nm[1];
     mask_to(mask, nm);
-    if (set_mempolicy(MPOL_BIND, nm, 64) != 0)
+    if (syscall(SYS_set_mempolicy, MPOL_BIND, nm, 64) != 0)
         return -errno;
     return 0;
 }
 
 int hm__os_page_nodes(void *const *pages, size_t n, int *status)
 {
-    if (move_pages(0, n, (void **)pages, NULL, status, 0) != 0)
+    if (sys_move_pages(n, (void **)pages, NULL, status, 0) != 0)
         return -errno;
     return 0;
 }
@@ -501,7 +517,7 @@ int hm__os_move_pages(void *const *pages, size_t n, int node, int *status)
     int *nodes = hm__xmalloc(n * sizeof *nodes);
     for (size_t i = 0; i < n; i++)
         nodes[i] = node;
-    long r = move_pages(0, n, (void **)pages, nodes, status, MPOL_MF_MOVE);
+    long r = sys_move_pages(n, (void **)pages, nodes, status, MPOL_MF_MOVE);
     int err = r < 0 ? -errno : 0;
     free(nodes);
     return err;
@@ -510,7 +526,7 @@ int hm__os_move_pages(void *const *pages, size_t n, int node, int *status)
 int hm__os_addr_node(const void *addr, int *node)
 {
     int mode = -1;
-    if (get_mempolicy(&mode, NULL, 0, (void *)addr, MPOL_F_NODE | MPOL_F_ADDR) != 0)
+    if (syscall(SYS_get_mempolicy, &mode, NULL, 0, addr, MPOL_F_NODE | MPOL_F_ADDR) != 0)
         return -errno;
     *node = mode;
     return 0;

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,30 +66,71 @@ int hm__exit_code(int st)
     return 1;
 }
 
+/* The child's environment: ours, with every NAME=... of set (and then
+ * LD_PRELOAD=ld) replacing an entry of the same name. Only the array is
+ * allocated; the strings are borrowed. */
+static char **child_env(char *const set[], char *ld)
+{
+    size_t n = 0, k = 0;
+    for (char **e = environ; e && *e; e++)
+        n++;
+    for (char *const *e = set; e && *e; e++)
+        k++;
+    char **env = hm__xmalloc((n + k + 2) * sizeof *env);
+    size_t o = 0;
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        size_t nl = eq ? (size_t)(eq - *e) + 1 : strlen(*e);
+        int replaced = !strncmp(*e, "LD_PRELOAD=", nl);
+        for (char *const *x = set; x && *x && !replaced; x++)
+            replaced = !strncmp(*e, *x, nl);
+        if (!replaced)
+            env[o++] = *e;
+    }
+    for (char *const *x = set; x && *x; x++)
+        env[o++] = *x;
+    env[o++] = ld;
+    env[o] = NULL;
+    return env;
+}
+
 int hm__launch(char *const argv[], const char *preload, char *const extra_env[], int *status, uint64_t *wall_ns)
 {
-    /* Build LD_PRELOAD before forking: the child only calls exec. */
     const char *old = getenv("LD_PRELOAD");
-    size_t n = strlen(preload) + (old ? strlen(old) : 0) + 16;
+    size_t n = strlen(preload) + (old ? strlen(old) : 0) + 32;
     char *ld = hm__xmalloc(n);
-    snprintf(ld, n, "%s%s%s", preload, old && *old ? ":" : "", old && *old ? old : "");
+    snprintf(ld, n, "LD_PRELOAD=%s%s%s", preload, old && *old ? ":" : "", old && *old ? old : "");
+    char **env = child_env(extra_env, ld);
+    /* posix_spawn rather than fork: glibc spawns with CLONE_VM|CLONE_VFORK,
+     * which neither copies our page tables nor makes our pages
+     * copy-on-write, a fixed cost of every recording. */
     uint64_t t0 = hm__now_ns();
-    pid_t pid = fork();
-    if (pid < 0) {
-        int e = errno;
-        free(ld);
-        return hm__errf(-e, "fork: %s", strerror(e));
+    pid_t pid;
+    int e = posix_spawnp(&pid, argv[0], NULL, NULL, argv, env);
+    if (e == ENOEXEC) {
+        /* A script without #!: execvp would hand it to the shell, and so
+         * do we (glibc's posix_spawnp no longer does). */
+        size_t argc = 0;
+        while (argv[argc])
+            argc++;
+        char **sh = hm__xmalloc((argc + 2) * sizeof *sh);
+        sh[0] = "sh";
+        memcpy(sh + 1, argv, (argc + 1) * sizeof *sh);
+        e = posix_spawn(&pid, "/bin/sh", NULL, NULL, sh, env);
+        free(sh);
     }
-    if (pid == 0) {
-        for (char *const *e = extra_env; e && *e; e++)
-            putenv(*e);
-        setenv("LD_PRELOAD", ld, 1);
-        execvp(argv[0], argv);
-        int e = errno;
-        fprintf(stderr, "hetmem: %s: %s\n", argv[0], strerror(e));
-        _exit(e == ENOENT ? 127 : 126);
-    }
+    free(env);
     free(ld);
+    if (e == ENOMEM || e == EAGAIN)
+        return hm__errf(-e, "cannot start %s: %s", argv[0], strerror(e));
+    if (e) {
+        /* The program could not be executed: report it as a shell would,
+         * and let the caller see an exit status 127 (not found) or 126. */
+        fprintf(stderr, "hetmem: %s: %s\n", argv[0], strerror(e));
+        *status = (e == ENOENT ? 127 : 126) << 8;
+        *wall_ns = hm__now_ns() - t0;
+        return 0;
+    }
     child_pid_ = pid;
     struct sigaction sa, old_int, old_term, old_hup;
     memset(&sa, 0, sizeof sa);

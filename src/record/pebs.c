@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "record/record_int.h"
 
+#include <dlfcn.h>
 #include <linux/perf_event.h>
 #include <perfmon/pfmlib_perf_event.h>
 #include <stdio.h>
@@ -25,12 +26,40 @@ static void base_attr(struct perf_event_attr *a, uint64_t period)
     a->clockid = CLOCK_MONOTONIC; /* same clock as the allocation events */
 }
 
+/* libpfm4 is opened on first use rather than linked: its event tables
+ * carry some 40,000 relocations, and the page faults of applying them cost
+ * several milliseconds at the start of every process that maps the library,
+ * which would be every program `hetmem record` runs (the preload links this
+ * file) and the CLI itself. Only PEBS encoding needs it. Called from one
+ * thread (option parsing, or the preload's constructor). */
+static struct {
+    int state; /* -1 not tried, 0 unusable, 1 ready */
+    __typeof__(&pfm_initialize) initialize;
+    __typeof__(&pfm_get_os_event_encoding) encode;
+} pfm = {-1, NULL, NULL};
+
+static int pfm_load(void)
+{
+    if (pfm.state >= 0)
+        return pfm.state;
+    pfm.state = 0;
+    static const char *const names[] = {"libpfm.so.4", "libpfm.so"};
+    void *h = NULL;
+    for (size_t i = 0; i < HM_ARRAY_LEN(names) && !h; i++)
+        h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return 0;
+    pfm.initialize = (__typeof__(pfm.initialize))dlsym(h, "pfm_initialize");
+    pfm.encode = (__typeof__(pfm.encode))dlsym(h, "pfm_get_os_event_encoding");
+    /* The handle stays open: libpfm keeps its tables for later lookups. */
+    if (pfm.initialize && pfm.encode && pfm.initialize() == PFM_SUCCESS)
+        pfm.state = 1;
+    return pfm.state;
+}
+
 static int pfm_encode(const char *name, struct perf_event_attr *a)
 {
-    static int init = -1;
-    if (init < 0)
-        init = pfm_initialize() == PFM_SUCCESS;
-    if (!init)
+    if (!pfm_load())
         return -1;
     pfm_perf_encode_arg_t arg;
     memset(&arg, 0, sizeof arg);
@@ -38,7 +67,7 @@ static int pfm_encode(const char *name, struct perf_event_attr *a)
     arg.size = sizeof arg;
     char *fstr = NULL;
     arg.fstr = &fstr;
-    int r = pfm_get_os_event_encoding(name, PFM_PLM3, PFM_OS_PERF_EVENT_EXT, &arg);
+    int r = pfm.encode(name, PFM_PLM3, PFM_OS_PERF_EVENT_EXT, &arg);
     free(fstr);
     return r == PFM_SUCCESS ? 0 : -1;
 }
