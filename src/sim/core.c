@@ -210,12 +210,6 @@ static inline int find_way_set(const hm__cache_t *c, uint64_t line, uint64_t *id
     return hit;
 }
 
-static inline int find_way(const hm__cache_t *c, uint64_t line, uint64_t *idx)
-{
-    uint32_t set;
-    return find_way_set(c, line, idx, &set);
-}
-
 /* Device of the page holding byte address @p addr and the object's group
  * (UINT32_MAX: memory outside any tracked allocation). */
 static inline int line_device(const hm_sim_t *s, uint64_t addr, uint32_t *group)
