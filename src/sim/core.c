@@ -201,15 +201,6 @@ static inline __attribute__((always_inline)) int lookup(const hm__cache_t *c, ui
     return 0;
 }
 
-static inline int find_way_set(const hm__cache_t *c, uint64_t line, uint64_t *idx, uint32_t *setp)
-{
-    look_t lk;
-    int hit = lookup(c, line, &lk);
-    *setp = lk.set;
-    *idx = (uint64_t)lk.set * c->assoc + (hit ? lk.way : 0);
-    return hit;
-}
-
 /* Device of the page holding byte address @p addr and the object's group
  * (UINT32_MAX: memory outside any tracked allocation). */
 static inline int line_device(const hm_sim_t *s, uint64_t addr, uint32_t *group)
@@ -249,16 +240,6 @@ static inline __attribute__((always_inline)) uint64_t fill_look(hm_sim_t *s, int
     return v;
 }
 
-/* Fill without a lookup at hand (the line is known to be absent). */
-static uint64_t fill(hm_sim_t *s, int lvl, uint64_t line, int dirty, double t)
-{
-    hm__cache_t *c = &s->c[lvl];
-    look_t lk;
-    lk.set = set_of(c, line);
-    lk.inv = lanes_eq(c->ptag + (uint64_t)lk.set * c->stride, c->stride, 0) & c->wmask;
-    return fill_look(s, lvl, line, dirty, t, 0, &lk);
-}
-
 /* L2 stream prefetcher, as on current cores: after two misses to
  * consecutive lines it keeps `prefetch` lines ahead of the demand stream,
  * within the 4 KiB page (hardware prefetchers do not cross pages). The
@@ -274,15 +255,15 @@ static void prefetch(hm_sim_t *s, uint64_t line, double now)
             break;
         }
     }
-    if (k == 16) {
+    int fresh = k == 16;
+    if (fresh)
         k = (int)(s->stream_rr++ & 15);
-        s->stream[k].next = line + 1;
-        s->stream_h[k] = hm__ptag(line + 1);
+    s->stream[k].next = line + 1;
+    s->stream_h[k] = hm__ptag(line + 1);
+    if (fresh) {
         s->stream[k].pf = line;
         return;
     }
-    s->stream[k].next = line + 1;
-    s->stream_h[k] = hm__ptag(line + 1);
     uint64_t page_end = ((line << s->line_shift) | ((1u << HM_SIM_PAGE_SHIFT) - 1)) >> s->line_shift;
     uint64_t from = s->stream[k].pf > line ? s->stream[k].pf + 1 : line + 1;
     uint64_t to = line + s->pf_dist < page_end ? line + s->pf_dist : page_end;
@@ -374,14 +355,13 @@ static inline void dep_record(hm_sim_t *s, uint64_t value, double done)
 }
 
 static void access_miss(hm_sim_t *s, uint64_t line, int st, uint64_t addr, uint64_t value, double dep,
-                        served_t *sv);
+                        const look_t *lk0, served_t *sv);
 
 /* One line access. Returns through @p sv what served it. The L1 hit path is
  * inline; everything past L1 is in access_miss(). */
 static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr, uint64_t value, served_t *sv)
 {
     hm__cache_t *c0 = &s->c[0];
-    uint64_t i;
     double dep = 0;
     if (HM_UNLIKELY(s->dep_latest > s->t) && !st)
         dep = dep_check(s, addr, core_now(s));
@@ -392,11 +372,12 @@ static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr
         sv->level = 0;
         return;
     }
-    uint32_t set;
-    if (HM_LIKELY(find_way_set(c0, line, &i, &set))) {
+    look_t lk0;
+    if (HM_LIKELY(lookup(c0, line, &lk0))) {
+        uint64_t i = (uint64_t)lk0.set * c0->assoc + lk0.way;
         s->last_line = line;
         s->last_idx = i;
-        touch(c0, set, i);
+        touch(c0, lk0.set, i);
         c0->dirty[i] |= (uint8_t)st;
         c0->hits[st]++;
         if (HM_UNLIKELY(dep > 0)) {
@@ -411,11 +392,11 @@ static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr
         sv->level = 0;
         return;
     }
-    access_miss(s, line, st, addr, value, dep, sv);
+    access_miss(s, line, st, addr, value, dep, &lk0, sv);
 }
 
 __attribute__((noinline)) static void access_miss(hm_sim_t *s, uint64_t line, int st, uint64_t addr,
-                                                  uint64_t value, double dep, served_t *sv)
+                                                  uint64_t value, double dep, const look_t *lk0, served_t *sv)
 {
     hm__cache_t *c0 = &s->c[0];
     look_t lk[HM_SIM_MAX_LEVELS];
@@ -450,7 +431,7 @@ __attribute__((noinline)) static void access_miss(hm_sim_t *s, uint64_t line, in
     }
     for (int k = lvl - 1; k > 0; k--)
         fill_look(s, k, line, 0, issue, 0, &lk[k]);
-    uint64_t l1 = fill(s, 0, line, st, issue);
+    uint64_t l1 = fill_look(s, 0, line, st, issue, 0, lk0);
     if (s->pf_dist)
         prefetch(s, line, issue);
     if (c0->tag[l1] == line + 1) { /* a one-level machine's prefetch may have evicted it */
@@ -511,8 +492,7 @@ static inline void sim_access(hm_sim_t *s, uint64_t addr, unsigned size, int st,
  * stall found late is resolved from the recorded counts, see
  * hm__sim_rob_stall()), so results are unchanged. What changes is the
  * host's work: a hook is a few stores, so the program's own cache misses
- * overlap across iterations as they do natively, and the batch loop
- * prefetches the cache sets of the accesses a few entries ahead. */
+ * overlap across iterations as they do natively. */
 static inline void sim_enqueue(hm_sim_t *s, uint64_t addr, unsigned size, int st, uint64_t value, uint64_t ip)
 {
     hm__qent_t *e = &s->q[s->qn];
@@ -539,29 +519,14 @@ static inline void sim_store_inl(hm_sim_t *s, uint64_t addr, unsigned size, uint
     sim_enqueue(s, addr, size, 1, 0, ip);
 }
 
-static inline void prefetch_sets(const hm_sim_t *s, uint64_t addr)
-{
-    uint64_t line = addr >> s->line_shift;
-    for (int l = 0; l < s->nlevels; l++) {
-        const hm__cache_t *c = &s->c[l];
-        __builtin_prefetch(c->ptag + (uint64_t)set_of(c, line) * c->stride);
-    }
-}
-
 void hm__sim_drain(hm_sim_t *s)
 {
     if (s->draining)
         return; /* a sample callback asking for the time: the entry's own */
     s->draining = 1;
     uint32_t n = s->qn;
-    enum { AHEAD = 6 };
-    for (uint32_t i = 0; i < n && i < AHEAD; i++)
-        prefetch_sets(s, s->q[i].addr);
     for (uint32_t i = 0; i < n; i++) {
         const hm__qent_t *e = &s->q[i];
-        /* (a run of accesses to one line needs its sets once) */
-        if (i + AHEAD < n && (s->q[i + AHEAD].addr ^ s->q[i + AHEAD - 1].addr) >> s->line_shift)
-            prefetch_sets(s, s->q[i + AHEAD].addr);
         s->icount = e->icount;
         if (HM_UNLIKELY(s->icount >= s->rob_limit))
             hm__sim_rob_stall(s);

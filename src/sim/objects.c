@@ -11,26 +11,24 @@
 
 #include "sim_int.h"
 
-#define LEAF_BITS HM_SIM_LEAF_BITS
-#define ROOT_BITS HM_SIM_ROOT_BITS
 #define TOMB UINT64_MAX
 
 static uint64_t *page_slot(hm_sim_t *s, uint64_t pg)
 {
-    uint64_t r = pg >> LEAF_BITS;
-    if (r >= (1ull << ROOT_BITS))
+    uint64_t r = pg >> HM_SIM_LEAF_BITS;
+    if (r >= (1ull << HM_SIM_ROOT_BITS))
         return NULL;
     if (!s->pagemap)
-        s->pagemap = hm__xcalloc(1ull << ROOT_BITS, sizeof(uint64_t *));
+        s->pagemap = hm__xcalloc(1ull << HM_SIM_ROOT_BITS, sizeof(uint64_t *));
     if (!s->pagemap[r])
-        s->pagemap[r] = hm__xcalloc(1u << LEAF_BITS, sizeof(uint64_t));
-    return &s->pagemap[r][pg & ((1u << LEAF_BITS) - 1)];
+        s->pagemap[r] = hm__xcalloc(1u << HM_SIM_LEAF_BITS, sizeof(uint64_t));
+    return &s->pagemap[r][pg & ((1u << HM_SIM_LEAF_BITS) - 1)];
 }
 
 void hm__sim_objects_free(hm_sim_t *s)
 {
     if (s->pagemap) {
-        for (uint64_t r = 0; r < (1ull << ROOT_BITS); r++)
+        for (uint64_t r = 0; r < (1ull << HM_SIM_ROOT_BITS); r++)
             free(s->pagemap[r]);
         free(s->pagemap);
     }
