@@ -302,31 +302,21 @@ out:
 static uint64_t now_ns(void) { return hm__inst_sim ? hm_sim_now_ns(hm__inst_sim) : 0; }
 #endif
 
-HM_API void hm_rt_phase_begin(const char *name)
+static void phase(int begin, const char *name)
 {
     if (!hm__inst_sim || !name)
         return;
     hm__inst_busy = 1;
-    hm_sim_phase(hm__inst_sim, 1, name);
+    hm_sim_phase(hm__inst_sim, begin, name);
 #ifdef HM_HAVE_TRACE
     if (rt.tw)
-        hm_trace_write_phase(rt.tw, 1, now_ns(), 0, name);
+        hm_trace_write_phase(rt.tw, begin, now_ns(), 0, name);
 #endif
     hm__inst_busy = 0;
 }
 
-HM_API void hm_rt_phase_end(const char *name)
-{
-    if (!hm__inst_sim || !name)
-        return;
-    hm__inst_busy = 1;
-    hm_sim_phase(hm__inst_sim, 0, name);
-#ifdef HM_HAVE_TRACE
-    if (rt.tw)
-        hm_trace_write_phase(rt.tw, 0, now_ns(), 0, name);
-#endif
-    hm__inst_busy = 0;
-}
+HM_API void hm_rt_phase_begin(const char *name) { phase(1, name); }
+HM_API void hm_rt_phase_end(const char *name) { phase(0, name); }
 
 HM_API void hm_rt_name(const void *ptr, const char *name)
 {
