@@ -2,10 +2,13 @@
  *
  * Time advances by base_cpi per instruction. A load or store that misses L1
  * is an outstanding miss: the core keeps issuing instructions until either
- * the ROB is full (the oldest miss has been waited on for `rob`
- * instructions) or `mlp` misses are in flight; only then does it stall
- * until the oldest completes. Independent misses therefore overlap, up to
- * the MLP limit. A load whose address lies within 4 KiB above a value loaded
+ * the ROB is full (the oldest unretired miss has been waited on for `rob`
+ * instructions: retirement is in order) or `mlp` misses are in flight; a
+ * miss holds its fill buffer until it completes, so a slot frees as soon as
+ * any miss completes, whatever its age (out of order), and a new miss
+ * waits only for the earliest completion. Independent misses therefore
+ * overlap up to the MLP limit, and a slow miss blocks the others only
+ * through the ROB. A load whose address lies within 4 KiB above a value loaded
  * by a miss still in flight (p = p->next) depends on it and cannot issue
  * before that value arrives, so pointer chases serialize. */
 #include <stdlib.h>
@@ -47,7 +50,7 @@ void hm_sim_progress(const hm_sim_t *s, uint64_t *instructions, uint64_t *ns)
 
 static inline void win_pop(hm_sim_t *s)
 {
-    s->win_head = (s->win_head + 1) & (HM_SIM_MAX_MLP - 1);
+    s->win_head = (s->win_head + 1) & (HM_SIM_ROB_RING - 1);
     s->win_n--;
     s->rob_limit = s->win_n ? s->win_inst[s->win_head] + s->rob : UINT64_MAX;
 }
@@ -82,13 +85,58 @@ void hm_sim_instructions(hm_sim_t *s, uint64_t n)
         hm__sim_rob_stall(s);
 }
 
+/* The MLP slots: a min-heap of the completion times of the misses that
+ * hold them. */
+static inline void mlp_pop(hm_sim_t *s)
+{
+    double *h = s->mlp_heap;
+    uint32_t n = --s->mlp_n, i = 0;
+    double x = h[n];
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && h[c + 1] < h[c])
+            c++;
+        if (h[c] >= x)
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = x;
+}
+
+static inline void mlp_push(hm_sim_t *s, double x)
+{
+    double *h = s->mlp_heap;
+    uint32_t i = s->mlp_n++;
+    while (i) {
+        uint32_t p = (i - 1) / 2;
+        if (h[p] <= x)
+            break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = x;
+}
+
 /* Makes room for one more miss and returns its earliest issue time. */
 static inline double win_reserve(hm_sim_t *s)
 {
     double now = core_now(s);
     while (s->win_n && s->win_done[s->win_head] <= now)
         win_pop(s);
-    if (s->win_n >= s->mlp) {
+    while (s->mlp_n && s->mlp_heap[0] <= now)
+        mlp_pop(s);
+    if (s->mlp_n >= s->mlp) {
+        double d = s->mlp_heap[0];
+        if (d > now) {
+            s->t = now = d;
+            s->t_icount = s->icount;
+        }
+        mlp_pop(s);
+    }
+    if (HM_UNLIKELY(s->win_n == HM_SIM_ROB_RING)) { /* load queue full */
         double d = s->win_done[s->win_head];
         if (d > now) {
             s->t = now = d;
@@ -101,11 +149,12 @@ static inline double win_reserve(hm_sim_t *s)
 
 static inline void win_push(hm_sim_t *s, double done)
 {
-    uint32_t i = (s->win_head + s->win_n) & (HM_SIM_MAX_MLP - 1);
+    uint32_t i = (s->win_head + s->win_n) & (HM_SIM_ROB_RING - 1);
     s->win_done[i] = done;
     s->win_inst[i] = s->icount;
     if (s->win_n++ == 0)
         s->rob_limit = s->icount + s->rob;
+    mlp_push(s, done);
     if (done > s->last_done)
         s->last_done = done;
 }
