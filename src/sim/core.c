@@ -495,6 +495,26 @@ __attribute__((noinline)) static void access_miss(hm_sim_t *s, uint64_t line, in
     sv->done = done;
 }
 
+/* The next sampling interval: uniform in [P - P/2, P + P/2] (mean P), from
+ * a generator with a fixed seed, so that runs stay bit-identical. A fixed
+ * period aliases with loops: at period 1000 a loop reading a[i] and b[i]
+ * would sample only one of them. */
+static uint64_t next_period(hm_sim_t *s)
+{
+    uint64_t p = s->period;
+    if (p < 2 || p == UINT64_MAX)
+        return p;
+    uint64_t z = (s->rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return p - p / 2 + z % (2 * (p / 2) + 1);
+}
+
+/* Load samples carry what PEBS load-latency sampling gives: the latency
+ * from issue to data and the level or device that served it. Store samples
+ * carry what the precise store event gives, no more: whether the store hit
+ * L1 (HM_DSRC_L1) or missed it (HM_DSRC_UNKNOWN), and no latency. */
 static void emit_sample(hm_sim_t *s, uint64_t addr, uint64_t ip, int st, const served_t *sv)
 {
     hm_sample_t smp;
@@ -506,12 +526,18 @@ static void emit_sample(hm_sim_t *s, uint64_t addr, uint64_t ip, int st, const s
     smp.addr = addr;
     smp.ip = ip;
     smp.tid = 0;
-    smp.weight = (uint32_t)(lat / s->cyc_ns + 0.5);
-    smp.access = (uint8_t)(st ? HM_ACCESS_STORE : HM_ACCESS_LOAD);
-    if (sv->level >= s->nlevels)
-        smp.dsrc = HM_DSRC_MAKE_MEM(sv->dev);
-    else
-        smp.dsrc = (uint16_t)(sv->level < 2 ? HM_DSRC_L1 + sv->level : HM_DSRC_L3);
+    if (st) {
+        smp.access = HM_ACCESS_STORE;
+        smp.weight = 0;
+        smp.dsrc = (uint16_t)(sv->level == 0 ? HM_DSRC_L1 : HM_DSRC_UNKNOWN);
+    } else {
+        smp.access = HM_ACCESS_LOAD;
+        smp.weight = (uint32_t)(lat / s->cyc_ns + 0.5);
+        if (sv->level >= s->nlevels)
+            smp.dsrc = HM_DSRC_MAKE_MEM(sv->dev);
+        else
+            smp.dsrc = (uint16_t)(sv->level < 2 ? HM_DSRC_L1 + sv->level : HM_DSRC_L3);
+    }
     s->sample_fn(s->sample_ctx, &smp);
 }
 
@@ -529,7 +555,7 @@ static inline void sim_access(hm_sim_t *s, uint64_t addr, unsigned size, int st,
     }
     uint64_t *left = st ? &s->st_left : &s->ld_left;
     if (HM_UNLIKELY(--*left == 0)) {
-        *left = s->period;
+        *left = next_period(s);
         emit_sample(s, addr, ip, st, &sv);
     }
 }
@@ -630,7 +656,9 @@ void hm_sim_set_sampler(hm_sim_t *s, uint64_t period, hm_sim_sample_fn fn, void 
 {
     hm__sim_drain(s);
     s->period = period && fn ? period : UINT64_MAX;
-    s->ld_left = s->st_left = s->period;
+    s->rng = 0x5eed5eed5eed5eedull;
+    s->ld_left = next_period(s);
+    s->st_left = next_period(s);
     s->sample_fn = fn;
     s->sample_ctx = ctx;
 }

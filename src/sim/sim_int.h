@@ -155,6 +155,7 @@ struct hm_sim {
 
     uint64_t loads, stores;
     uint64_t ld_left, st_left, period;
+    uint64_t rng;               /* sampling jitter: splitmix64 state, fixed seed */
     hm_sim_sample_fn sample_fn;
     void *sample_ctx;
 

@@ -18,4 +18,24 @@ for p in 0 10 50 100; do
   little=$(awk -v p="$p" 'BEGIN { print ((100 - p) * 100 + p * 300) / 100 / 16 }')
   near "$per" "$little" 0.10 "gather with $p% of pages on the slow device: ns per access vs Little's law"
 done
+
+# 2. Sampling: the period is drawn at random (fixed seed) around its mean,
+#    so a loop reading a[i] and b[i] (alternate loads) has both arrays
+#    sampled alike at period 1000, where a fixed period would see only one.
+#    Stores of a write stream carry only an L1 hit/miss source and no weight.
+M="$MM/two.json"
+"$H" sim -m "$M" -o "$T/r2.trace" --sample-period 1000 -- "$K/stream.sim" read2 8000000 2 >/dev/null
+"$H" trace objects --json "$T/r2.trace" > "$T/r2.json"
+sa=$(jq '.objects[] | select(.name == "a") | .loads' "$T/r2.json")
+sb=$(jq '.objects[] | select(.name == "b") | .loads' "$T/r2.json")
+lt 3000 "$((sa + sb))" "read2: load samples of a and b"
+near "$sa" "$sb" 0.10 "read2 at period 1000: load samples of a vs b"
+"$H" sim -m "$M" -o "$T/w.trace" --sample-period 1000 -- "$K/stream.sim" write 8000000 2 >/dev/null
+"$H" trace dump --jsonl "$T/w.trace" | jq -c 'select(.kind == "sample" and .access == "store")' > "$T/w.jsonl"
+nst=$(wc -l < "$T/w.jsonl")
+bad=$(jq -s '[.[] | select(.weight != 0 or (.dsrc != 1 and .dsrc != 0))] | length' "$T/w.jsonl")
+misses=$(jq -s '[.[] | select(.dsrc == 0)] | length' "$T/w.jsonl")
+lt 1000 "$nst" "write stream: store samples"
+[ "$bad" = 0 ] && ok "store samples carry only L1 hit/miss (dsrc 1/0), weight 0" || fail "$bad store samples with a latency or a deeper source"
+near "$misses" "$(awk -v n="$nst" 'BEGIN { print n / 8 }')" 0.25 "store samples missing L1 (1 in 8)"
 done_tests
