@@ -673,7 +673,9 @@ int hm_sim_open(hm_sim_t **out, const hm_sim_machine_t *m, hm_placement_t *pl, i
     s->m = m;
     s->pl = pl;
     s->fixed_device = pl ? -1 : (device >= 0 ? device : 0);
-    s->def = pl ? hm_placement_default_device(pl) : s->fixed_device;
+    /* With --device, pages beyond the device's capacity spill to the
+     * machine's first device, as with a placement whose default it is. */
+    s->def = pl ? hm_placement_default_device(pl) : 0;
     s->line_shift = (uint32_t)__builtin_ctz(m->line);
     s->cyc_ns = 1.0 / m->freq_ghz;
     s->cpi_ns = m->base_cpi * s->cyc_ns;

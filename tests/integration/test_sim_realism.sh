@@ -38,4 +38,19 @@ misses=$(jq -s '[.[] | select(.dsrc == 0)] | length' "$T/w.jsonl")
 lt 1000 "$nst" "write stream: store samples"
 [ "$bad" = 0 ] && ok "store samples carry only L1 hit/miss (dsrc 1/0), weight 0" || fail "$bad store samples with a latency or a deeper source"
 near "$misses" "$(awk -v n="$nst" 'BEGIN { print n / 8 }')" 0.25 "store samples missing L1 (1 in 8)"
+
+# 3. Capacity: --device holds a device to its capacity as placement rules
+#    do. With 16 MiB of slow memory per thread, a 64 MiB array put there by
+#    --device or by a rule spills the same bytes to the first device, and
+#    both runs say so.
+jq '.devices[1].capacity = "16M"' "$MM/mlp.json" > "$T/cap.json"
+M="$T/cap.json"
+"$H" sim -m "$M" --device slow --json "$T/d.json" -- "$K/gather.sim" 67108864 1000 >/dev/null 2>"$T/d.err"
+echo '{"default": "fast", "rules": [{"pages_percent": 100, "device": "slow"}]}' > "$T/p.json"
+"$H" sim -m "$M" --placement "$T/p.json" --json "$T/r.json" -- "$K/gather.sim" 67108864 1000 >/dev/null 2>"$T/r.err"
+sd=$(jq '.devices[1].spilled_bytes' "$T/d.json") sr=$(jq '.devices[1].spilled_bytes' "$T/r.json")
+near "$sd" $((48 << 20)) 0.01 "--device slow over capacity: 64 MiB - 16 MiB spilled"
+near "$sd" "$sr" 0.01 "--device and a placement rule spill alike"
+lt "$(jq '.devices[1].peak_bytes' "$T/d.json")" $(((16 << 20) + 1)) "--device slow: peak within capacity"
+grep -q "device slow full.*spilled to fast" "$T/d.err" && ok "--device spill reported" || fail "--device spill not reported: $(cat "$T/d.err")"
 done_tests
