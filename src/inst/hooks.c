@@ -18,8 +18,8 @@
 
 /* ---- loads and stores */
 
-/* 8-byte loads pass the value about to be loaded: pointer chases are
- * detected from it (sim/core.c). The program itself is about to read it, so
+/* 4- and 8-byte loads pass the value about to be loaded: pointer and
+ * index chases are detected from it (sim/core.c). The program itself is about to read it, so
  * the read is safe. */
 #define LOAD_HOOK(name, sz, value_expr)                                          \
     HM_HOOK void name(void *p)                                                   \
@@ -36,6 +36,13 @@
             sim_store_inl(s, (uintptr_t)p, sz, HM_RET_IP);                       \
     }
 
+static inline uint64_t load4(const void *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
 static inline uint64_t load8(const void *p)
 {
     uint64_t v;
@@ -45,11 +52,11 @@ static inline uint64_t load8(const void *p)
 
 LOAD_HOOK(__tsan_read1, 1, 0)
 LOAD_HOOK(__tsan_read2, 2, 0)
-LOAD_HOOK(__tsan_read4, 4, 0)
+LOAD_HOOK(__tsan_read4, 4, load4(p))
 LOAD_HOOK(__tsan_read8, 8, load8(p))
 LOAD_HOOK(__tsan_read16, 16, 0)
 LOAD_HOOK(__tsan_unaligned_read2, 2, 0)
-LOAD_HOOK(__tsan_unaligned_read4, 4, 0)
+LOAD_HOOK(__tsan_unaligned_read4, 4, load4(p))
 LOAD_HOOK(__tsan_unaligned_read8, 8, load8(p))
 LOAD_HOOK(__tsan_unaligned_read16, 16, 0)
 LOAD_HOOK(__tsan_volatile_read1, 1, 0)

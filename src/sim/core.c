@@ -8,9 +8,10 @@
  * any miss completes, whatever its age (out of order), and a new miss
  * waits only for the earliest completion. Independent misses therefore
  * overlap up to the MLP limit, and a slow miss blocks the others only
- * through the ROB. A load whose address lies within 4 KiB above a value loaded
- * by a miss still in flight (p = p->next) depends on it and cannot issue
- * before that value arrives, so pointer chases serialize. */
+ * through the ROB. A load whose address was computed from a value loaded by a
+ * miss still in flight (a pointer: p = p->next; an index: i = next[i])
+ * depends on it and cannot issue before that value arrives, so chases
+ * serialize. */
 #include <stdlib.h>
 #include <string.h>
 #if defined(__SSE2__)
@@ -85,39 +86,20 @@ void hm_sim_instructions(hm_sim_t *s, uint64_t n)
         hm__sim_rob_stall(s);
 }
 
-/* The MLP slots: a min-heap of the completion times of the misses that
- * hold them. */
-static inline void mlp_pop(hm_sim_t *s)
+/* The MLP slots: the completion times of the misses holding them, kept
+ * sorted in a ring, earliest first. Only a full window needs the earliest:
+ * that slot is the one the next miss takes (at once if it has completed,
+ * else when it does). A new miss usually completes after all the others,
+ * so the insertion usually shifts nothing, and the cost is a FIFO's. */
+static inline void mlp_insert(hm_sim_t *s, double done)
 {
-    double *h = s->mlp_heap;
-    uint32_t n = --s->mlp_n, i = 0;
-    double x = h[n];
-    for (;;) {
-        uint32_t c = 2 * i + 1;
-        if (c >= n)
-            break;
-        if (c + 1 < n && h[c + 1] < h[c])
-            c++;
-        if (h[c] >= x)
-            break;
-        h[i] = h[c];
-        i = c;
+    double *r = s->mlp_slot;
+    uint32_t h = s->mlp_head, i = s->mlp_n++;
+    while (i && r[(h + i - 1) & (HM_SIM_MAX_MLP - 1)] > done) {
+        r[(h + i) & (HM_SIM_MAX_MLP - 1)] = r[(h + i - 1) & (HM_SIM_MAX_MLP - 1)];
+        i--;
     }
-    h[i] = x;
-}
-
-static inline void mlp_push(hm_sim_t *s, double x)
-{
-    double *h = s->mlp_heap;
-    uint32_t i = s->mlp_n++;
-    while (i) {
-        uint32_t p = (i - 1) / 2;
-        if (h[p] <= x)
-            break;
-        h[i] = h[p];
-        i = p;
-    }
-    h[i] = x;
+    r[(h + i) & (HM_SIM_MAX_MLP - 1)] = done;
 }
 
 /* Makes room for one more miss and returns its earliest issue time. */
@@ -126,15 +108,14 @@ static inline double win_reserve(hm_sim_t *s)
     double now = core_now(s);
     while (s->win_n && s->win_done[s->win_head] <= now)
         win_pop(s);
-    while (s->mlp_n && s->mlp_heap[0] <= now)
-        mlp_pop(s);
     if (s->mlp_n >= s->mlp) {
-        double d = s->mlp_heap[0];
+        double d = s->mlp_slot[s->mlp_head];
         if (d > now) {
             s->t = now = d;
             s->t_icount = s->icount;
         }
-        mlp_pop(s);
+        s->mlp_head = (s->mlp_head + 1) & (HM_SIM_MAX_MLP - 1);
+        s->mlp_n--;
     }
     if (HM_UNLIKELY(s->win_n == HM_SIM_ROB_RING)) { /* load queue full */
         double d = s->win_done[s->win_head];
@@ -154,7 +135,7 @@ static inline void win_push(hm_sim_t *s, double done)
     s->win_inst[i] = s->icount;
     if (s->win_n++ == 0)
         s->rob_limit = s->icount + s->rob;
-    mlp_push(s, done);
+    mlp_insert(s, done);
     if (done > s->last_done)
         s->last_done = done;
 }
@@ -403,17 +384,79 @@ static inline void dep_record(hm_sim_t *s, uint64_t value, double done)
     s->dep_max = hi;
 }
 
+/* Indices: a load at byte offset v x size into the object holding its
+ * address (an element of an array of its own size), where v was loaded by
+ * a miss still in flight (i = next[i], x[col[j]]), computes its address
+ * from that value and waits for it. Only exact offsets from an allocation's
+ * start count: an array streamed in order whose elements hold their own
+ * index never matches the next element's offset. Values 0 and >= 2^31 are
+ * not taken as indices. */
+#define HM_SIM_IDX_MAX (1ull << 31)
+static inline double idx_check(hm_sim_t *s, uint64_t addr, unsigned size, double now)
+{
+    /* the object of the last check first: index chases and gathers stay
+     * in one object */
+    uint64_t off = addr - s->idx_obj_base;
+    if (off >= s->idx_obj_size) {
+        uint64_t e = hm__sim_page_entry(s, addr);
+        if (!e)
+            return 0;
+        const hm__alloc_t *a = &s->allocs[HM_PE_ALLOC(e) - 1];
+        off = addr - a->addr;
+        if (off >= a->size)
+            return 0;
+        s->idx_obj_base = a->addr;
+        s->idx_obj_size = a->size;
+    }
+    if (!size || (size & (size - 1)) || (off & (size - 1)))
+        return 0;
+    off >>= __builtin_ctz(size);
+    double w = 0;
+    for (int i = 0; i < HM_SIM_DEP_SLOTS; i++) {
+        double d = s->idx_val[i] == off ? s->idx_done[i] : 0;
+        w = d > w ? d : w;
+    }
+    return w > now ? w : 0;
+}
+
+static inline void idx_record(hm_sim_t *s, uint64_t value, double done)
+{
+    uint32_t i = s->idx_next++ & (HM_SIM_DEP_SLOTS - 1);
+    s->idx_val[i] = value;
+    s->idx_done[i] = done;
+    if (done > s->idx_latest)
+        s->idx_latest = done;
+}
+
+/* Records what a load that completes at @p done loaded, for the loads that
+ * may depend on it. */
+static inline void val_record(hm_sim_t *s, uint64_t value, double done)
+{
+    if (value >= 4096)
+        dep_record(s, value, done);
+    if (value - 1 < HM_SIM_IDX_MAX - 1)
+        idx_record(s, value, done);
+}
+
 static void access_miss(hm_sim_t *s, uint64_t line, int st, uint64_t addr, uint64_t value, double dep,
                         const look_t *lk0, served_t *sv);
 
 /* One line access. Returns through @p sv what served it. The L1 hit path is
  * inline; everything past L1 is in access_miss(). */
-static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr, uint64_t value, served_t *sv)
+static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr, unsigned size, uint64_t value,
+                               served_t *sv)
 {
     hm__cache_t *c0 = &s->c[0];
     double dep = 0;
-    if (HM_UNLIKELY(s->dep_latest > s->t) && !st)
-        dep = dep_check(s, addr, core_now(s));
+    if (!st && (s->dep_latest > s->t || s->idx_latest > s->t)) {
+        double now = core_now(s);
+        if (s->dep_latest > now)
+            dep = dep_check(s, addr, now);
+        if (s->idx_latest > now) {
+            double w = idx_check(s, addr, size, now);
+            dep = w > dep ? w : dep;
+        }
+    }
     if (line == s->last_line && HM_LIKELY(dep <= 0)) {
         c0->dirty[s->last_idx] |= (uint8_t)st;
         c0->hits[st]++;
@@ -433,8 +476,7 @@ static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr
             /* Served by L1, but only once the address is known. */
             sv->issue = dep;
             sv->done = dep + c0->lat_ns;
-            if (value >= 4096)
-                dep_record(s, value, sv->done);
+            val_record(s, value, sv->done);
         } else {
             sv->issue = sv->done = 0;
         }
@@ -488,8 +530,8 @@ __attribute__((noinline)) static void access_miss(hm_sim_t *s, uint64_t line, in
         s->last_idx = l1;
     }
     win_push(s, done);
-    if (!st && value >= 4096)
-        dep_record(s, value, done);
+    if (!st)
+        val_record(s, value, done);
     sv->level = lvl;
     sv->issue = issue;
     sv->done = done;
@@ -546,10 +588,10 @@ static inline void sim_access(hm_sim_t *s, uint64_t addr, unsigned size, int st,
     served_t sv;
     uint64_t line = addr >> s->line_shift;
     uint64_t last = (addr + (size ? size : 1) - 1) >> s->line_shift;
-    access_line(s, line, st, addr, value, &sv);
+    access_line(s, line, st, addr, size, value, &sv);
     if (HM_UNLIKELY(last != line)) {
         served_t sv2;
-        access_line(s, last, st, last << s->line_shift, 0, &sv2);
+        access_line(s, last, st, last << s->line_shift, size, 0, &sv2);
         if (sv2.level > sv.level)
             sv = sv2;
     }
@@ -584,7 +626,7 @@ static inline void sim_load_inl(hm_sim_t *s, uint64_t addr, unsigned size, uint6
 {
     if (HM_UNLIKELY(s->done))
         return;
-    sim_enqueue(s, addr, size, 0, size == 8 ? value : 0, ip);
+    sim_enqueue(s, addr, size, 0, size == 8 || size == 4 ? value : 0, ip);
 }
 
 static inline void sim_store_inl(hm_sim_t *s, uint64_t addr, unsigned size, uint64_t ip)

@@ -234,6 +234,7 @@ int hm_sim_free(hm_sim_t *s, uint64_t addr)
     if (i < 0)
         return HM_ENOTFOUND;
     hm__alloc_t *a = &s->allocs[i];
+    s->idx_obj_size = 0; /* core.c's cached object may be this one */
     uint64_t first = a->addr >> HM_SIM_PAGE_SHIFT, last = (a->addr + a->size - 1) >> HM_SIM_PAGE_SHIFT;
     for (uint64_t pg = first; pg <= last; pg++) {
         uint64_t *e = page_slot(s, pg);

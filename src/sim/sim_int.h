@@ -122,14 +122,11 @@ struct hm_sim {
     double t;                   /* core time at instruction it_icount */
     uint64_t t_icount;
     uint32_t rob, mlp;
-    /* misses not yet retired, in program order (the ROB limit) */
-    double win_done[HM_SIM_ROB_RING];
-    uint64_t win_inst[HM_SIM_ROB_RING];
-    uint32_t win_head, win_n;
+    uint32_t win_head, win_n;   /* ring of misses not yet retired, below */
     /* completion times of the misses holding a fill buffer (the MLP
-     * limit), a min-heap: a slot frees when its miss completes, in any order */
-    double mlp_heap[HM_SIM_MAX_MLP];
-    uint32_t mlp_n;
+     * limit): a slot frees when its miss completes, in any order */
+    double mlp_slot[HM_SIM_MAX_MLP]; /* ring, sorted from mlp_head */
+    uint32_t mlp_head, mlp_n;
     uint64_t rob_limit;         /* icount at which the oldest miss blocks retirement */
     double last_done;           /* latest completion of anything issued */
     /* loaded values still in flight, for dependence detection */
@@ -138,6 +135,12 @@ struct hm_sim {
     uint32_t dep_next;
     double dep_latest;
     uint64_t dep_min, dep_max;  /* range of dep_val[] */
+    /* small integers (array indices) loaded by misses still in flight */
+    uint64_t idx_val[HM_SIM_DEP_SLOTS];
+    double idx_done[HM_SIM_DEP_SLOTS];
+    uint32_t idx_next;
+    double idx_latest;
+    uint64_t idx_obj_base, idx_obj_size; /* the object of the last index check */
 
     /* stream prefetcher: ascending line streams within a page */
     struct {
@@ -182,6 +185,10 @@ struct hm_sim {
     uint64_t migrated_pages;    /* pages moved at phase boundaries */
     int done;
     int draining;               /* inside hm__sim_drain() */
+    /* misses not yet retired, in program order (the ROB limit); last, as
+     * the largest and coldest part */
+    double win_done[HM_SIM_ROB_RING];
+    uint64_t win_inst[HM_SIM_ROB_RING];
 };
 
 /* Partial tag of a line: 15 hash bits, never 0 (0 marks an invalid way). */

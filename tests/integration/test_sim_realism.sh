@@ -53,4 +53,17 @@ near "$sd" $((48 << 20)) 0.01 "--device slow over capacity: 64 MiB - 16 MiB spil
 near "$sd" "$sr" 0.01 "--device and a placement rule spill alike"
 lt "$(jq '.devices[1].peak_bytes' "$T/d.json")" $(((16 << 20) + 1)) "--device slow: peak within capacity"
 grep -q "device slow full.*spilled to fast" "$T/d.err" && ok "--device spill reported" || fail "--device spill not reported: $(cat "$T/d.err")"
+
+# 4. Dependences through indices: an index chase (i = next[i], 32-bit
+#    indices) over 64 MiB costs each device's read latency per step, on
+#    every preset, as the pointer chase does; a random gather whose loads
+#    do not depend on each other still overlaps (test 1).
+for m in "$HETMEM_SRC"/share/machines/*.json; do
+  for d in $(jq -r '.devices[].name' "$m"); do
+    lat=$(jq -r --arg d "$d" '.devices[] | select(.name == $d) | .read_latency_ns' "$m")
+    "$H" sim -m "$m" --device "$d" --json "$T/ic.json" -- "$K/ichase.sim" 67108864 50000 >/dev/null 2>&1
+    near "$(awk -v t="$(phase_ns "$T/ic.json" chase)" 'BEGIN { print t / 50000 }')" "$lat" 0.10 \
+      "index chase on $(basename "$m" .json)/$d: ns per step vs read latency"
+  done
+done
 done_tests
