@@ -747,6 +747,9 @@ int hm_sim_open(hm_sim_t **out, const hm_sim_machine_t *m, hm_placement_t *pl, i
         v->write_lat_ns = d->write_lat_ns;
         v->nch = d->channels;
         v->burst_ns = m->burst_ns;
+        v->nll = d->nll;
+        memcpy(v->ll_u, d->ll_u, sizeof v->ll_u);
+        memcpy(v->ll_ns, d->ll_ns, sizeof v->ll_ns);
         v->cap_pages = d->capacity ? (d->capacity / m->cores) >> HM_SIM_PAGE_SHIFT : 0;
     }
     hm_sim_set_sampler(s, 0, NULL, NULL);

@@ -88,7 +88,7 @@ static const char *const top_keys[] = {"name", "description", "sources", "cores"
 static const char *const core_keys[] = {"freq_ghz", "base_cpi", "rob", "mlp", "prefetch", NULL};
 static const char *const cache_keys[] = {"name", "size", "assoc", "latency", "shared", NULL};
 static const char *const dev_keys[] = {"name", "read_latency_ns", "write_latency_ns", "read_bandwidth_gbs",
-                                       "write_bandwidth_gbs", "capacity", "channels", "note", NULL};
+                                       "write_bandwidth_gbs", "capacity", "channels", "loaded_latency", "note", NULL};
 
 static int from_json(hm_sim_machine_t *m, json_t *root, const char *what)
 {
@@ -178,6 +178,27 @@ static int from_json(hm_sim_machine_t *m, json_t *root, const char *what)
         if ((rc = num(o, "channels", 0, 1, 1, HM_SIM_MAX_CHANNELS, &d, what, where)) < 0)
             return rc;
         v->channels = (uint32_t)d;
+        json_t *ll = json_object_get(o, "loaded_latency");
+        if (ll) {
+            if (!json_is_array(ll) || json_array_size(ll) < 1 || json_array_size(ll) > HM_SIM_MAX_LL)
+                return hm__errf(HM_EBADMACHINE, "%s: %s\"loaded_latency\" must be an array of 1..%d [utilisation, ns] pairs",
+                                what, where, HM_SIM_MAX_LL);
+            v->nll = (int)json_array_size(ll);
+            for (int k = 0; k < v->nll; k++) {
+                json_t *pt = json_array_get(ll, (size_t)k);
+                json_t *pu = json_array_get(pt, 0), *pn = json_array_get(pt, 1);
+                double prev_u = k ? v->ll_u[k - 1] : 0, prev_ns = k ? v->ll_ns[k - 1] : v->read_lat_ns;
+                if (!json_is_array(pt) || json_array_size(pt) != 2 || !json_is_number(pu) || !json_is_number(pn) ||
+                    json_number_value(pu) <= prev_u || json_number_value(pu) > 1 ||
+                    json_number_value(pn) < prev_ns || json_number_value(pn) > 100000)
+                    return hm__errf(HM_EBADMACHINE,
+                                    "%s: %s\"loaded_latency\"[%d] must be [utilisation, ns] with utilisation rising "
+                                    "in (0, 1] and ns not below the previous point (nor read_latency_ns)",
+                                    what, where, k);
+                v->ll_u[k] = json_number_value(pu);
+                v->ll_ns[k] = json_number_value(pn);
+            }
+        }
         for (int k = 0; k < i; k++)
             if (strcmp(m->dev[k].name, v->name) == 0)
                 return hm__errf(HM_EBADMACHINE, "%s: %sduplicate device name \"%s\"", what, where, v->name);

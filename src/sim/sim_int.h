@@ -14,6 +14,8 @@
 #define HM_SIM_DEP_SLOTS 8
 #define HM_SIM_ROB_RING 1024 /* misses held in program order (the load queue) */
 #define HM_SIM_PAGE_SHIFT 12
+#define HM_SIM_MAX_LL 8       /* points of a loaded-latency curve */
+#define HM_SIM_UTIL_WINDOW_NS 2000.0 /* utilisation measured over this */
 
 typedef struct {
     char name[32];
@@ -29,6 +31,9 @@ typedef struct {
     double read_bw_gbs, write_bw_gbs;  /* node-level, GB/s = bytes/ns */
     uint64_t capacity;                  /* node-level bytes; 0 = unlimited */
     uint32_t channels;
+    /* loaded-latency curve: read latency ll_ns[i] at utilisation ll_u[i] */
+    int nll;
+    double ll_u[HM_SIM_MAX_LL], ll_ns[HM_SIM_MAX_LL];
 } hm__device_cfg_t;
 
 struct hm_sim_machine {
@@ -74,6 +79,11 @@ typedef struct {
     uint64_t cap_pages;              /* this thread's share; 0 = unlimited */
     uint64_t used_pages, peak_pages;
     uint64_t spilled_pages;          /* pages that wanted this device and did not fit */
+    /* loaded latency: the curve, and this thread's channel time in the
+     * current and the previous utilisation window */
+    int nll;
+    double ll_u[HM_SIM_MAX_LL], ll_ns[HM_SIM_MAX_LL];
+    double uw0, ucur, uprev;         /* uprev: utilisation of the previous window */
 } hm__device_t;
 
 /* One access queued by the hooks: address, instruction count at the

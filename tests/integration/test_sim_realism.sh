@@ -66,4 +66,20 @@ for m in "$HETMEM_SRC"/share/machines/*.json; do
       "index chase on $(basename "$m" .json)/$d: ns per step vs read latency"
   done
 done
+
+# 5. Loaded latency: a chase with K lines of a stream between steps, on a
+#    4 GB/s device (16 ns of channel time per line) with the curve
+#    (0.5, 120) (0.7, 140) (0.9, 200) ns: each step costs the curve's
+#    latency at the utilisation (K + 1) x 16 ns / step.
+M="$MM/loaded.json"
+for k in 3 5 8; do
+  sim "$T/l.json" -- "$K/lchase.sim" 33554432 20000 $k
+  step=$(awk -v t="$(phase_ns "$T/l.json" chase)" 'BEGIN { print t / 20000 }')
+  u=$(awk -v k=$k -v s="$step" 'BEGIN { print (k + 1) * 16 / s }')
+  curve=$(jq -r --argjson u "$u" '.devices[0] as $d | [[0, $d.read_latency_ns]] + $d.loaded_latency |
+    [range(1; length) as $i | select(.[$i - 1][0] <= $u and $u < .[$i][0]) |
+     .[$i - 1][1] + (.[$i][1] - .[$i - 1][1]) * ($u - .[$i - 1][0]) / (.[$i][0] - .[$i - 1][0])] | .[0] // 200' "$M")
+  lt 0.45 "$u" "chase + $k stream lines: utilisation"
+  near "$step" "$curve" 0.10 "chase + $k stream lines at utilisation $u: ns per step vs the machine's loaded latency"
+done
 done_tests
