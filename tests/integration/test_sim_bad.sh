@@ -18,6 +18,12 @@ jq '.caches[1].assoc = "eight"' "$M" > "$T/type.json"
 expect 1 'caches\[1\]: "assoc" must be a number' "$H" sim -m "$T/type.json" -- "$K/chase.sim" 4096 10
 jq 'del(.devices)' "$M" > "$T/nodev.json"
 expect 1 '"devices" must be an array' "$H" sim -m "$T/nodev.json" -- "$K/chase.sim" 4096 10
+jq '.devices[0].loaded_latency = [[0.7, 150], [0.5, 160]]' "$M" > "$T/ll1.json"
+expect 1 'devices\[0\]: "loaded_latency"\[1\] must be' "$H" sim -m "$T/ll1.json" -- "$K/chase.sim" 4096 10
+jq '.devices[0].loaded_latency = [[0.5, 50]]' "$M" > "$T/ll2.json"
+expect 1 'devices\[0\]: "loaded_latency"\[0\] must be' "$H" sim -m "$T/ll2.json" -- "$K/chase.sim" 4096 10
+jq '.devices[0].loaded_latency = "steep"' "$M" > "$T/ll3.json"
+expect 1 '"loaded_latency" must be an array' "$H" sim -m "$T/ll3.json" -- "$K/chase.sim" 4096 10
 expect 1 'no preset "nosuch"' "$H" sim -m nosuch -- "$K/chase.sim" 4096 10
 expect 1 "unknown device \"hbm\"" "$H" sim -m "$M" --device hbm -- "$K/chase.sim" 4096 10
 echo '{"default": "slow", "rules": [{"name": "chain", "device": "hbm"}]}' > "$T/p1.json"
