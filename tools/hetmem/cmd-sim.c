@@ -25,10 +25,10 @@ enum { OPT_DEVICE = 256, OPT_PLACEMENT, OPT_PERIOD, OPT_JSON };
 
 static const hm_cli_opt_t sim_opts[] = {
     {'m', "machine", "MACHINE", "machine preset (ddr4, ddr5, knl-mcdram, spr-hbm, cxl, optane) or JSON file"},
-    {OPT_DEVICE, "device", "NAME", "put all data on this device (default: the machine's first device)"},
+    {OPT_DEVICE, "device", "NAME", "put all data on this device, up to its capacity (the rest spills to the first device; default: the first device)"},
     {OPT_PLACEMENT, "placement", "FILE", "place objects by this placement file (docs/placement-format.md)"},
     {'o', "output", "TRACE", "write a sampled trace (trace format v1) of the run"},
-    {OPT_PERIOD, "sample-period", "N", "sample every Nth load and every Nth store (default 1000)"},
+    {OPT_PERIOD, "sample-period", "N", "sample loads and stores with a mean period of N, jittered (default 1000)"},
     {OPT_JSON, "json", "FILE", "write the summary as JSON to FILE ('-' for stdout)"},
     {0},
 };
