@@ -54,6 +54,30 @@ echo '{"default": "0"}' > "$WORK/d.json"
 "$H" run --placement "$WORK/d.json" -- sh -c 'exit 4' 2>/dev/null; rc=$?
 [ $rc = 4 ] && ok "exit 4 passed through" || bad "exit $rc, want 4"
 
+# Capacity accounting under churn: pages_percent leaves a remainder on the
+# default device, and phases re-place live objects; after every object is
+# freed nothing may stay charged, and the peak is what was live at once
+# (8 objects of at most 8 MiB, 14 MiB for the realloc, plus 3 MiB kept).
+cc_prog churn || exit 1
+cat > "$WORK/c.json" <<'J'
+{ "default": "0",
+  "rules": [ {"min_size": "1M", "pages_percent": 40, "device": "node0"} ],
+  "phases": { "solve": { "rules": [ {"min_size": "1M", "pages_percent": 70, "device": "node0"} ] } } }
+J
+"$H" run --placement "$WORK/c.json" --report "$WORK/c-r.json" -- "$WORK/churn" 60 > /dev/null 2> "$WORK/c.err" \
+  || bad "churn run failed: $(cat "$WORK/c.err")"
+r=$(jq_py "$WORK/c-r.json" "print(sorted((v['name'], v['at_exit'], v['peak'] <= 80 << 20) for v in d['devices']))")
+[ "$r" = "[('0', 0, True), ('node0', 0, True)]" ] \
+  && ok "churn with pages_percent: nothing charged at exit, peak bounded" || bad "churn accounting: $r $(jq_py "$WORK/c-r.json" "print(d['devices'])")"
+
+# The object table reclaims freed entries: after 50k alloc/free cycles
+# every object is still tracked and placed, and none is reported untracked.
+"$H" run --placement "$WORK/c.json" --report "$WORK/k-r.json" -- "$WORK/churn" 0 50000 > /dev/null 2> "$WORK/k.err" \
+  || bad "cycle run failed: $(cat "$WORK/k.err")"
+r=$(jq_py "$WORK/k-r.json" "print(len(d['objects']), [v['at_exit'] for v in d['devices']])")
+if [ "$r" = "50001 [0, 0]" ] && ! grep -q "not tracked" "$WORK/k.err"; then ok "50k alloc/free cycles: every object tracked and placed"
+else bad "after cycles: $r $(cat "$WORK/k.err")"; fi
+
 # Bad input.
 expect() { # expect CODE PATTERN -- ARGS...
   local code=$1 pat=$2; shift 3
