@@ -5,12 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "common/objtab.h"
 #include "hetmem/error.h"
 #include "hetmem/trace.h"
-
-typedef struct {
-    uint64_t addr, size;
-} live_t;
 
 int main(int argc, char **argv)
 {
@@ -24,36 +21,32 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_record_attr: %s: %s %s\n", argv[1], hm_strerror(rc), hm_errdetail());
         return 1;
     }
-    size_t n = 0, cap = 64;
-    live_t *l = malloc(cap * sizeof *l);
+    hm_objtab_t *live;
+    if (hm__objtab_open(&live) != 0) {
+        fprintf(stderr, "bench_record_attr: out of memory\n");
+        return 1;
+    }
     uint64_t total = 0, withaddr = 0, inobj = 0;
     hm_record_t r;
     while ((rc = hm_trace_next(t, &r)) == 1) {
         if (r.kind == HM_REC_ALLOC) {
-            if (n == cap)
-                l = realloc(l, (cap *= 2) * sizeof *l);
-            l[n++] = (live_t){r.u.alloc.addr, r.u.alloc.size};
+            if (hm__objtab_insert(live, r.u.alloc.addr, r.u.alloc.size, 0) != 0) {
+                fprintf(stderr, "bench_record_attr: out of memory\n");
+                return 1;
+            }
         } else if (r.kind == HM_REC_FREE) {
-            for (size_t i = 0; i < n; i++)
-                if (l[i].addr == r.u.alloc.addr) {
-                    l[i] = l[--n];
-                    break;
-                }
+            hm__objtab_remove(live, r.u.alloc.addr, NULL);
         } else if (r.kind == HM_REC_SAMPLE) {
             total++;
             uint64_t a = r.u.sample.addr;
             if (!a)
                 continue;
             withaddr++;
-            for (size_t i = 0; i < n; i++)
-                if (a >= l[i].addr && a < l[i].addr + l[i].size) {
-                    inobj++;
-                    break;
-                }
+            inobj += hm__objtab_find(live, a) != NULL;
         }
     }
     hm_trace_close(t);
-    free(l);
+    hm__objtab_close(live);
     if (rc < 0)
         return 1;
     printf("samples %" PRIu64 " addr %" PRIu64 " in_objects %" PRIu64 "\n", total, withaddr, inobj);
