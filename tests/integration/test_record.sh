@@ -70,6 +70,15 @@ SLURM_PROCID=2 "$H" record -b soft -o "$WORK/s.%r.hmt" -- true 2>/dev/null
 "$H" record -b soft --bind ddr -o "$WORK/b.hmt" -- true 2>/dev/null && ok "--bind ddr" || bad "--bind ddr failed"
 
 # --- bad input: one line, the right exit code, no trace left behind.
+# --- sleeps and waits run their full time under the sampler (its signal
+# used to cut them short with EINTR after a millisecond).
+cc_prog waits
+"$H" record -b soft -F 1000 -o "$WORK/w.hmt" -- "$WORK/waits" > "$WORK/w.out" 2> "$WORK/w.err" \
+  || bad "record waits: $(cat "$WORK/w.err")"
+short=$(awk '$2 != "0" || $3 < 149 {print}' "$WORK/w.out")
+if [ "$(wc -l < "$WORK/w.out")" = 6 ] && [ -z "$short" ]; then ok "sleeps and waits unaffected by sampling"
+else bad "waits under sampling: $(tr '\n' ';' < "$WORK/w.out")"; fi
+
 expect() { # expect CODE PATTERN -- ARGS...
   local code=$1 pat=$2; shift 3
   local err; err=$("$H" record "$@" 2>&1 >/dev/null); local rc=$?
