@@ -165,21 +165,49 @@ static void on_sample(void *ctx, const hm_sample_t *s)
 }
 #endif
 
+/* v / 10^dec with dec decimals, by hand: snprintf is not async-signal-safe
+ * (and "%f" may allocate), and this runs in a SIGALRM handler. */
+static char *put_fixed(char *p, uint64_t v, int dec)
+{
+    char d[24];
+    int n = 0;
+    do {
+        d[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v || n <= dec);
+    while (n > 0) {
+        if (n == dec)
+            *p++ = '.';
+        *p++ = d[--n];
+    }
+    return p;
+}
+
+static char *put_str(char *p, const char *s)
+{
+    while (*s)
+        *p++ = *s++;
+    return p;
+}
+
 static void progress_tick(int sig)
 {
     (void)sig;
+    int saved = errno;
     hm_sim_t *s = hm__inst_sim;
     if (!s)
         return;
-    char buf[160];
+    char buf[160], *p = buf;
     uint64_t ic, ns;
     hm_sim_progress(s, &ic, &ns);
-    int n = snprintf(buf, sizeof buf, "\r[hetmem sim] %.1f M instructions, %.3f ms simulated\033[K",
-                     (double)ic / 1e6, (double)ns / 1e6);
-    if (n > 0) {
-        ssize_t r = write(2, buf, (size_t)n);
-        (void)r;
-    }
+    p = put_str(p, "\r[hetmem sim] ");
+    p = put_fixed(p, ic / 100000, 1);
+    p = put_str(p, " M instructions, ");
+    p = put_fixed(p, ns / 1000, 3);
+    p = put_str(p, " ms simulated\033[K");
+    ssize_t r = write(2, buf, (size_t)(p - buf));
+    (void)r;
+    errno = saved;
 }
 
 static char *read_cmdline_argv(char ***argv_out)

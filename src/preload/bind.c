@@ -403,7 +403,9 @@ void hm__bind_fini(void)
         hm__spool_direct(HM_SPOOL_PLACE + 4, 0, B.cap[i], B.peak[i], B.used[i], B.dname[i]);
     char *u = hm_placement_unmatched(B.pl);
     if (u) {
-        hm__spool_direct(HM_SPOOL_PLACE + 3, 0, 0, 0, 0, u);
+        /* One record per rule: a spool payload holds at most 4000 bytes. */
+        for (char *save, *line = strtok_r(u, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+            hm__spool_direct(HM_SPOOL_PLACE + 3, 0, 0, 0, 0, line);
         free(u);
     }
     if (B.dropped) {

@@ -48,13 +48,25 @@ __thread int hm__guard HM_TLS;
 static char boot_buf[64 * 1024] __attribute__((aligned(64)));
 static size_t boot_used;
 
+/* Each bootstrap block is preceded by 16 bytes holding its size, so that
+ * realloc copies what the block holds and no more. */
 static void *boot_alloc(size_t n)
 {
-    n = (n + 15) & ~(size_t)15;
-    size_t at = __atomic_fetch_add(&boot_used, n, __ATOMIC_RELAXED);
-    if (at + n > sizeof boot_buf)
+    if (n > sizeof boot_buf)
         return NULL;
-    return boot_buf + at; /* static storage: already zero */
+    size_t need = 16 + ((n + 15) & ~(size_t)15);
+    size_t at = __atomic_fetch_add(&boot_used, need, __ATOMIC_RELAXED);
+    if (at + need > sizeof boot_buf)
+        return NULL;
+    memcpy(boot_buf + at, &n, sizeof n);
+    return boot_buf + at + 16; /* static storage: already zero */
+}
+
+static size_t boot_size(const void *p)
+{
+    size_t n;
+    memcpy(&n, (const char *)p - 16, sizeof n);
+    return n;
 }
 
 static int is_boot(const void *p)
@@ -290,7 +302,8 @@ static void spool_put(const hm__spool_rec_t *r, const void *payload)
     memcpy(S.buf + S.len, r, sizeof *r);
     if (r->len) {
         memset(S.buf + S.len + sizeof *r, 0, r->len);
-        memcpy(S.buf + S.len + sizeof *r, payload, strnlen(payload, r->len));
+        /* Payloads are strings: always leave their terminator. */
+        memcpy(S.buf + S.len + sizeof *r, payload, strnlen(payload, r->len - 1u));
     }
     S.len += need;
 }
@@ -498,14 +511,28 @@ static void finish(int final)
     if (!hm__opt.record || S.fd < 0)
         return;
     hm__guard++;
+    /* Bounded waits: _exit may come from a signal handler, or from a thread
+     * that interrupted the lock's holder; losing the last tick of data is
+     * better than never exiting. */
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 2;
     if (atomic_load(&S.running)) {
         atomic_store(&S.stop, 1);
         atomic_store(&S.wake, 1);
         syscall(SYS_futex, &S.wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-        pthread_join(S.collector, NULL);
+        if (pthread_timedjoin_np(S.collector, NULL, &dl) != 0) {
+            hm__pdiag("collector did not stop; the last samples are lost");
+            hm__guard--;
+            return;
+        }
         atomic_store(&S.running, 0);
     }
-    pthread_mutex_lock(&S.drain_lock);
+    if (pthread_mutex_timedlock(&S.drain_lock, &dl) != 0) {
+        hm__pdiag("spool busy at exit; the last samples are lost");
+        hm__guard--;
+        return;
+    }
     drain_all(final);
     if (final)
         write_stats();
@@ -1099,7 +1126,7 @@ EXPORT size_t malloc_usable_size(void *p)
     if (!p)
         return 0;
     if (is_boot(p))
-        return 0;
+        return boot_size(p);
     size_t sz;
     if (S.ready && hm__bind_owns(p, &sz))
         return sz;
@@ -1118,8 +1145,9 @@ EXPORT void *realloc(void *p, size_t n)
         return malloc(n);
     if (is_boot(p)) {
         void *q = malloc(n);
+        size_t have = boot_size(p);
         if (q)
-            memcpy(q, p, n); /* boot blocks are never grown past the buffer */
+            memcpy(q, p, have < n ? have : n);
         return q;
     }
     if (n == 0) {

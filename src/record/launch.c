@@ -174,7 +174,9 @@ static int peek(sfile_t *f, const hm__spool_rec_t **r)
         return 0;
     }
     const hm__spool_rec_t *x = (const void *)(f->base + f->off);
-    if (f->off + sizeof *x + x->len > f->len) {
+    /* Payloads are strings: one without its terminator ends the file as
+     * damage would, rather than be read past its end. */
+    if (f->off + sizeof *x + x->len > f->len || (x->len && ((const char *)(x + 1))[x->len - 1] != '\0')) {
         f->truncated = 1;
         return 0;
     }

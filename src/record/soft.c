@@ -15,6 +15,7 @@
 #include "record/record_int.h"
 
 #include <Zydis/Zydis.h>
+#include <link.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ucontext.h>
@@ -480,6 +481,29 @@ int hm__soft_resolve_code(const uint8_t *code, size_t len, uint64_t code_addr, c
     return r;
 }
 
+typedef struct {
+    uint64_t pc, lo, hi;
+} seg_t;
+
+/* dl_iterate_phdr callback: the executable PT_LOAD segment holding pc. */
+static int seg_of(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    seg_t *g = arg;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+            continue;
+        uint64_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (g->pc >= lo && g->pc < hi) {
+            g->lo = lo;
+            g->hi = hi;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Function bounds from the FDE: pc_begin/pc_range follow the CIE pointer.
  * gcc and clang emit them as 4-byte pcrel/udata; any other encoding fails
  * the sanity check, and the sample stays unresolved. */
@@ -494,8 +518,14 @@ static int func_bounds(uint64_t pc, uint64_t *start, uint64_t *end)
     uint64_t s = (uint64_t)b.func;
     if (pc < s || range == 0 || range > (64u << 20) || pc >= s + range)
         return -1;
+    /* The range is read assuming the usual 4-byte encoding; another
+     * encoding gives a wrong one, so keep it inside the executable segment
+     * that holds pc: decoding must never read past the mapped text. */
+    seg_t g = {pc, 0, 0};
+    if (!dl_iterate_phdr(seg_of, &g) || s < g.lo)
+        return -1;
     *start = s;
-    *end = s + range;
+    *end = s + range < g.hi ? s + range : g.hi;
     return 0;
 }
 

@@ -78,6 +78,16 @@ r=$(jq_py "$WORK/k-r.json" "print(len(d['objects']), [v['at_exit'] for v in d['d
 if [ "$r" = "50001 [0, 0]" ] && ! grep -q "not tracked" "$WORK/k.err"; then ok "50k alloc/free cycles: every object tracked and placed"
 else bad "after cycles: $r $(cat "$WORK/k.err")"; fi
 
+# Every unmatched rule is reported, however long the list (it used to be
+# one spool record, cut at 4000 bytes without its terminator).
+/usr/bin/python3 -c "
+import json
+rules = [{'name': 'never_named_object_with_a_rather_long_name_%03d' % i, 'device': '0'} for i in range(120)]
+json.dump({'default': '0', 'rules': rules}, open('$WORK/many.json', 'w'))"
+"$H" run --placement "$WORK/many.json" --report "$WORK/many-r.json" -- true 2> /dev/null || bad "run with 120 rules failed"
+r=$(jq_py "$WORK/many-r.json" "u=d['unmatched_rules']; print(len(u), all(x.endswith('matched nothing') for x in u), len(d['devices']))")
+[ "$r" = "120 True 1" ] && ok "120 unmatched rules reported whole" || bad "unmatched rules: $r"
+
 # Bad input.
 expect() { # expect CODE PATTERN -- ARGS...
   local code=$1 pat=$2; shift 3
