@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "inst.h"
+#include "common/env.h"
 
 #ifdef HM_HAVE_TRACE
 #include "hetmem/trace.h"
@@ -238,8 +239,8 @@ void hm__inst_init(void)
     if (rt.started)
         return;
     rt.started = 1;
-    const char *machine = getenv("HETMEM_SIM_MACHINE");
-    rt.result = getenv("HETMEM_SIM_RESULT");
+    const char *machine = hm__env_get(HM_ENV_SIM_MACHINE);
+    rt.result = hm__env_get(HM_ENV_SIM_RESULT);
     if (!machine || !rt.result)
         return; /* not under `hetmem sim`: run as a plain program */
     rt.pid = getpid();
@@ -256,7 +257,7 @@ void hm__inst_init(void)
         set_error("%s: %s", hm_strerror(rc), hm_errdetail());
         goto out;
     }
-    const char *plp = getenv("HETMEM_SIM_PLACEMENT"), *devname = getenv("HETMEM_SIM_DEVICE");
+    const char *plp = hm__env_get(HM_ENV_SIM_PLACEMENT), *devname = hm__env_get(HM_ENV_SIM_DEVICE);
     int dev = -1;
     if (plp && *plp) {
         rc = hm_placement_load(&rt.pl, plp, hm_sim_machine_device_names(rt.m), hm_sim_machine_ndevices(rt.m));
@@ -272,9 +273,9 @@ void hm__inst_init(void)
         set_error("%s: %s", hm_strerror(rc), hm_errdetail());
         goto out;
     }
-    const char *tp = getenv("HETMEM_SIM_TRACE");
+    const char *tp = hm__env_get(HM_ENV_SIM_TRACE);
     uint64_t period = 1000;
-    const char *ps = getenv("HETMEM_SIM_PERIOD");
+    const char *ps = hm__env_get(HM_ENV_SIM_PERIOD);
     if (ps && (hm__parse_u64(ps, &period) < 0 || period == 0))
         period = 1000;
     if (tp && *tp) {
@@ -302,7 +303,7 @@ void hm__inst_init(void)
         goto out;
 #endif
     }
-    const char *pg = getenv("HETMEM_SIM_PROGRESS");
+    const char *pg = hm__env_get(HM_ENV_SIM_PROGRESS);
     if (pg && strcmp(pg, "1") == 0) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);

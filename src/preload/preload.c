@@ -7,7 +7,7 @@
  * - every thread carries an initial-exec TLS re-entry guard, so that memory
  *   the runtime allocates for itself never recurses into tracking (and no
  *   TLS access ever calls malloc through __tls_get_addr);
- * - options come from getenv only; diagnostics go out with write(2);
+ * - options come from secure_getenv only (common/env.h); diagnostics go out with write(2);
  * - the signal handler only copies registers into a per-thread ring.
  */
 #define _GNU_SOURCE
@@ -28,12 +28,14 @@
 #include <linux/futex.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <sys/ucontext.h>
 #include <time.h>
 #include <unistd.h>
 #include <unwind.h>
 
+#include "common/env.h"
 #include "hetmem/trace.h"
 #include "os/os.h"
 
@@ -714,18 +716,18 @@ static void track(void *p, size_t size)
 
 /* ------------------------------------------------------------- options */
 
-static uint64_t env_u64(const char *name, uint64_t dflt)
+static uint64_t env_u64(int id, uint64_t dflt)
 {
-    const char *v = getenv(name);
+    const char *v = hm__env_get(id);
     uint64_t x;
     if (!v || hm__parse_size(v, &x) != 0)
         return dflt;
     return x;
 }
 
-static void env_str(const char *name, char *dst, size_t len)
+static void env_str(int id, char *dst, size_t len)
 {
-    const char *v = getenv(name);
+    const char *v = hm__env_get(id);
     dst[0] = '\0';
     if (v) {
         size_t n = strnlen(v, len - 1);
@@ -736,29 +738,34 @@ static void env_str(const char *name, char *dst, size_t len)
 
 static void read_opts(void)
 {
-    env_str("HETMEM_SPOOL", hm__opt.spool_dir, sizeof hm__opt.spool_dir);
+    /* In a secure-execution process (setuid, file capabilities) the
+     * variables read as unset: the runtime stays inactive rather than
+     * write where an unprivileged caller said. */
+    if (getauxval(AT_SECURE) && getenv(hm__env_name(HM_ENV_SPOOL)))
+        hm__pdiag("secure-execution process: not recording it");
+    env_str(HM_ENV_SPOOL, hm__opt.spool_dir, sizeof hm__opt.spool_dir);
     hm__opt.record = hm__opt.spool_dir[0] != '\0';
     hm__opt.backend = -1;
     char b[16];
-    env_str("HETMEM_BACKEND", b, sizeof b);
+    env_str(HM_ENV_BACKEND, b, sizeof b);
     hm_backend_t be;
     if (b[0] && hm_backend_parse(b, &be) == 0)
         hm__opt.backend = (int)be;
     else if (!strcmp(b, "perf-sw"))
         hm__opt.backend = HM__BACKEND_PERFSW;
-    hm__opt.period = env_u64("HETMEM_PERIOD", hm__opt.backend == HM_BACKEND_SOFT || hm__opt.backend == HM__BACKEND_PERFSW
+    hm__opt.period = env_u64(HM_ENV_PERIOD, hm__opt.backend == HM_BACKEND_SOFT || hm__opt.backend == HM__BACKEND_PERFSW
                                                   ? 1000000 : 4000);
     if (!hm__opt.period)
         hm__opt.period = 1000000;
-    hm__opt.min_size = env_u64("HETMEM_MIN_SIZE", 64 * 1024);
-    hm__opt.depth = (int)env_u64("HETMEM_DEPTH", 6);
+    hm__opt.min_size = env_u64(HM_ENV_MIN_SIZE, 64 * 1024);
+    hm__opt.depth = (int)env_u64(HM_ENV_DEPTH, 6);
     if (hm__opt.depth < 1 || hm__opt.depth > 16)
         hm__opt.depth = 6;
-    hm__opt.sig = SIGRTMIN + (int)env_u64("HETMEM_SIGNAL_OFFSET", 4);
-    hm__opt.null_handler = getenv("HETMEM_SOFT_NULL") != NULL;
-    env_str("HETMEM_PLACEMENT", hm__opt.placement, sizeof hm__opt.placement);
-    env_str("HETMEM_CAPACITY", hm__opt.capacity, sizeof hm__opt.capacity);
-    env_str("HETMEM_BIND", hm__opt.bind, sizeof hm__opt.bind);
+    hm__opt.sig = SIGRTMIN + (int)env_u64(HM_ENV_SIGNAL_OFFSET, 4);
+    hm__opt.null_handler = hm__env_get(HM_ENV_SOFT_NULL) != NULL;
+    env_str(HM_ENV_PLACEMENT, hm__opt.placement, sizeof hm__opt.placement);
+    env_str(HM_ENV_CAPACITY, hm__opt.capacity, sizeof hm__opt.capacity);
+    env_str(HM_ENV_BIND, hm__opt.bind, sizeof hm__opt.bind);
 }
 
 static int self_range(struct dl_phdr_info *info, size_t sz, void *arg)

@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include "record/record_int.h"
 
+#include "common/env.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +20,7 @@
 
 int hm__find_preload(char *buf, size_t len)
 {
-    const char *env = getenv("HETMEM_PRELOAD");
+    const char *env = hm__env_get(HM_ENV_PRELOAD);
     if (env && *env) {
         if (access(env, R_OK) != 0)
             return hm__errf(HM_ENOTFOUND, "HETMEM_PRELOAD=%s: %s", env, strerror(errno));

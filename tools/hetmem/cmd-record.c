@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common/env.h"
 
 /* Fastest soft sampling rate. Each sample costs the thread a signal and
  * the collector a decode: about 8 us in all on a 2-core x86-64 (a 0.19 s
@@ -310,14 +311,14 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
         return hm_cli_failf("record", "cannot create spool folder %s: %s", tmpl, strerror(errno));
     }
     char e_spool[4200], e_backend[64], e_period[64], e_min[64], e_depth[32], e_bind[128];
-    snprintf(e_spool, sizeof e_spool, "HETMEM_SPOOL=%s", tmpl);
+    snprintf(e_spool, sizeof e_spool, "%s=%s", hm__env_name(HM_ENV_SPOOL), tmpl);
     /* Per-CPU: the events are ours; the runtime only tracks allocations. */
-    snprintf(e_backend, sizeof e_backend, "HETMEM_BACKEND=%s",
+    snprintf(e_backend, sizeof e_backend, "%s=%s", hm__env_name(HM_ENV_BACKEND),
              none || per_cpu ? "" : perfsw ? "perf-sw" : hm_backend_name(b));
-    snprintf(e_period, sizeof e_period, "HETMEM_PERIOD=%llu", (unsigned long long)rt_period);
-    snprintf(e_min, sizeof e_min, "HETMEM_MIN_SIZE=%llu", (unsigned long long)min_size);
-    snprintf(e_depth, sizeof e_depth, "HETMEM_DEPTH=%llu", (unsigned long long)depth);
-    snprintf(e_bind, sizeof e_bind, "HETMEM_BIND=%s", bind ? bind : "");
+    snprintf(e_period, sizeof e_period, "%s=%llu", hm__env_name(HM_ENV_PERIOD), (unsigned long long)rt_period);
+    snprintf(e_min, sizeof e_min, "%s=%llu", hm__env_name(HM_ENV_MIN_SIZE), (unsigned long long)min_size);
+    snprintf(e_depth, sizeof e_depth, "%s=%llu", hm__env_name(HM_ENV_DEPTH), (unsigned long long)depth);
+    snprintf(e_bind, sizeof e_bind, "%s=%s", hm__env_name(HM_ENV_BIND), bind ? bind : "");
     char *env[] = {e_spool, e_backend, e_period, e_min, e_depth, e_bind, NULL};
 
     hm__percpu_t *pc = NULL;
@@ -338,7 +339,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     rc = hm__launch(argv + p.ind, preload, env, &status, &wall);
     uint64_t pc_kept = 0, pc_foreign = 0;
     hm__percpu_close(pc, &pc_kept, &pc_foreign);
-    if (pc && getenv("HETMEM_VERBOSE"))
+    if (pc && hm__env_get(HM_ENV_VERBOSE))
         fprintf(stderr, "hetmem: record: per-cpu: %llu samples kept, %llu of other processes dropped\n",
                 (unsigned long long)pc_kept, (unsigned long long)pc_foreign);
     if (rc) {
@@ -362,7 +363,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
             (unsigned long long)t.frees, (unsigned long long)t.sites, (unsigned long long)t.procs,
             t.procs == 1 ? "" : "es", (double)wall / 1e9, WIFSIGNALED(status) ? "signal" : "exit",
             WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-    if (t.soft[0] && getenv("HETMEM_VERBOSE"))
+    if (t.soft[0] && hm__env_get(HM_ENV_VERBOSE))
         fprintf(stderr, "hetmem: record: %s\n", t.soft);
     /* The child's status is ours, so scripts see the traced program's. */
     return hm__exit_code(status);

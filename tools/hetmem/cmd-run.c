@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common/env.h"
 #include "hetmem/placement.h"
 #include "os/os.h"
 #include "record/record_int.h"
@@ -113,11 +114,12 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     if (!mkdtemp(tmpl))
         return hm_cli_failf("run", "cannot create spool folder %s: %s", tmpl, strerror(errno));
     char e_spool[4200], e_place[PATH_MAX + 32], e_cap[1100], e_min[64];
-    snprintf(e_spool, sizeof e_spool, "HETMEM_SPOOL=%s", tmpl);
-    snprintf(e_place, sizeof e_place, "HETMEM_PLACEMENT=%s", abs_place);
-    snprintf(e_cap, sizeof e_cap, "HETMEM_CAPACITY=%s", capacity);
-    snprintf(e_min, sizeof e_min, "HETMEM_MIN_SIZE=%llu", (unsigned long long)min_size);
-    char e_nob[] = "HETMEM_BACKEND=";
+    snprintf(e_spool, sizeof e_spool, "%s=%s", hm__env_name(HM_ENV_SPOOL), tmpl);
+    snprintf(e_place, sizeof e_place, "%s=%s", hm__env_name(HM_ENV_PLACEMENT), abs_place);
+    snprintf(e_cap, sizeof e_cap, "%s=%s", hm__env_name(HM_ENV_CAPACITY), capacity);
+    snprintf(e_min, sizeof e_min, "%s=%llu", hm__env_name(HM_ENV_MIN_SIZE), (unsigned long long)min_size);
+    char e_nob[64];
+    snprintf(e_nob, sizeof e_nob, "%s=", hm__env_name(HM_ENV_BACKEND));
     char *env[] = {e_spool, e_place, e_cap, e_min, e_nob, NULL};
     int status;
     uint64_t wall;
