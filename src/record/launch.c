@@ -6,6 +6,7 @@
 #include "common/env.h"
 
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -94,6 +95,50 @@ static char **child_env(char *const set[], char *ld)
     env[o++] = ld;
     env[o] = NULL;
     return env;
+}
+
+/* Whether cmd (found through PATH like execvp) is an ELF program without
+ * an interpreter: LD_PRELOAD has no loader to act on there. Anything else
+ * (dynamic, scripts, unreadable) is 0 and left to the launch. */
+int hm__exe_is_static(const char *cmd)
+{
+    char path[4096];
+    if (strchr(cmd, '/')) {
+        snprintf(path, sizeof path, "%s", cmd);
+    } else {
+        const char *p = getenv("PATH");
+        int found = 0;
+        for (p = p ? p : "/usr/bin:/bin"; *p && !found;) {
+            size_t n = strcspn(p, ":");
+            snprintf(path, sizeof path, "%.*s/%s", (int)(n ? n : 1), n ? p : ".", cmd);
+            found = access(path, X_OK) == 0;
+            p += n + (p[n] == ':');
+        }
+        if (!found)
+            return 0;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    Elf64_Ehdr eh;
+    int st = 0;
+    if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh && !memcmp(eh.e_ident, ELFMAG, SELFMAG) &&
+        eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum > 0 &&
+        eh.e_phnum < 4096 && (eh.e_type == ET_EXEC || eh.e_type == ET_DYN)) {
+        st = 1;
+        for (unsigned i = 0; i < eh.e_phnum && st; i++) {
+            Elf64_Phdr ph;
+            if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + i * sizeof ph)) != (ssize_t)sizeof ph)
+                st = 0;
+            else if (ph.p_type == PT_INTERP)
+                st = 0;
+        }
+        /* A shared library (ET_DYN, no interpreter, no entry) is not run. */
+        if (st && eh.e_type == ET_DYN && eh.e_entry == 0)
+            st = 0;
+    }
+    close(fd);
+    return st;
 }
 
 int hm__launch(char *const argv[], const char *preload, char *const extra_env[], int *status, uint64_t *wall_ns)

@@ -267,6 +267,11 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     char preload[4096];
     if (hm__find_preload(preload, sizeof preload) != 0)
         return hm_cli_fail("record", HM_ENOTFOUND);
+    /* No loader runs in a static program, so the runtime would silently
+     * record nothing. */
+    if (hm__exe_is_static(argv[p.ind]))
+        return hm_cli_failf(argv[p.ind], "statically linked: the hetmem runtime (LD_PRELOAD) cannot load into it; "
+                            "%s needs a dynamically linked program", "record");
     char path[4096];
     if (expand_rank(out, path, sizeof path) != 0)
         return hm_cli_usage(cmd, "-o: path too long");

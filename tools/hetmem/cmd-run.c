@@ -106,6 +106,11 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     char preload[4096], abs_place[PATH_MAX];
     if (hm__find_preload(preload, sizeof preload) != 0)
         return hm_cli_fail("run", HM_ENOTFOUND);
+    /* No loader runs in a static program, so the runtime would silently
+     * record nothing. */
+    if (hm__exe_is_static(argv[p.ind]))
+        return hm_cli_failf(argv[p.ind], "statically linked: the hetmem runtime (LD_PRELOAD) cannot load into it; "
+                            "%s needs a dynamically linked program", "run");
     if (!realpath(place, abs_place))
         return hm_cli_failf(place, "%s", strerror(errno));
     char tmpl[4096];
