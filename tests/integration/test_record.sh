@@ -2,7 +2,8 @@
 # hetmem record -b soft end to end: attribution on an 80/20 streaming
 # program, site ids (right function, stable across runs), exit status
 # pass-through, crash handling, %r, and bad input.
-# Label nosan: the test programs run under LD_PRELOAD, which ASan forbids.
+# The test programs run uninstrumented under LD_PRELOAD; in a sanitizer
+# build the preload has UBSan but not ASan, and the CLI has both.
 set -u
 . "$HETMEM_SRC/tests/integration/record_lib.sh"
 cc_prog ab -fno-ipa-icf -fno-optimize-sibling-calls || { echo "cannot compile"; exit 1; }
@@ -85,6 +86,15 @@ expect() { # expect CODE PATTERN -- ARGS...
   if [ $rc = "$code" ] && grep -q -- "$pat" <<<"$err" && [ "$(wc -l <<<"$err")" = 1 ]; then ok "rejects: $*"
   else bad "'record $*': rc $rc (want $code), message '$err' (want /$pat/)"; fi
 }
+# A static program cannot load the runtime: said, not recorded as empty.
+if printf 'int main(void) { return 0; }\n' | cc -static -x c -o "$WORK/static" - 2> /dev/null; then
+  expect 1 "statically linked.*cannot load" -- -b soft -o "$WORK/st.hmt" -- "$WORK/static"
+  [ -e "$WORK/st.hmt" ] && bad "a trace was written for a static program"
+  echo '{"default": "0"}' > "$WORK/d.json"
+  err=$("$H" run --placement "$WORK/d.json" -- "$WORK/static" 2>&1 >/dev/null); rc=$?
+  [ $rc = 1 ] && grep -q "statically linked" <<<"$err" && ok "run refuses a static program" \
+    || bad "run on a static program: rc $rc, '$err'"
+fi
 expect 2 "missing command" -- -b soft
 expect 2 "missing command" -- -b soft --
 expect 2 "PERIOD must be at least 1" -- -b soft -p 0 -- true

@@ -2,7 +2,7 @@
 # hetmem run: objects bound per a placement, checked against the kernel's
 # view (move_pages for the pages' node, get_mempolicy for the range's
 # policy); capacity spill; phase migration; report; bad input.
-# Label nosan: the program runs under LD_PRELOAD, which ASan forbids.
+# In a sanitizer build the preload has UBSan but not ASan, the CLI both.
 set -u
 . "$HETMEM_SRC/tests/integration/record_lib.sh"
 cc_prog bindcheck -lnuma || exit 1

@@ -79,6 +79,8 @@ int main(int argc, char **argv)
     }
     if (rc < 0) {
         fprintf(stderr, "read error: %s\n", hm_errdetail());
+        hm_trace_close(t);
+        hm__objtab_close(live);
         return 1;
     }
     for (int i = 0; i < no; i++) {
@@ -104,5 +106,7 @@ int main(int argc, char **argv)
     printf("phases %" PRIu64 "\nallocs %" PRIu64 " frees %" PRIu64 "\n", phases, allocs, frees);
     hm_trace_close(t);
     hm__objtab_close(live);
+    for (int k = 0; k < nf; k++)
+        free(frames[k]);
     return 0;
 }
