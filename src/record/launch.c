@@ -353,3 +353,74 @@ void hm__spool_remove(const char *dir)
     }
     rmdir(dir);
 }
+
+/* Start time of a process (clock ticks since boot, /proc/PID/stat field
+ * 22), or 0 when it does not exist: a pid alone may have been reused. */
+static unsigned long long proc_start(long pid)
+{
+    char p[64], buf[1024];
+    snprintf(p, sizeof p, "/proc/%ld/stat", pid);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char *q = strrchr(buf, ')'); /* the command name may hold spaces */
+    unsigned long long st = 0;
+    if (!q || sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &st) != 1)
+        return 0;
+    return st;
+}
+
+/* Removes spool folders in tmp left by a hetmem that died (SIGKILL, power
+ * loss): ours (same uid), with an owner file naming a process that is gone.
+ * Folders without an owner file are left alone (being created, or not
+ * ours to judge). */
+static void reap_stale(const char *tmp)
+{
+    DIR *d = opendir(tmp);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "hetmem-spool.", 13) != 0)
+            continue;
+        char dir[4096], own[4200];
+        snprintf(dir, sizeof dir, "%s/%s", tmp, e->d_name);
+        snprintf(own, sizeof own, "%s/owner", dir);
+        struct stat st;
+        if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
+            continue;
+        FILE *f = fopen(own, "r");
+        long pid = 0;
+        unsigned long long start = 0;
+        int ok = f && fscanf(f, "%ld %llu", &pid, &start) == 2;
+        if (f)
+            fclose(f);
+        if (ok && pid > 0 && proc_start(pid) != start)
+            hm__spool_remove(dir);
+    }
+    closedir(d);
+}
+
+int hm__spool_create(char *dir, size_t len)
+{
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp)
+        tmp = "/tmp";
+    reap_stale(tmp);
+    snprintf(dir, len, "%s/hetmem-spool.XXXXXX", tmp);
+    if (!mkdtemp(dir))
+        return hm__errf(-errno, "cannot create spool folder %s: %s", dir, strerror(errno));
+    char own[4200];
+    snprintf(own, sizeof own, "%s/owner", dir);
+    FILE *f = fopen(own, "w");
+    if (f) {
+        fprintf(f, "%ld %llu\n", (long)getpid(), proc_start((long)getpid()));
+        fclose(f);
+    }
+    return 0;
+}

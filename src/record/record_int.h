@@ -183,3 +183,7 @@ void hm__spool_counts(const hm__spool_set_t *s, int *files, int *truncated);
 void hm__spool_close(hm__spool_set_t *s);
 /* Removes the spool files and the directory. */
 void hm__spool_remove(const char *dir);
+/* Creates a fresh spool folder $TMPDIR/hetmem-spool.XXXXXX (path into dir)
+ * holding an owner file (our pid and start time), after removing folders
+ * that dead hetmem processes left behind. 0 or -errno with a detail. */
+int hm__spool_create(char *dir, size_t len);

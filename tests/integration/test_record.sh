@@ -80,6 +80,17 @@ short=$(awk '$2 != "0" || $3 < 149 {print}' "$WORK/w.out")
 if [ "$(wc -l < "$WORK/w.out")" = 6 ] && [ -z "$short" ]; then ok "sleeps and waits unaffected by sampling"
 else bad "waits under sampling: $(tr '\n' ';' < "$WORK/w.out")"; fi
 
+# --- spool folders a killed hetmem left behind are removed on the next run
+# (owner process gone); a live owner's folder and foreign folders stay.
+mkdir -p "$WORK/tmp/hetmem-spool.dead01" "$WORK/tmp/hetmem-spool.live01" "$WORK/tmp/hetmem-spool.noown1"
+echo "999999999 12345" > "$WORK/tmp/hetmem-spool.dead01/owner"
+: > "$WORK/tmp/hetmem-spool.dead01/1-1.spool"
+echo "$$ $(sed 's/.*) //' /proc/$$/stat | cut -d' ' -f20)" > "$WORK/tmp/hetmem-spool.live01/owner"
+TMPDIR="$WORK/tmp" "$H" record -b soft -o "$WORK/reap.hmt" -- true 2> /dev/null || bad "record with stale spools failed"
+left=$(cd "$WORK/tmp" && ls -d hetmem-spool.* | tr '\n' ' ')
+[ "$left" = "hetmem-spool.live01 hetmem-spool.noown1 " ] && ok "stale spool folder removed, others kept" \
+  || bad "spool folders left: '$left'"
+
 expect() { # expect CODE PATTERN -- ARGS...
   local code=$1 pat=$2; shift 3
   local err; err=$("$H" record "$@" 2>&1 >/dev/null); local rc=$?

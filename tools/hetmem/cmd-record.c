@@ -308,12 +308,10 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
         return hm_cli_fail(path, rc);
 
     char tmpl[4096];
-    const char *tmp = getenv("TMPDIR");
-    snprintf(tmpl, sizeof tmpl, "%s/hetmem-spool.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(tmpl)) {
+    if (hm__spool_create(tmpl, sizeof tmpl) != 0) {
         hm_trace_writer_close(w, NULL);
         unlink(path);
-        return hm_cli_failf("record", "cannot create spool folder %s: %s", tmpl, strerror(errno));
+        return hm_cli_failf("record", "%s", hm_errdetail());
     }
     char e_spool[4200], e_backend[64], e_period[64], e_min[64], e_depth[32], e_bind[128];
     snprintf(e_spool, sizeof e_spool, "%s=%s", hm__env_name(HM_ENV_SPOOL), tmpl);

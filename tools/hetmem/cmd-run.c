@@ -114,10 +114,8 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     if (!realpath(place, abs_place))
         return hm_cli_failf(place, "%s", strerror(errno));
     char tmpl[4096];
-    const char *tmp = getenv("TMPDIR");
-    snprintf(tmpl, sizeof tmpl, "%s/hetmem-spool.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(tmpl))
-        return hm_cli_failf("run", "cannot create spool folder %s: %s", tmpl, strerror(errno));
+    if (hm__spool_create(tmpl, sizeof tmpl) != 0)
+        return hm_cli_failf("run", "%s", hm_errdetail());
     char e_spool[4200], e_place[PATH_MAX + 32], e_cap[1100], e_min[64];
     snprintf(e_spool, sizeof e_spool, "%s=%s", hm__env_name(HM_ENV_SPOOL), tmpl);
     snprintf(e_place, sizeof e_place, "%s=%s", hm__env_name(HM_ENV_PLACEMENT), abs_place);
