@@ -59,6 +59,12 @@ fi
 "$WORK/trace_attr" "$WORK/crash.hmt" > "$WORK/crash.attr" || bad "crash trace unreadable"
 grep -q "^end 1 11 " "$WORK/crash.attr" && ok "crash trace closed with wait status 11 (SIGSEGV)" || bad "crash trace end: $(grep ^end "$WORK/crash.attr")"
 grep -q "about to crash" "$WORK/crash.out" || bad "crash program output lost"
+# trace info decodes the stored wait status (it printed "exit status 768").
+"$H" trace info "$WORK/x.hmt" | grep -q "(exit 3)$" && ok "trace info: exit 3" \
+  || bad "trace info: $("$H" trace info "$WORK/x.hmt" | grep duration)"
+"$H" trace info "$WORK/crash.hmt" | grep -q "(killed by signal 11, " && ok "trace info: killed by signal 11" \
+  || bad "trace info: $("$H" trace info "$WORK/crash.hmt" | grep duration)"
+[ "$("$H" trace info --json "$WORK/x.hmt" | jq .exit_code)" = 3 ] && ok "trace info --json exit_code 3" || bad "exit_code"
 
 # --- %r takes the rank from the launcher's environment.
 OMPI_COMM_WORLD_RANK=5 "$H" record -b soft -o "$WORK/r.%r.hmt" -- true 2>/dev/null

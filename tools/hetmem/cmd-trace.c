@@ -2,6 +2,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "cli.h"
 #include "common/objtab.h"
@@ -311,6 +312,10 @@ static int run_info(const hm_cmd_t *cmd, int argc, char **argv)
         json_object_set_new(o, "first_time", json_integer((json_int_t)st.first_time));
         json_object_set_new(o, "last_time", json_integer((json_int_t)st.last_time));
         json_object_set_new(o, "exit_status", st.has_end ? json_integer(st.end.exit_status) : json_null());
+        json_object_set_new(o, "exit_code", st.has_end ? json_integer(WIFSIGNALED(st.end.exit_status)
+                                                                            ? 128 + WTERMSIG(st.end.exit_status)
+                                                                            : WEXITSTATUS(st.end.exit_status))
+                                                       : json_null());
         json_object_set_new(o, "reordered", json_integer((json_int_t)st.reordered));
         char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         puts(s);
@@ -330,10 +335,14 @@ static int run_info(const hm_cmd_t *cmd, int argc, char **argv)
             printf(" %s", *a);
         printf("%s\n", m->argv && m->argv[0] ? "" : " -");
         printf("%-10s %.6f s", "duration", dur_s);
-        if (st.has_end)
-            printf(" (exit status %d)\n", st.end.exit_status);
+        /* The end record holds a wait(2) status: say what it means. */
+        int ws = st.end.exit_status;
+        if (!st.has_end)
+            printf(" (truncated: no end record)\n");
+        else if (WIFSIGNALED(ws))
+            printf(" (killed by signal %d, %s)\n", WTERMSIG(ws), strsignal(WTERMSIG(ws)));
         else
-            printf("\n");
+            printf(" (exit %d)\n", WEXITSTATUS(ws));
         printf("%-10s %" PRIu64 " (%" PRIu64 " loads, %" PRIu64 " stores)\n", "samples",
                st.records[HM_REC_SAMPLE], st.loads, st.stores);
         printf("%-10s %" PRIu64 " allocations (%s), %" PRIu64 " frees, %zu allocation sites\n", "objects",
