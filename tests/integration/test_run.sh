@@ -88,6 +88,15 @@ json.dump({'default': '0', 'rules': rules}, open('$WORK/many.json', 'w'))"
 r=$(jq_py "$WORK/many-r.json" "u=d['unmatched_rules']; print(len(u), all(x.endswith('matched nothing') for x in u), len(d['devices']))")
 [ "$r" = "120 True 1" ] && ok "120 unmatched rules reported whole" || bad "unmatched rules: $r"
 
+# Reports merge across processes (bash, a pipeline, then the program): the
+# rule matched in one process is not "unmatched", and each device is listed
+# once (before: 6 unmatched copies, each device 6 times).
+echo '{ "default": "0", "rules": [ {"name": "matrix", "device": "node0"} ] }' > "$WORK/p1.json"
+"$H" run --placement "$WORK/p1.json" --report "$WORK/p1-r.json" -- \
+  bash -c "true | cat > /dev/null; '$WORK/bindcheck' > /dev/null" 2> /dev/null || bad "pipeline run failed"
+r=$(jq_py "$WORK/p1-r.json" "print(d['unmatched_rules'], sorted(v['name'] for v in d['devices']), min(v['processes'] for v in d['devices']) > 1)")
+[ "$r" = "[] ['0', 'node0'] True" ] && ok "pipeline: reports merged across processes" || bad "pipeline report: $r"
+
 # Bad input.
 expect() { # expect CODE PATTERN -- ARGS...
   local code=$1 pat=$2; shift 3
