@@ -85,6 +85,9 @@ cc_prog waits
 short=$(awk '$2 != "0" || $3 < 149 {print}' "$WORK/w.out")
 if [ "$(wc -l < "$WORK/w.out")" = 6 ] && [ -z "$short" ]; then ok "sleeps and waits unaffected by sampling"
 else bad "waits under sampling: $(tr '\n' ';' < "$WORK/w.out")"; fi
+"$H" trace objects --json "$WORK/w.hmt" > "$WORK/w.json" 2>/dev/null
+r=$(jq '.no_address_samples + .unattributed_samples == .samples and has("no_address_samples")' "$WORK/w.json")
+[ "$r" = true ] && ok "trace objects: no-address samples counted apart" || bad "trace objects json: $(head -c 300 "$WORK/w.json")"
 
 # --- spool folders a killed hetmem left behind are removed on the next run
 # (owner process gone); a live owner's folder and foreign folders stay.

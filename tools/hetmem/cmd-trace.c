@@ -38,7 +38,9 @@ static const hm_cmd_t sub_objects = {
     "hetmem trace objects [--json] FILE",
     "A sample is attributed to the allocation live at its time whose address\n"
     "range holds the sampled address; samples outside every live allocation\n"
-    "(stack, static data, untracked memory) are counted as unattributed.",
+    "(stack, static data, untracked memory) are counted as unattributed;\n"
+    "samples without a data address (a thread blocked in a system call, an\n"
+    "instruction with no memory operand nearby) are counted apart.",
     objects_opts, run_objects};
 static const hm_cmd_t *const subs[] = {&sub_info, &sub_dump, &sub_objects};
 
@@ -547,7 +549,7 @@ typedef struct {
     const hm_objtab_entry_t *hit; /* last entry that matched: samples cluster */
     char **names;
     size_t nnames;
-    uint64_t unattributed, unmatched_frees;
+    uint64_t unattributed, noaddr, unmatched_frees;
 } objs_t;
 
 static void obj_alloc(objs_t *o, const hm_alloc_t *a)
@@ -654,6 +656,10 @@ static int run_objects(const hm_cmd_t *cmd, int argc, char **argv)
         switch (r.kind) {
         case HM_REC_SAMPLE: {
             samples++;
+            if (!r.u.sample.addr) {
+                o.noaddr++; /* no data access resolved (blocked, or no memory operand) */
+                break;
+            }
             alloc_rec_t *a = obj_lookup(&o, r.u.sample.addr);
             if (!a) {
                 o.unattributed++;
@@ -731,6 +737,7 @@ static int run_objects(const hm_cmd_t *cmd, int argc, char **argv)
         json_object_set_new(jo, "objects", arr);
         json_object_set_new(jo, "samples", json_integer((json_int_t)samples));
         json_object_set_new(jo, "unattributed_samples", json_integer((json_int_t)o.unattributed));
+        json_object_set_new(jo, "no_address_samples", json_integer((json_int_t)o.noaddr));
         json_object_set_new(jo, "unmatched_frees", json_integer((json_int_t)o.unmatched_frees));
         char *s = json_dumps(jo, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         puts(s);
@@ -756,6 +763,9 @@ static int run_objects(const hm_cmd_t *cmd, int argc, char **argv)
         printf("%-18s %-12s %7s %10s %10s %12s %10" PRIu64 " %10s %10s %6.2f  %s\n", "(unattributed)", "", "",
                "", "", "", o.unattributed, "", "", samples ? 100.0 * (double)o.unattributed / (double)samples : 0.0,
                "stack, static data or untracked memory");
+        printf("%-18s %-12s %7s %10s %10s %12s %10" PRIu64 " %10s %10s %6.2f  %s\n", "(no address)", "", "", "", "",
+               "", o.noaddr, "", "", samples ? 100.0 * (double)o.noaddr / (double)samples : 0.0,
+               "no data address resolved (blocked in a call, or no memory operand)");
     }
     rc = HM_EXIT_OK;
 out:
