@@ -1,61 +1,96 @@
 /* Attribution of a recorded trace: of all samples, how many carry a data
  * address, and how many of those fall inside a live tracked allocation.
- * Prints "samples N addr N in_objects N". Used by bench/record-overhead. */
+ * Prints "samples N addr N in_objects N", then with --names one line
+ * "obj NAME SAMPLES" per name given with hetmem_name(), in order of first
+ * naming. Used by bench/record-overhead and bench/record-attribution. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "common/objtab.h"
 #include "hetmem/error.h"
 #include "hetmem/trace.h"
 
 typedef struct {
-    uint64_t addr, size;
-} live_t;
+    char name[64];
+    uint64_t samples;
+} named_t;
 
 int main(int argc, char **argv)
 {
-    hm_trace_t *t;
-    if (argc != 2) {
-        fprintf(stderr, "usage: bench_record_attr TRACE\n");
+    int names = argc == 3 && strcmp(argv[1], "--names") == 0;
+    if (argc != 2 && !names) {
+        fprintf(stderr, "usage: bench_record_attr [--names] TRACE\n");
         return 2;
     }
-    int rc = hm_trace_open(&t, argv[1]);
+    const char *path = argv[argc - 1];
+    hm_trace_t *t;
+    int rc = hm_trace_open(&t, path);
     if (rc) {
-        fprintf(stderr, "bench_record_attr: %s: %s %s\n", argv[1], hm_strerror(rc), hm_errdetail());
+        fprintf(stderr, "bench_record_attr: %s: %s %s\n", path, hm_strerror(rc), hm_errdetail());
         return 1;
     }
-    size_t n = 0, cap = 64;
-    live_t *l = malloc(cap * sizeof *l);
+    /* Live allocations -> index into owner[] (the name each one carries,
+     * -1 for none), one slot per allocation. */
+    hm_objtab_t *live;
+    size_t nalloc = 0, cap = 1024, nnamed = 0;
+    int *owner = malloc(cap * sizeof *owner);
+    named_t *nm = calloc(256, sizeof *nm);
+    if (hm__objtab_open(&live) != 0 || !owner || !nm) {
+        fprintf(stderr, "bench_record_attr: out of memory\n");
+        return 1;
+    }
     uint64_t total = 0, withaddr = 0, inobj = 0;
     hm_record_t r;
     while ((rc = hm_trace_next(t, &r)) == 1) {
         if (r.kind == HM_REC_ALLOC) {
-            if (n == cap)
-                l = realloc(l, (cap *= 2) * sizeof *l);
-            l[n++] = (live_t){r.u.alloc.addr, r.u.alloc.size};
+            if (nalloc == cap && !(owner = realloc(owner, (cap *= 2) * sizeof *owner))) {
+                fprintf(stderr, "bench_record_attr: out of memory\n");
+                return 1;
+            }
+            owner[nalloc] = -1;
+            if (hm__objtab_insert(live, r.u.alloc.addr, r.u.alloc.size, nalloc++) != 0) {
+                fprintf(stderr, "bench_record_attr: out of memory\n");
+                return 1;
+            }
         } else if (r.kind == HM_REC_FREE) {
-            for (size_t i = 0; i < n; i++)
-                if (l[i].addr == r.u.alloc.addr) {
-                    l[i] = l[--n];
-                    break;
-                }
+            hm__objtab_remove(live, r.u.alloc.addr, NULL);
+        } else if (r.kind == HM_REC_NAME) {
+            const hm_objtab_entry_t *e = hm__objtab_find(live, r.u.name.addr);
+            if (!e)
+                continue;
+            size_t k;
+            for (k = 0; k < nnamed && strcmp(nm[k].name, r.u.name.name) != 0; k++)
+                ;
+            if (k == nnamed && nnamed < 256)
+                snprintf(nm[nnamed++].name, sizeof nm[k].name, "%s", r.u.name.name);
+            if (k < nnamed)
+                owner[e->id] = (int)k;
         } else if (r.kind == HM_REC_SAMPLE) {
             total++;
             uint64_t a = r.u.sample.addr;
             if (!a)
                 continue;
             withaddr++;
-            for (size_t i = 0; i < n; i++)
-                if (a >= l[i].addr && a < l[i].addr + l[i].size) {
-                    inobj++;
-                    break;
-                }
+            const hm_objtab_entry_t *e = hm__objtab_find(live, a);
+            if (e) {
+                inobj++;
+                if (owner[e->id] >= 0)
+                    nm[owner[e->id]].samples++;
+            }
         }
     }
     hm_trace_close(t);
-    free(l);
-    if (rc < 0)
+    hm__objtab_close(live);
+    free(owner);
+    if (rc < 0) {
+        free(nm);
         return 1;
+    }
     printf("samples %" PRIu64 " addr %" PRIu64 " in_objects %" PRIu64 "\n", total, withaddr, inobj);
+    for (size_t k = 0; names && k < nnamed; k++)
+        printf("obj %s %" PRIu64 "\n", nm[k].name, nm[k].samples);
+    free(nm);
     return 0;
 }

@@ -75,5 +75,7 @@ void *hm__xmalloc(size_t n);
 void *hm__xcalloc(size_t n, size_t sz);
 void *hm__xrealloc(void *p, size_t n);
 char *hm__xstrdup(const char *s);
+/* The message and abort the x-functions give on exhaustion. */
+__attribute__((noreturn)) void hm__oom(size_t n);
 
 #endif

@@ -1,4 +1,5 @@
 #include "common.h"
+#include "env.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,7 @@ const char *hm_errdetail(void) { return errdetail_; }
 void hm__log_init(void)
 {
     static const char *const names[] = {"error", "warn", "info", "debug"};
-    const char *v = getenv("HETMEM_LOG");
+    const char *v = hm__env_get(HM_ENV_LOG);
     if (!v)
         return;
     for (int i = 0; i < (int)HM_ARRAY_LEN(names); i++)

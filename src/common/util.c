@@ -94,7 +94,7 @@ uint64_t hm__now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void oom(size_t n)
+void hm__oom(size_t n)
 {
     fprintf(stderr, "hetmem: out of memory allocating %zu bytes\n", n);
     abort();
@@ -104,7 +104,7 @@ void *hm__xmalloc(size_t n)
 {
     void *p = malloc(n ? n : 1);
     if (!p)
-        oom(n);
+        hm__oom(n);
     return p;
 }
 
@@ -112,7 +112,7 @@ void *hm__xcalloc(size_t n, size_t sz)
 {
     void *p = calloc(n ? n : 1, sz ? sz : 1);
     if (!p)
-        oom(n * sz);
+        hm__oom(n * sz);
     return p;
 }
 
@@ -120,7 +120,7 @@ void *hm__xrealloc(void *p, size_t n)
 {
     void *q = realloc(p, n ? n : 1);
     if (!q)
-        oom(n);
+        hm__oom(n);
     return q;
 }
 
@@ -128,6 +128,6 @@ char *hm__xstrdup(const char *s)
 {
     char *d = strdup(s ? s : "");
     if (!d)
-        oom(strlen(s));
+        hm__oom(strlen(s));
     return d;
 }

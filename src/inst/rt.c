@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "inst.h"
+#include "common/env.h"
 
 #ifdef HM_HAVE_TRACE
 #include "hetmem/trace.h"
@@ -165,21 +166,49 @@ static void on_sample(void *ctx, const hm_sample_t *s)
 }
 #endif
 
+/* v / 10^dec with dec decimals, by hand: snprintf is not async-signal-safe
+ * (and "%f" may allocate), and this runs in a SIGALRM handler. */
+static char *put_fixed(char *p, uint64_t v, int dec)
+{
+    char d[24];
+    int n = 0;
+    do {
+        d[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v || n <= dec);
+    while (n > 0) {
+        if (n == dec)
+            *p++ = '.';
+        *p++ = d[--n];
+    }
+    return p;
+}
+
+static char *put_str(char *p, const char *s)
+{
+    while (*s)
+        *p++ = *s++;
+    return p;
+}
+
 static void progress_tick(int sig)
 {
     (void)sig;
+    int saved = errno;
     hm_sim_t *s = hm__inst_sim;
     if (!s)
         return;
-    char buf[160];
+    char buf[160], *p = buf;
     uint64_t ic, ns;
     hm_sim_progress(s, &ic, &ns);
-    int n = snprintf(buf, sizeof buf, "\r[hetmem sim] %.1f M instructions, %.3f ms simulated\033[K",
-                     (double)ic / 1e6, (double)ns / 1e6);
-    if (n > 0) {
-        ssize_t r = write(2, buf, (size_t)n);
-        (void)r;
-    }
+    p = put_str(p, "\r[hetmem sim] ");
+    p = put_fixed(p, ic / 100000, 1);
+    p = put_str(p, " M instructions, ");
+    p = put_fixed(p, ns / 1000, 3);
+    p = put_str(p, " ms simulated\033[K");
+    ssize_t r = write(2, buf, (size_t)(p - buf));
+    (void)r;
+    errno = saved;
 }
 
 static char *read_cmdline_argv(char ***argv_out)
@@ -210,8 +239,8 @@ void hm__inst_init(void)
     if (rt.started)
         return;
     rt.started = 1;
-    const char *machine = getenv("HETMEM_SIM_MACHINE");
-    rt.result = getenv("HETMEM_SIM_RESULT");
+    const char *machine = hm__env_get(HM_ENV_SIM_MACHINE);
+    rt.result = hm__env_get(HM_ENV_SIM_RESULT);
     if (!machine || !rt.result)
         return; /* not under `hetmem sim`: run as a plain program */
     rt.pid = getpid();
@@ -228,7 +257,7 @@ void hm__inst_init(void)
         set_error("%s: %s", hm_strerror(rc), hm_errdetail());
         goto out;
     }
-    const char *plp = getenv("HETMEM_SIM_PLACEMENT"), *devname = getenv("HETMEM_SIM_DEVICE");
+    const char *plp = hm__env_get(HM_ENV_SIM_PLACEMENT), *devname = hm__env_get(HM_ENV_SIM_DEVICE);
     int dev = -1;
     if (plp && *plp) {
         rc = hm_placement_load(&rt.pl, plp, hm_sim_machine_device_names(rt.m), hm_sim_machine_ndevices(rt.m));
@@ -244,9 +273,9 @@ void hm__inst_init(void)
         set_error("%s: %s", hm_strerror(rc), hm_errdetail());
         goto out;
     }
-    const char *tp = getenv("HETMEM_SIM_TRACE");
+    const char *tp = hm__env_get(HM_ENV_SIM_TRACE);
     uint64_t period = 1000;
-    const char *ps = getenv("HETMEM_SIM_PERIOD");
+    const char *ps = hm__env_get(HM_ENV_SIM_PERIOD);
     if (ps && (hm__parse_u64(ps, &period) < 0 || period == 0))
         period = 1000;
     if (tp && *tp) {
@@ -274,7 +303,7 @@ void hm__inst_init(void)
         goto out;
 #endif
     }
-    const char *pg = getenv("HETMEM_SIM_PROGRESS");
+    const char *pg = hm__env_get(HM_ENV_SIM_PROGRESS);
     if (pg && strcmp(pg, "1") == 0) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);

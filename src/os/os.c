@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "common/env.h"
 
 /* The root is read once without allocating: the preload calls into this file
  * before malloc is usable. */
@@ -24,7 +25,7 @@ static int root_init_;
 const char *hm__os_root(void)
 {
     if (!root_init_) {
-        const char *r = getenv("HETMEM_SYSFS_ROOT");
+        const char *r = hm__env_get(HM_ENV_SYSFS_ROOT);
         if (r && *r) {
             size_t n = strlen(r);
             if (n >= sizeof root_)

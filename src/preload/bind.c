@@ -14,32 +14,35 @@
 
 #include "hetmem/placement.h"
 #include "hetmem/trace.h"
+#include "common/objtab.h"
 #include "os/os.h"
 #include "preload/preload_int.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define MAXDEV 16
-#define TABN (1u << 18)
-
-enum { E_EMPTY = 0, E_LIVE = 1, E_TOMB = 2 };
+/* Object records live in chunks mapped on demand and are reused through a
+ * free list, so their memory follows the peak number of live objects. */
+#define CHUNK_OBJS 4096u
+#define MAXCHUNK 4096u
 
 typedef struct {
     uint64_t addr, size, site;
     char name[40];
     int16_t dev;        /* device holding it (-1: left to first touch) */
     int16_t want;       /* device the placement asked for last time */
-    uint8_t own, state;
-    uint32_t dense_i;   /* position in B.dense */
+    int16_t rest_dev;   /* device charged with the pages_percent remainder */
+    uint8_t own;
+    uint32_t next_free; /* free-list link (id + 1) while unused */
     uint64_t bytes;     /* bytes charged to dev */
+    uint64_t rest;      /* bytes charged to rest_dev */
 } obj_t;
 
 enum { PL_SPILLED = 1, PL_MOVED = 2, PL_PHASE = 4, PL_UNBOUND = 8 };
 
 static struct {
-    obj_t *tab;
-    uint32_t *dense;            /* slots of live objects, for scans that must
-                                   not touch the whole (mostly empty) table */
-    size_t live, tombs;
+    hm_objtab_t *t;             /* live objects by address -> record id */
+    obj_t *chunk[MAXCHUNK];
+    uint32_t nchunk, nobj, free_obj;
     _Atomic int lock;
     uint64_t dropped;
     int active;                 /* bind mode */
@@ -79,41 +82,83 @@ static void unlock(void)
         atomic_store(&B.lock, 0);
 }
 
-static size_t slot_of(uint64_t a) { return (size_t)((a >> 4) * 0x9e3779b97f4a7c15ull >> 46) & (TABN - 1); }
+/* The table's memory comes from mmap: this code runs inside malloc. */
+static void *tab_alloc(size_t n)
+{
+    void *p = hm__real.mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void tab_free(void *p, size_t n) { hm__real.munmap(p, n); }
+
+static obj_t *obj_at(uint64_t id) { return &B.chunk[id / CHUNK_OBJS][id % CHUNK_OBJS]; }
 
 static obj_t *find(uint64_t a)
 {
-    if (!B.tab)
-        return NULL;
-    for (size_t i = slot_of(a), n = 0; n < TABN; i = (i + 1) & (TABN - 1), n++) {
-        obj_t *o = &B.tab[i];
-        if (o->state == E_EMPTY)
-            return NULL;
-        if (o->state == E_LIVE && o->addr == a)
-            return o;
-    }
-    return NULL;
+    const hm_objtab_entry_t *e = B.t ? hm__objtab_get(B.t, a) : NULL;
+    return e ? obj_at(e->id) : NULL;
 }
 
-static obj_t *insert(uint64_t a)
+static void obj_release(uint64_t id)
 {
-    if (!B.tab || (B.live + B.tombs + 1) * 4 > (size_t)TABN * 3)
-        return NULL;
-    for (size_t i = slot_of(a);; i = (i + 1) & (TABN - 1)) {
-        obj_t *o = &B.tab[i];
-        if (o->state != E_LIVE) {
-            if (o->state == E_TOMB)
-                B.tombs--;
-            memset(o, 0, sizeof *o);
-            o->state = E_LIVE;
-            o->addr = a;
-            o->dev = -1;
-            o->want = -1;
-            o->dense_i = (uint32_t)B.live;
-            B.dense[B.live++] = (uint32_t)i;
-            return o;
-        }
+    obj_t *o = obj_at(id);
+    o->next_free = B.free_obj;
+    B.free_obj = (uint32_t)id + 1;
+}
+
+static void uncharge(obj_t *o)
+{
+    if (o->dev >= 0)
+        B.used[o->dev] -= o->bytes;
+    if (o->rest_dev >= 0)
+        B.used[o->rest_dev] -= o->rest;
+    o->bytes = o->rest = 0;
+    o->dev = o->rest_dev = -1;
+}
+
+/* Drops live records that [a, a+size) overlaps: their memory was freed
+ * where we could not see it (inside libc, or munmap) and is reused. */
+static void drop_overlaps(uint64_t a, uint64_t size)
+{
+    const hm_objtab_entry_t *e;
+    while ((e = hm__objtab_overlap(B.t, a, size)) != NULL) {
+        hm_objtab_entry_t x;
+        hm__objtab_remove(B.t, e->addr, &x);
+        obj_t *o = obj_at(x.id);
+        uncharge(o);
+        if (o->own)
+            atomic_fetch_sub(&B.own, 1);
+        obj_release(x.id);
     }
+}
+
+static obj_t *insert(uint64_t a, uint64_t size)
+{
+    if (!B.t)
+        return NULL;
+    uint64_t id;
+    if (B.free_obj) {
+        id = B.free_obj - 1;
+        B.free_obj = obj_at(id)->next_free;
+    } else {
+        if (B.nobj == B.nchunk * CHUNK_OBJS) {
+            if (B.nchunk == MAXCHUNK || !(B.chunk[B.nchunk] = tab_alloc(CHUNK_OBJS * sizeof(obj_t))))
+                return NULL;
+            B.nchunk++;
+        }
+        id = B.nobj++;
+    }
+    drop_overlaps(a, size);
+    if (hm__objtab_insert(B.t, a, size, id) != 0) {
+        obj_release(id);
+        return NULL;
+    }
+    obj_t *o = obj_at(id);
+    memset(o, 0, sizeof *o);
+    o->addr = a;
+    o->size = size;
+    o->dev = o->want = o->rest_dev = -1;
+    return o;
 }
 
 /* ---------------------------------------------------------------- binding */
@@ -149,8 +194,7 @@ static void place(obj_t *o, int move)
     uint64_t on_dev = pl.pages_percent >= 100 ? pages : pages * (uint64_t)pl.pages_percent / 100;
     uint64_t bytes = on_dev * B.pg, rest = (pages - on_dev) * B.pg;
     int old = o->dev;
-    if (old >= 0)
-        B.used[old] -= o->bytes;
+    uncharge(o); /* both parts of what it held, remainder included */
     int dev = pl.device, flags = phase ? PL_PHASE : 0;
     if (dev < 0 || dev >= B.ndev)
         dev = -1;
@@ -183,10 +227,12 @@ static void place(obj_t *o, int move)
                 run_dev = dv;
             }
         }
-        if (def >= 0 && def < B.ndev) {
+        if (def >= 0 && def < B.ndev && rest) {
             B.used[def] += rest;
             if (B.used[def] > B.peak[def])
                 B.peak[def] = B.used[def];
+            o->rest_dev = (int16_t)def;
+            o->rest = rest;
         }
     }
     if (move && old != dev)
@@ -226,12 +272,8 @@ static void parse_capacity(void)
 void hm__bind_init(void)
 {
     B.pg = (size_t)sysconf(_SC_PAGESIZE);
-    B.tab = hm__real.mmap(NULL, (size_t)TABN * sizeof(obj_t), PROT_READ | PROT_WRITE,
-                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    B.dense = hm__real.mmap(NULL, (size_t)TABN * sizeof(uint32_t), PROT_READ | PROT_WRITE,
-                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (B.tab == MAP_FAILED || B.dense == MAP_FAILED)
-        B.tab = NULL;
+    if (hm__objtab_open_with(&B.t, tab_alloc, tab_free) != 0)
+        B.t = NULL;
     hm_os_info_t *info = NULL;
     if (hm__opt.bind[0] || hm__opt.placement[0]) {
         info = malloc(sizeof *info);
@@ -267,7 +309,7 @@ void hm__bind_init(void)
                     B.cap[B.ndev] += info->nodes[k].mem_total;
         }
         parse_capacity();
-        B.active = B.tab != NULL;
+        B.active = B.t != NULL;
     }
 out:
     free(info);
@@ -285,7 +327,7 @@ void *hm__bind_alloc(size_t size, size_t align, int zero, uint64_t site)
     if (p == MAP_FAILED)
         return NULL;
     lock();
-    obj_t *o = insert((uint64_t)(uintptr_t)p);
+    obj_t *o = insert((uint64_t)(uintptr_t)p, size);
     if (!o) {
         B.dropped++;
         unlock();
@@ -305,7 +347,7 @@ void *hm__bind_alloc(size_t size, size_t align, int zero, uint64_t site)
 void hm__obj_add(void *p, size_t size, uint64_t site)
 {
     lock();
-    obj_t *o = insert((uint64_t)(uintptr_t)p);
+    obj_t *o = insert((uint64_t)(uintptr_t)p, size);
     if (o) {
         o->size = size;
         o->site = site;
@@ -319,20 +361,16 @@ void hm__obj_add(void *p, size_t size, uint64_t site)
 int hm__obj_remove(void *p, int *own, size_t *size)
 {
     lock();
-    obj_t *o = find((uint64_t)(uintptr_t)p);
-    if (!o) {
+    hm_objtab_entry_t e;
+    if (!B.t || hm__objtab_remove(B.t, (uint64_t)(uintptr_t)p, &e) != 0) {
         unlock();
         return 0;
     }
+    obj_t *o = obj_at(e.id);
     *own = o->own;
     *size = o->size;
-    if (o->dev >= 0)
-        B.used[o->dev] -= o->bytes;
-    o->state = E_TOMB;
-    uint32_t last = B.dense[--B.live];
-    B.dense[o->dense_i] = last;
-    B.tab[last].dense_i = o->dense_i;
-    B.tombs++;
+    uncharge(o);
+    obj_release(e.id);
     unlock();
     hm__ev_free((uint64_t)(uintptr_t)p);
     return 1;
@@ -365,7 +403,9 @@ void hm__bind_fini(void)
         hm__spool_direct(HM_SPOOL_PLACE + 4, 0, B.cap[i], B.peak[i], B.used[i], B.dname[i]);
     char *u = hm_placement_unmatched(B.pl);
     if (u) {
-        hm__spool_direct(HM_SPOOL_PLACE + 3, 0, 0, 0, 0, u);
+        /* One record per rule: a spool payload holds at most 4000 bytes. */
+        for (char *save, *line = strtok_r(u, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+            hm__spool_direct(HM_SPOOL_PLACE + 3, 0, 0, 0, 0, line);
         free(u);
     }
     if (B.dropped) {
@@ -386,9 +426,11 @@ void hm__bind_atfork_child(void)
 
 static void replace_all(void)
 {
-    for (size_t i = 0; i < B.live; i++)
-        if (B.tab[B.dense[i]].own)
-            place(&B.tab[B.dense[i]], 1);
+    if (!B.t)
+        return;
+    for (const hm_objtab_entry_t *e = hm__objtab_next(B.t, 0); e; e = hm__objtab_next(B.t, e->addr + 1))
+        if (obj_at(e->id)->own)
+            place(obj_at(e->id), 1);
 }
 
 EXPORT void hm_rt_phase_begin(const char *name)
@@ -439,12 +481,8 @@ EXPORT void hm_rt_name(const void *ptr, const char *name)
     hm__guard = 1;
     uint64_t a = (uint64_t)(uintptr_t)ptr;
     lock();
-    obj_t *hit = NULL;
-    for (size_t i = 0; B.tab && i < B.live && !hit; i++) {
-        obj_t *o = &B.tab[B.dense[i]];
-        if (a >= o->addr && a < o->addr + o->size)
-            hit = o;
-    }
+    const hm_objtab_entry_t *e = B.t ? hm__objtab_find(B.t, a) : NULL;
+    obj_t *hit = e ? obj_at(e->id) : NULL;
     if (hit) {
         snprintf(hit->name, sizeof hit->name, "%s", name);
         if (B.active && hit->own)

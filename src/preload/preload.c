@@ -7,7 +7,7 @@
  * - every thread carries an initial-exec TLS re-entry guard, so that memory
  *   the runtime allocates for itself never recurses into tracking (and no
  *   TLS access ever calls malloc through __tls_get_addr);
- * - options come from getenv only; diagnostics go out with write(2);
+ * - options come from secure_getenv only (common/env.h); diagnostics go out with write(2);
  * - the signal handler only copies registers into a per-thread ring.
  */
 #define _GNU_SOURCE
@@ -28,12 +28,14 @@
 #include <linux/futex.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <sys/ucontext.h>
 #include <time.h>
 #include <unistd.h>
 #include <unwind.h>
 
+#include "common/env.h"
 #include "hetmem/trace.h"
 #include "os/os.h"
 
@@ -48,13 +50,25 @@ __thread int hm__guard HM_TLS;
 static char boot_buf[64 * 1024] __attribute__((aligned(64)));
 static size_t boot_used;
 
+/* Each bootstrap block is preceded by 16 bytes holding its size, so that
+ * realloc copies what the block holds and no more. */
 static void *boot_alloc(size_t n)
 {
-    n = (n + 15) & ~(size_t)15;
-    size_t at = __atomic_fetch_add(&boot_used, n, __ATOMIC_RELAXED);
-    if (at + n > sizeof boot_buf)
+    if (n > sizeof boot_buf)
         return NULL;
-    return boot_buf + at; /* static storage: already zero */
+    size_t need = 16 + ((n + 15) & ~(size_t)15);
+    size_t at = __atomic_fetch_add(&boot_used, need, __ATOMIC_RELAXED);
+    if (at + need > sizeof boot_buf)
+        return NULL;
+    memcpy(boot_buf + at, &n, sizeof n);
+    return boot_buf + at + 16; /* static storage: already zero */
+}
+
+static size_t boot_size(const void *p)
+{
+    size_t n;
+    memcpy(&n, (const char *)p - 16, sizeof n);
+    return n;
 }
 
 static int is_boot(const void *p)
@@ -290,7 +304,8 @@ static void spool_put(const hm__spool_rec_t *r, const void *payload)
     memcpy(S.buf + S.len, r, sizeof *r);
     if (r->len) {
         memset(S.buf + S.len + sizeof *r, 0, r->len);
-        memcpy(S.buf + S.len + sizeof *r, payload, strnlen(payload, r->len));
+        /* Payloads are strings: always leave their terminator. */
+        memcpy(S.buf + S.len + sizeof *r, payload, strnlen(payload, r->len - 1u));
     }
     S.len += need;
 }
@@ -498,14 +513,28 @@ static void finish(int final)
     if (!hm__opt.record || S.fd < 0)
         return;
     hm__guard++;
+    /* Bounded waits: _exit may come from a signal handler, or from a thread
+     * that interrupted the lock's holder; losing the last tick of data is
+     * better than never exiting. */
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 2;
     if (atomic_load(&S.running)) {
         atomic_store(&S.stop, 1);
         atomic_store(&S.wake, 1);
         syscall(SYS_futex, &S.wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-        pthread_join(S.collector, NULL);
+        if (pthread_timedjoin_np(S.collector, NULL, &dl) != 0) {
+            hm__pdiag("collector did not stop; the last samples are lost");
+            hm__guard--;
+            return;
+        }
         atomic_store(&S.running, 0);
     }
-    pthread_mutex_lock(&S.drain_lock);
+    if (pthread_mutex_timedlock(&S.drain_lock, &dl) != 0) {
+        hm__pdiag("spool busy at exit; the last samples are lost");
+        hm__guard--;
+        return;
+    }
     drain_all(final);
     if (final)
         write_stats();
@@ -687,18 +716,18 @@ static void track(void *p, size_t size)
 
 /* ------------------------------------------------------------- options */
 
-static uint64_t env_u64(const char *name, uint64_t dflt)
+static uint64_t env_u64(int id, uint64_t dflt)
 {
-    const char *v = getenv(name);
+    const char *v = hm__env_get(id);
     uint64_t x;
     if (!v || hm__parse_size(v, &x) != 0)
         return dflt;
     return x;
 }
 
-static void env_str(const char *name, char *dst, size_t len)
+static void env_str(int id, char *dst, size_t len)
 {
-    const char *v = getenv(name);
+    const char *v = hm__env_get(id);
     dst[0] = '\0';
     if (v) {
         size_t n = strnlen(v, len - 1);
@@ -709,29 +738,34 @@ static void env_str(const char *name, char *dst, size_t len)
 
 static void read_opts(void)
 {
-    env_str("HETMEM_SPOOL", hm__opt.spool_dir, sizeof hm__opt.spool_dir);
+    /* In a secure-execution process (setuid, file capabilities) the
+     * variables read as unset: the runtime stays inactive rather than
+     * write where an unprivileged caller said. */
+    if (getauxval(AT_SECURE) && getenv(hm__env_name(HM_ENV_SPOOL)))
+        hm__pdiag("secure-execution process: not recording it");
+    env_str(HM_ENV_SPOOL, hm__opt.spool_dir, sizeof hm__opt.spool_dir);
     hm__opt.record = hm__opt.spool_dir[0] != '\0';
     hm__opt.backend = -1;
     char b[16];
-    env_str("HETMEM_BACKEND", b, sizeof b);
+    env_str(HM_ENV_BACKEND, b, sizeof b);
     hm_backend_t be;
     if (b[0] && hm_backend_parse(b, &be) == 0)
         hm__opt.backend = (int)be;
     else if (!strcmp(b, "perf-sw"))
         hm__opt.backend = HM__BACKEND_PERFSW;
-    hm__opt.period = env_u64("HETMEM_PERIOD", hm__opt.backend == HM_BACKEND_SOFT || hm__opt.backend == HM__BACKEND_PERFSW
+    hm__opt.period = env_u64(HM_ENV_PERIOD, hm__opt.backend == HM_BACKEND_SOFT || hm__opt.backend == HM__BACKEND_PERFSW
                                                   ? 1000000 : 4000);
     if (!hm__opt.period)
         hm__opt.period = 1000000;
-    hm__opt.min_size = env_u64("HETMEM_MIN_SIZE", 64 * 1024);
-    hm__opt.depth = (int)env_u64("HETMEM_DEPTH", 6);
+    hm__opt.min_size = env_u64(HM_ENV_MIN_SIZE, 64 * 1024);
+    hm__opt.depth = (int)env_u64(HM_ENV_DEPTH, 6);
     if (hm__opt.depth < 1 || hm__opt.depth > 16)
         hm__opt.depth = 6;
-    hm__opt.sig = SIGRTMIN + (int)env_u64("HETMEM_SIGNAL_OFFSET", 4);
-    hm__opt.null_handler = getenv("HETMEM_SOFT_NULL") != NULL;
-    env_str("HETMEM_PLACEMENT", hm__opt.placement, sizeof hm__opt.placement);
-    env_str("HETMEM_CAPACITY", hm__opt.capacity, sizeof hm__opt.capacity);
-    env_str("HETMEM_BIND", hm__opt.bind, sizeof hm__opt.bind);
+    hm__opt.sig = SIGRTMIN + (int)env_u64(HM_ENV_SIGNAL_OFFSET, 4);
+    hm__opt.null_handler = hm__env_get(HM_ENV_SOFT_NULL) != NULL;
+    env_str(HM_ENV_PLACEMENT, hm__opt.placement, sizeof hm__opt.placement);
+    env_str(HM_ENV_CAPACITY, hm__opt.capacity, sizeof hm__opt.capacity);
+    env_str(HM_ENV_BIND, hm__opt.bind, sizeof hm__opt.bind);
 }
 
 static int self_range(struct dl_phdr_info *info, size_t sz, void *arg)
@@ -1099,7 +1133,7 @@ EXPORT size_t malloc_usable_size(void *p)
     if (!p)
         return 0;
     if (is_boot(p))
-        return 0;
+        return boot_size(p);
     size_t sz;
     if (S.ready && hm__bind_owns(p, &sz))
         return sz;
@@ -1118,8 +1152,9 @@ EXPORT void *realloc(void *p, size_t n)
         return malloc(n);
     if (is_boot(p)) {
         void *q = malloc(n);
+        size_t have = boot_size(p);
         if (q)
-            memcpy(q, p, n); /* boot blocks are never grown past the buffer */
+            memcpy(q, p, have < n ? have : n);
         return q;
     }
     if (n == 0) {

@@ -3,7 +3,10 @@
 #define _GNU_SOURCE
 #include "record/record_int.h"
 
+#include "common/env.h"
+
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -18,7 +21,7 @@
 
 int hm__find_preload(char *buf, size_t len)
 {
-    const char *env = getenv("HETMEM_PRELOAD");
+    const char *env = hm__env_get(HM_ENV_PRELOAD);
     if (env && *env) {
         if (access(env, R_OK) != 0)
             return hm__errf(HM_ENOTFOUND, "HETMEM_PRELOAD=%s: %s", env, strerror(errno));
@@ -92,6 +95,50 @@ static char **child_env(char *const set[], char *ld)
     env[o++] = ld;
     env[o] = NULL;
     return env;
+}
+
+/* Whether cmd (found through PATH like execvp) is an ELF program without
+ * an interpreter: LD_PRELOAD has no loader to act on there. Anything else
+ * (dynamic, scripts, unreadable) is 0 and left to the launch. */
+int hm__exe_is_static(const char *cmd)
+{
+    char path[4096];
+    if (strchr(cmd, '/')) {
+        snprintf(path, sizeof path, "%s", cmd);
+    } else {
+        const char *p = getenv("PATH");
+        int found = 0;
+        for (p = p ? p : "/usr/bin:/bin"; *p && !found;) {
+            size_t n = strcspn(p, ":");
+            snprintf(path, sizeof path, "%.*s/%s", (int)(n ? n : 1), n ? p : ".", cmd);
+            found = access(path, X_OK) == 0;
+            p += n + (p[n] == ':');
+        }
+        if (!found)
+            return 0;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    Elf64_Ehdr eh;
+    int st = 0;
+    if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh && !memcmp(eh.e_ident, ELFMAG, SELFMAG) &&
+        eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum > 0 &&
+        eh.e_phnum < 4096 && (eh.e_type == ET_EXEC || eh.e_type == ET_DYN)) {
+        st = 1;
+        for (unsigned i = 0; i < eh.e_phnum && st; i++) {
+            Elf64_Phdr ph;
+            if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + i * sizeof ph)) != (ssize_t)sizeof ph)
+                st = 0;
+            else if (ph.p_type == PT_INTERP)
+                st = 0;
+        }
+        /* A shared library (ET_DYN, no interpreter, no entry) is not run. */
+        if (st && eh.e_type == ET_DYN && eh.e_entry == 0)
+            st = 0;
+    }
+    close(fd);
+    return st;
 }
 
 int hm__launch(char *const argv[], const char *preload, char *const extra_env[], int *status, uint64_t *wall_ns)
@@ -174,7 +221,9 @@ static int peek(sfile_t *f, const hm__spool_rec_t **r)
         return 0;
     }
     const hm__spool_rec_t *x = (const void *)(f->base + f->off);
-    if (f->off + sizeof *x + x->len > f->len) {
+    /* Payloads are strings: one without its terminator ends the file as
+     * damage would, rather than be read past its end. */
+    if (f->off + sizeof *x + x->len > f->len || (x->len && ((const char *)(x + 1))[x->len - 1] != '\0')) {
         f->truncated = 1;
         return 0;
     }
@@ -303,4 +352,75 @@ void hm__spool_remove(const char *dir)
         closedir(d);
     }
     rmdir(dir);
+}
+
+/* Start time of a process (clock ticks since boot, /proc/PID/stat field
+ * 22), or 0 when it does not exist: a pid alone may have been reused. */
+static unsigned long long proc_start(long pid)
+{
+    char p[64], buf[1024];
+    snprintf(p, sizeof p, "/proc/%ld/stat", pid);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char *q = strrchr(buf, ')'); /* the command name may hold spaces */
+    unsigned long long st = 0;
+    if (!q || sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &st) != 1)
+        return 0;
+    return st;
+}
+
+/* Removes spool folders in tmp left by a hetmem that died (SIGKILL, power
+ * loss): ours (same uid), with an owner file naming a process that is gone.
+ * Folders without an owner file are left alone (being created, or not
+ * ours to judge). */
+static void reap_stale(const char *tmp)
+{
+    DIR *d = opendir(tmp);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "hetmem-spool.", 13) != 0)
+            continue;
+        char dir[4096], own[4200];
+        snprintf(dir, sizeof dir, "%s/%s", tmp, e->d_name);
+        snprintf(own, sizeof own, "%s/owner", dir);
+        struct stat st;
+        if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
+            continue;
+        FILE *f = fopen(own, "r");
+        long pid = 0;
+        unsigned long long start = 0;
+        int ok = f && fscanf(f, "%ld %llu", &pid, &start) == 2;
+        if (f)
+            fclose(f);
+        if (ok && pid > 0 && proc_start(pid) != start)
+            hm__spool_remove(dir);
+    }
+    closedir(d);
+}
+
+int hm__spool_create(char *dir, size_t len)
+{
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp)
+        tmp = "/tmp";
+    reap_stale(tmp);
+    snprintf(dir, len, "%s/hetmem-spool.XXXXXX", tmp);
+    if (!mkdtemp(dir))
+        return hm__errf(-errno, "cannot create spool folder %s: %s", dir, strerror(errno));
+    char own[4200];
+    snprintf(own, sizeof own, "%s/owner", dir);
+    FILE *f = fopen(own, "w");
+    if (f) {
+        fprintf(f, "%ld %llu\n", (long)getpid(), proc_start((long)getpid()));
+        fclose(f);
+    }
+    return 0;
 }

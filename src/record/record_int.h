@@ -165,6 +165,9 @@ int hm__find_preload(char *buf, size_t len);
  * -errno when fork fails; exec failure shows as exit status 127 with a
  * message on stderr. */
 int hm__launch(char *const argv[], const char *preload, char *const extra_env[], int *status, uint64_t *wall_ns);
+/* 1 when cmd (looked up through PATH) is a statically linked ELF program,
+ * which LD_PRELOAD cannot enter; 0 otherwise. */
+int hm__exe_is_static(const char *cmd);
 
 /* Process exit code for a wait status: the code, or 128 + signal. */
 int hm__exit_code(int status);
@@ -180,3 +183,7 @@ void hm__spool_counts(const hm__spool_set_t *s, int *files, int *truncated);
 void hm__spool_close(hm__spool_set_t *s);
 /* Removes the spool files and the directory. */
 void hm__spool_remove(const char *dir);
+/* Creates a fresh spool folder $TMPDIR/hetmem-spool.XXXXXX (path into dir)
+ * holding an owner file (our pid and start time), after removing folders
+ * that dead hetmem processes left behind. 0 or -errno with a detail. */
+int hm__spool_create(char *dir, size_t len);

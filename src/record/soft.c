@@ -15,6 +15,7 @@
 #include "record/record_int.h"
 
 #include <Zydis/Zydis.h>
+#include <link.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ucontext.h>
@@ -38,8 +39,10 @@ typedef struct {
     uint8_t len, flags;
     int8_t base, index;      /* -1 none */
     uint8_t scale;
-    int8_t adj_reg;          /* register changed by a constant, or -1 */
-    int64_t disp, adj;       /* displacement; the constant */
+    int8_t adj_reg;          /* register changed by an undoable amount, or -1 */
+    int8_t adj_src;          /* ... plus adj_mul times this register, or -1 */
+    int8_t adj_mul;          /* 1, 2, 4, 8 (add, lea) or -1 (sub) */
+    int64_t disp, adj;       /* displacement; the constant part */
     uint32_t clobber;        /* gregs written in a way we cannot undo */
     uint16_t vclobber;       /* vector registers written */
 } ins_t;
@@ -155,7 +158,7 @@ static int vsib_dword(ZydisMnemonic m)
 /* Fills the memory operand and register effects of one instruction. */
 static void describe(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *op, ins_t *x)
 {
-    x->base = x->index = x->adj_reg = -1;
+    x->base = x->index = x->adj_reg = x->adj_src = -1;
     /* Data operand: not stack traffic (push/pop/call, rsp-based spills), not
      * TLS (fs/gs), not lea (address generation only). */
     for (int i = 0; i < in->operand_count; i++) {
@@ -196,13 +199,17 @@ static void describe(const ZydisDecodedInstruction *in, const ZydisDecodedOperan
             x->flags |= F_STORE;
         break;
     }
-    /* Register effects: add/sub/inc/dec by a constant and lea r,[r+d] can be
-     * undone; any other write clobbers. */
+    /* Register effects: add/sub/inc/dec by a constant or by another
+     * register, and lea r,[r+i*s+d] (or [i+r]), can be undone, the other
+     * register's value coming from the saved context; any other write
+     * clobbers. Strided stores step their pointer by a register
+     * (add %rbx,%r11), so without this the store behind the sample is lost
+     * and the look-back lands on an older load. */
     const ZydisDecodedOperand *o0 = &op[0], *o1 = &op[1];
     int full0 = in->operand_count > 0 && o0->type == ZYDIS_OPERAND_TYPE_REGISTER && o0->reg.value == big(o0->reg.value) &&
                 greg_of(o0->reg.value) >= 0;
     int64_t delta = 0;
-    int undo = 0;
+    int undo = 0, src = -1, mul = 0;
     if (full0) {
         switch (in->mnemonic) {
         case ZYDIS_MNEMONIC_ADD:
@@ -211,15 +218,36 @@ static void describe(const ZydisDecodedInstruction *in, const ZydisDecodedOperan
                 int64_t v = o1->imm.is_signed ? o1->imm.value.s : (int64_t)o1->imm.value.u;
                 delta = in->mnemonic == ZYDIS_MNEMONIC_ADD ? v : -v;
                 undo = 1;
+            } else if (o1->type == ZYDIS_OPERAND_TYPE_REGISTER && o1->reg.value == big(o1->reg.value) &&
+                       greg_of(o1->reg.value) >= 0 && o1->reg.value != o0->reg.value &&
+                       o1->reg.value != ZYDIS_REGISTER_RIP) {
+                src = greg_of(o1->reg.value);
+                mul = in->mnemonic == ZYDIS_MNEMONIC_ADD ? 1 : -1;
+                undo = 1;
             }
             break;
         case ZYDIS_MNEMONIC_INC: delta = 1; undo = 1; break;
         case ZYDIS_MNEMONIC_DEC: delta = -1; undo = 1; break;
         case ZYDIS_MNEMONIC_LEA:
-            if (o1->type == ZYDIS_OPERAND_TYPE_MEMORY && big(o1->mem.base) == o0->reg.value &&
-                o1->mem.index == ZYDIS_REGISTER_NONE) {
-                delta = o1->mem.disp.value;
-                undo = 1;
+            if (o1->type != ZYDIS_OPERAND_TYPE_MEMORY || in->address_width != 64)
+                break;
+            {
+                ZydisRegister b = o1->mem.base, ix = o1->mem.index, d = o0->reg.value;
+                unsigned sc = o1->mem.scale ? o1->mem.scale : 1;
+                if (b == d && ix == ZYDIS_REGISTER_NONE) {
+                    delta = o1->mem.disp.value;
+                    undo = 1;
+                } else if (b == d && ix != d && greg_of(ix) >= 0) {
+                    delta = o1->mem.disp.value; /* lea d, [d + ix*sc + disp] */
+                    src = greg_of(ix);
+                    mul = (int)sc;
+                    undo = 1;
+                } else if (ix == d && sc == 1 && b != d && greg_of(b) >= 0 && b != ZYDIS_REGISTER_RIP) {
+                    delta = o1->mem.disp.value; /* lea d, [b + d + disp] */
+                    src = greg_of(b);
+                    mul = 1;
+                    undo = 1;
+                }
             }
             break;
         default: break;
@@ -235,6 +263,8 @@ static void describe(const ZydisDecodedInstruction *in, const ZydisDecodedOperan
             if (undo && i == 0) {
                 x->adj_reg = (int8_t)g;
                 x->adj = delta;
+                x->adj_src = (int8_t)src;
+                x->adj_mul = (int8_t)mul;
             } else {
                 x->clobber |= 1u << g;
             }
@@ -327,21 +357,32 @@ static int decode_range(const uint8_t *code, uint64_t start, uint64_t end, func_
     return 0;
 }
 
-/* Value register g had when instruction `at` ran, given its value `now` at
- * instruction `k`, by undoing (at < k) or replaying (at > k) the constant
- * adjustments in between. Returns -1 when something clobbered it. */
-static int reg_at(const func_t *f, int g, uint32_t at, uint32_t k, uint64_t now, uint64_t *out)
+/* Value register g had when instruction `at` ran, given the saved context
+ * at instruction `k`, by undoing (at < k) or replaying (at > k) the
+ * adjustments in between. An adjustment by another register needs that
+ * register's value where the adjustment ran, found the same way (depth
+ * limits the chain). Returns -1 when something clobbered a register. */
+static int reg_at(const func_t *f, int g, uint32_t at, uint32_t k, const hm__soft_raw_t *raw, int depth,
+                  uint64_t *out)
 {
-    int64_t total = 0;
+    uint64_t total = 0;
     uint32_t lo = at < k ? at : k, hi = at < k ? k : at;
     for (uint32_t i = lo; i < hi; i++) {
         const ins_t *x = &f->ins[i];
         if (x->clobber >> g & 1)
             return -1;
-        if (x->adj_reg == g)
-            total += x->adj;
+        if (x->adj_reg != g)
+            continue;
+        total += (uint64_t)x->adj;
+        if (x->adj_src >= 0) {
+            uint64_t v;
+            if (depth >= 2 || reg_at(f, x->adj_src, i, k, raw, depth + 1, &v) != 0)
+                return -1;
+            total += v * (uint64_t)(int64_t)x->adj_mul;
+        }
     }
-    *out = at < k ? now - (uint64_t)total : now + (uint64_t)total;
+    uint64_t now = raw->gregs[g];
+    *out = at < k ? now - total : now + total;
     return 0;
 }
 
@@ -354,7 +395,7 @@ static int ea_of(const func_t *f, uint32_t i, uint32_t k, const hm__soft_raw_t *
     uint64_t basev = 0, idxv = 0;
     if (x->flags & F_RIP)
         basev = f->start + x->off + x->len;
-    else if (x->base >= 0 && reg_at(f, x->base, i, k, raw->gregs[x->base], &basev) != 0)
+    else if (x->base >= 0 && reg_at(f, x->base, i, k, raw, 0, &basev) != 0)
         return -1;
     if (x->flags & F_VSIB) {
         /* A gather touches one address per lane; we attribute lane 0, which
@@ -368,7 +409,7 @@ static int ea_of(const func_t *f, uint32_t i, uint32_t k, const hm__soft_raw_t *
                 return -1;
         uint64_t lane = raw->xmm_lo[x->index];
         idxv = (x->flags & F_VSIB_D) ? (uint64_t)(int64_t)(int32_t)lane : lane;
-    } else if (x->index >= 0 && reg_at(f, x->index, i, k, raw->gregs[x->index], &idxv) != 0) {
+    } else if (x->index >= 0 && reg_at(f, x->index, i, k, raw, 0, &idxv) != 0) {
         return -1;
     }
     uint64_t a = basev + idxv * x->scale + (uint64_t)x->disp;
@@ -440,6 +481,29 @@ int hm__soft_resolve_code(const uint8_t *code, size_t len, uint64_t code_addr, c
     return r;
 }
 
+typedef struct {
+    uint64_t pc, lo, hi;
+} seg_t;
+
+/* dl_iterate_phdr callback: the executable PT_LOAD segment holding pc. */
+static int seg_of(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    seg_t *g = arg;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+            continue;
+        uint64_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (g->pc >= lo && g->pc < hi) {
+            g->lo = lo;
+            g->hi = hi;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Function bounds from the FDE: pc_begin/pc_range follow the CIE pointer.
  * gcc and clang emit them as 4-byte pcrel/udata; any other encoding fails
  * the sanity check, and the sample stays unresolved. */
@@ -454,8 +518,14 @@ static int func_bounds(uint64_t pc, uint64_t *start, uint64_t *end)
     uint64_t s = (uint64_t)b.func;
     if (pc < s || range == 0 || range > (64u << 20) || pc >= s + range)
         return -1;
+    /* The range is read assuming the usual 4-byte encoding; another
+     * encoding gives a wrong one, so keep it inside the executable segment
+     * that holds pc: decoding must never read past the mapped text. */
+    seg_t g = {pc, 0, 0};
+    if (!dl_iterate_phdr(seg_of, &g) || s < g.lo)
+        return -1;
     *start = s;
-    *end = s + range;
+    *end = s + range < g.hi ? s + range : g.hi;
     return 0;
 }
 

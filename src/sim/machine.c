@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/env.h"
 #include "sim_int.h"
 
 #ifndef HETMEM_SOURCE_DIR
@@ -247,7 +248,7 @@ int hm_sim_machine_find(const char *name, const char *exe_dir, char *buf, size_t
         snprintf(buf, len, "%s", name);
         return 0;
     }
-    const char *env = getenv("HETMEM_MACHINES");
+    const char *env = hm__env_get(HM_ENV_MACHINES);
     const char *dirs[4] = {env, NULL, NULL, HETMEM_SOURCE_DIR "/share/machines"};
     char d1[PATH_MAX], d2[PATH_MAX];
     if (exe_dir) {

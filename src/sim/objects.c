@@ -9,9 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/objtab.h"
 #include "sim_int.h"
-
-#define TOMB UINT64_MAX
 
 static uint64_t *page_slot(hm_sim_t *s, uint64_t pg)
 {
@@ -36,7 +35,7 @@ void hm__sim_objects_free(hm_sim_t *s)
         free(s->groups[g].name);
     free(s->groups);
     free(s->allocs);
-    free(s->ahash);
+    hm__objtab_close(s->live);
     for (int i = 0; i < s->nphase; i++)
         free(s->phase[i]);
     for (uint32_t i = 0; i < s->npstat; i++)
@@ -69,53 +68,12 @@ uint32_t hm__sim_group(hm_sim_t *s, uint64_t site, const char *name)
     return s->ngroups++;
 }
 
-/* ---- live allocations by start address (open addressing, tombstones) */
+/* ---- live allocations by start address (the shared interval table) */
 
-static inline uint32_t ahash_pos(const hm_sim_t *s, uint64_t addr)
+static int64_t live_find(const hm_sim_t *s, uint64_t addr)
 {
-    return (uint32_t)((addr * 0x9e3779b97f4a7c15ull) >> 32) & s->ahash_mask;
-}
-
-static void ahash_put(hm_sim_t *s, uint64_t addr, uint32_t idx);
-
-static void ahash_grow(hm_sim_t *s)
-{
-    uint64_t *old = s->ahash;
-    uint32_t oldn = s->ahash ? s->ahash_mask + 1 : 0;
-    uint32_t n = oldn ? oldn * 2 : 1024;
-    s->ahash = hm__xcalloc(n, sizeof(uint64_t));
-    s->ahash_mask = n - 1;
-    s->ahash_n = 0;
-    for (uint32_t i = 0; i < oldn; i++)
-        if (old[i] && old[i] != TOMB)
-            ahash_put(s, s->allocs[old[i] - 1].addr, (uint32_t)(old[i] - 1));
-    free(old);
-}
-
-static void ahash_put(hm_sim_t *s, uint64_t addr, uint32_t idx)
-{
-    if (!s->ahash || (s->ahash_n + 1) * 2 > s->ahash_mask + 1)
-        ahash_grow(s);
-    uint32_t p = ahash_pos(s, addr);
-    while (s->ahash[p] && s->ahash[p] != TOMB)
-        p = (p + 1) & s->ahash_mask;
-    s->ahash[p] = (uint64_t)idx + 1;
-    s->ahash_n++;
-}
-
-static int64_t ahash_find(const hm_sim_t *s, uint64_t addr, uint32_t *pos)
-{
-    if (!s->ahash)
-        return -1;
-    uint32_t p = ahash_pos(s, addr);
-    while (s->ahash[p]) {
-        if (s->ahash[p] != TOMB && s->allocs[s->ahash[p] - 1].addr == addr) {
-            *pos = p;
-            return (int64_t)(s->ahash[p] - 1);
-        }
-        p = (p + 1) & s->ahash_mask;
-    }
-    return -1;
+    const hm_objtab_entry_t *e = s->live ? hm__objtab_get(s->live, addr) : NULL;
+    return e ? (int64_t)e->id : -1;
 }
 
 /* ---- page placement */
@@ -193,9 +151,12 @@ void hm_sim_alloc(hm_sim_t *s, uint64_t addr, uint64_t size, uint64_t site)
     hm__sim_drain(s);
     if (!size || s->done)
         return;
-    uint32_t pos;
-    if (ahash_find(s, addr, &pos) >= 0)
-        hm_sim_free(s, addr); /* a free we did not see (e.g. inside libc) */
+    /* Frees we did not see (e.g. inside libc): the range is reused. */
+    const hm_objtab_entry_t *stale;
+    while (s->live && (stale = hm__objtab_overlap(s->live, addr, size)) != NULL)
+        hm_sim_free(s, stale->addr);
+    if (!s->live && hm__objtab_open(&s->live) != 0)
+        hm__oom(sizeof(void *));
     uint32_t idx;
     if (s->free_alloc) {
         idx = s->free_alloc - 1;
@@ -222,17 +183,18 @@ void hm_sim_alloc(hm_sim_t *s, uint64_t addr, uint64_t size, uint64_t site)
         g->device = a->place.device;
         g->pages_percent = a->place.pages_percent;
     }
-    ahash_put(s, addr, idx);
+    if (hm__objtab_insert(s->live, addr, size, idx) != 0)
+        hm__oom(sizeof(void *));
     place_pages(s, idx, 1);
 }
 
 int hm_sim_free(hm_sim_t *s, uint64_t addr)
 {
     hm__sim_drain(s);
-    uint32_t pos;
-    int64_t i = ahash_find(s, addr, &pos);
+    int64_t i = live_find(s, addr);
     if (i < 0)
         return HM_ENOTFOUND;
+    hm__objtab_remove(s->live, addr, NULL);
     hm__alloc_t *a = &s->allocs[i];
     s->idx_obj_size = 0; /* core.c's cached object may be this one */
     uint64_t first = a->addr >> HM_SIM_PAGE_SHIFT, last = (a->addr + a->size - 1) >> HM_SIM_PAGE_SHIFT;
@@ -243,7 +205,6 @@ int hm_sim_free(hm_sim_t *s, uint64_t addr)
             *e = 0;
         }
     }
-    s->ahash[pos] = TOMB;
     a->live = 0;
     a->group = s->free_alloc;
     s->free_alloc = (uint32_t)i + 1;
@@ -365,7 +326,6 @@ void hm_sim_phase(hm_sim_t *s, int begin, const char *name)
 
 uint64_t hm__sim_alloc_size(const hm_sim_t *s, uint64_t addr)
 {
-    uint32_t pos;
-    int64_t i = ahash_find(s, addr, &pos);
+    int64_t i = live_find(s, addr);
     return i < 0 ? 0 : s->allocs[i].size;
 }

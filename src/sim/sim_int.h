@@ -176,8 +176,7 @@ struct hm_sim {
     uint64_t **pagemap;         /* radix: [vaddr >> 30] -> leaf of 2^18 entries */
     hm__alloc_t *allocs;
     uint32_t nallocs, cap_allocs, free_alloc; /* free list through .group */
-    uint64_t *ahash;            /* open addressing addr -> alloc index + 1 */
-    uint32_t ahash_mask, ahash_n;
+    struct hm_objtab *live;     /* live allocations: address range -> index */
     hm__group_t *groups;
     uint32_t ngroups, cap_groups;
     char *phase[16];

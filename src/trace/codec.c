@@ -660,9 +660,15 @@ int hm__block_decode(hm__cols_t *c, const uint8_t *raw, size_t raw_len, uint32_t
                 store = clock_victim(&clk);
                 if (mode == HM__ADDR_FAR) {
                     v = last_a[j] + ((uint64_t)hm__unzigzag(a[i]) << ash);
-                } else {
+                } else if (HM_LIKELY(q < exc_end)) {
+                    /* One varint from inside the list reads at most 10
+                     * bytes, within the payload; the list's end is checked
+                     * before each, so corrupt modes cannot walk on. */
                     v = hm__get_varint(&q);
                     bad |= (q > exc_end) | (a[i] != 0) | (j != 0);
+                } else {
+                    v = 0;
+                    bad = 1;
                 }
                 stride[store] = 0;
             }

@@ -369,9 +369,9 @@ static int load_block(hm_trace_t *t, uint32_t i)
     if (CHECKSUMS &&
         hm__hash64(h + HM__TR_BLOCK_HDR_BYTES, clen, hm__hash64(h, 40, 0)) != hm__get_u64(h + 40))
         return hm__errf(HM_ECORRUPT, "block %u at offset %llu: checksum mismatch", i, boff);
-    /* Every sample takes at least one byte of the address column. */
-    if (ns > rlen)
-        return hm__errf(HM_ECORRUPT, "block %u at offset %llu: %u samples in %zu bytes", i, boff, ns, rlen);
+    /* The sample count cannot be bounded by the payload: a column whose
+     * values are all equal takes no bytes per sample. The index bounds it
+     * (HM__TR_MAX_BLOCK_RECORDS), which bounds what the columns allocate. */
     unsigned long long fcs = ZSTD_getFrameContentSize(h + HM__TR_BLOCK_HDR_BYTES, clen);
     if (fcs != rlen)
         return hm__errf(HM_ECORRUPT, "block %u at offset %llu: zstd frame does not declare %zu bytes", i,

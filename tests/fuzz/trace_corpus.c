@@ -1,11 +1,14 @@
 /* Writes crafted trace files into a directory: two valid traces
  * ("good.hmt", "varied.hmt") and one damaged variant of good.hmt per named
  * case ("<case>.hmt"). Used to build the
- * fuzzing seed corpus and by the CLI bad-input test. With --list, prints
+ * fuzzing seed corpus and by the CLI bad-input test. With --codec DIR,
+ * writes the hand-made block payloads in fuzz_block's input format (the
+ * seed corpus of that target). With --list, prints
  * the case names instead. */
 #include <stdio.h>
 #include <string.h>
 
+#include "codec_cases.h"
 #include "trace_cases.h"
 
 /* --objects PATH: a trace of allocations and frees over reused, out of
@@ -70,13 +73,30 @@ int main(int argc, char **argv)
         }
         return 0;
     }
+    if (argc == 3 && strcmp(argv[1], "--codec") == 0) {
+        codec_case_t *cs;
+        size_t n = codec_cases(&cs);
+        static uint8_t buf[CC_FUZZ_HDR + (1 << 16)];
+        for (size_t i = 0; i < n; i++) {
+            char out[512];
+            snprintf(out, sizeof out, "%s/%s.bin", argv[2], cs[i].name);
+            FILE *f = fopen(out, "wb");
+            size_t len = codec_case_fuzz_bytes(&cs[i], buf);
+            if (!f || fwrite(buf, 1, len, f) != len || fclose(f) != 0) {
+                perror(out);
+                return 1;
+            }
+        }
+        codec_cases_free(cs, n);
+        return 0;
+    }
     if (argc == 2 && strcmp(argv[1], "--list") == 0) {
         for (size_t i = 0; i < HM_ARRAY_LEN(tc_cases); i++)
             printf("%s\n", tc_cases[i].name);
         return 0;
     }
     if (argc != 2) {
-        fprintf(stderr, "usage: trace_corpus DIR | --list | --objects PATH\n");
+        fprintf(stderr, "usage: trace_corpus DIR | --list | --objects PATH | --codec DIR\n");
         return 2;
     }
     char good[4096], out[4096];

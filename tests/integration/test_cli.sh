@@ -35,6 +35,16 @@ for c in doctor record run sim estimate optimize validate trace; do
   grep -q "^usage: hetmem $c" "$tmp/out" || { echo "FAIL: $c --help has no usage line"; fail=$((fail+1)); }
   expect 2 "$c with an unknown option" -- "$hm" "$c" --no-such-option
   one_line_err "$c --no-such-option"
+  # The error must be about the option (a stub refusing everything would
+  # also exit 2): built commands name it; stubs say they are not built.
+  if ! grep -q "unknown option '--no-such-option'\|unknown subcommand '--no-such-option'\|not built yet" "$tmp/err"; then
+    echo "FAIL: $c --no-such-option: the error does not name the option: $(cat "$tmp/err")"; fail=$((fail+1))
+  fi
+  if ! grep -q 'not built yet' "$tmp/err"; then
+    expect 2 "$c with an unknown short option" -- "$hm" "$c" -Z
+    grep -q "unknown option '-Z'\|unknown subcommand '-Z'\|invalid option" "$tmp/err" \
+      || { echo "FAIL: $c -Z: the error does not name the option: $(cat "$tmp/err")"; fail=$((fail+1)); }
+  fi
 done
 
 # Subcommands not built yet say so and exit 2.

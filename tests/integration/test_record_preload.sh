@@ -3,13 +3,21 @@
 # do: OpenMP + pthreads, fork + exec, C++, python3 with numpy, sort.
 # Each runs plain and under `hetmem record`; outputs must match, and the
 # recorded trace must hold the expected events.
-# Label nosan: LD_PRELOAD interposers and ASan both want to own malloc.
+# In a sanitizer build the preload has UBSan but not ASan (both want to
+# own malloc), and the CLI has both.
 set -u
 . "$HETMEM_SRC/tests/integration/record_lib.sh"
 build_attr || exit 1
 cc_prog threads -fopenmp -pthread || exit 1
 cc_prog forkexec || exit 1
 c++ -O2 -o "$WORK/cxx" "$PROGS/cxx.cc" || exit 1
+
+# The preload exports the interposed functions and hm_rt_* only (the core
+# linked into it, hm_backend_* for one, used to leak into every program).
+lib="$HETMEM_BUILD/lib/libhetmem_preload.so"
+extra=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v -x -E \
+  'hm_rt_[a-z_]+|malloc|calloc|realloc|free|cfree|posix_memalign|aligned_alloc|memalign|valloc|pvalloc|malloc_usable_size|mmap|munmap|pthread_create|exec[lv]p?e?|_exit|_Exit|sleep|usleep|nanosleep|clock_nanosleep|poll|ppoll|select|pselect|epoll_wait|epoll_pwait|pause|sigsuspend' | tr '\n' ' ')
+[ -z "$extra" ] && ok "preload exports only its interface" || bad "preload exports more: $extra"
 
 same() { # same NAME -- CMD...: plain vs recorded output, with a timeout against deadlocks
   local name=$1; shift 2

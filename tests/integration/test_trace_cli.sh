@@ -95,7 +95,7 @@ assert got["unattributed_samples"] == want["unattributed"], (got["unattributed_s
 by_site = {o["site"]: o["samples"] for o in got["objects"]}
 for site, n in want["sites"].items():
     assert by_site.get(site, 0) == n, (site, by_site.get(site), n)
-assert sum(by_site.values()) + got["unattributed_samples"] == got["samples"]
+assert sum(by_site.values()) + got["unattributed_samples"] + got["no_address_samples"] == got["samples"]
 PY
 
 # --- usage errors: exit 2

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 /* Soft-sampler attribution on hand-assembled x86-64: look-back within the
- * block, undoing constant register increments, at-PC and gather lanes. */
+ * block, undoing constant and register-register increments (add, sub,
+ * lea), at-PC and gather lanes. */
 #include <sys/ucontext.h>
 
 #include "check.h"
@@ -66,5 +67,51 @@ int main(void)
     CHECK_EQ_INT(acc, HM_ACCESS_LOAD);
     r.has_xmm = 0;
     CHECK_EQ_INT(hm__soft_resolve_code(g, sizeof g, BASE, &r, &a, &ip, &acc, &how), 0);
+
+    /* Strided store (transpose, B[j*n+i] = A[i*n+j]), the pointer stepped by
+     * a register:
+     *  0: movsd xmm0,[rsi+rax*8]  5: movsd [r11],xmm0  10: add r11,rbx
+     * 13: add rax,1  17: cmp rdx,rax  20: jne 0  22: ret
+     * A sample on the add rax or the cmp is charged to the store, whose
+     * pointer is the saved r11 minus the saved rbx. */
+    static const uint8_t tr[] = {0xf2, 0x0f, 0x10, 0x04, 0xc6, 0xf2, 0x41, 0x0f, 0x11, 0x03, 0x49, 0x01,
+                                 0xdb, 0x48, 0x83, 0xc0, 0x01, 0x48, 0x39, 0xc2, 0x75, 0xea, 0xc3};
+    memset(&r, 0, sizeof r);
+    r.gregs[REG_RSI] = 0x100000;
+    r.gregs[REG_RAX] = 9;
+    r.gregs[REG_R11] = 0x900000 + 8 * 8192;
+    r.gregs[REG_RBX] = 8 * 8192;
+    for (uint64_t pc = 13; pc <= 17; pc += 4) {
+        r.gregs[REG_RIP] = BASE + pc;
+        CHECK_EQ_INT(hm__soft_resolve_code(tr, sizeof tr, BASE, &r, &a, &ip, &acc, &how), 1);
+        CHECK_EQ_U64(a, 0x900000);
+        CHECK_EQ_U64(ip, BASE + 5);
+        CHECK_EQ_INT(acc, HM_ACCESS_STORE);
+    }
+
+    /* lea r11,[r11+rbx*8+16] and sub r10,rcx are undone from the saved rbx
+     * and rcx; add rcx,rcx (a register doubled) cannot be and clobbers.
+     *  0: movsd [r11],xmm0  5: lea r11,[r11+rbx*8+0x10]  10: sub r10,rcx
+     * 13: mov [r10],rax  16: add rcx,rcx  19: cmp rdx,rax  22: jne 0 */
+    static const uint8_t le[] = {0xf2, 0x41, 0x0f, 0x11, 0x03, 0x4d, 0x8d, 0x5c, 0xdb, 0x10, 0x49, 0x29,
+                                 0xca, 0x4d, 0x89, 0x02, 0x48, 0x01, 0xc9, 0x48, 0x39, 0xc2, 0x75, 0xe8};
+    memset(&r, 0, sizeof r);
+    r.gregs[REG_R11] = 0x700000 + 3 * 8 + 16;
+    r.gregs[REG_RBX] = 3;
+    r.gregs[REG_R10] = 0x800000;
+    r.gregs[REG_RCX] = 0x40;
+    r.gregs[REG_RIP] = BASE + 13; /* on the store to [r10]: nothing behind but the lea'd store */
+    CHECK_EQ_INT(hm__soft_resolve_code(le, sizeof le, BASE, &r, &a, &ip, &acc, &how), 1);
+    CHECK_EQ_U64(a, 0x700000);
+    CHECK_EQ_U64(ip, BASE);
+    r.gregs[REG_RIP] = BASE + 16; /* behind: mov [r10],rax at 13, r10 unchanged since */
+    CHECK_EQ_INT(hm__soft_resolve_code(le, sizeof le, BASE, &r, &a, &ip, &acc, &how), 1);
+    CHECK_EQ_U64(a, 0x800000);
+    CHECK_EQ_U64(ip, BASE + 13);
+    /* On the cmp: add rcx,rcx clobbers rcx (it cannot be undone), not r10,
+     * so the store at 13 is still found. */
+    r.gregs[REG_RIP] = BASE + 19;
+    CHECK_EQ_INT(hm__soft_resolve_code(le, sizeof le, BASE, &r, &a, &ip, &acc, &how), 1);
+    CHECK_EQ_U64(a, 0x800000);
     return check_done();
 }

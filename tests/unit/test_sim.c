@@ -44,8 +44,10 @@ static void test_chase(int dev, double lat)
 {
     hm_sim_machine_t *m = machine();
     hm_sim_t *s;
-    if (!m || hm_sim_open(&s, m, NULL, dev) < 0)
+    if (!m || hm_sim_open(&s, m, NULL, dev) < 0) {
+        CHECK(0 && "machine, placement or hm_sim_open failed");
         return;
+    }
     const uint64_t base = 0x10000000, n = 20000;
     uint64_t addr = base;
     for (uint64_t i = 0; i < n; i++) {
@@ -68,8 +70,10 @@ static void test_mlp(void)
 {
     hm_sim_machine_t *m = machine();
     hm_sim_t *s;
-    if (!m || hm_sim_open(&s, m, NULL, 0) < 0)
+    if (!m || hm_sim_open(&s, m, NULL, 0) < 0) {
+        CHECK(0 && "machine, placement or hm_sim_open failed");
         return;
+    }
     const uint64_t n = 20000;
     for (uint64_t i = 0; i < n; i++)
         hm_sim_load(s, 0x10000000 + (i * 7919 % 65536) * 4096, 8, 0, 0);
@@ -86,8 +90,10 @@ static void test_bandwidth(void)
 {
     hm_sim_machine_t *m = machine();
     hm_sim_t *s;
-    if (!m || hm_sim_open(&s, m, NULL, 1) < 0)
+    if (!m || hm_sim_open(&s, m, NULL, 1) < 0) {
+        CHECK(0 && "machine, placement or hm_sim_open failed");
         return;
+    }
     const uint64_t n = 20000;
     for (uint64_t i = 0; i < n; i++)
         hm_sim_load(s, 0x10000000 + (i * 7919 % 65536) * 4096, 8, 0, 0);
@@ -113,8 +119,10 @@ static void test_placement(void)
                                 hm_sim_machine_device_names(m), hm_sim_machine_ndevices(m));
     CHECK_EQ_INT(rc, 0);
     hm_sim_t *s;
-    if (!m || !pl || hm_sim_open(&s, m, pl, -1) < 0)
+    if (!m || !pl || hm_sim_open(&s, m, pl, -1) < 0) {
+        CHECK(0 && "machine, placement or hm_sim_open failed");
         return;
+    }
     /* 100 pages from a page-aligned address: 25 on hbm. */
     hm_sim_alloc(s, 0x40000000, 100 * 4096, 0x11);
     /* 512 KiB named "hot": fits in hbm's remaining 1 MiB - 100 KiB. */

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common/env.h"
 #include "hetmem/placement.h"
 #include "os/os.h"
 #include "record/record_int.h"
@@ -105,19 +106,23 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     char preload[4096], abs_place[PATH_MAX];
     if (hm__find_preload(preload, sizeof preload) != 0)
         return hm_cli_fail("run", HM_ENOTFOUND);
+    /* No loader runs in a static program, so the runtime would silently
+     * record nothing. */
+    if (hm__exe_is_static(argv[p.ind]))
+        return hm_cli_failf(argv[p.ind], "statically linked: the hetmem runtime (LD_PRELOAD) cannot load into it; "
+                            "%s needs a dynamically linked program", "run");
     if (!realpath(place, abs_place))
         return hm_cli_failf(place, "%s", strerror(errno));
     char tmpl[4096];
-    const char *tmp = getenv("TMPDIR");
-    snprintf(tmpl, sizeof tmpl, "%s/hetmem-spool.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(tmpl))
-        return hm_cli_failf("run", "cannot create spool folder %s: %s", tmpl, strerror(errno));
+    if (hm__spool_create(tmpl, sizeof tmpl) != 0)
+        return hm_cli_failf("run", "%s", hm_errdetail());
     char e_spool[4200], e_place[PATH_MAX + 32], e_cap[1100], e_min[64];
-    snprintf(e_spool, sizeof e_spool, "HETMEM_SPOOL=%s", tmpl);
-    snprintf(e_place, sizeof e_place, "HETMEM_PLACEMENT=%s", abs_place);
-    snprintf(e_cap, sizeof e_cap, "HETMEM_CAPACITY=%s", capacity);
-    snprintf(e_min, sizeof e_min, "HETMEM_MIN_SIZE=%llu", (unsigned long long)min_size);
-    char e_nob[] = "HETMEM_BACKEND=";
+    snprintf(e_spool, sizeof e_spool, "%s=%s", hm__env_name(HM_ENV_SPOOL), tmpl);
+    snprintf(e_place, sizeof e_place, "%s=%s", hm__env_name(HM_ENV_PLACEMENT), abs_place);
+    snprintf(e_cap, sizeof e_cap, "%s=%s", hm__env_name(HM_ENV_CAPACITY), capacity);
+    snprintf(e_min, sizeof e_min, "%s=%llu", hm__env_name(HM_ENV_MIN_SIZE), (unsigned long long)min_size);
+    char e_nob[64];
+    snprintf(e_nob, sizeof e_nob, "%s=", hm__env_name(HM_ENV_BACKEND));
     char *env[] = {e_spool, e_place, e_cap, e_min, e_nob, NULL};
     int status;
     uint64_t wall;
@@ -129,7 +134,8 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
 
     hm__spool_set_t *s;
     json_t *objs = json_array(), *devs = json_array(), *unmatched = json_array();
-    int nspill = 0, nobj = 0;
+    json_t *unmatched_n = json_object(); /* rule -> processes that did not match it */
+    int nspill = 0, nobj = 0, nproc = 0;
     if (hm__spool_open(&s, tmpl) == 0) {
         const hm__spool_rec_t *r;
         const char *pay;
@@ -150,14 +156,38 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
                 nspill += (r->tid & PL_SPILLED) != 0;
                 break;
             }
-            case HM_SPOOL_PLACE + 4:
-                json_array_append_new(devs, json_pack("{s:s,s:I,s:I,s:I}", "name", pay, "capacity", (json_int_t)r->a,
-                                                      "peak", (json_int_t)r->b, "at_exit", (json_int_t)r->c));
+            case HM_SPOOL_PLACE + 4: {
+                /* One record per device from every process that ran the
+                 * placement (fork, exec, pipelines): one entry per device,
+                 * with the largest peak and what all left charged. */
+                json_t *d = NULL;
+                for (size_t i = 0; i < json_array_size(devs) && !d; i++)
+                    if (!strcmp(json_string_value(json_object_get(json_array_get(devs, i), "name")), pay))
+                        d = json_array_get(devs, i);
+                if (!d) {
+                    json_array_append_new(devs, json_pack("{s:s,s:I,s:I,s:I,s:i}", "name", pay, "capacity",
+                                                          (json_int_t)r->a, "peak", (json_int_t)r->b, "at_exit",
+                                                          (json_int_t)r->c, "processes", 1));
+                } else {
+                    json_int_t pk = json_integer_value(json_object_get(d, "peak"));
+                    json_object_set_new(d, "peak", json_integer(pk > (json_int_t)r->b ? pk : (json_int_t)r->b));
+                    json_object_set_new(d, "at_exit",
+                                        json_integer(json_integer_value(json_object_get(d, "at_exit")) +
+                                                     (json_int_t)r->c));
+                    json_object_set_new(d, "processes",
+                                        json_integer(json_integer_value(json_object_get(d, "processes")) + 1));
+                    nproc = nproc > (int)json_integer_value(json_object_get(d, "processes"))
+                        ? nproc : (int)json_integer_value(json_object_get(d, "processes"));
+                }
+                if (nproc < 1)
+                    nproc = 1;
                 break;
+            }
             case HM_SPOOL_PLACE + 3: {
+                /* Each process lists the rules it did not match: count them. */
                 char *copy = hm__xstrdup(pay);
                 for (char *save, *t = strtok_r(copy, "\n", &save); t; t = strtok_r(NULL, "\n", &save))
-                    json_array_append_new(unmatched, json_string(t));
+                    json_object_set_new(unmatched_n, t, json_integer(json_integer_value(json_object_get(unmatched_n, t)) + 1));
                 free(copy);
                 break;
             }
@@ -168,7 +198,14 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
             }
         }
         hm__spool_close(s);
+        /* A rule matched nothing only if it matched nothing in any process. */
+        const char *rule;
+        json_t *cnt;
+        json_object_foreach(unmatched_n, rule, cnt)
+            if (json_integer_value(cnt) >= nproc)
+                json_array_append_new(unmatched, json_string(rule));
     }
+    json_decref(unmatched_n);
     hm__spool_remove(tmpl);
     /* NUMA nodes of each device, so the report says where pages are. */
     info = hm__xmalloc(sizeof *info);

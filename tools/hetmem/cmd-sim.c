@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common/env.h"
 #include "hetmem/placement.h"
 #include "hetmem/sim.h"
 
@@ -241,23 +242,23 @@ static int cmd_sim(const hm_cmd_t *cmd, int argc, char **argv)
     snprintf(result, sizeof result, "%s/report.json", resdir);
     if (!realpath(mpath, abs_m))
         snprintf(abs_m, sizeof abs_m, "%s", mpath);
-    setenv("HETMEM_SIM_MACHINE", abs_m, 1);
-    setenv("HETMEM_SIM_RESULT", result, 1);
-    unsetenv("HETMEM_SIM_PLACEMENT");
-    unsetenv("HETMEM_SIM_DEVICE");
-    unsetenv("HETMEM_SIM_TRACE");
+    setenv(hm__env_name(HM_ENV_SIM_MACHINE), abs_m, 1);
+    setenv(hm__env_name(HM_ENV_SIM_RESULT), result, 1);
+    unsetenv(hm__env_name(HM_ENV_SIM_PLACEMENT));
+    unsetenv(hm__env_name(HM_ENV_SIM_DEVICE));
+    unsetenv(hm__env_name(HM_ENV_SIM_TRACE));
     if (placement) {
         if (!realpath(placement, abs_p))
             snprintf(abs_p, sizeof abs_p, "%s", placement);
-        setenv("HETMEM_SIM_PLACEMENT", abs_p, 1);
+        setenv(hm__env_name(HM_ENV_SIM_PLACEMENT), abs_p, 1);
     }
     if (device)
-        setenv("HETMEM_SIM_DEVICE", device, 1);
+        setenv(hm__env_name(HM_ENV_SIM_DEVICE), device, 1);
     if (trace)
-        setenv("HETMEM_SIM_TRACE", trace, 1);
+        setenv(hm__env_name(HM_ENV_SIM_TRACE), trace, 1);
     snprintf(per, sizeof per, "%llu", (unsigned long long)period);
-    setenv("HETMEM_SIM_PERIOD", per, 1);
-    setenv("HETMEM_SIM_PROGRESS", isatty(2) ? "1" : "0", 1);
+    setenv(hm__env_name(HM_ENV_SIM_PERIOD), per, 1);
+    setenv(hm__env_name(HM_ENV_SIM_PROGRESS), isatty(2) ? "1" : "0", 1);
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {

@@ -2,8 +2,10 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "cli.h"
+#include "common/objtab.h"
 #include "hetmem/trace.h"
 
 enum { OPT_JSON = 256, OPT_CSV, OPT_JSONL, OPT_LIMIT };
@@ -36,7 +38,9 @@ static const hm_cmd_t sub_objects = {
     "hetmem trace objects [--json] FILE",
     "A sample is attributed to the allocation live at its time whose address\n"
     "range holds the sampled address; samples outside every live allocation\n"
-    "(stack, static data, untracked memory) are counted as unattributed.",
+    "(stack, static data, untracked memory) are counted as unattributed;\n"
+    "samples without a data address (a thread blocked in a system call, an\n"
+    "instruction with no memory operand nearby) are counted apart.",
     objects_opts, run_objects};
 static const hm_cmd_t *const subs[] = {&sub_info, &sub_dump, &sub_objects};
 
@@ -310,6 +314,10 @@ static int run_info(const hm_cmd_t *cmd, int argc, char **argv)
         json_object_set_new(o, "first_time", json_integer((json_int_t)st.first_time));
         json_object_set_new(o, "last_time", json_integer((json_int_t)st.last_time));
         json_object_set_new(o, "exit_status", st.has_end ? json_integer(st.end.exit_status) : json_null());
+        json_object_set_new(o, "exit_code", st.has_end ? json_integer(WIFSIGNALED(st.end.exit_status)
+                                                                            ? 128 + WTERMSIG(st.end.exit_status)
+                                                                            : WEXITSTATUS(st.end.exit_status))
+                                                       : json_null());
         json_object_set_new(o, "reordered", json_integer((json_int_t)st.reordered));
         char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         puts(s);
@@ -329,10 +337,14 @@ static int run_info(const hm_cmd_t *cmd, int argc, char **argv)
             printf(" %s", *a);
         printf("%s\n", m->argv && m->argv[0] ? "" : " -");
         printf("%-10s %.6f s", "duration", dur_s);
-        if (st.has_end)
-            printf(" (exit status %d)\n", st.end.exit_status);
+        /* The end record holds a wait(2) status: say what it means. */
+        int ws = st.end.exit_status;
+        if (!st.has_end)
+            printf(" (truncated: no end record)\n");
+        else if (WIFSIGNALED(ws))
+            printf(" (killed by signal %d, %s)\n", WTERMSIG(ws), strsignal(WTERMSIG(ws)));
         else
-            printf("\n");
+            printf(" (exit %d)\n", WEXITSTATUS(ws));
         printf("%-10s %" PRIu64 " (%" PRIu64 " loads, %" PRIu64 " stores)\n", "samples",
                st.records[HM_REC_SAMPLE], st.loads, st.stores);
         printf("%-10s %" PRIu64 " allocations (%s), %" PRIu64 " frees, %zu allocation sites\n", "objects",
@@ -528,118 +540,17 @@ typedef struct {
     const char *name; /* index into names, owned by the names table */
 } alloc_rec_t;
 
-/* Live allocations: a treap keyed by start address. Live intervals never
- * overlap, so the one holding an address is the predecessor of that address
- * by start. A tree keeps allocation and free O(log n) where programs hold
- * millions of live blocks and reuse addresses out of order. Nodes live in
- * one pool, linked by index (0 = none). */
-typedef struct {
-    uint64_t start, end;
-    size_t alloc;
-    uint32_t prio, left, right;
-} live_t;
-
+/* Live allocations in the shared interval table: address range -> index
+ * into a (every allocation ever made, for the per-site figures). */
 typedef struct {
     alloc_rec_t *a;
     size_t na, capa;
-    live_t *node;     /* node[0] unused */
-    uint32_t nnode, capnode, root, freelist;
-    uint32_t hit;     /* last node that matched: samples cluster */
+    hm_objtab_t *live;
+    const hm_objtab_entry_t *hit; /* last entry that matched: samples cluster */
     char **names;
     size_t nnames;
-    uint64_t unattributed, unmatched_frees;
+    uint64_t unattributed, noaddr, unmatched_frees;
 } objs_t;
-
-static uint32_t treap_insert(objs_t *o, uint32_t t, uint32_t k)
-{
-    if (!t)
-        return k;
-    live_t *n = o->node;
-    if (n[k].start < n[t].start) {
-        n[t].left = treap_insert(o, n[t].left, k);
-        n = o->node;
-        if (n[n[t].left].prio > n[t].prio) { /* rotate right */
-            uint32_t l = n[t].left;
-            n[t].left = n[l].right;
-            n[l].right = t;
-            return l;
-        }
-    } else {
-        n[t].right = treap_insert(o, n[t].right, k);
-        n = o->node;
-        if (n[n[t].right].prio > n[t].prio) { /* rotate left */
-            uint32_t r = n[t].right;
-            n[t].right = n[r].left;
-            n[r].left = t;
-            return r;
-        }
-    }
-    return t;
-}
-
-static uint32_t treap_merge(objs_t *o, uint32_t l, uint32_t r)
-{
-    if (!l || !r)
-        return l ? l : r;
-    live_t *n = o->node;
-    if (n[l].prio > n[r].prio) {
-        n[l].right = treap_merge(o, n[l].right, r);
-        return l;
-    }
-    n[r].left = treap_merge(o, l, n[r].left);
-    return r;
-}
-
-static uint32_t treap_remove(objs_t *o, uint32_t t, uint64_t start)
-{
-    if (!t)
-        return 0;
-    live_t *n = o->node;
-    if (start < n[t].start)
-        n[t].left = treap_remove(o, n[t].left, start);
-    else if (start > n[t].start)
-        n[t].right = treap_remove(o, n[t].right, start);
-    else {
-        uint32_t m = treap_merge(o, n[t].left, n[t].right);
-        n[t].left = o->freelist; /* to the free list */
-        o->freelist = t;
-        return m;
-    }
-    return t;
-}
-
-/* Node with the largest start <= addr (0: none). */
-static uint32_t live_pred(const objs_t *o, uint64_t addr)
-{
-    uint32_t t = o->root, best = 0;
-    while (t) {
-        if (o->node[t].start <= addr)
-            best = t, t = o->node[t].right;
-        else
-            t = o->node[t].left;
-    }
-    return best;
-}
-
-/* Node with the smallest start >= addr (0: none). */
-static uint32_t live_succ(const objs_t *o, uint64_t addr)
-{
-    uint32_t t = o->root, best = 0;
-    while (t) {
-        if (o->node[t].start >= addr)
-            best = t, t = o->node[t].left;
-        else
-            t = o->node[t].right;
-    }
-    return best;
-}
-
-static void live_remove(objs_t *o, uint32_t k, uint64_t time)
-{
-    o->a[o->node[k].alloc].t_free = time;
-    o->root = treap_remove(o, o->root, o->node[k].start);
-    o->hit = 0;
-}
 
 static void obj_alloc(objs_t *o, const hm_alloc_t *a)
 {
@@ -648,61 +559,46 @@ static void obj_alloc(objs_t *o, const hm_alloc_t *a)
         o->a = hm__xrealloc(o->a, o->capa * sizeof *o->a);
     }
     o->a[o->na] = (alloc_rec_t){a->site, a->size, a->time, UINT64_MAX, 0, 0, 0, NULL};
-    uint64_t start = a->addr, end = a->addr + (a->size ? a->size : 1);
-    if (end < start)
-        end = UINT64_MAX;
     /* A new allocation over a live one means its free was not seen: end
      * the old one here rather than attribute samples twice. */
-    uint32_t k = live_pred(o, start);
-    if (k && o->node[k].end > start)
-        live_remove(o, k, a->time);
-    while ((k = live_succ(o, start)) && o->node[k].start < end)
-        live_remove(o, k, a->time);
-    if (o->freelist) {
-        k = o->freelist;
-        o->freelist = o->node[k].left;
-    } else {
-        if (o->nnode + 1 >= o->capnode) {
-            o->capnode = o->capnode ? o->capnode * 2 : 256;
-            o->node = hm__xrealloc(o->node, o->capnode * sizeof *o->node);
-        }
-        k = ++o->nnode;
+    const hm_objtab_entry_t *e;
+    while ((e = hm__objtab_overlap(o->live, a->addr, a->size)) != NULL) {
+        o->a[e->id].t_free = a->time;
+        hm__objtab_remove(o->live, e->addr, NULL);
     }
-    /* Priorities from a hash of the position: deterministic output. */
-    o->node[k] = (live_t){start, end, o->na, (uint32_t)hm__hash64(&o->na, sizeof o->na, 7), 0, 0};
-    o->root = treap_insert(o, o->root, k);
-    o->hit = 0;
+    if (hm__objtab_insert(o->live, a->addr, a->size, o->na) != 0)
+        hm__oom(sizeof(hm_objtab_entry_t));
+    o->hit = NULL;
     o->na++;
 }
 
 static void obj_free(objs_t *o, uint64_t time, uint64_t addr)
 {
-    uint32_t k = live_pred(o, addr);
-    if (k && o->node[k].start == addr)
-        live_remove(o, k, time);
+    hm_objtab_entry_t e;
+    if (hm__objtab_remove(o->live, addr, &e) == 0)
+        o->a[e.id].t_free = time;
     else
         o->unmatched_frees++;
+    o->hit = NULL;
 }
 
-/* Node holding addr, or 0. */
-static uint32_t obj_lookup(objs_t *o, uint64_t addr)
+/* Allocation holding addr, or NULL. */
+static alloc_rec_t *obj_lookup(objs_t *o, uint64_t addr)
 {
-    if (o->hit && o->node[o->hit].start <= addr && addr < o->node[o->hit].end)
-        return o->hit;
-    uint32_t k = live_pred(o, addr);
-    if (k && addr < o->node[k].end)
-        return o->hit = k;
-    return 0;
+    const hm_objtab_entry_t *e = o->hit;
+    if (!e || addr < e->addr || addr - e->addr >= (e->size ? e->size : 1))
+        e = o->hit = hm__objtab_find(o->live, addr);
+    return e ? &o->a[e->id] : NULL;
 }
 
 static void obj_name(objs_t *o, uint64_t addr, const char *name)
 {
-    uint32_t k = obj_lookup(o, addr);
-    if (!k)
+    alloc_rec_t *a = obj_lookup(o, addr);
+    if (!a)
         return;
     o->names = hm__xrealloc(o->names, (o->nnames + 1) * sizeof *o->names);
     o->names[o->nnames] = hm__xstrdup(name);
-    o->a[o->node[k].alloc].name = o->names[o->nnames++];
+    a->name = o->names[o->nnames++];
 }
 
 typedef struct {
@@ -746,6 +642,10 @@ static int run_objects(const hm_cmd_t *cmd, int argc, char **argv)
     hm_trace_stats_t st;
     hm_trace_stats(t, &st);
     objs_t o = {0};
+    if ((rc = hm__objtab_open(&o.live)) < 0) {
+        hm_trace_close(t);
+        return hm_cli_fail(file, rc);
+    }
     site_frames_t *sf = NULL;
     size_t nsf = 0;
     site_row_t *rows = NULL;
@@ -756,12 +656,15 @@ static int run_objects(const hm_cmd_t *cmd, int argc, char **argv)
         switch (r.kind) {
         case HM_REC_SAMPLE: {
             samples++;
-            uint32_t k = obj_lookup(&o, r.u.sample.addr);
-            if (!k) {
+            if (!r.u.sample.addr) {
+                o.noaddr++; /* no data access resolved (blocked, or no memory operand) */
+                break;
+            }
+            alloc_rec_t *a = obj_lookup(&o, r.u.sample.addr);
+            if (!a) {
                 o.unattributed++;
                 break;
             }
-            alloc_rec_t *a = &o.a[o.node[k].alloc];
             a->samples++;
             if (r.u.sample.access == HM_ACCESS_STORE)
                 a->stores++;
@@ -834,6 +737,7 @@ static int run_objects(const hm_cmd_t *cmd, int argc, char **argv)
         json_object_set_new(jo, "objects", arr);
         json_object_set_new(jo, "samples", json_integer((json_int_t)samples));
         json_object_set_new(jo, "unattributed_samples", json_integer((json_int_t)o.unattributed));
+        json_object_set_new(jo, "no_address_samples", json_integer((json_int_t)o.noaddr));
         json_object_set_new(jo, "unmatched_frees", json_integer((json_int_t)o.unmatched_frees));
         char *s = json_dumps(jo, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         puts(s);
@@ -859,6 +763,9 @@ static int run_objects(const hm_cmd_t *cmd, int argc, char **argv)
         printf("%-18s %-12s %7s %10s %10s %12s %10" PRIu64 " %10s %10s %6.2f  %s\n", "(unattributed)", "", "",
                "", "", "", o.unattributed, "", "", samples ? 100.0 * (double)o.unattributed / (double)samples : 0.0,
                "stack, static data or untracked memory");
+        printf("%-18s %-12s %7s %10s %10s %12s %10" PRIu64 " %10s %10s %6.2f  %s\n", "(no address)", "", "", "", "",
+               "", o.noaddr, "", "", samples ? 100.0 * (double)o.noaddr / (double)samples : 0.0,
+               "no data address resolved (blocked in a call, or no memory operand)");
     }
     rc = HM_EXIT_OK;
 out:
@@ -870,7 +777,7 @@ out:
         free(o.names[k]);
     free(o.names);
     free(o.a);
-    free(o.node);
+    hm__objtab_close(o.live);
     hm_trace_close(t);
     return rc;
 }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "common/env.h"
 
 extern const hm_cmd_t hm_cmd_doctor, hm_cmd_record, hm_cmd_run, hm_cmd_sim,
     hm_cmd_estimate, hm_cmd_optimize, hm_cmd_validate, hm_cmd_trace;
@@ -19,6 +20,15 @@ static void usage(FILE *f)
                "commands:\n");
     for (size_t i = 0; i < HM_ARRAY_LEN(commands); i++)
         fprintf(f, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
+    fprintf(f, "\nenvironment:\n");
+    for (int i = 0; i < HM_ENV_COUNT; i++)
+        if (!strcmp(hm__env_vars[i].who, "user"))
+            fprintf(f, "  %-22s %s\n", hm__env_vars[i].name, hm__env_vars[i].help);
+    fprintf(f, "  (set by the commands for their runtimes:");
+    for (int i = 0, k = 0; i < HM_ENV_COUNT; i++)
+        if (strcmp(hm__env_vars[i].who, "user"))
+            fprintf(f, "%s%s", k++ % 4 ? " " : "\n   ", hm__env_vars[i].name);
+    fprintf(f, ")\nRuntimes ignore all of these in setuid or capability-raised programs.\n");
     fprintf(f, "\nRun 'hetmem <command> --help' for a command's options.\n");
 }
 

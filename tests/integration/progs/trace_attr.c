@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/objtab.h"
 #include "hetmem/error.h"
 #include "hetmem/trace.h"
 
@@ -21,8 +22,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "cannot open %s: %s\n", argc > 1 ? argv[1] : "?", hm_errdetail());
         return 1;
     }
+    /* Allocations of >= 1 MiB in order of appearance; the live ones are in
+     * the interval table by address, with their index here as id. */
     obj_t o[256];
     int no = 0;
+    hm_objtab_t *live;
+    if (hm__objtab_open(&live) != 0)
+        return 1;
     int depth = 0;
     uint64_t total = 0, withaddr = 0, phases = 0, allocs = 0, frees = 0;
     char *frames[256] = {0};
@@ -34,15 +40,21 @@ int main(int argc, char **argv)
         switch (r.kind) {
         case HM_REC_ALLOC:
             allocs++;
-            if (r.u.alloc.size >= (1u << 20) && no < 256)
+            if (r.u.alloc.size >= (1u << 20) && no < 256) {
+                hm__objtab_insert(live, r.u.alloc.addr, r.u.alloc.size, (uint64_t)no);
                 o[no++] = (obj_t){r.u.alloc.addr, r.u.alloc.size, r.u.alloc.site, 0, 0, "-"};
+            }
             break;
-        case HM_REC_FREE: frees++; break;
-        case HM_REC_NAME:
-            for (int i = 0; i < no; i++)
-                if (r.u.name.addr >= o[i].addr && r.u.name.addr < o[i].addr + o[i].size)
-                    snprintf(o[i].name, sizeof o[i].name, "%s", r.u.name.name);
+        case HM_REC_FREE:
+            frees++;
+            hm__objtab_remove(live, r.u.alloc.addr, NULL);
             break;
+        case HM_REC_NAME: {
+            const hm_objtab_entry_t *e = hm__objtab_find(live, r.u.name.addr);
+            if (e)
+                snprintf(o[e->id].name, sizeof o[e->id].name, "%s", r.u.name.name);
+            break;
+        }
         case HM_REC_SITE:
             if (nf < 256) {
                 fsite[nf] = r.u.site.site;
@@ -55,12 +67,11 @@ int main(int argc, char **argv)
             total++;
             if (r.u.sample.addr) {
                 withaddr++;
-                for (int i = no - 1; i >= 0; i--)
-                    if (r.u.sample.addr >= o[i].addr && r.u.sample.addr < o[i].addr + o[i].size) {
-                        o[i].n++;
-                        o[i].inphase += depth > 0;
-                        break;
-                    }
+                const hm_objtab_entry_t *e = hm__objtab_find(live, r.u.sample.addr);
+                if (e) {
+                    o[e->id].n++;
+                    o[e->id].inphase += depth > 0;
+                }
             }
             break;
         default: break;
@@ -68,6 +79,8 @@ int main(int argc, char **argv)
     }
     if (rc < 0) {
         fprintf(stderr, "read error: %s\n", hm_errdetail());
+        hm_trace_close(t);
+        hm__objtab_close(live);
         return 1;
     }
     for (int i = 0; i < no; i++) {
@@ -92,5 +105,8 @@ int main(int argc, char **argv)
     printf("end %d %d %.3f\n", st.has_end, st.end.exit_status, (double)st.end.total_time / 1e9);
     printf("phases %" PRIu64 "\nallocs %" PRIu64 " frees %" PRIu64 "\n", phases, allocs, frees);
     hm_trace_close(t);
+    hm__objtab_close(live);
+    for (int k = 0; k < nf; k++)
+        free(frames[k]);
     return 0;
 }
