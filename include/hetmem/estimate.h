@@ -37,15 +37,18 @@
  *   "phases": ["(no phase)", "copy", ...],
  *   "objects": [ {"site": "0x332b5c7b30010890", "name": "a", "size": 67108864, "allocations": 1}, ... ],
  *   "windows": [ {"phase": 1, "instructions": 1049881, "t_ns": [759230, 361022],
- *                 "stats": [ [OBJ, DEV, SAMPLES, WEIGHT_SUM, L1_MISSES], ... ] }, ... ] }
+ *                 "stats": [ [OBJ, DEV, SAMPLES, WEIGHT_SUM, L1_MISSES, MEMORY_WEIGHT], ... ] }, ... ] }
  * @endcode
  * "bandwidth_gbs" is the traced thread's share of the device (GB/s = bytes
  * per ns); "runtime_ns" the measured runtime of the run with all data on the
  * device; per window "t_ns" that run's time in the window. "stats" rows give,
  * for object OBJ (index into "objects"; the number of objects stands for the
  * untracked pseudo-object) in the run on device DEV, its sample count, the sum
- * of the samples' latency weights (core cycles) and the samples that missed
- * L1; rows left out are zero. Optional per object: "pages", 100 counts of
+ * of the samples' latency weights (core cycles), the samples that missed
+ * L1, and the memory-bound part of the weights (all of a memory-served
+ * load's weight; what a cache hit waited beyond that level's usual latency);
+ * rows left out are zero, and MEMORY_WEIGHT may be left out (it is then
+ * WEIGHT_SUM). Optional per object: "pages", 100 counts of
  * sampled pages by (page number % 100), for pages_percent splits.
  *
  * Thread safety: an estimator is read-only after open, so estimates and

@@ -13,6 +13,9 @@ typedef struct {
     float n;    /* samples */
     float w;    /* sum of latency weights (core cycles) */
     float m;    /* samples that missed L1 */
+    float x;    /* memory-bound part of the weights: all of a memory-served
+                 * load's, and what a cache hit waited beyond that level's usual
+                 * latency (a line still on its way from memory) */
 } hm__est_cell_t;
 
 typedef struct {

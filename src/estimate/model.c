@@ -112,7 +112,7 @@ static void prepare_default(hm_estimator_t *e)
             T[(size_t)c * D + d] += e->t[(size_t)w * D + d];
             for (int o = 0; o < O; o++) {
                 const hm__est_cell_t *x = hm__est_cell(e, w, o, d);
-                raw[ix3(e, c, o, d)] += x->w * e->period[d];
+                raw[ix3(e, c, o, d)] += x->x * e->period[d];
                 nsamp[ix3(e, c, o, d)] += x->n;
                 m->bytes[(size_t)c * O + o] += x->m * e->period[d] * LINE_BYTES / D;
             }
@@ -128,8 +128,32 @@ static void prepare_default(hm_estimator_t *e)
             for (int o = 0; o < O; o++)
                 L[d] += raw[ix3(e, c, o, d)];
             Tc[d] = T[(size_t)c * D + d];
+        }
+        /* A run is bandwidth-bound when its sampled traffic is near the
+         * device's share, or when it is slower than another run by more than
+         * their latencies explain (latency alone can slow a run at most by
+         * the ratio of latencies). Its traffic is then the device's share
+         * times its time, a better figure than sampled misses give. */
+        double Bt = 0;
+        int nb = 0;
+        for (int d = 0; d < D && d < 64; d++) {
             bound[d] = e->bw[d] > 0 && Tc[d] > 0 && B / (e->bw[d] * Tc[d]) >= BOUND_UTIL;
+            for (int j = 0; j < D && !bound[d]; j++)
+                if (j != d && e->lat_ns[d] > 0 && e->lat_ns[j] > 0 && Tc[j] > 0 &&
+                    Tc[d] / Tc[j] > 1.1 * fmax(1.0, e->lat_ns[d] / e->lat_ns[j]))
+                    bound[d] = e->bw[d] > 0;
+            if (bound[d]) {
+                Bt += e->bw[d] * Tc[d];
+                nb++;
+            }
+        }
+        for (int d = 0; d < D; d++)
             nu += !bound[d];
+        if (nb > 0 && B > 0) {
+            double scale = Bt / nb / B;
+            for (int o = 0; o < O; o++)
+                m->bytes[(size_t)c * O + o] *= scale;
+            B = Bt / nb;
         }
         /* Fit t = C + k L on the unbound runs (least squares). */
         double cc = 0, k = 0;
@@ -324,6 +348,7 @@ static double class_time(hm_est_state_t *s, int c)
             r += s->xi[(size_t)c * D + d] / ls * m->resid[(size_t)c * D + d];
     }
     double t = (lp > bp ? lp : bp) + r;
+    HM_DEBUG("estimate: class %s: latency part %.4g, bandwidth part %.4g, residual %.4g", e->phase_name[c], lp, bp, r);
     return t > 0 ? t : 0;
 }
 

@@ -34,6 +34,8 @@ typedef struct {
     ipoint_t *ip;             /* instruction counter points, time order */
     int nip, cip;
     uint64_t *bound;          /* window boundaries (nwin + 1 times) */
+    uint32_t hist[4][512];    /* load weights per cache level (first pass) */
+    float base[4];            /* usual latency of a hit per level: 5th percentile */
 } run_t;
 
 /* ------------------------------------------------------------ objects */
@@ -227,6 +229,19 @@ int hm__est_alloc(hm_estimator_t *e)
  * name) and, with @p e non-NULL, puts every sample into its window and
  * object. Sizes and counts are gathered only on the first pass (@p e NULL),
  * when new objects may appear; the second pass finds the same keys. */
+static uint64_t ev_time(const hm_record_t *r)
+{
+    switch (r->kind) {
+    case HM_REC_ALLOC:
+    case HM_REC_FREE: return r->u.alloc.time;
+    case HM_REC_PHASE_BEGIN:
+    case HM_REC_PHASE_END: return r->u.phase.time;
+    case HM_REC_COUNTER: return r->u.counter.time;
+    case HM_REC_NAME: return r->u.name.time;
+    default: return 0; /* sites have no time: they come before their allocations */
+    }
+}
+
 static void live_add(oset_t *os, int o, uint64_t size, int count)
 {
     os->v[o].live += size;
@@ -257,7 +272,7 @@ static int walk_run(hm_estimator_t *e, run_t *r, oset_t *os)
         for (uint32_t i = 0; i <= blk->n && rc == 0; i++) {
             /* Events at or before this sample's time come first. */
             uint64_t st = i < blk->n ? blk->time[i] : UINT64_MAX;
-            for (; ei < blk->nevents && blk->events[ei].u.sample.time <= st; ei++) {
+            for (; ei < blk->nevents && ev_time(&blk->events[ei]) <= st; ei++) {
                 const hm_record_t *ev = &blk->events[ei];
                 if (ev->kind == HM_REC_ALLOC) {
                     const hm_alloc_t *a = &ev->u.alloc;
@@ -296,17 +311,33 @@ static int walk_run(hm_estimator_t *e, run_t *r, oset_t *os)
                     }
                 }
             }
-            if (i == blk->n || first)
+            if (i == blk->n)
                 continue;
+            if (first) {
+                unsigned lv = HM_DSRC_LEVEL(blk->dsrc[i]);
+                if (blk->access[i] == HM_ACCESS_LOAD && lv >= HM_DSRC_L1 && lv <= HM_DSRC_L3)
+                    r->hist[lv][blk->weight[i] < 511 ? blk->weight[i] : 511]++;
+                continue;
+            }
             while (w < e->nwin - 1 && st >= r->bound[w + 1])
                 w++;
             const hm_objtab_entry_t *ent = hm__objtab_find(tab, blk->addr[i]);
             int o = ent ? allocs[ent->id].obj : e->nobj - 1;
+
             hm__est_cell_t *c = hm__est_cell(e, w, o, d);
+            unsigned lv = HM_DSRC_LEVEL(blk->dsrc[i]);
+            float wt = (float)blk->weight[i];
             c->n += 1;
-            c->w += (float)blk->weight[i];
-            if (HM_DSRC_LEVEL(blk->dsrc[i]) >= HM_DSRC_L2)
+            c->w += wt;
+            /* A store sample says only whether it hit L1 (as Intel's store event). */
+            if (blk->access[i] == HM_ACCESS_STORE ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2)
                 c->m += 1;
+            if (blk->access[i] == HM_ACCESS_LOAD) {
+                if (lv == HM_DSRC_MEM || lv == HM_DSRC_LFB || lv == HM_DSRC_REMOTE)
+                    c->x += wt;
+                else if (lv >= HM_DSRC_L2 && lv <= HM_DSRC_L3 && wt > 2 * r->base[lv])
+                    c->x += wt - r->base[lv];
+            }
             if (ent)
                 e->obj[o].pages[(blk->addr[i] >> 12) % 100] += 1;
         }
@@ -471,9 +502,17 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
     }
     /* Objects: the union over runs of (site, name), hottest first. */
     for (int i = 0; i < n && rc == 0; i++) {
-        for (int k = 0; k < os.n; k++)
-            os.v[k].live = 0;
         rc = walk_run(NULL, &runs[i], &os);
+        for (int lv = 1; lv < 4; lv++) {
+            uint64_t tot = 0, acc = 0;
+            for (int b = 0; b < 512; b++)
+                tot += runs[i].hist[lv][b];
+            for (int b = 0; b < 512 && tot; b++)
+                if ((acc += runs[i].hist[lv][b]) * 20 >= tot) {
+                    runs[i].base[lv] = (float)b;
+                    break;
+                }
+        }
     }
     if (rc < 0) {
         free(nw);
@@ -529,9 +568,13 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
         /* A site's unnamed object that was named right after allocation holds
          * nothing: it is dropped, and its samples (if any) stay untracked. */
         int *ord = hm__xcalloc((size_t)O + 1, sizeof *ord), keep = 0;
-        for (int o = 0; o < O; o++)
+        for (int o = 0; o < O; o++) {
+            HM_DEBUG("estimate: object %d site %016llx name %s allocations %llu peak %llu samples %.0f", o,
+                     (unsigned long long)os.v[o].site, os.v[o].name ? os.v[o].name : "-",
+                     (unsigned long long)os.v[o].allocations, (unsigned long long)os.v[o].peak, hot[o]);
             if (os.v[o].allocations > 0 || hot[o] > 0)
                 ord[keep++] = o;
+        }
         qsort_r(ord, (size_t)keep, sizeof *ord, cmp_obj, hot);
         hm__est_obj_t *nobj = hm__xcalloc((size_t)e->nobj, sizeof *nobj);
         hm__est_cell_t *ncell = calloc((size_t)e->nwin * e->nobj * e->ndev, sizeof *ncell);
