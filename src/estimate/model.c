@@ -101,6 +101,8 @@ static void prepare_default(hm_estimator_t *e)
     m->lat = hm__xcalloc((size_t)C * O * D, sizeof(double));
     m->bytes = hm__xcalloc((size_t)C * O, sizeof(double));
     m->latsum = hm__xcalloc((size_t)C * D, sizeof(double));
+    m->xw = hm__xcalloc((size_t)C * O * D, sizeof(double));
+    m->xwsum = hm__xcalloc((size_t)C * D, sizeof(double));
     m->var = hm__xcalloc((size_t)C * O * D, sizeof(double));
     double *T = hm__xcalloc((size_t)C * D, sizeof(double));
     double *raw = hm__xcalloc((size_t)C * O * D, sizeof(double)); /* measured latency cost */
@@ -224,6 +226,18 @@ static void prepare_default(hm_estimator_t *e)
                 m->var[ix3(e, c, o, d)] = n > 0 ? (kd * l) * (kd * l) / n : 0;
             }
         }
+        /* Residual weights: the latency cost, else the samples, else the
+         * untracked data alone (it follows the placement's default device). */
+        for (int d = 0; d < D; d++) {
+            double *ws = &m->xwsum[(size_t)c * D + d];
+            for (int o = 0; o < O; o++)
+                *ws += m->xw[ix3(e, c, o, d)] = m->lat[ix3(e, c, o, d)];
+            for (int o = 0; o < O && *ws <= 0; o++)
+                for (int o2 = 0; o2 < O; o2++)
+                    *ws += m->xw[ix3(e, c, o2, d)] = nsamp[ix3(e, c, o2, d)];
+            if (*ws <= 0)
+                *ws = m->xw[ix3(e, c, O - 1, d)] = 1;
+        }
         /* Residuals: all on d must give the measured time. */
         for (int d = 0; d < D; d++) {
             double lp = cc + m->k[(size_t)c * D + d] * m->latsum[(size_t)c * D + d];
@@ -321,7 +335,7 @@ static void apply(hm_est_state_t *s, int c, int o, slot_t sl, double sign)
             double l = m->lat[ix3(e, c, o, d)];
             s->lp[c] += x * m->k[(size_t)c * D + d] * l;
             s->y[(size_t)c * D + d] += x * m->bytes[(size_t)c * e->nobj + o];
-            s->xi[(size_t)c * D + d] += x * l;
+            s->xi[(size_t)c * D + d] += x * m->xw[ix3(e, c, o, d)];
             s->var[c] += fabs(x) * m->var[ix3(e, c, o, d)] * (sign > 0 ? 1 : -1);
         } else {
             s->lin_t[c] -= x * e->lin_phase_gain[ix3(e, c, o, d)];
@@ -343,12 +357,9 @@ static double class_time(hm_est_state_t *s, int c)
             double b = s->y[(size_t)c * D + d] / e->bw[d];
             bp = b > bp ? b : bp;
         }
-        double ls = m->latsum[(size_t)c * D + d];
-        if (ls > 0)
-            r += s->xi[(size_t)c * D + d] / ls * m->resid[(size_t)c * D + d];
+        r += s->xi[(size_t)c * D + d] / m->xwsum[(size_t)c * D + d] * m->resid[(size_t)c * D + d];
     }
     double t = (lp > bp ? lp : bp) + r;
-    HM_DEBUG("estimate: class %s: latency part %.4g, bandwidth part %.4g, residual %.4g", e->phase_name[c], lp, bp, r);
     return t > 0 ? t : 0;
 }
 
@@ -368,9 +379,13 @@ static double move_cost(const hm_estimator_t *e, int o, slot_t a, slot_t b)
         moved = fa * size;
     else
         moved = (fa > fb ? fa : fb) * size;
-    int src = a.dev != e->def ? a.dev : b.dev;
-    double bw = e->bw[src] > 0 ? e->bw[src] : e->bw[e->def];
-    return bw > 0 ? moved / bw : 0;
+    /* The copy is read from where the pages were and written where they go;
+     * the slower of the two sets its pace (as move_pages on a busy node). */
+    int src = a.dev != e->def || b.dev == e->def ? a.dev : e->def, dst = src == a.dev ? b.dev : a.dev;
+    if (src == dst)
+        dst = e->def;
+    double rd = e->bw[src] > 0 ? moved / e->bw[src] : 0, wr = e->wbw[dst] > 0 ? moved / e->wbw[dst] : 0;
+    return rd > wr ? rd : wr;
 }
 
 static double migration(const hm_est_state_t *s)
@@ -579,8 +594,10 @@ static json_t *rules_json(const hm_est_state_t *s, int p)
     const hm_estimator_t *e = s->e;
     json_t *rules = json_array();
     for (int o = 0; o < e->nobj - 1; o++) {
-        slot_t sl = s->a[(size_t)p * e->nobj + o];
-        if (sl.dev == e->def)
+        slot_t sl = s->a[(size_t)p * e->nobj + o], top = s->a[o];
+        /* Phase lists fall back to the top-level rules, so they name every
+         * object placed otherwise than there, the default device included. */
+        if (p == 0 ? sl.dev == e->def : sl.dev == top.dev && sl.pct == top.pct)
             continue;
         json_t *r = json_object();
         if (e->obj[o].name) {

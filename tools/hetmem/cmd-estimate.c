@@ -133,7 +133,7 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
     hm_placement_t *pl = NULL;
     if ((rc = hm_placement_load(&pl, placement, devnames, nd)) < 0) {
         hm_estimator_close(e);
-        return hm_cli_failf(placement, "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
+        return hm_cli_failf("placement", "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
     }
     hm_estimate_t est[HM_EST_NMODELS];
     const hm_est_breakdown_t *bd = NULL;
@@ -162,6 +162,15 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
                                           est[i].lo_ns / 1e9, est[i].hi_ns / 1e9, "migration_s",
                                           est[i].migration_ns / 1e9, "phases", ph, "objects", ob));
         }
+    }
+    /* A rule that matched no object is almost always a typo or a placement
+     * meant for another program: the estimate would silently ignore it. */
+    char *unmatched = hm_placement_unmatched(pl);
+    if (unmatched) {
+        unmatched[strcspn(unmatched, "\n")] = 0;
+        status = hm_cli_failf(placement, "%s (no traced object has that site or name)", unmatched);
+        free(unmatched);
+        goto out;
     }
     if (json) {
         json_t *dv = json_array();
