@@ -7,8 +7,10 @@
  *
  * linear  (Denoyelle et al., ISC 2022) t = sum_w t_s,w - sum_d (t_s,w - t_d,w) f_w,d
  *         where s is the slowest run, f_w,d the share of the slow run's
- *         samples in window w whose pages are on d, and a window whose runs
- *         differ by less than 3% keeps t_s,w. Linear in the placement.
+ *         memory samples (those that missed L1, as a load-latency event
+ *         with a threshold samples) in window w whose pages are on d, and a
+ *         window whose runs differ by less than 3% keeps t_s,w. Linear in
+ *         the placement.
  *
  * default per phase label c (the windows of a label summed):
  *         t_c = max(C_c + sum_d k_c,d sum_o x_o,d L_c,o,d,  max_d Y_c,d / bw_d)
@@ -71,7 +73,7 @@ static void prepare_linear(hm_estimator_t *e)
         e->lin_base += ts;
         e->lin_phase_base[p] += ts;
         for (int o = 0; o < O; o++)
-            n += hm__est_cell(e, w, o, s)->n;
+            n += hm__est_cell(e, w, o, s)->m;
         if (n <= 0)
             continue;
         for (int d = 0; d < D; d++) {
@@ -80,7 +82,7 @@ static void prepare_linear(hm_estimator_t *e)
                 continue;
             double g = ts - td;
             for (int o = 0; o < O; o++) {
-                double c = hm__est_cell(e, w, o, s)->n;
+                double c = hm__est_cell(e, w, o, s)->m;
                 if (c <= 0)
                     continue;
                 e->lin_phase_gain[ix3(e, p, o, d)] += g * c / n;
