@@ -72,8 +72,15 @@ static void prepare_linear(hm_estimator_t *e)
         double ts = e->t[(size_t)w * D + s], n = 0;
         e->lin_base += ts;
         e->lin_phase_base[p] += ts;
+        /* Memory samples, or all samples in a window that has none. */
+        int all = 0;
         for (int o = 0; o < O; o++)
             n += hm__est_cell(e, w, o, s)->m;
+        if (n <= 0) {
+            all = 1;
+            for (int o = 0; o < O; o++)
+                n += hm__est_cell(e, w, o, s)->n;
+        }
         if (n <= 0)
             continue;
         for (int d = 0; d < D; d++) {
@@ -82,7 +89,7 @@ static void prepare_linear(hm_estimator_t *e)
                 continue;
             double g = ts - td;
             for (int o = 0; o < O; o++) {
-                double c = hm__est_cell(e, w, o, s)->m;
+                double c = all ? hm__est_cell(e, w, o, s)->n : hm__est_cell(e, w, o, s)->m;
                 if (c <= 0)
                     continue;
                 e->lin_phase_gain[ix3(e, p, o, d)] += g * c / n;
