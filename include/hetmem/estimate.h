@@ -166,6 +166,16 @@ typedef struct {
 int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *p, hm_est_model_t model,
                           hm_estimate_t *out, const hm_est_breakdown_t **bd);
 
+/**
+ * Estimate of an MPI job, bulk-synchronous: one estimator per rank (each
+ * from that rank's device traces), and per phase label the slowest rank's
+ * time; phases are matched by name, and migration is the slowest rank's.
+ * The interval scales with the ranks' relative intervals (the widest).
+ * Errors as hm_estimator_estimate(); HM_EUSAGE when @p nranks < 1.
+ */
+int hm_estimator_estimate_job(hm_estimator_t *const *ranks, int nranks, hm_placement_t *p, hm_est_model_t model,
+                              hm_estimate_t *out);
+
 /* ----------------------------------------------------- incremental states */
 
 typedef struct hm_est_state hm_est_state_t;

@@ -713,3 +713,50 @@ HM_API int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *pl, hm_est_m
     hm_est_state_close(s);
     return 0;
 }
+
+HM_API int hm_estimator_estimate_job(hm_estimator_t *const *ranks, int nranks, hm_placement_t *p, hm_est_model_t model,
+                                     hm_estimate_t *out)
+{
+    hm__errclear();
+    if (nranks < 1)
+        return hm__errf(HM_EUSAGE, "a job estimate needs at least one rank");
+    /* Phase labels by name over all ranks, each with the slowest rank's time. */
+    int cap = 0, n = 0;
+    for (int r = 0; r < nranks; r++)
+        cap += ranks[r]->nphase;
+    const char **names = hm__xcalloc((size_t)cap, sizeof *names);
+    double *tmax = hm__xcalloc((size_t)cap, sizeof *tmax), mig = 0, lo = 1, hi = 1;
+    int rc = 0;
+    for (int r = 0; r < nranks && rc == 0; r++) {
+        hm_estimate_t est;
+        const hm_est_breakdown_t *bd;
+        if ((rc = hm_estimator_estimate(ranks[r], p, model, &est, &bd)) < 0) {
+            rc = hm__errf(rc, "rank %d: %s", r, hm_errdetail());
+            break;
+        }
+        for (int c = 0; c < bd->nphases; c++) {
+            const char *nm = ranks[r]->phase_name[c];
+            int k = 0;
+            while (k < n && strcmp(names[k], nm))
+                k++;
+            if (k == n)
+                names[n++] = nm;
+            if (bd->phase_ns[c] > tmax[k])
+                tmax[k] = bd->phase_ns[c];
+        }
+        mig = est.migration_ns > mig ? est.migration_ns : mig;
+        if (est.runtime_ns > 0) {
+            lo = fmin(lo, est.lo_ns / est.runtime_ns);
+            hi = fmax(hi, est.hi_ns / est.runtime_ns);
+        }
+    }
+    if (rc == 0) {
+        double t = mig;
+        for (int k = 0; k < n; k++)
+            t += tmax[k];
+        *out = (hm_estimate_t){t, t * lo, t * hi, mig};
+    }
+    free(names);
+    free(tmax);
+    return rc;
+}

@@ -72,6 +72,20 @@ bad 1 "different command lines" estimate "$T/slow.hmt" "$T/other.hmt" --placemen
 bad 1 "validation needs at least two" validate --machine ddr4 -- "$P" "${ARGS[@]}"
 bad 2 "no program given" validate --machine "$M"
 
+# An MPI job (traces named with %r): per phase the slowest rank. Rank 1
+# works on half the data, so the job takes rank 0's time.
+for d in slow fast; do
+  cp "$T/$d.hmt" "$T/job.0.$d.hmt"
+  "$H" sim -m "$M" --device $d -o "$T/job.1.$d.hmt" -- "$P" 4194304 4 >/dev/null || fail "sim rank 1 on $d"
+done
+job=$("$H" estimate --json "$T/job.%r.slow.hmt" "$T/job.%r.fast.hmt" --placement "$T/a.json" | jq -r .models.default.runtime_s)
+r1=$("$H" estimate --json "$T/job.1.slow.hmt" "$T/job.1.fast.hmt" --placement "$T/a.json" | jq -r .models.default.runtime_s)
+near "$job" "$(j "$T/a.est.json" .models.default.runtime_s)" 1e-6 "job of 2 ranks = its slowest rank"
+lt "$r1" "$job" "the smaller rank is faster than the job"
+[ "$("$H" estimate --json "$T/job.%r.slow.hmt" "$T/job.%r.fast.hmt" --placement "$T/a.json" | jq -r .ranks)" = 2 ] && ok "2 ranks found" || fail "ranks"
+bad 2 "names its rank" estimate "$T/job.%r.slow.hmt" "$T/fast.hmt" --placement "$T/a.json"
+bad 1 "traces of rank 0" estimate "$T/nojob.%r.slow.hmt" "$T/nojob.%r.fast.hmt" --placement "$T/a.json"
+
 # validate: rows, estimates per model, summary.
 "$H" validate --machine "$M" --placements 3 -j 2 --json "$T/val.json" -- "$P" "${ARGS[@]}" > "$T/val.txt" || fail "validate"
 [ "$(j "$T/val.json" '.rows | length')" = 3 ] && ok "validate: 3 rows" || fail "validate rows: $(cat "$T/val.txt")"
