@@ -160,6 +160,7 @@ static void prepare_default(hm_estimator_t *e)
         }
         for (int d = 0; d < D; d++)
             nu += !bound[d];
+        HM_DEBUG("estimate: class %s: sampled traffic %.4g bytes, from bound runs %.4g", e->phase_name[c], B, nb ? Bt / nb : 0.0);
         if (nb > 0 && B > 0) {
             double scale = Bt / nb / B;
             for (int o = 0; o < O; o++)
@@ -289,6 +290,7 @@ typedef struct {
 struct hm_est_state {
     hm_estimator_t *e;
     hm_est_model_t model;
+    int def;                 /* default device: where the rest of split objects and untracked data go */
     int phased, np;          /* np: assignments (phases when phased, else 1) */
     slot_t *a;               /* per (assignment, object) */
     /* default model: per class */
@@ -330,7 +332,7 @@ static int slot_of(const hm_est_state_t *s, int c)
 static void apply(hm_est_state_t *s, int c, int o, slot_t sl, double sign)
 {
     hm_estimator_t *e = s->e;
-    int D = e->ndev, def = e->def;
+    int D = e->ndev, def = s->def;
     double f = frac(e, o, sl.pct);
     double share[2] = {f, 1 - f};
     int devs[2] = {sl.dev, def};
@@ -373,7 +375,7 @@ static double class_time(hm_est_state_t *s, int c)
 }
 
 /* Time to move object o's pages between two slots at one boundary. */
-static double move_cost(const hm_estimator_t *e, int o, slot_t a, slot_t b)
+static double move_cost(const hm_estimator_t *e, int def, int o, slot_t a, slot_t b)
 {
     if (a.dev == b.dev && a.pct == b.pct)
         return 0;
@@ -382,17 +384,17 @@ static double move_cost(const hm_estimator_t *e, int o, slot_t a, slot_t b)
     double size = (double)e->obj[o].size, moved;
     if (a.dev == b.dev)
         moved = fabs(fa - fb) * size;
-    else if (a.dev == e->def)
+    else if (a.dev == def)
         moved = fb * size;
-    else if (b.dev == e->def)
+    else if (b.dev == def)
         moved = fa * size;
     else
         moved = (fa > fb ? fa : fb) * size;
     /* The copy is read from where the pages were and written where they go;
      * the slower of the two sets its pace (as move_pages on a busy node). */
-    int src = a.dev != e->def || b.dev == e->def ? a.dev : e->def, dst = src == a.dev ? b.dev : a.dev;
+    int src = a.dev != def || b.dev == def ? a.dev : def, dst = src == a.dev ? b.dev : a.dev;
     if (src == dst)
-        dst = e->def;
+        dst = def;
     double rd = e->bw[src] > 0 ? moved / e->bw[src] : 0, wr = e->wbw[dst] > 0 ? moved / e->wbw[dst] : 0;
     return rd > wr ? rd : wr;
 }
@@ -410,7 +412,7 @@ static double migration(const hm_est_state_t *s)
             if (!n)
                 continue;
             for (int o = 0; o < e->nobj - 1; o++)
-                t += n * move_cost(e, o, s->a[(size_t)a * e->nobj + o], s->a[(size_t)b * e->nobj + o]);
+                t += n * move_cost(e, s->def, o, s->a[(size_t)a * e->nobj + o], s->a[(size_t)b * e->nobj + o]);
         }
     return t;
 }
@@ -445,12 +447,13 @@ HM_API int hm_est_state_open(hm_est_state_t **out, hm_estimator_t *e, hm_est_mod
     hm_est_state_t *s = hm__xcalloc(1, sizeof *s);
     int C = e->nphase, D = e->ndev, O = e->nobj;
     s->e = e;
+    s->def = e->def;
     s->model = model;
     s->phased = phased != 0;
     s->np = s->phased ? C : 1;
     s->a = hm__xcalloc((size_t)s->np * O, sizeof *s->a);
     for (size_t i = 0; i < (size_t)s->np * O; i++)
-        s->a[i] = (slot_t){(int16_t)e->def, 100};
+        s->a[i] = (slot_t){(int16_t)s->def, 100};
     s->lp = hm__xcalloc((size_t)C, sizeof(double));
     s->y = hm__xcalloc((size_t)C * D, sizeof(double));
     s->xi = hm__xcalloc((size_t)C * D, sizeof(double));
@@ -507,8 +510,8 @@ HM_API int hm_est_state_move(hm_est_state_t *s, int phase, int obj, int dev, int
         return hm__errf(HM_EUSAGE, "the untracked pseudo-object cannot be moved");
     if (phase >= 0 && !s->phased)
         return hm__errf(HM_EUSAGE, "a phase was given to a state without phases");
-    if (pct == 0 || dev == e->def)
-        dev = e->def, pct = 100;
+    if (pct == 0 || dev == s->def)
+        dev = s->def, pct = 100;
     slot_t nw = {(int16_t)dev, (int16_t)pct};
     int p0 = phase < 0 ? 0 : phase, p1 = phase < 0 ? s->np : phase + 1;
     for (int p = p0; p < p1; p++) {
@@ -524,8 +527,8 @@ HM_API int hm_est_state_move(hm_est_state_t *s, int phase, int obj, int dev, int
                 slot_t other = s->a[(size_t)b * O + obj];
                 if (b == p)
                     continue;
-                s->mig += nin * (move_cost(e, obj, other, nw) - move_cost(e, obj, other, *cur));
-                s->mig += nout * (move_cost(e, obj, nw, other) - move_cost(e, obj, *cur, other));
+                s->mig += nin * (move_cost(e, s->def, obj, other, nw) - move_cost(e, s->def, obj, other, *cur));
+                s->mig += nout * (move_cost(e, s->def, obj, nw, other) - move_cost(e, s->def, obj, *cur, other));
             }
         int c0 = s->phased ? p : 0, c1 = s->phased ? p + 1 : e->nphase;
         for (int c = c0; c < c1; c++) {
@@ -588,7 +591,7 @@ HM_API uint64_t hm_est_state_bytes(const hm_est_state_t *s, int dev)
             uint64_t size = e->obj[o].size;
             if (sl.dev == dev)
                 b += sl.pct >= 100 ? size : (uint64_t)((double)size * sl.pct / 100.0 + 0.5);
-            else if (dev == e->def)
+            else if (dev == s->def)
                 b += (uint64_t)((double)size * (100 - sl.pct) / 100.0 + 0.5);
         }
         peak = b > peak ? b : peak;
@@ -606,7 +609,7 @@ static json_t *rules_json(const hm_est_state_t *s, int p)
         slot_t sl = s->a[(size_t)p * e->nobj + o], top = s->a[o];
         /* Phase lists fall back to the top-level rules, so they name every
          * object placed otherwise than there, the default device included. */
-        if (p == 0 ? sl.dev == e->def : sl.dev == top.dev && sl.pct == top.pct)
+        if (p == 0 ? sl.dev == s->def : sl.dev == top.dev && sl.pct == top.pct)
             continue;
         json_t *r = json_object();
         if (e->obj[o].name) {
@@ -628,7 +631,7 @@ HM_API char *hm_est_state_placement_json(const hm_est_state_t *s)
 {
     const hm_estimator_t *e = s->e;
     json_t *root = json_object();
-    json_object_set_new(root, "default", json_string(e->dev_name[e->def]));
+    json_object_set_new(root, "default", json_string(e->dev_name[s->def]));
     json_object_set_new(root, "rules", rules_json(s, 0));
     if (s->phased) {
         json_t *ph = json_object();
@@ -663,8 +666,7 @@ HM_API int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *pl, hm_est_m
         return rc;
     /* The untracked data and unmatched objects go to the placement's default
      * device, which may differ from the machine's first device. */
-    int saved_def = e->def;
-    e->def = pdef;
+    s->def = pdef;
     for (int p = 0; p < s->np; p++)
         for (int o = 0; o < O; o++)
             s->a[(size_t)p * O + o] = (slot_t){(int16_t)pdef, 100};
@@ -675,7 +677,6 @@ HM_API int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *pl, hm_est_m
             hm_place_t m;
             hm_placement_match(pl, phase, &d, &m);
             if (m.device < 0 || m.device >= e->ndev) {
-                e->def = saved_def;
                 hm_est_state_close(s);
                 return hm__errf(HM_ENODEV, "placement device %d is not one of the traces' devices", m.device);
             }
@@ -709,7 +710,6 @@ HM_API int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *pl, hm_est_m
         }
         *bd = &e->bd;
     }
-    e->def = saved_def;
     hm_est_state_close(s);
     return 0;
 }

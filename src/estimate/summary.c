@@ -342,7 +342,9 @@ static int walk_run(hm_estimator_t *e, run_t *r, oset_t *os)
                 else if (lv >= HM_DSRC_L2 && lv <= HM_DSRC_L3 && wt > 2 * r->base[lv])
                     c->x += wt - r->base[lv];
             }
-            if (ent)
+            /* Pages of the accesses that reach memory: a pages_percent split
+             * moves those, whatever the cache hits do. */
+            if (ent && (blk->access[i] == HM_ACCESS_STORE ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2))
                 e->obj[o].pages[(blk->addr[i] >> 12) % 100] += 1;
         }
     }
