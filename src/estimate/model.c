@@ -167,42 +167,34 @@ static void prepare_default(hm_estimator_t *e)
                 m->bytes[(size_t)c * O + o] *= scale;
             B = Bt / nb;
         }
-        /* Fit t = C + k L on the unbound runs (least squares). */
+        /* Fit t = C + k L (least squares): first over every run, whose
+         * measured latencies include what queueing added, so that a run
+         * near its bandwidth still says how much of the time the memory
+         * accesses took; if that gives no sensible split (a negative part),
+         * over the unbound runs only; with one such run, its whole time is
+         * charged to its latency cost. */
         double cc = 0, k = 0;
         int fitted = 0;
-        if (nu >= 2) {
+        for (int pass = 0; pass < 2 && !fitted; pass++) {
             double sl = 0, st = 0, sll = 0, slt = 0;
+            int np = 0;
             for (int d = 0; d < D; d++)
-                if (!bound[d])
-                    sl += L[d], st += Tc[d], sll += L[d] * L[d], slt += L[d] * Tc[d];
-            double den = nu * sll - sl * sl;
-            if (den > 1e-12 * sll * nu) {
-                k = (nu * slt - sl * st) / den;
-                cc = (st - k * sl) / nu;
-                fitted = k > 0 && cc >= 0;
+                if (pass == 0 || !bound[d])
+                    sl += L[d], st += Tc[d], sll += L[d] * L[d], slt += L[d] * Tc[d], np++;
+            double den = np * sll - sl * sl;
+            if (np >= 2 && den > 1e-9 * sll * np) {
+                k = (np * slt - sl * st) / den;
+                cc = (st - k * sl) / np;
+                fitted = k > 0 && cc >= 0 ? pass + 1 : 0;
             }
         }
         if (!fitted) {
-            /* Runs that do not tell the two apart: the device-independent
-             * part is what no unbound run went below, less the smallest
-             * latency cost at the fitted rate... with one point, take the
-             * whole time of the fastest unbound run as latency-driven only
-             * above the common floor of all runs. */
-            double tmin = INFINITY;
             int u = -1;
             for (int d = 0; d < D; d++)
                 if (!bound[d] && (u < 0 || L[d] < L[u]))
                     u = d;
-            for (int d = 0; d < D; d++)
-                tmin = Tc[d] < tmin ? Tc[d] : tmin;
-            if (u >= 0 && L[u] > 0) {
-                cc = 0;
-                k = Tc[u] / L[u];
-            } else {
-                cc = 0;
-                k = 0;
-            }
-            (void)tmin;
+            cc = 0;
+            k = u >= 0 && L[u] > 0 ? Tc[u] / L[u] : 0;
         }
         m->c_ns[c] = cc;
         HM_DEBUG("estimate: class %s: bytes %.3g, C %.4g ns, k %.4g, fitted %d", e->phase_name[c], B, cc, k, fitted);
