@@ -109,6 +109,7 @@ static void prepare_default(hm_estimator_t *e)
     m->resid = hm__xcalloc((size_t)C * D, sizeof(double));
     m->lat = hm__xcalloc((size_t)C * O * D, sizeof(double));
     m->bytes = hm__xcalloc((size_t)C * O, sizeof(double));
+    m->bytes_x = hm__xcalloc((size_t)C * O, sizeof(double));
     m->latsum = hm__xcalloc((size_t)C * D, sizeof(double));
     m->xw = hm__xcalloc((size_t)C * O * D, sizeof(double));
     m->xwsum = hm__xcalloc((size_t)C * D, sizeof(double));
@@ -162,9 +163,24 @@ static void prepare_default(hm_estimator_t *e)
             nu += !bound[d];
         HM_DEBUG("estimate: class %s: sampled traffic %.4g bytes, from bound runs %.4g", e->phase_name[c], B, nb ? Bt / nb : 0.0);
         if (nb > 0 && B > 0) {
-            double scale = Bt / nb / B;
-            for (int o = 0; o < O; o++)
-                m->bytes[(size_t)c * O + o] *= scale;
+            /* Traffic the samples do not show is mostly hardware prefetches,
+             * which follow the accesses that wait for memory: it goes to the
+             * objects by their memory-bound latency cost in the bound runs.
+             * Sampled traffic beyond the bound runs' is scaled down. */
+            double extra = Bt / nb - B, lsum = 0;
+            for (int d = 0; d < D; d++)
+                if (bound[d])
+                    lsum += L[d];
+            for (int o = 0; o < O; o++) {
+                double *b = &m->bytes[(size_t)c * O + o], lo = 0;
+                for (int d = 0; d < D; d++)
+                    if (bound[d])
+                        lo += raw[ix3(e, c, o, d)];
+                if (extra < 0)
+                    *b *= (Bt / nb) / B;
+                else
+                    m->bytes_x[(size_t)c * O + o] = lsum > 0 ? extra * lo / lsum : extra * *b / B;
+            }
             B = Bt / nb;
         }
         /* Fit t = C + k L (least squares): first over every run, whose
@@ -254,6 +270,19 @@ static void prepare_default(hm_estimator_t *e)
 
 int hm__est_prepare(hm_estimator_t *e)
 {
+    /* pages_percent splits: share of an object's sampled misses below each
+     * percentage; without samples, the percentage itself. */
+    for (int o = 0; o < e->nobj; o++) {
+        hm__est_obj_t *x = &e->obj[o];
+        double all = 0, acc = 0;
+        for (int b = 0; b < 100; b++)
+            all += x->pages[b];
+        for (int p = 0; p <= 100; p++) {
+            x->cum[p] = (float)(all > 0 ? acc / all : p / 100.0);
+            if (p < 100)
+                acc += x->pages[p];
+        }
+    }
     prepare_linear(e);
     prepare_default(e);
     /* Phase label transitions, for migration costs. */
@@ -299,20 +328,9 @@ struct hm_est_state {
 };
 
 /* Fraction of object o's accesses on its slot's device (by sampled pages). */
-static double frac(const hm_estimator_t *e, int o, int pct)
+static inline double frac(const hm_estimator_t *e, int o, int pct)
 {
-    if (pct >= 100)
-        return 1;
-    if (pct <= 0)
-        return 0;
-    const float *h = e->obj[o].pages;
-    double in = 0, all = 0;
-    for (int b = 0; b < 100; b++) {
-        all += h[b];
-        if (b < pct)
-            in += h[b];
-    }
-    return all > 0 ? in / all : pct / 100.0;
+    return pct >= 100 ? 1 : pct <= 0 ? 0 : e->obj[o].cum[pct];
 }
 
 static int slot_of(const hm_est_state_t *s, int c)
@@ -325,19 +343,19 @@ static void apply(hm_est_state_t *s, int c, int o, slot_t sl, double sign)
 {
     hm_estimator_t *e = s->e;
     int D = e->ndev, def = s->def;
-    double f = frac(e, o, sl.pct);
-    double share[2] = {f, 1 - f};
+    double f = frac(e, o, sl.pct), u = sl.pct >= 100 ? 1 : sl.pct / 100.0;
+    double share[2] = {f, 1 - f}, even[2] = {u, 1 - u};
     int devs[2] = {sl.dev, def};
     for (int i = 0; i < 2; i++) {
         double x = share[i] * sign;
         int d = devs[i];
-        if (x == 0)
+        if (x == 0 && even[i] == 0)
             continue;
         if (s->model == HM_EST_DEFAULT) {
             const hm__est_default_t *m = &e->dm;
             double l = m->lat[ix3(e, c, o, d)];
             s->lp[c] += x * m->k[(size_t)c * D + d] * l;
-            s->y[(size_t)c * D + d] += x * m->bytes[(size_t)c * e->nobj + o];
+            s->y[(size_t)c * D + d] += x * m->bytes[(size_t)c * e->nobj + o] + even[i] * sign * m->bytes_x[(size_t)c * e->nobj + o];
             s->xi[(size_t)c * D + d] += x * m->xw[ix3(e, c, o, d)];
             s->var[c] += fabs(x) * m->var[ix3(e, c, o, d)] * (sign > 0 ? 1 : -1);
         } else {
