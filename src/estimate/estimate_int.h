@@ -12,7 +12,8 @@
 typedef struct {
     float n;    /* samples */
     float w;    /* sum of latency weights (core cycles) */
-    float m;    /* samples that missed L1 */
+    float m;    /* samples that missed L1 (loads and stores) */
+    float sm;   /* store samples that missed L1: each will also write a line back */
     float x;    /* memory-bound part of the weights: all of a memory-served
                  * load's, and what a cache hit waited beyond that level's usual
                  * latency (a line still on its way from memory) */
@@ -40,7 +41,8 @@ typedef struct {
     double *k;            /* ns per latency-weight unit, per (class, device) */
     double *resid;        /* corner residual per (class, device) */
     double *lat;          /* per (class, object, device): latency cost (weight x period) */
-    double *bytes;        /* per (class, object): sampled bytes moved to memory */
+    double *bytes;        /* per (class, object): sampled bytes read from memory */
+    double *wbytes;       /* per (class, object): sampled bytes written back */
     double *bytes_x;      /* per (class, object): traffic the samples do not show
                            * (prefetches), which covers an object's pages evenly */
     double *latsum;       /* per (class, device): sum over objects of lat */

@@ -99,6 +99,14 @@ static void prepare_linear(hm_estimator_t *e)
     }
 }
 
+/* Channel time of device d for this thread to read and write back bytes. */
+static inline double chan_time(const hm_estimator_t *e, int d, double rd, double wr)
+{
+    if (!(e->bw[d] > 0))
+        return 0;
+    return rd / e->bw[d] + wr / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d]);
+}
+
 static void prepare_default(hm_estimator_t *e)
 {
     int D = e->ndev, O = e->nobj, C = e->nphase;
@@ -110,6 +118,7 @@ static void prepare_default(hm_estimator_t *e)
     m->lat = hm__xcalloc((size_t)C * O * D, sizeof(double));
     m->bytes = hm__xcalloc((size_t)C * O, sizeof(double));
     m->bytes_x = hm__xcalloc((size_t)C * O, sizeof(double));
+    m->wbytes = hm__xcalloc((size_t)C * O, sizeof(double));
     m->latsum = hm__xcalloc((size_t)C * D, sizeof(double));
     m->xw = hm__xcalloc((size_t)C * O * D, sizeof(double));
     m->xwsum = hm__xcalloc((size_t)C * D, sizeof(double));
@@ -127,61 +136,72 @@ static void prepare_default(hm_estimator_t *e)
                 raw[ix3(e, c, o, d)] += x->x * e->period[d];
                 nsamp[ix3(e, c, o, d)] += x->n;
                 m->bytes[(size_t)c * O + o] += x->m * e->period[d] * LINE_BYTES / D;
+                m->wbytes[(size_t)c * O + o] += x->sm * e->period[d] * LINE_BYTES / D;
             }
         }
     }
     for (int c = 0; c < C; c++) {
-        double B = 0, L[64], Tc[64];
+        double Br = 0, Bw = 0, L[64], Tc[64], tau[64];
         int bound[64], nu = 0;
-        for (int o = 0; o < O; o++)
-            B += m->bytes[(size_t)c * O + o];
+        for (int o = 0; o < O; o++) {
+            Br += m->bytes[(size_t)c * O + o];
+            Bw += m->wbytes[(size_t)c * O + o];
+        }
         for (int d = 0; d < D && d < 64; d++) {
             L[d] = 0;
             for (int o = 0; o < O; o++)
                 L[d] += raw[ix3(e, c, o, d)];
             Tc[d] = T[(size_t)c * D + d];
+            /* Time the device's channels were busy for this thread: reads at
+             * the read share, write-backs at the write share. */
+            tau[d] = e->bw[d] > 0 ? Br / e->bw[d] + Bw / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d]) : 0;
         }
         /* A run is bandwidth-bound when its sampled traffic is near the
          * device's share, or when it is slower than another run by more than
          * their latencies explain (latency alone can slow a run at most by
-         * the ratio of latencies). Its traffic is then the device's share
-         * times its time, a better figure than sampled misses give. */
-        double Bt = 0;
+         * the ratio of latencies). Its channels were then busy all the time,
+         * a better figure than sampled misses give. */
+        double extra = 0, shrink = 0;
         int nb = 0;
         for (int d = 0; d < D && d < 64; d++) {
-            bound[d] = e->bw[d] > 0 && Tc[d] > 0 && B / (e->bw[d] * Tc[d]) >= BOUND_UTIL;
+            bound[d] = e->bw[d] > 0 && Tc[d] > 0 && tau[d] / Tc[d] >= BOUND_UTIL;
             for (int j = 0; j < D && !bound[d]; j++)
                 if (j != d && e->lat_ns[d] > 0 && e->lat_ns[j] > 0 && Tc[j] > 0 &&
                     Tc[d] / Tc[j] > 1.1 * fmax(1.0, e->lat_ns[d] / e->lat_ns[j]))
                     bound[d] = e->bw[d] > 0;
             if (bound[d]) {
-                Bt += e->bw[d] * Tc[d];
+                extra += (Tc[d] - tau[d]) * e->bw[d]; /* read bytes the samples missed */
+                shrink += tau[d] > 0 ? Tc[d] / tau[d] : 1;
                 nb++;
             }
         }
         for (int d = 0; d < D; d++)
             nu += !bound[d];
-        HM_DEBUG("estimate: class %s: sampled traffic %.4g bytes, from bound runs %.4g", e->phase_name[c], B, nb ? Bt / nb : 0.0);
-        if (nb > 0 && B > 0) {
+        HM_DEBUG("estimate: class %s: sampled traffic %.4g read, %.4g written; unsampled from bound runs %.4g",
+                 e->phase_name[c], Br, Bw, nb ? extra / nb : 0.0);
+        if (nb > 0 && Br + Bw > 0) {
             /* Traffic the samples do not show is mostly hardware prefetches,
              * which follow the accesses that wait for memory: it goes to the
              * objects by their memory-bound latency cost in the bound runs.
-             * Sampled traffic beyond the bound runs' is scaled down. */
-            double extra = Bt / nb - B, lsum = 0;
+             * Sampled traffic beyond what the bound runs moved is scaled down. */
+            extra /= nb;
+            shrink /= nb;
+            double lsum = 0;
             for (int d = 0; d < D; d++)
                 if (bound[d])
                     lsum += L[d];
             for (int o = 0; o < O; o++) {
-                double *b = &m->bytes[(size_t)c * O + o], lo = 0;
+                double lo = 0;
                 for (int d = 0; d < D; d++)
                     if (bound[d])
                         lo += raw[ix3(e, c, o, d)];
-                if (extra < 0)
-                    *b *= (Bt / nb) / B;
-                else
-                    m->bytes_x[(size_t)c * O + o] = lsum > 0 ? extra * lo / lsum : extra * *b / B;
+                if (extra < 0) {
+                    m->bytes[(size_t)c * O + o] *= shrink;
+                    m->wbytes[(size_t)c * O + o] *= shrink;
+                } else {
+                    m->bytes_x[(size_t)c * O + o] = lsum > 0 ? extra * lo / lsum : extra * m->bytes[(size_t)c * O + o] / (Br > 0 ? Br : 1);
+                }
             }
-            B = Bt / nb;
         }
         /* Fit t = C + k L (least squares): first over every run, whose
          * measured latencies include what queueing added, so that a run
@@ -213,10 +233,10 @@ static void prepare_default(hm_estimator_t *e)
             k = u >= 0 && L[u] > 0 ? Tc[u] / L[u] : 0;
         }
         m->c_ns[c] = cc;
-        HM_DEBUG("estimate: class %s: bytes %.3g, C %.4g ns, k %.4g, fitted %d", e->phase_name[c], B, cc, k, fitted);
+        HM_DEBUG("estimate: class %s: C %.4g ns, k %.4g, fitted %d", e->phase_name[c], cc, k, fitted);
         for (int d = 0; d < D; d++)
-            HM_DEBUG("estimate:   run %s: T %.4g ns, L %.4g, util %.2f%s", e->dev_name[d], Tc[d], L[d],
-                     e->bw[d] > 0 && Tc[d] > 0 ? B / (e->bw[d] * Tc[d]) : 0.0, bound[d] ? " (bandwidth-bound)" : "");
+            HM_DEBUG("estimate:   run %s: T %.4g ns, L %.4g, sampled util %.2f%s", e->dev_name[d], Tc[d], L[d],
+                     Tc[d] > 0 ? tau[d] / Tc[d] : 0.0, bound[d] ? " (bandwidth-bound)" : "");
         /* Latency terms per device: measured for unbound runs, scaled from the
          * nearest unbound run by the devices' idle latencies for bound ones. */
         for (int d = 0; d < D; d++) {
@@ -258,8 +278,10 @@ static void prepare_default(hm_estimator_t *e)
         }
         /* Residuals: all on d must give the measured time. */
         for (int d = 0; d < D; d++) {
-            double lp = cc + m->k[(size_t)c * D + d] * m->latsum[(size_t)c * D + d];
-            double bp = e->bw[d] > 0 ? B / e->bw[d] : 0;
+            double lp = cc + m->k[(size_t)c * D + d] * m->latsum[(size_t)c * D + d], bp = 0;
+            for (int o = 0; o < O; o++)
+                bp += chan_time(e, d, m->bytes[(size_t)c * O + o] + m->bytes_x[(size_t)c * O + o],
+                                m->wbytes[(size_t)c * O + o]);
             m->resid[(size_t)c * D + d] = Tc[d] - (lp > bp ? lp : bp);
         }
     }
@@ -316,7 +338,7 @@ struct hm_est_state {
     slot_t *a;               /* per (assignment, object) */
     /* default model: per class */
     double *lp;              /* sum_d k sum_o x L */
-    double *y;               /* per (class, device): bytes */
+    double *y;               /* per (class, device): channel time of the traffic sent there */
     double *xi;              /* per (class, device): latency cost placed there */
     double *var;             /* per class: variance */
     /* linear model */
@@ -355,7 +377,8 @@ static void apply(hm_est_state_t *s, int c, int o, slot_t sl, double sign)
             const hm__est_default_t *m = &e->dm;
             double l = m->lat[ix3(e, c, o, d)];
             s->lp[c] += x * m->k[(size_t)c * D + d] * l;
-            s->y[(size_t)c * D + d] += x * m->bytes[(size_t)c * e->nobj + o] + even[i] * sign * m->bytes_x[(size_t)c * e->nobj + o];
+            size_t co = (size_t)c * e->nobj + o;
+            s->y[(size_t)c * D + d] += chan_time(e, d, x * m->bytes[co] + even[i] * sign * m->bytes_x[co], x * m->wbytes[co]);
             s->xi[(size_t)c * D + d] += x * m->xw[ix3(e, c, o, d)];
             s->var[c] += fabs(x) * m->var[ix3(e, c, o, d)] * (sign > 0 ? 1 : -1);
         } else {
@@ -374,10 +397,8 @@ static double class_time(hm_est_state_t *s, int c)
     int D = e->ndev;
     double lp = m->c_ns[c] + s->lp[c], bp = 0, r = 0;
     for (int d = 0; d < D; d++) {
-        if (e->bw[d] > 0) {
-            double b = s->y[(size_t)c * D + d] / e->bw[d];
-            bp = b > bp ? b : bp;
-        }
+        double b = s->y[(size_t)c * D + d];
+        bp = b > bp ? b : bp;
         r += s->xi[(size_t)c * D + d] / m->xwsum[(size_t)c * D + d] * m->resid[(size_t)c * D + d];
     }
     double t = (lp > bp ? lp : bp) + r;

@@ -380,8 +380,10 @@ static int walk_run(run_t *r)
             /* A store sample says only whether it hit L1 (as Intel's store event).
              * A store miss moves two lines: the read for ownership and, later,
              * the write-back of the dirty line. */
-            if (blk->access[i] == HM_ACCESS_STORE ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2)
-                c->m += blk->access[i] == HM_ACCESS_STORE ? 2 : 1;
+            if (blk->access[i] == HM_ACCESS_STORE ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2) {
+                c->m += 1;
+                c->sm += blk->access[i] == HM_ACCESS_STORE;
+            }
             if (blk->access[i] == HM_ACCESS_LOAD) {
                 if (lv == HM_DSRC_MEM || lv == HM_DSRC_LFB || lv == HM_DSRC_REMOTE)
                     c->x += wt;
