@@ -126,6 +126,7 @@ static void prepare_default(hm_estimator_t *e)
     double *T = hm__xcalloc((size_t)C * D, sizeof(double));
     double *raw = hm__xcalloc((size_t)C * O * D, sizeof(double)); /* measured latency cost */
     double *nsamp = hm__xcalloc((size_t)C * O * D, sizeof(double));
+    double *nmiss = hm__xcalloc((size_t)C * O * D, sizeof(double));
 
     for (int w = 0; w < e->nwin; w++) {
         int c = e->win[w].phase;
@@ -135,6 +136,7 @@ static void prepare_default(hm_estimator_t *e)
                 const hm__est_cell_t *x = hm__est_cell(e, w, o, d);
                 raw[ix3(e, c, o, d)] += x->x * e->period[d];
                 nsamp[ix3(e, c, o, d)] += x->n;
+                nmiss[ix3(e, c, o, d)] += x->m;
                 m->bytes[(size_t)c * O + o] += x->m * e->period[d] * LINE_BYTES / D;
                 m->wbytes[(size_t)c * O + o] += x->sm * e->period[d] * LINE_BYTES / D;
             }
@@ -237,8 +239,12 @@ static void prepare_default(hm_estimator_t *e)
         for (int d = 0; d < D; d++)
             HM_DEBUG("estimate:   run %s: T %.4g ns, L %.4g, sampled util %.2f%s", e->dev_name[d], Tc[d], L[d],
                      Tc[d] > 0 ? tau[d] / Tc[d] : 0.0, bound[d] ? " (bandwidth-bound)" : "");
-        /* Latency terms per device: measured for unbound runs, scaled from the
-         * nearest unbound run by the devices' idle latencies for bound ones. */
+        /* Latency terms per device: measured for unbound runs; for bound ones,
+         * the unloaded cost, scaled from the nearest unbound run by the
+         * devices' idle latencies. When every run was bandwidth-bound, the
+         * latencies say only how much queueing there was, which a placement
+         * that splits the traffic changes: the phase is then timed by its
+         * channels alone (plus C). */
         for (int d = 0; d < D; d++) {
             int src = d;
             double scale = 1;
@@ -250,18 +256,20 @@ static void prepare_default(hm_estimator_t *e)
                 if (u >= 0 && e->lat_ns[u] > 0 && e->lat_ns[d] > 0) {
                     src = u;
                     scale = e->lat_ns[d] / e->lat_ns[u];
+                } else {
+                    scale = 0;
                 }
             }
-            double kd = k;
-            if (src == d && bound[d] && L[d] > 0)
-                kd = (Tc[d] - cc) / L[d]; /* every run bound: interpolate between runs */
-            m->k[(size_t)c * D + d] = kd;
+            m->k[(size_t)c * D + d] = k;
             for (int o = 0; o < O; o++) {
                 double l = raw[ix3(e, c, o, src)] * scale;
                 m->lat[ix3(e, c, o, d)] = l;
                 m->latsum[(size_t)c * D + d] += l;
-                double n = nsamp[ix3(e, c, o, src)];
-                m->var[ix3(e, c, o, d)] = n > 0 ? (kd * l) * (kd * l) / n : 0;
+                /* Sampling error: relative 1/sqrt(n) on the object's latency
+                 * cost and on its traffic (from its sampled misses). */
+                double n = nsamp[ix3(e, c, o, src)], nm = nmiss[ix3(e, c, o, d)];
+                double ct = chan_time(e, d, m->bytes[(size_t)c * O + o], m->wbytes[(size_t)c * O + o]);
+                m->var[ix3(e, c, o, d)] = (n > 0 ? (k * l) * (k * l) / n : 0) + (nm > 0 ? ct * ct / nm : 0);
             }
         }
         /* Residual weights: the latency cost, else the samples, else the
@@ -288,6 +296,7 @@ static void prepare_default(hm_estimator_t *e)
     free(T);
     free(raw);
     free(nsamp);
+    free(nmiss);
 }
 
 int hm__est_prepare(hm_estimator_t *e)
