@@ -58,6 +58,9 @@ struct hm_estimator {
     char **dev_name;
     double *runtime_ns, *period, *bw, *wbw, *lat_ns; /* bw, wbw: read and write bytes per ns for this thread (0: unknown) */
     uint64_t *cap;
+    /* loaded latency per device: ll_n points (utilisation, ns) after (0, lat_ns) */
+    int *ll_n;
+    double (*ll)[2][16];
     int nphase;
     char **phase_name;
     int nobj;             /* including the untracked pseudo-object (last) */

@@ -25,6 +25,8 @@ HM_API void hm_estimator_close(hm_estimator_t *e)
     free(e->wbw);
     free(e->lat_ns);
     free(e->cap);
+    free(e->ll_n);
+    free(e->ll);
     free(e->phase_name);
     free(e->obj);
     free(e->win);
@@ -114,11 +116,19 @@ HM_API int hm_estimator_save(const hm_estimator_t *e, const char *path)
     json_object_set_new(root, "version", json_integer(1));
     json_object_set_new(root, "default", json_integer(e->def));
     json_t *devs = json_array();
-    for (int d = 0; d < D; d++)
-        json_array_append_new(devs, json_pack("{s:s, s:f, s:f, s:I, s:f, s:f, s:f}", "name", e->dev_name[d], "runtime_ns",
+    for (int d = 0; d < D; d++) {
+        json_t *dv = json_pack("{s:s, s:f, s:f, s:I, s:f, s:f, s:f}", "name", e->dev_name[d], "runtime_ns",
                                               e->runtime_ns[d], "period", e->period[d], "capacity",
                                               (json_int_t)e->cap[d], "bandwidth_gbs", e->bw[d], "write_bandwidth_gbs",
-                                              e->wbw[d], "read_latency_ns", e->lat_ns[d]));
+                                              e->wbw[d], "read_latency_ns", e->lat_ns[d]);
+        if (e->ll_n[d]) {
+            json_t *ll = json_array();
+            for (int k = 0; k < e->ll_n[d]; k++)
+                json_array_append_new(ll, json_pack("[f, f]", e->ll[d][0][k], e->ll[d][1][k]));
+            json_object_set_new(dv, "loaded_latency", ll);
+        }
+        json_array_append_new(devs, dv);
+    }
     json_object_set_new(root, "devices", devs);
     json_t *ph = json_array();
     for (int p = 0; p < e->nphase; p++)
@@ -189,6 +199,8 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
     e->wbw = hm__xcalloc((size_t)e->ndev, sizeof(double));
     e->lat_ns = hm__xcalloc((size_t)e->ndev, sizeof(double));
     e->cap = hm__xcalloc((size_t)e->ndev, sizeof(uint64_t));
+    e->ll_n = hm__xcalloc((size_t)e->ndev, sizeof *e->ll_n);
+    e->ll = hm__xcalloc((size_t)e->ndev, sizeof *e->ll);
     for (int d = 0; d < e->ndev; d++) {
         json_t *x = json_array_get(devs, (size_t)d);
         char where[64];
@@ -213,6 +225,18 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
         e->period[d] = per;
         if (!json_object_get(x, "write_bandwidth_gbs"))
             e->wbw[d] = e->bw[d];
+        json_t *ll = json_object_get(x, "loaded_latency"), *pt;
+        size_t k;
+        if (ll && (!json_is_array(ll) || json_array_size(ll) > 16))
+            BAD("%s: \"loaded_latency\" must be an array of at most 16 [utilisation, ns] pairs", where);
+        json_array_foreach(ll, k, pt) {
+            double u = json_number_value(json_array_get(pt, 0)), ns = json_number_value(json_array_get(pt, 1));
+            double pu = k ? e->ll[d][0][k - 1] : 0, pn = k ? e->ll[d][1][k - 1] : e->lat_ns[d];
+            if (!json_is_array(pt) || json_array_size(pt) != 2 || !(u > pu && u <= 1) || !(ns >= pn))
+                BAD("%s: loaded_latency[%zu] must be [utilisation, ns], utilisation rising in (0, 1], ns not falling", where, k);
+            e->ll[d][0][k] = u, e->ll[d][1][k] = ns;
+            e->ll_n[d] = (int)k + 1;
+        }
         e->cap[d] = cap;
     }
     json_int_t def = json_integer_value(json_object_get(root, "default"));

@@ -107,6 +107,62 @@ static inline double chan_time(const hm_estimator_t *e, int d, double rd, double
     return rd / e->bw[d] + wr / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d]);
 }
 
+/* Device d's latency at utilisation u over its idle latency: its
+ * loaded-latency curve (from the machine description, as MLC measures it),
+ * linear between points, flat past the last; 1 without a curve. */
+static double ll_factor(const hm_estimator_t *e, int d, double u)
+{
+    int n = e->ll_n[d];
+    if (!n || !(e->lat_ns[d] > 0))
+        return 1;
+    double pu = 0, pn = e->lat_ns[d];
+    for (int k = 0; k < n; k++) {
+        double ku = e->ll[d][0][k], kn = e->ll[d][1][k];
+        if (u <= ku)
+            return (pn + (kn - pn) * (u - pu) / (ku - pu)) / e->lat_ns[d];
+        pu = ku, pn = kn;
+    }
+    return pn / e->lat_ns[d];
+}
+
+/* A phase's time from its latency terms per device (unloaded: lpd, ns) and
+ * the channel time of its traffic per device (y): max(C + sum_d lpd_d x
+ * loaded factor at the device's utilisation y_d / t, max_d y_d). The
+ * utilisation depends on the time, so with loaded-latency curves t is the
+ * fixed point, found by bisection (the latency part falls as t grows). */
+static double lat_bw_time(const hm_estimator_t *e, double C, const double *lpd, const double *y)
+{
+    int D = e->ndev, curves = 0;
+    double lp0 = C, bp = 0;
+    for (int d = 0; d < D; d++) {
+        lp0 += lpd[d];
+        bp = y[d] > bp ? y[d] : bp;
+        curves |= e->ll_n[d] > 0 && lpd[d] > 0;
+    }
+    if (!curves || lp0 <= bp)
+        return lp0 > bp ? lp0 : bp;
+    double lo = lp0, hi = 0;
+    for (int it = 0; it < 40; it++) {
+        double t = it ? (lo + hi) / 2 : lo, lp = C;
+        for (int d = 0; d < D; d++)
+            lp += lpd[d] > 0 ? lpd[d] * ll_factor(e, d, y[d] < t ? y[d] / t : 1) : 0;
+        if (it == 0) {
+            hi = lp; /* lp(lo) >= the fixed point >= lo */
+            if (hi - lo <= 1e-9 * lo)
+                return hi > bp ? hi : bp;
+            continue;
+        }
+        if (lp > t)
+            lo = t;
+        else
+            hi = t;
+        if (hi - lo <= 1e-7 * hi)
+            break;
+    }
+    double t = (lo + hi) / 2;
+    return t > bp ? t : bp;
+}
+
 static void prepare_default(hm_estimator_t *e)
 {
     int D = e->ndev, O = e->nobj, C = e->nphase;
@@ -261,6 +317,9 @@ static void prepare_default(hm_estimator_t *e)
                 }
             }
             m->k[(size_t)c * D + d] = k;
+            /* Measured latencies carry the run's own load: unloaded, they
+             * are what a placement's load then raises again. */
+            scale /= ll_factor(e, src, Tc[src] > 0 ? fmin(1.0, tau[src] / Tc[src]) : 0);
             for (int o = 0; o < O; o++) {
                 double l = raw[ix3(e, c, o, src)] * scale;
                 m->lat[ix3(e, c, o, d)] = l;
@@ -286,11 +345,12 @@ static void prepare_default(hm_estimator_t *e)
         }
         /* Residuals: all on d must give the measured time. */
         for (int d = 0; d < D; d++) {
-            double lp = cc + m->k[(size_t)c * D + d] * m->latsum[(size_t)c * D + d], bp = 0;
+            double lpd[64] = {0}, y[64] = {0};
+            lpd[d] = m->k[(size_t)c * D + d] * m->latsum[(size_t)c * D + d];
             for (int o = 0; o < O; o++)
-                bp += chan_time(e, d, m->bytes[(size_t)c * O + o] + m->bytes_x[(size_t)c * O + o],
-                                m->wbytes[(size_t)c * O + o]);
-            m->resid[(size_t)c * D + d] = Tc[d] - (lp > bp ? lp : bp);
+                y[d] += chan_time(e, d, m->bytes[(size_t)c * O + o] + m->bytes_x[(size_t)c * O + o],
+                                  m->wbytes[(size_t)c * O + o]);
+            m->resid[(size_t)c * D + d] = Tc[d] - lat_bw_time(e, cc, lpd, y);
         }
     }
     free(T);
@@ -346,7 +406,7 @@ struct hm_est_state {
     int phased, np;          /* np: assignments (phases when phased, else 1) */
     slot_t *a;               /* per (assignment, object) */
     /* default model: per class */
-    double *lp;              /* sum_d k sum_o x L */
+    double *lp;              /* per (class, device): k sum_o x L (unloaded latency terms) */
     double *y;               /* per (class, device): channel time of the traffic sent there */
     double *xi;              /* per (class, device): latency cost placed there */
     double *var;             /* per class: variance */
@@ -385,7 +445,7 @@ static void apply(hm_est_state_t *s, int c, int o, slot_t sl, double sign)
         if (s->model == HM_EST_DEFAULT) {
             const hm__est_default_t *m = &e->dm;
             double l = m->lat[ix3(e, c, o, d)];
-            s->lp[c] += x * m->k[(size_t)c * D + d] * l;
+            s->lp[(size_t)c * D + d] += x * m->k[(size_t)c * D + d] * l;
             size_t co = (size_t)c * e->nobj + o;
             s->y[(size_t)c * D + d] += chan_time(e, d, x * m->bytes[co] + even[i] * sign * m->bytes_x[co], x * m->wbytes[co]);
             s->xi[(size_t)c * D + d] += x * m->xw[ix3(e, c, o, d)];
@@ -404,13 +464,10 @@ static double class_time(hm_est_state_t *s, int c)
         return s->lin_t[c];
     const hm__est_default_t *m = &e->dm;
     int D = e->ndev;
-    double lp = m->c_ns[c] + s->lp[c], bp = 0, r = 0;
-    for (int d = 0; d < D; d++) {
-        double b = s->y[(size_t)c * D + d];
-        bp = b > bp ? b : bp;
+    double r = 0;
+    for (int d = 0; d < D; d++)
         r += s->xi[(size_t)c * D + d] / m->xwsum[(size_t)c * D + d] * m->resid[(size_t)c * D + d];
-    }
-    double t = (lp > bp ? lp : bp) + r;
+    double t = lat_bw_time(e, m->c_ns[c], &s->lp[(size_t)c * D], &s->y[(size_t)c * D]) + r;
     return t > 0 ? t : 0;
 }
 
@@ -461,7 +518,7 @@ static void recompute(hm_est_state_t *s)
 {
     hm_estimator_t *e = s->e;
     int C = e->nphase, D = e->ndev, O = e->nobj;
-    memset(s->lp, 0, (size_t)C * sizeof(double));
+    memset(s->lp, 0, (size_t)C * D * sizeof(double));
     memset(s->y, 0, (size_t)C * D * sizeof(double));
     memset(s->xi, 0, (size_t)C * D * sizeof(double));
     memset(s->var, 0, (size_t)C * sizeof(double));
@@ -494,7 +551,7 @@ HM_API int hm_est_state_open(hm_est_state_t **out, hm_estimator_t *e, hm_est_mod
     s->a = hm__xcalloc((size_t)s->np * O, sizeof *s->a);
     for (size_t i = 0; i < (size_t)s->np * O; i++)
         s->a[i] = (slot_t){(int16_t)s->def, 100};
-    s->lp = hm__xcalloc((size_t)C, sizeof(double));
+    s->lp = hm__xcalloc((size_t)C * D, sizeof(double));
     s->y = hm__xcalloc((size_t)C * D, sizeof(double));
     s->xi = hm__xcalloc((size_t)C * D, sizeof(double));
     s->var = hm__xcalloc((size_t)C, sizeof(double));
@@ -528,7 +585,7 @@ HM_API int hm_est_state_copy(hm_est_state_t *dst, const hm_est_state_t *src)
     const hm_estimator_t *e = src->e;
     int C = e->nphase, D = e->ndev;
     memcpy(dst->a, src->a, (size_t)src->np * e->nobj * sizeof *dst->a);
-    memcpy(dst->lp, src->lp, (size_t)C * sizeof(double));
+    memcpy(dst->lp, src->lp, (size_t)C * D * sizeof(double));
     memcpy(dst->y, src->y, (size_t)C * D * sizeof(double));
     memcpy(dst->xi, src->xi, (size_t)C * D * sizeof(double));
     memcpy(dst->var, src->var, (size_t)C * sizeof(double));

@@ -235,6 +235,16 @@ static void device_figures(hm_estimator_t *e, int d, const char *machine_json, c
         e->wbw[d] = json_is_number(wbw) ? json_number_value(wbw) / cores : e->bw[d];
         if (json_is_number(lat))
             e->lat_ns[d] = json_number_value(lat);
+        /* A loaded-latency curve (as Intel MLC measures it): [[u, ns], ...]. */
+        json_t *ll = json_object_get(v, "loaded_latency"), *pt;
+        size_t k;
+        json_array_foreach(ll, k, pt) {
+            if (k >= 16 || !json_is_number(json_array_get(pt, 0)) || !json_is_number(json_array_get(pt, 1)))
+                break;
+            e->ll[d][0][k] = json_number_value(json_array_get(pt, 0));
+            e->ll[d][1][k] = json_number_value(json_array_get(pt, 1));
+            e->ll_n[d] = (int)k + 1;
+        }
         json_t *cap = json_object_get(v, "capacity");
         uint64_t bytes = 0;
         if (json_is_string(cap) && hm__parse_size(json_string_value(cap), &bytes) == 0)
@@ -462,6 +472,8 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
     if (n < 2)
         return hm__errf(HM_EUSAGE, "%d trace%s given: one trace per device is needed, at least two", n,
                         n == 1 ? "" : "s");
+    if (n > 64)
+        return hm__errf(HM_EUSAGE, "%d traces given: at most 64 devices", n);
     uint32_t target = opts && opts->windows ? opts->windows : 1000;
     hm_estimator_t *e = hm__xcalloc(1, sizeof *e);
     run_t *runs = hm__xcalloc((size_t)n, sizeof *runs);
@@ -477,6 +489,8 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
     e->wbw = hm__xcalloc((size_t)n, sizeof(double));
     e->lat_ns = hm__xcalloc((size_t)n, sizeof(double));
     e->cap = hm__xcalloc((size_t)n, sizeof(uint64_t));
+    e->ll_n = hm__xcalloc((size_t)n, sizeof *e->ll_n);
+    e->ll = hm__xcalloc((size_t)n, sizeof *e->ll);
 
     /* Open and check each run. */
     for (int i = 0; i < n; i++) {
