@@ -14,6 +14,8 @@ typedef struct {
     float w;    /* sum of latency weights (core cycles) */
     float m;    /* samples that missed L1 (loads and stores) */
     float sm;   /* store samples that missed L1: each will also write a line back */
+    float mm;   /* load samples that reached memory: served by it, or a cache hit
+                 * that waited for a line on its way from memory */
     float x;    /* memory-bound part of the weights: all of a memory-served
                  * load's, and what a cache hit waited beyond that level's usual
                  * latency (a line still on its way from memory) */

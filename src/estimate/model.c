@@ -35,6 +35,7 @@
 #define LINE_BYTES 64.0
 #define BOUND_UTIL 0.8  /* a run at this share of its bandwidth is bandwidth-bound */
 #define CUTOFF 1.03     /* the published method's cut-off */
+#define STREAMED 0.1    /* share of missing loads reaching memory that marks a streamed object */
 
 static const char *const model_names[HM_EST_NMODELS] = {"linear", "default"};
 
@@ -183,6 +184,8 @@ static void prepare_default(hm_estimator_t *e)
     double *raw = hm__xcalloc((size_t)C * O * D, sizeof(double)); /* measured latency cost */
     double *nsamp = hm__xcalloc((size_t)C * O * D, sizeof(double));
     double *nmiss = hm__xcalloc((size_t)C * O * D, sizeof(double));
+    double *lmiss = hm__xcalloc((size_t)C * O * D, sizeof(double)), *lmem = hm__xcalloc((size_t)C * O * D, sizeof(double));
+    double *smiss = hm__xcalloc((size_t)C * O * D, sizeof(double));
 
     for (int w = 0; w < e->nwin; w++) {
         int c = e->win[w].phase;
@@ -193,11 +196,39 @@ static void prepare_default(hm_estimator_t *e)
                 raw[ix3(e, c, o, d)] += x->x * e->period[d];
                 nsamp[ix3(e, c, o, d)] += x->n;
                 nmiss[ix3(e, c, o, d)] += x->m;
-                m->bytes[(size_t)c * O + o] += x->m * e->period[d] * LINE_BYTES / D;
-                m->wbytes[(size_t)c * O + o] += x->sm * e->period[d] * LINE_BYTES / D;
+                lmiss[ix3(e, c, o, d)] += (x->m - x->sm) * e->period[d];
+                lmem[ix3(e, c, o, d)] += x->mm * e->period[d];
+                smiss[ix3(e, c, o, d)] += x->sm * e->period[d];
             }
         }
     }
+    /* Sampled traffic per object. A load that missed L1 and hit a lower
+     * level is either a cache hit or a line a prefetcher brought from memory
+     * in time; samples cannot tell them apart, but an object streamed from
+     * memory has some of its missing loads wait for memory in some run (the
+     * prefetcher falls behind), while a cache-resident one has almost none.
+     * So an object whose missing loads reached memory at least STREAMED of
+     * the time in the run where the most did is streamed: all its misses are
+     * traffic; below that, only those that reached memory are. Store misses
+     * (a store sample says only that it missed L1) count at the same share,
+     * and each reads the line and later writes it back. An object with no
+     * missing loads counts all its store misses. */
+    for (int c = 0; c < C; c++)
+        for (int o = 0; o < O; o++) {
+            double rd = 0, sm = 0, ld = 0;
+            for (int d = 0; d < D; d++) {
+                size_t i = ix3(e, c, o, d);
+                if (lmem[i] > rd)
+                    rd = lmem[i];
+                sm += smiss[i] / D;
+                ld += lmiss[i] / D;
+            }
+            double rho = ld > 0 ? rd / ld : 1.0;
+            if (rho >= STREAMED)
+                rho = 1;
+            m->bytes[(size_t)c * O + o] = rho * (ld + sm) * LINE_BYTES;
+            m->wbytes[(size_t)c * O + o] = rho * sm * LINE_BYTES;
+        }
     for (int c = 0; c < C; c++) {
         double Br = 0, Bw = 0, L[64], Tc[64], tau[64];
         int bound[64], nu = 0;
@@ -357,6 +388,9 @@ static void prepare_default(hm_estimator_t *e)
     free(raw);
     free(nsamp);
     free(nmiss);
+    free(lmiss);
+    free(lmem);
+    free(smiss);
 }
 
 int hm__est_prepare(hm_estimator_t *e)

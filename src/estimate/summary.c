@@ -395,10 +395,13 @@ static int walk_run(run_t *r)
                 c->sm += blk->access[i] == HM_ACCESS_STORE;
             }
             if (blk->access[i] == HM_ACCESS_LOAD) {
-                if (lv == HM_DSRC_MEM || lv == HM_DSRC_LFB || lv == HM_DSRC_REMOTE)
+                if (lv == HM_DSRC_MEM || lv == HM_DSRC_LFB || lv == HM_DSRC_REMOTE) {
                     c->x += wt;
-                else if (lv >= HM_DSRC_L2 && lv <= HM_DSRC_L3 && wt > 2 * r->base[lv])
+                    c->mm += 1;
+                } else if (lv >= HM_DSRC_L2 && lv <= HM_DSRC_L3 && wt > 2 * r->base[lv]) {
                     c->x += wt - r->base[lv];
+                    c->mm += 1;
+                }
             }
             /* Pages of the accesses that reach memory: a pages_percent split
              * moves those, whatever the cache hits do. */
