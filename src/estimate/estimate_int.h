@@ -40,6 +40,7 @@ typedef struct {
     int nclass;
     /* default model: per class */
     double *c_ns;         /* device-independent time */
+    double *tmax;         /* per class: the slowest run's time there (no placement is slower) */
     double *k;            /* ns per latency-weight unit, per (class, device) */
     double *resid;        /* corner residual per (class, device) */
     double *lat;          /* per (class, object, device): latency cost (weight x period) */

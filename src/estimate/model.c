@@ -170,6 +170,7 @@ static void prepare_default(hm_estimator_t *e)
     hm__est_default_t *m = &e->dm;
     m->nclass = C;
     m->c_ns = hm__xcalloc((size_t)C, sizeof(double));
+    m->tmax = hm__xcalloc((size_t)C, sizeof(double));
     m->k = hm__xcalloc((size_t)C * D, sizeof(double));
     m->resid = hm__xcalloc((size_t)C * D, sizeof(double));
     m->lat = hm__xcalloc((size_t)C * O * D, sizeof(double));
@@ -241,6 +242,7 @@ static void prepare_default(hm_estimator_t *e)
             for (int o = 0; o < O; o++)
                 L[d] += raw[ix3(e, c, o, d)];
             Tc[d] = T[(size_t)c * D + d];
+            m->tmax[c] = Tc[d] > m->tmax[c] ? Tc[d] : m->tmax[c];
             /* Time the device's channels were busy for this thread: reads at
              * the read share, write-backs at the write share. */
             tau[d] = e->bw[d] > 0 ? Br / e->bw[d] + Bw / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d]) : 0;
@@ -502,6 +504,10 @@ static double class_time(hm_est_state_t *s, int c)
     for (int d = 0; d < D; d++)
         r += s->xi[(size_t)c * D + d] / m->xwsum[(size_t)c * D + d] * m->resid[(size_t)c * D + d];
     double t = lat_bw_time(e, m->c_ns[c], &s->lp[(size_t)c * D], &s->y[(size_t)c * D]) + r;
+    /* No placement is slower than all data on the slowest device: each
+     * object's latency and each device's traffic are at most what they were
+     * there. */
+    t = t < m->tmax[c] ? t : m->tmax[c];
     return t > 0 ? t : 0;
 }
 
