@@ -247,6 +247,22 @@ static void prepare_default(hm_estimator_t *e)
              * the read share, write-backs at the write share. */
             tau[d] = e->bw[d] > 0 ? Br / e->bw[d] + Bw / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d]) : 0;
         }
+        /* No run can have kept its channels busy longer than it ran: sampled
+         * traffic beyond that (store misses to a line already on its way
+         * count again, for one) is scaled down until every run fits. */
+        double fit = 1;
+        for (int d = 0; d < D; d++)
+            if (tau[d] > Tc[d] && Tc[d] > 0)
+                fit = fmin(fit, Tc[d] / tau[d]);
+        if (fit < 1) {
+            for (int o = 0; o < O; o++) {
+                m->bytes[(size_t)c * O + o] *= fit;
+                m->wbytes[(size_t)c * O + o] *= fit;
+            }
+            Br *= fit, Bw *= fit;
+            for (int d = 0; d < D; d++)
+                tau[d] *= fit;
+        }
         /* A run is bandwidth-bound when its sampled traffic is near the
          * device's share, or when it is slower than another run by more than
          * their latencies explain (latency alone can slow a run at most by
