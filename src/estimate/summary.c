@@ -312,6 +312,7 @@ static int walk_run(run_t *r)
     if (hm__objtab_open(&tab) < 0)
         return -ENOMEM;
     int first = e == NULL, d = r->dev, w = 0, rc = 0;
+    hm_objtab_entry_t last = {0, 0, UINT64_MAX};
     alloc_t *allocs = NULL;
     size_t nalloc = 0, cap = 0;
     for (int k = 0; k < os->n; k++)
@@ -330,6 +331,7 @@ static int walk_run(run_t *r)
             uint64_t st = i < blk->n ? blk->time[i] : UINT64_MAX;
             for (; ei < blk->nevents && ev_time(&blk->events[ei]) <= st; ei++) {
                 const hm_record_t *ev = &blk->events[ei];
+                last = (hm_objtab_entry_t){0, 0, UINT64_MAX}; /* the table may change */
                 if (first && (ev->kind == HM_REC_PHASE_BEGIN || ev->kind == HM_REC_PHASE_END || ev->kind == HM_REC_COUNTER))
                     add_event(r, ev);
                 if (ev->kind == HM_REC_ALLOC) {
@@ -379,8 +381,14 @@ static int walk_run(run_t *r)
             }
             while (w < e->nwin - 1 && st >= r->bound[w + 1])
                 w++;
-            const hm_objtab_entry_t *ent = hm__objtab_find(tab, blk->addr[i]);
-            int o = ent ? r->map[allocs[ent->id].obj] : e->nobj - 1;
+            /* Consecutive samples mostly fall in the object of the last one. */
+            uint64_t a = blk->addr[i];
+            if (!(a - last.addr < last.size || (last.size == 0 && a == last.addr && last.id != UINT64_MAX))) {
+                const hm_objtab_entry_t *ent = hm__objtab_find(tab, a);
+                last = ent ? *ent : (hm_objtab_entry_t){0, 0, UINT64_MAX};
+            }
+            int ent = last.id != UINT64_MAX;
+            int o = ent ? r->map[allocs[last.id].obj] : e->nobj - 1;
 
             hm__est_cell_t *c = hm__est_cell(e, w, o, d);
             unsigned lv = HM_DSRC_LEVEL(blk->dsrc[i]);
