@@ -383,8 +383,16 @@ static const cmd_t cmds[] = {
      run_verify},
 };
 
+#ifndef PSHUFFLE_VERSION
+#define PSHUFFLE_VERSION "unknown"
+#endif
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "--version")) {
+        printf("pshuffle %s\n", PSHUFFLE_VERSION);
+        return 0;
+    }
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         FILE *f = argc < 2 ? stderr : stdout;
         fprintf(f, "usage: pshuffle COMMAND [OPTIONS]\n\ncommands:\n");
