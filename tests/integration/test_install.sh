@@ -15,6 +15,9 @@ PY=/usr/bin/python3
 skip() { echo "skip: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
 
+if grep -q '^HETMEM_SANITIZE:STRING=..*' "$B/CMakeCache.txt" 2> /dev/null; then
+  skip "sanitized build: its libraries cannot be loaded by the uninstrumented programs and Python of the checks"
+fi
 LMOD_INIT=/usr/share/lmod/lmod/init/bash
 [ -f "$LMOD_INIT" ] || skip "Lmod is not installed (apt install lmod; make deps)"
 [ -f "$B/man/man1/hetmem.1" ] || skip "no man pages in the build (help2man missing when it was configured)"
