@@ -59,7 +59,9 @@ grep -q "^/opt/hetmem/bin/hetmem$" "$W/stage.manifest" || fail "manifest does no
 DESTDIR="$W/stage" bash "$S/scripts/uninstall.sh" "$W/stage.manifest" > /dev/null || fail "uninstall.sh"
 left=$(find "$W/stage" ! -type d | head -3)
 [ -z "$left" ] || fail "uninstall left files: $left"
-[ ! -e "$W/stage/opt/hetmem/share/hetmem" ] || fail "uninstall left share/hetmem"
+for d in share/hetmem include/hetmem share/doc/hetmem lib/cmake/hetmem share/modulefiles/hetmem; do
+  [ ! -e "$W/stage/opt/hetmem/$d" ] || fail "uninstall left $d"
+done
 echo "ok: DESTDIR install and uninstall ($(wc -l < "$W/stage.manifest") files)"
 
 # -- 2. a prefix ----------------------------------------------------------------
@@ -135,6 +137,7 @@ ldd "$P/bin/pshuffle" | grep -q "libpshuffle.so.* => $P/bin/../lib/" || fail "ps
 man hetmem 2> /dev/null | grep -Eq "heterogeneous-memory +placement" || fail "man hetmem"
 man hetmem-sim 2> /dev/null | grep -q -- "--placement" || fail "man hetmem-sim"
 man pshuffle-plan 2> /dev/null | grep -q -- "--ranks" || fail "man pshuffle-plan"
+manpath 2> /dev/null | tr : '\n' | grep -qx /usr/share/man || fail "the module hides the system's man pages (MANPATH=$MANPATH)"
 echo "ok: versions, man pages"
 
 cd "$U" || exit 1
@@ -153,6 +156,10 @@ assert vec and vec[0]["bytes_read"] >= 8 * 65536, vec
 PYEOF
 done
 echo "ok: hetmem-cc and hetmem sim (presets from the prefix)"
+# hetmem record finds libhetmem_preload.so next to itself.
+hetmem record -b none -o rec.hmt -- /bin/true > rec.out 2>&1 || { cat rec.out; fail "hetmem record"; }
+hetmem trace info rec.hmt | grep -q "producer *hetmem-record $ver" || fail "hetmem trace info"
+echo "ok: hetmem record (preload library from the prefix)"
 
 [ "$(pkg-config --modversion pshuffle)" = "$ver" ] || fail "pkg-config --modversion pshuffle"
 [ "$(pkg-config --modversion hetmem)" = "$ver" ] || fail "pkg-config --modversion hetmem"
