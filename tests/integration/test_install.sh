@@ -43,6 +43,20 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# -- 0. the source tree: the packages find build/lib by themselves ---------
+# (README: PYTHONPATH=pshuffle/python mpirun -np 2 /usr/bin/python3 pshuffle/examples/train.py)
+if [ $pyok = 1 ] && [ "$(cd "$B" && pwd -P)" = "$(cd "$S" && pwd -P)/build" ]; then
+  (cd "$W" && env -u PSHUFFLE_LIB -u HETMEM_LIB PYTHONPATH="$S/pshuffle/python:$S/python" PYTHONDONTWRITEBYTECODE=1 \
+    "$PY" -c "
+import os, sys, hetmem._lib, pshuffle._lib
+b = os.path.realpath(sys.argv[1])
+assert os.path.realpath(pshuffle._lib._find()) == os.path.realpath(b + '/lib/libpshuffle.so'), pshuffle._lib._find()
+assert os.path.realpath(hetmem._lib.find()) == os.path.realpath(b + '/lib/libhetmem.so'), hetmem._lib.find()
+hetmem._lib.load()
+" "$B") || fail "the packages in the source tree do not find $B/lib"
+  echo "ok: source-tree packages find $B/lib"
+fi
+
 # -- 1. DESTDIR and uninstall -----------------------------------------------
 DESTDIR="$W/stage" cmake --install "$B" --prefix /opt/hetmem > "$W/install.log" 2>&1 ||
   { cat "$W/install.log"; fail "cmake --install with DESTDIR"; }
