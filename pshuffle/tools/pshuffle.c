@@ -398,6 +398,7 @@ int main(int argc, char **argv)
         fprintf(f, "usage: pshuffle COMMAND [OPTIONS]\n\ncommands:\n");
         for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
             fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].summary);
+        fprintf(f, "\nRun 'pshuffle COMMAND --help' for a command's options, 'pshuffle --version' for the version.\n");
         return argc < 2 ? EXIT_USAGE : 0;
     }
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)

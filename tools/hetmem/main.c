@@ -19,7 +19,7 @@ static void usage(FILE *f)
                "commands:\n");
     for (size_t i = 0; i < HM_ARRAY_LEN(commands); i++)
         fprintf(f, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
-    fprintf(f, "\nRun 'hetmem <command> --help' for a command's options.\n");
+    fprintf(f, "\nRun 'hetmem <command> --help' for a command's options, 'hetmem --version' for the version.\n");
 }
 
 int main(int argc, char **argv)
