@@ -37,15 +37,16 @@ page() {
     --include "$tmp/$name.h2m" --output "$out/$name.1" "$prog"
 }
 
-# A subcommand as a program of its own for help2man: NAME --help runs
-# TOOL SUB --help, NAME --version prints "NAME VERSION".
+# TOOL [SUB] as a program of its own for help2man: NAME --help runs
+# TOOL SUB --help with "usage:" as help2man's "Usage:" (for the SYNOPSIS),
+# NAME --version prints "NAME VERSION".
 wrapper() {
   local tool=$1 sub=$2 name=$3 version
   version=$("$tool" --version | awk '{print $2; exit}')
   cat > "$tmp/$name" <<EOF
 #!/bin/sh
 case "\$1" in --version) echo "$name $version"; exit 0 ;; esac
-exec "$tool" $sub "\$@"
+"$tool" $sub "\$@" 2>&1 | sed '1s/^usage: /Usage: /'
 EOF
   chmod +x "$tmp/$name"
 }
@@ -55,7 +56,8 @@ tool() {
   local name=$1 prog=$2 summary=$3 subs see sub sum
   subs=$(commands "$prog")
   see=$(awk -v n="$name" 'NF {print ".BR " n "-" $1 " (1),"}' <<< "$subs" | sed '$ s/,$//')
-  page "$name" "$summary" "$prog" "$see"
+  wrapper "$prog" "" "$name"
+  page "$name" "$summary" "$tmp/$name" "$see"
   while read -r sub sum; do
     [ -n "$sub" ] || continue
     wrapper "$prog" "$sub" "$name-$sub"
