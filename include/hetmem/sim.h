@@ -46,8 +46,9 @@ void hm_sim_machine_close(hm_sim_machine_t *m);
 
 /**
  * Finds a machine: @p name_or_path is a JSON path when it contains '/' or
- * ends in ".json", else a preset looked up as share/machines/NAME.json
- * next to @p exe_dir ("EXE_DIR/../share/machines", "EXE_DIR/../../share/machines")
+ * ends in ".json", else a preset looked up as NAME.json in $HETMEM_MACHINES or
+ * next to @p exe_dir ("EXE_DIR/../share/hetmem/machines" in an installation,
+ * "EXE_DIR/../share/machines", "EXE_DIR/../../share/machines" from a build tree)
  * and in the source tree. Writes the path into @p buf.
  * @return 0, or HM_ENOTFOUND (detail lists the places tried).
  */

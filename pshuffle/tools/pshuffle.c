@@ -383,13 +383,22 @@ static const cmd_t cmds[] = {
      run_verify},
 };
 
+#ifndef PSHUFFLE_VERSION
+#define PSHUFFLE_VERSION "unknown"
+#endif
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "--version")) {
+        printf("pshuffle %s\n", PSHUFFLE_VERSION);
+        return 0;
+    }
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         FILE *f = argc < 2 ? stderr : stdout;
         fprintf(f, "usage: pshuffle COMMAND [OPTIONS]\n\ncommands:\n");
         for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
             fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].summary);
+        fprintf(f, "\nRun 'pshuffle COMMAND --help' for a command's options, 'pshuffle --version' for the version.\n");
         return argc < 2 ? EXIT_USAGE : 0;
     }
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)

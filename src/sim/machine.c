@@ -249,13 +249,17 @@ int hm_sim_machine_find(const char *name, const char *exe_dir, char *buf, size_t
         return 0;
     }
     const char *env = hm__env_get(HM_ENV_MACHINES);
-    const char *dirs[4] = {env, NULL, NULL, HETMEM_SOURCE_DIR "/share/machines"};
-    char d1[PATH_MAX], d2[PATH_MAX];
+    /* An installation (PREFIX/bin next to PREFIX/share/hetmem/machines), then
+     * a build tree (build/bin, two levels below share/machines). */
+    const char *dirs[5] = {env, NULL, NULL, NULL, HETMEM_SOURCE_DIR "/share/machines"};
+    char d0[PATH_MAX], d1[PATH_MAX], d2[PATH_MAX];
     if (exe_dir) {
+        snprintf(d0, sizeof d0, "%s/../share/hetmem/machines", exe_dir);
         snprintf(d1, sizeof d1, "%s/../share/machines", exe_dir);
         snprintf(d2, sizeof d2, "%s/../../share/machines", exe_dir);
-        dirs[1] = d1;
-        dirs[2] = d2;
+        dirs[1] = d0;
+        dirs[2] = d1;
+        dirs[3] = d2;
     }
     for (size_t i = 0; i < HM_ARRAY_LEN(dirs); i++) {
         if (!dirs[i] || !*dirs[i])
@@ -264,7 +268,7 @@ int hm_sim_machine_find(const char *name, const char *exe_dir, char *buf, size_t
         if (access(buf, R_OK) == 0)
             return 0;
     }
-    return hm__errf(HM_ENOTFOUND, "no preset \"%s\" (looked in $HETMEM_MACHINES, %s/../share/machines, %s)", name,
+    return hm__errf(HM_ENOTFOUND, "no preset \"%s\" (looked in $HETMEM_MACHINES, %s/../share/hetmem/machines, %s)", name,
                     exe_dir ? exe_dir : "?", HETMEM_SOURCE_DIR "/share/machines");
 }
 

@@ -29,7 +29,7 @@ static void usage(FILE *f)
         if (strcmp(hm__env_vars[i].who, "user"))
             fprintf(f, "%s%s", k++ % 4 ? " " : "\n   ", hm__env_vars[i].name);
     fprintf(f, ")\nRuntimes ignore all of these in setuid or capability-raised programs.\n");
-    fprintf(f, "\nRun 'hetmem <command> --help' for a command's options.\n");
+    fprintf(f, "\nRun 'hetmem <command> --help' for a command's options, 'hetmem --version' for the version.\n");
 }
 
 int main(int argc, char **argv)

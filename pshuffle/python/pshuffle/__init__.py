@@ -21,7 +21,7 @@ import os
 from . import _lib
 
 __all__ = ["Shuffler", "PShuffleError", "exp_schedule", "linear_schedule"]
-__version__ = "0.1.0"
+__version__ = _lib.VERSION
 
 _L = None
 

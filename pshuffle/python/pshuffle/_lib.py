@@ -2,6 +2,7 @@
 import ctypes
 import ctypes.util
 import os
+import shutil
 from ctypes import (POINTER, Structure, byref, c_char_p, c_double, c_int, c_int32,
                     c_size_t, c_uint32, c_uint64, c_void_p)
 
@@ -33,17 +34,52 @@ class Stats(Structure):
                 ("chunks_sent", c_uint64), ("chunks_recv", c_uint64)]
 
 
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_FILE = "libpshuffle.so"
+
+
+def _read_version():
+    try:
+        with open(os.path.join(_HERE, "VERSION")) as f:
+            return f.read().strip()
+    except OSError:
+        return "unknown"
+
+
+VERSION = _read_version()
+
+
+def candidates():
+    """Where libpshuffle.so is looked for before the linker's path: next to
+    the package; relative to the prefix it is installed in
+    (PREFIX/lib/python3.X/dist-packages/pshuffle -> PREFIX/lib) or to the
+    source tree it sits in (pshuffle/python/pshuffle -> build/lib); next to
+    the `pshuffle` program on PATH (PREFIX/bin -> PREFIX/lib)."""
+    yield os.path.join(_HERE, _FILE)
+    d = _HERE
+    for _ in range(4):
+        d = os.path.dirname(d)
+        yield os.path.join(d, "lib", _FILE)
+        yield os.path.join(d, "build", "lib", _FILE)
+    exe = shutil.which("pshuffle")
+    if exe:
+        yield os.path.normpath(os.path.join(os.path.dirname(os.path.realpath(exe)), "..", "lib", _FILE))
+
+
 def _find():
     path = os.environ.get("PSHUFFLE_LIB")
     if path:
+        if not os.path.exists(path):
+            raise ImportError("pshuffle: PSHUFFLE_LIB=%s: no such file" % path)
         return path
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libpshuffle.so")
-    if os.path.exists(here):
-        return here
+    for p in candidates():
+        if os.path.exists(p):
+            return p
     found = ctypes.util.find_library("pshuffle")
     if not found:
-        raise ImportError("pshuffle: libpshuffle.so not found: set PSHUFFLE_LIB to its path "
-                          "or install it where the dynamic linker looks")
+        raise ImportError("pshuffle: libpshuffle.so not found next to the package, under its prefix, "
+                          "next to the 'pshuffle' program or in the linker's path: install it "
+                          "(make install) or set PSHUFFLE_LIB to its path")
     return found
 
 
@@ -85,4 +121,4 @@ def load():
     return lib
 
 
-__all__ = ["load", "Config", "Schedule", "Sample", "Stats", "byref"]
+__all__ = ["load", "candidates", "VERSION", "Config", "Schedule", "Sample", "Stats", "byref"]
