@@ -101,29 +101,46 @@ int ps_schedule_check(const ps_schedule_t *s);
 /** Q of epoch e under the schedule (assumes a valid schedule). */
 double ps_schedule_q(const ps_schedule_t *s, uint64_t epoch);
 /** round(q*n), half away from zero: the number of samples a rank holding n
- *  samples sends in an epoch with this Q. */
+ *  samples (at its balanced share) puts in the epoch's pool at this Q. */
 uint64_t ps_plan_count(double q, uint64_t n);
 
 /** One rank's part of an epoch's plan. Arrays are owned by the plan; free
  *  with ps_plan_free(). */
 typedef struct {
-    uint64_t nsend;        /**< samples this rank sends (== samples it receives) */
-    uint64_t *send_pos;    /**< [nsend] positions (in canonical id order) sent, slot order */
-    int *send_to;          /**< [nsend] destination rank per slot */
-    int *recv_from;        /**< [nsend] source rank per slot */
-    uint64_t nkept;        /**< slots whose sample stays (a slot with one participant) */
+    uint64_t npool;        /**< samples this rank puts in the epoch's pool */
+    uint64_t nsend;        /**< pool samples that land on another rank (they move) */
+    uint64_t *send_pos;    /**< [nsend] positions (in canonical id order) that move */
+    int *send_to;          /**< [nsend] destination rank of each */
+    uint64_t nrecv;        /**< samples this rank receives */
+    uint64_t *recv_count;  /**< [nranks] samples received from each rank (0 for itself) */
+    uint64_t nkept;        /**< pool samples that land back on this rank (fixed points) */
+    uint64_t count_after;  /**< samples held after the exchange */
 } ps_plan_t;
+
+/**
+ * Balanced per-rank counts for N = sum(counts) samples: every rank gets
+ * N/M or N/M+1, and the N%M larger shares go first to the ranks that hold
+ * more than N/M now (lowest ranks first), so a balanced job never moves a
+ * sample just to rebalance. targets[M] is written. Pure.
+ */
+void ps_plan_balance(const uint64_t *counts, int nranks, uint64_t *targets);
 
 /**
  * Computes rank `rank`'s plan for one epoch.
  *
  * counts[M] are the per-rank sample counts, q the epoch's Q. Each rank r
- * sends k_r = round(q*counts[r]) samples: the first k_r positions of a
- * random permutation of its samples (canonical order = ascending id). For
- * each slot i, the ranks with k_r > i are put in a shared random cyclic
- * order; each sends its slot-i sample to its successor and receives from its
- * predecessor, so sends equal receives on every rank and no rank sends to
- * itself. Deterministic in (seed, epoch, q, counts); no communication.
+ * puts k_r = max(round(q*counts[r]), counts[r] - t_r) samples in the pool
+ * (t = ps_plan_balance(counts)): the first k_r positions of a random
+ * permutation of its samples (canonical order = ascending id). The pool is
+ * then dealt uniformly at random to the ranks, each rank d receiving
+ * t_d - (counts[d] - k_d) pool samples, so every rank ends with its
+ * balanced count. A pool sample may land back on its own rank (a fixed
+ * point: it does not move). With q = 1 the pool is the whole dataset and
+ * the new partition is a uniformly random partition of all N samples into
+ * parts of the balanced sizes, whatever the current one: a fresh global
+ * shuffle, as DistributedSampler's. Deterministic in (seed, epoch, q,
+ * counts); no communication. Costs O(sum k) time and 4 bytes per pool
+ * sample.
  * @return 0, PS_EINVAL or -ENOMEM.
  */
 int ps_plan_compute(ps_plan_t *out, uint64_t seed, uint64_t epoch, double q,
@@ -131,8 +148,8 @@ int ps_plan_compute(ps_plan_t *out, uint64_t seed, uint64_t epoch, double q,
 void ps_plan_free(ps_plan_t *p);
 
 /** The plans of all ranks of one epoch into out[nranks] (same result as
- *  nranks calls of ps_plan_compute(), in O(k*M) instead of O(k*M^2));
- *  free each with ps_plan_free(). For simulations such as `pshuffle plan`. */
+ *  nranks calls of ps_plan_compute(), in one pass over the pool); free
+ *  each with ps_plan_free(). For simulations such as `pshuffle plan`. */
 int ps_plan_compute_all(ps_plan_t *out, uint64_t seed, uint64_t epoch, double q,
                         const uint64_t *counts, int nranks);
 
@@ -235,6 +252,9 @@ int ps_start(ps_shuffler_t *ps);
 
 /** Samples held by this rank for the current epoch. */
 uint64_t ps_size(const ps_shuffler_t *ps);
+/** Samples held by all ranks together (0 before ps_start()). Local: known
+ *  from the counts every rank keeps. */
+uint64_t ps_total(const ps_shuffler_t *ps);
 
 /** Metadata of a sample. */
 typedef struct {
@@ -282,7 +302,7 @@ typedef struct {
     double q;                 /**< Q used */
     uint64_t samples_sent, samples_recv;
     uint64_t bytes_sent, bytes_recv;
-    uint64_t samples_kept;    /**< plan slots whose sample stayed (single participant) */
+    uint64_t samples_kept;    /**< pool samples that landed back on this rank (fixed points) */
     uint64_t exchange_ns;     /**< begin() to completion of all messages */
     uint64_t overlap_ns;      /**< part of exchange_ns spent outside ps_exchange_end() */
     uint64_t blocked_ns;      /**< time spent inside ps_exchange_end() */

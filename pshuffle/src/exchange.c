@@ -444,12 +444,10 @@ static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
         goto fail;
     }
     const ps_plan_t *pl = &x->plan;
-    for (uint64_t i = 0; i < pl->nsend; i++) {
-        if (pl->send_to[i] == ps->rank)
-            continue; /* a slot with one participant: the sample stays */
+    for (uint64_t i = 0; i < pl->nsend; i++)
         scnt[pl->send_to[i]]++;
-        rcnt[pl->recv_from[i]]++;
-    }
+    for (int r = 0; r < M; r++)
+        rcnt[r] = r == ps->rank ? 0 : pl->recv_count[r];
     for (int r = 0; r < M; r++) {
         smap[r] = scnt[r] ? x->nsp++ : -1;
         rmap[r] = rcnt[r] ? x->nrp++ : -1;
@@ -484,11 +482,8 @@ static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
     }
     for (int i = 0; i < 2 * (x->nsp + x->nrp); i++)
         x->reqs[i] = MPI_REQUEST_NULL;
+    x->st.samples_kept = pl->nkept;
     for (uint64_t i = 0; i < pl->nsend; i++) {
-        if (pl->send_to[i] == ps->rank) {
-            x->st.samples_kept++;
-            continue;
-        }
         ps__peer_t *p = &x->sp[smap[pl->send_to[i]]];
         uint64_t pos = pl->send_pos[i];
         const ps__entry_t *e = &ps->ent[pos];
@@ -582,6 +577,11 @@ static int commit(ps_shuffler_t *ps, ps__xchg_t *x, ps__entry_t **newent, uint64
             e[k++] = ps->ent[i];
     if (x->nstaged)
         memcpy(e + k, x->staged, x->nstaged * sizeof *e);
+    if (n != x->plan.count_after) {
+        free(e);
+        return ps__errf(PS_ECORRUPT, "rank %d would hold %" PRIu64 " samples after the exchange, the plan says %" PRIu64,
+                        ps->rank, n, x->plan.count_after);
+    }
     qsort(e, n, sizeof *e, ps__cmp_entry);
     for (uint64_t i = 1; i < n; i++)
         if (e[i].id == e[i - 1].id) {
@@ -681,6 +681,7 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
         ps__arena_compact(&ps->arena, ps->ent, ps->n);
     ps->bytes = ps->bytes - x->st.bytes_sent + x->staged_bytes;
     ps->epoch = x->epoch + 1;
+    ps_plan_balance(ps->counts, ps->nranks, ps->counts); /* what every rank now holds */
     x->nstaged = 0; /* now owned by ps->ent */
     uint64_t now = ps__now_ns();
     x->st.exchange_ns = x->t_complete - x->t_begin;

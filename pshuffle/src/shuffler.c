@@ -430,6 +430,14 @@ PS_API int ps_rank(const ps_shuffler_t *ps) { return ps->rank; }
 PS_API int ps_nranks(const ps_shuffler_t *ps) { return ps->nranks; }
 PS_API uint64_t ps_size(const ps_shuffler_t *ps) { return ps->n; }
 
+PS_API uint64_t ps_total(const ps_shuffler_t *ps)
+{
+    uint64_t t = 0;
+    for (int r = 0; ps->counts && r < ps->nranks; r++)
+        t += ps->counts[r];
+    return t;
+}
+
 PS_API int ps_add(ps_shuffler_t *ps, uint64_t id, int32_t label, const void *data, size_t len)
 {
     if (ps->started)
