@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -449,6 +450,16 @@ static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
     for (int r = 0; r < M; r++)
         rcnt[r] = r == ps->rank ? 0 : pl->recv_count[r];
     for (int r = 0; r < M; r++) {
+        /* Headers travel as a count of PS_WIRE_HDR-byte records (not bytes,
+         * which overflowed an int past 67 M samples to one peer). */
+        if (scnt[r] > INT_MAX || rcnt[r] > INT_MAX) {
+            err = ps__errf(PS_ETOOBIG, "exchange of epoch %" PRIu64 ": %" PRIu64 " samples between ranks %d and %d "
+                           "(limit %d per pair)", epoch, scnt[r] > rcnt[r] ? scnt[r] : rcnt[r], ps->rank, r, INT_MAX);
+            free(scnt), free(rcnt), free(smap), free(rmap);
+            goto fail;
+        }
+    }
+    for (int r = 0; r < M; r++) {
         smap[r] = scnt[r] ? x->nsp++ : -1;
         rmap[r] = rcnt[r] ? x->nrp++ : -1;
     }
@@ -513,7 +524,7 @@ int ps__post(ps_shuffler_t *ps)
     /* Receives first, so that the headers find a posted buffer. */
     for (int i = 0; i < x->nrp; i++) {
         ps__peer_t *p = &x->rp[i];
-        if (MPI_Irecv(p->hdr, (int)(p->n * PS_WIRE_HDR), MPI_BYTE, p->peer, TAG_HDR, ps->comm,
+        if (MPI_Irecv(p->hdr, (int)p->n, ps->hdrtype, p->peer, TAG_HDR, ps->comm,
                       &x->reqs[2 * (x->nsp + i)]) != MPI_SUCCESS) {
             err = ps__errf(PS_EMPI, "MPI_Irecv of headers from rank %d failed", p->peer);
             goto fail;
@@ -521,7 +532,7 @@ int ps__post(ps_shuffler_t *ps)
     }
     for (int i = 0; i < x->nsp; i++) {
         ps__peer_t *p = &x->sp[i];
-        if (MPI_Isend(p->hdr, (int)(p->n * PS_WIRE_HDR), MPI_BYTE, p->peer, TAG_HDR, ps->comm, &x->reqs[2 * i]) !=
+        if (MPI_Isend(p->hdr, (int)p->n, ps->hdrtype, p->peer, TAG_HDR, ps->comm, &x->reqs[2 * i]) !=
             MPI_SUCCESS) {
             err = ps__errf(PS_EMPI, "MPI_Isend of headers to rank %d failed", p->peer);
             goto fail;

@@ -74,7 +74,7 @@ static int entries_grow(ps_shuffler_t *ps, uint64_t need)
 }
 
 /* Removes the files this library writes from a rank directory; with `keep`
- * set, keeps the sample files it lists and the manifests up to keep->epoch. */
+ * set, keeps the sample files it lists and its manifest (keep->epoch). */
 static int clean_rankdir(const char *rankdir, const ps__manifest_t *keep)
 {
     DIR *d = opendir(rankdir);
@@ -99,7 +99,11 @@ static int clean_rankdir(const char *rankdir, const ps__manifest_t *keep)
         } else if (!strncmp(n, ".tmp.", 5)) {
             ours = 1;
         } else if (l == 19 && sscanf(n, "manifest.%" SCNu64 "%c", &v, &tail) == 1) {
-            ours = !keep || v > keep->epoch;
+            /* Older manifests go too: every rank agreed to resume from
+             * keep->epoch, so none can roll back below it, and one left by
+             * a crash while the previous exchange was deleting would
+             * otherwise stay forever. */
+            ours = !keep || v != keep->epoch;
         }
         if (!ours)
             continue;
@@ -315,6 +319,10 @@ PS_API int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg)
         return ps__errf(PS_EMPI, "MPI_Comm_dup failed");
     }
     MPI_Comm_set_errhandler(ps->comm, MPI_ERRORS_RETURN);
+    ps->hdrtype = MPI_DATATYPE_NULL;
+    if (MPI_Type_contiguous(PS_WIRE_HDR, MPI_BYTE, &ps->hdrtype) != MPI_SUCCESS ||
+        MPI_Type_commit(&ps->hdrtype) != MPI_SUCCESS)
+        err = ps__errf(PS_EMPI, "MPI_Type_contiguous failed");
     MPI_Comm_rank(ps->comm, &ps->rank);
     MPI_Comm_size(ps->comm, &ps->nranks);
     ps->seed = cfg->seed;
@@ -331,7 +339,8 @@ PS_API int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg)
     memset(&me, 0, sizeof me);
     /* Local checks first; their failure is reported through the gather
      * below, so a bad value on one rank never leaves the others waiting. */
-    err = ps_schedule_check(&cfg->q);
+    if (!err)
+        err = ps_schedule_check(&cfg->q);
     if (!err && cfg->q.kind == PS_Q_TABLE) {
         ps->q.q_table = ps->qtable = malloc(cfg->q.q_table_len * sizeof *ps->qtable);
         if (!ps->qtable)
@@ -418,8 +427,11 @@ PS_API void ps_close(ps_shuffler_t *ps)
     if (ps->comm != MPI_COMM_NULL) {
         int fin = 0;
         MPI_Finalized(&fin);
-        if (!fin)
+        if (!fin) {
             MPI_Comm_free(&ps->comm);
+            if (ps->hdrtype != MPI_DATATYPE_NULL)
+                MPI_Type_free(&ps->hdrtype);
+        }
     }
     free(ps);
 }

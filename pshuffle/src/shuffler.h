@@ -44,6 +44,7 @@ typedef struct {
 
 struct ps_shuffler {
     MPI_Comm comm;
+    MPI_Datatype hdrtype;    /* PS_WIRE_HDR contiguous bytes: one sample's header */
     int rank, nranks;
     uint64_t seed;
     ps_schedule_t q;
