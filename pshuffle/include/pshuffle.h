@@ -20,10 +20,18 @@
  * Collective calls are marked "Collective": every rank of the communicator
  * must make them in the same order. A collective call that fails on one rank
  * fails on all ranks (the others return PS_EPEER naming the failing rank),
- * so no rank is left waiting.
+ * so no rank is left waiting. Each collective call starts by checking that
+ * every rank is in the same call for the same epoch (else PS_ESTATE or
+ * PS_EEPOCH on all ranks). Where no error can be returned without leaving
+ * peers waiting (an allocation or MPI failure after the ranks agreed to
+ * exchange, ranks out of step with messages in flight, a rank that does not
+ * answer within PSHUFFLE_TIMEOUT seconds, default 300), the library writes
+ * one line "pshuffle: rank R: <call>: <error>; aborting the job" to stderr
+ * and calls MPI_Abort: the job ends instead of hanging.
  *
- * The library never prints and never calls MPI_Init: MPI must be initialised
- * by the caller. It duplicates the communicator it is given.
+ * The library never calls MPI_Init: MPI must be initialised by the caller.
+ * It prints nothing, except the line before an MPI_Abort. It duplicates
+ * the communicator it is given.
  *
  * Thread safety: one shuffler is used from one thread (its optional
  * progress thread is internal). Reads (ps_info, ps_read, ps_order) make no
@@ -211,8 +219,11 @@ int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg);
 int ps_open_f(ps_shuffler_t **out, MPI_Fint comm, const ps_config_t *cfg);
 /** Frees the shuffler and its duplicated communicator. Collective in MPI's
  *  sense (MPI_Comm_free), so call it on every rank; it does not wait for
- *  the others. An exchange in flight is cancelled and nothing uncommitted
- *  is kept. After MPI_Finalize only memory is freed. NULL is fine. */
+ *  the others, unless an exchange is in flight: then it is collective, the
+ *  exchange is dropped (nothing uncommitted is kept) if every rank closes,
+ *  and the job is aborted with a message if another rank is in
+ *  ps_exchange_end() instead. After MPI_Finalize only memory is freed.
+ *  NULL is fine. */
 void ps_close(ps_shuffler_t *ps);
 
 /** 1 when ps_open() resumed from a stored checkpoint. */
@@ -247,7 +258,8 @@ int ps_load_files(ps_shuffler_t *ps, const char *const *paths, size_t n, const i
 int ps_load_packed(ps_shuffler_t *ps, const char *data_path, const char *index_path);
 
 /** Seals the initial partition (commits epoch 0 in a directory store).
- *  Collective. After a resume it only checks state. */
+ *  Collective. Refuses (PS_EDUP, on every rank) an id held by two ranks,
+ *  naming the id and both ranks. After a resume it only checks state. */
 int ps_start(ps_shuffler_t *ps);
 
 /** Samples held by this rank for the current epoch. */

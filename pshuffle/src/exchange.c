@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include "shuffler.h"
@@ -164,15 +165,21 @@ static uint64_t chunk_span(const ps_shuffler_t *ps, const unsigned char *hdr, ui
     return cnt;
 }
 
+/* Called once the ranks agreed to exchange: the peer's messages are
+ * already on their way, and without a buffer this rank cannot take part,
+ * so a failure ends the job with a message rather than leave peers waiting. */
 static int buf_reserve(ps_shuffler_t *ps, ps__peer_t *p, size_t len)
 {
     if (len <= p->buflen && p->buf)
         return 0;
     pool_put(ps, p->buf, p->buflen);
-    p->buf = pool_get(ps, len, &p->buflen);
-    if (!p->buf)
+    p->buf = ps__fault(ps, "chunk") ? NULL : pool_get(ps, len, &p->buflen);
+    if (!p->buf) {
         p->buflen = 0;
-    return p->buf ? 0 : -ENOMEM;
+        ps__errf(-ENOMEM, "a %zu-byte payload buffer for the exchange with rank %d", len, p->peer);
+        ps__fatal(ps, -ENOMEM, "exchange");
+    }
+    return 0;
 }
 
 static int post_send_chunk(ps_shuffler_t *ps, ps__xchg_t *x, int i)
@@ -391,13 +398,11 @@ PS_API int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch)
     else if (epoch != ps->epoch)
         err = ps__errf(PS_EEPOCH, "exchange for epoch %" PRIu64 " asked, the store is at epoch %" PRIu64, epoch,
                        ps->epoch);
-    /* Ranks that disagree on the epoch would wait for each other forever. */
-    uint64_t mm[2] = {epoch, ~epoch}, red[2];
-    if (MPI_Allreduce(mm, red, 2, MPI_UINT64_T, MPI_MAX, ps->comm) != MPI_SUCCESS)
-        return ps__errf(PS_EMPI, "MPI_Allreduce of the epoch failed");
-    if (!err && (red[0] != epoch || ~red[1] != epoch))
-        err = ps__errf(PS_EEPOCH, "ranks asked for the exchange of different epochs (%" PRIu64 " to %" PRIu64 ")",
-                       ~red[1], red[0]);
+    /* Ranks in another call, or asking for another epoch, would wait for
+     * each other forever: all learn it here and fail. */
+    int serr = ps__sync(ps, PS_OP_BEGIN, epoch);
+    if (serr)
+        return serr;
     int created = 0;
     if (!err) {
         err = begin_local(ps, epoch);
@@ -409,7 +414,7 @@ PS_API int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch)
         return err;
     }
     if ((err = ps__post(ps)))
-        return err;
+        ps__fatal(ps, err, "ps_exchange_begin"); /* the peers posted theirs: no way back */
     if (ps->progress_thread) {
         ps->thread_stop = 0;
         if ((err = pthread_create(&ps->thread, NULL, progress_main, ps)))
@@ -422,6 +427,8 @@ PS_API int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch)
 static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
 {
     int err = 0;
+    if (ps__fault(ps, "begin"))
+        return ps__errf(-ENOMEM, "planning the exchange of epoch %" PRIu64 " (injected allocation failure)", epoch);
     ps__xchg_t *x = calloc(1, sizeof *x);
     if (!x)
         return -ENOMEM;
@@ -630,16 +637,36 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
     ps__errclear();
     /* Collective: ranks without an exchange still take part, so one rank's
      * misuse fails everybody instead of hanging them. */
+    uint64_t t_end = ps__now_ns();
+    if ((err = ps__sync(ps, PS_OP_END, x ? x->epoch : ps->epoch))) {
+        /* Out of step with the other ranks: nothing can complete. */
+        if (x)
+            ps__fatal(ps, err, "ps_exchange_end");
+        return err;
+    }
     if (!x)
         return ps__agree(ps, ps__errf(PS_ESTATE, "ps_exchange_end without ps_exchange_begin"), 0);
-    x->t_endcall = ps__now_ns();
+    x->t_endcall = t_end;
     stop_thread(ps);
+    /* Polled rather than MPI_Waitany, so that a peer that stopped sending
+     * ends the job with a message instead of a silent hang. */
+    uint64_t last = ps__now_ns(), limit = (uint64_t)(ps->timeout_s * 1e9);
     while (!x->complete) {
-        int r = step(ps, x, 1);
+        int r = step(ps, x, 0);
         if (r < 0) {
             xfail(x, r, 0);
             break;
         }
+        if (r > 0) {
+            last = ps__now_ns();
+            continue;
+        }
+        if (ps__now_ns() - last > limit) {
+            ps__errf(PS_EPEER, "no message from the other ranks within %g s (PSHUFFLE_TIMEOUT) during the exchange "
+                     "of epoch %" PRIu64 ": a rank died or left the exchange", ps->timeout_s, x->epoch);
+            ps__fatal(ps, PS_EPEER, "ps_exchange_end");
+        }
+        sched_yield();
     }
     if (!x->t_complete)
         x->t_complete = ps__now_ns();
