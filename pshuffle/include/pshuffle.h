@@ -198,8 +198,12 @@ typedef struct {
                                  progress thread too, when there is one) */
     void *hook_arg;
     int progress_thread;    /**< 1: a thread progresses each exchange between
-                                 ps_exchange_begin() and ps_exchange_end();
-                                 needs MPI_THREAD_MULTIPLE (default 0) */
+                                 ps_exchange_begin() and ps_exchange_end(),
+                                 needs MPI_THREAD_MULTIPLE; 0: only
+                                 ps_progress() calls (each does at most about
+                                 1 ms of work) and ps_exchange_end(); -1
+                                 (default): a thread when MPI provides
+                                 MPI_THREAD_MULTIPLE, else 0 */
 } ps_config_t;
 
 void ps_config_init(ps_config_t *cfg);
@@ -295,9 +299,11 @@ int ps_order(const ps_shuffler_t *ps, uint64_t *out, uint64_t n);
  * and ps_order() keeps giving this epoch's order, until ps_exchange_end().
  */
 int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch);
-/** Advances the exchange without blocking. *done (may be NULL) becomes 1
- *  once all of this rank's messages completed. Local. With a progress
- *  thread it only reports. */
+/** Advances the exchange without blocking, for about 1 ms at most (one
+ *  payload chunk's copy, checksum and store is not cut, so one call can
+ *  take longer with large chunks). *done (may be NULL) becomes 1 once all
+ *  of this rank's messages completed. Local. With a progress thread it
+ *  only reports. */
 int ps_progress(ps_shuffler_t *ps, int *done);
 /**
  * Completes the exchange and commits epoch+1. Collective. On failure on any
@@ -316,10 +322,14 @@ typedef struct {
     uint64_t bytes_sent, bytes_recv;
     uint64_t samples_kept;    /**< pool samples that landed back on this rank (fixed points) */
     uint64_t exchange_ns;     /**< begin() to completion of all messages */
-    uint64_t overlap_ns;      /**< part of exchange_ns spent outside ps_exchange_end() */
+    uint64_t overlap_ns;      /**< begin() to the last message completed before
+                                   ps_exchange_end() was called: the span in which
+                                   the exchange progressed during training (0 when
+                                   nothing completed before) */
     uint64_t blocked_ns;      /**< time spent inside ps_exchange_end() */
     uint64_t peak_samples;    /**< most samples stored at once (committed + staged) */
-    uint64_t peak_bytes;
+    uint64_t peak_bytes;      /**< most payload bytes held at once: committed + staged
+                                   samples + payload buffers of the exchange */
     uint64_t chunks_sent, chunks_recv;
 } ps_stats_t;
 int ps_stats(const ps_shuffler_t *ps, ps_stats_t *out);

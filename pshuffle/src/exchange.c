@@ -168,12 +168,24 @@ static uint64_t chunk_span(const ps_shuffler_t *ps, const unsigned char *hdr, ui
 /* Called once the ranks agreed to exchange: the peer's messages are
  * already on their way, and without a buffer this rank cannot take part,
  * so a failure ends the job with a message rather than leave peers waiting. */
+static void note_peak(ps_shuffler_t *ps, ps__xchg_t *x)
+{
+    uint64_t b = ps->bytes + x->staged_bytes + x->buf_bytes;
+    if (b > x->st.peak_bytes)
+        x->st.peak_bytes = b;
+}
+
 static int buf_reserve(ps_shuffler_t *ps, ps__peer_t *p, size_t len)
 {
     if (len <= p->buflen && p->buf)
         return 0;
+    ps->x->buf_bytes -= p->buflen;
     pool_put(ps, p->buf, p->buflen);
     p->buf = ps__fault(ps, "chunk") ? NULL : pool_get(ps, len, &p->buflen);
+    if (p->buf) {
+        ps->x->buf_bytes += p->buflen;
+        note_peak(ps, ps->x);
+    }
     if (!p->buf) {
         p->buflen = 0;
         ps__errf(-ENOMEM, "a %zu-byte payload buffer for the exchange with rank %d", len, p->peer);
@@ -254,8 +266,7 @@ static int stage(ps_shuffler_t *ps, ps__xchg_t *x, const ps__entry_t *e, const v
     x->staged_bytes += s.size;
     if (ps->n + x->nstaged > x->st.peak_samples)
         x->st.peak_samples = ps->n + x->nstaged;
-    if (ps->bytes + x->staged_bytes > x->st.peak_bytes)
-        x->st.peak_bytes = ps->bytes + x->staged_bytes;
+    note_peak(ps, x);
     return 0;
 }
 
@@ -369,20 +380,28 @@ static void *progress_main(void *arg)
 {
     ps_shuffler_t *ps = arg;
     ps__xchg_t *x = ps->x;
-    const struct timespec nap = {0, 50000};
+    long nap = 20000;
     while (!ps->thread_stop) {
         pthread_mutex_lock(&ps->mu);
-        int r = 0;
-        for (int i = 0; i < 64 && !x->complete; i++)
+        int r = 0, moved = 0;
+        for (int i = 0; i < 64 && !x->complete; i++) {
             if ((r = step(ps, x, 0)) <= 0)
                 break;
+            moved = 1;
+        }
+        if (moved)
+            x->t_outside = ps__now_ns();
         if (r < 0)
             xfail(x, r, 0);
         int stop = x->complete || r < 0;
         pthread_mutex_unlock(&ps->mu);
         if (stop)
             break;
-        nanosleep(&nap, NULL);
+        /* Poll often while messages flow, back off to 1 ms when idle, so
+         * the thread costs little CPU during a long epoch. */
+        nap = moved ? 20000 : (nap < 1000000 ? 2 * nap : 1000000);
+        struct timespec ts = {0, nap};
+        nanosleep(&ts, NULL);
     }
     return NULL;
 }
@@ -570,14 +589,17 @@ PS_API int ps_progress(ps_shuffler_t *ps, int *done)
         pthread_mutex_unlock(&ps->mu);
         return 0;
     }
-    /* Bounded, so a caller in a training loop is never held up long. */
-    for (int i = 0; i < 64 && !x->complete; i++) {
+    /* Bounded by time, so a caller in a training loop is never held up
+     * long: about 1 ms, unless one completion's work alone takes longer. */
+    uint64_t t0 = ps__now_ns();
+    while (!x->complete && ps__now_ns() - t0 < 1000000) {
         if ((r = step(ps, x, 0)) < 0) {
             err = r;
             break;
         }
         if (r == 0)
             break;
+        x->t_outside = ps__now_ns();
     }
     if (done)
         *done = x->complete;
@@ -724,10 +746,12 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
     uint64_t now = ps__now_ns();
     x->st.exchange_ns = x->t_complete - x->t_begin;
     x->st.blocked_ns = now - x->t_endcall;
-    uint64_t before_end = x->t_endcall - x->t_begin;
-    x->st.overlap_ns = before_end < x->st.exchange_ns ? before_end : x->st.exchange_ns;
+    /* Only progress that happened before ps_exchange_end() counts. */
+    x->st.overlap_ns = x->t_outside > x->t_begin && x->t_outside <= x->t_endcall ? x->t_outside - x->t_begin : 0;
     ps->stats = x->st;
     ps__xchg_free(ps);
+    if (ps->root)
+        ps__pool_free(ps); /* a directory store holds no payload in memory between epochs */
     hook(ps, PS_POINT_DONE);
     return 0;
 }

@@ -25,6 +25,7 @@ PS_API void ps_config_init(ps_config_t *cfg)
     cfg->chunk_bytes = UINT64_C(64) << 20;
     cfg->fsync = 1;
     cfg->resume = 1;
+    cfg->progress_thread = -1;
 }
 
 const char *const ps__op_names[] = {"?", "a load (ps_load_files/ps_load_packed)", "ps_start",
@@ -443,7 +444,9 @@ PS_API int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg)
     if (!err && cfg->progress_thread) {
         int level = MPI_THREAD_SINGLE;
         MPI_Query_thread(&level);
-        if (level < MPI_THREAD_MULTIPLE)
+        if (cfg->progress_thread < 0)
+            ps->progress_thread = level >= MPI_THREAD_MULTIPLE; /* auto */
+        else if (level < MPI_THREAD_MULTIPLE)
             err = ps__errf(PS_EINVAL, "a progress thread needs MPI_THREAD_MULTIPLE (initialise MPI with "
                                       "MPI_Init_thread)");
     }

@@ -38,6 +38,8 @@ typedef struct {
     char errdetail[480];
     int complete;
     uint64_t t_begin, t_complete, t_endcall;
+    uint64_t t_outside;      /* last completion handled before ps_exchange_end() */
+    uint64_t buf_bytes;      /* payload buffers held by this exchange */
     int part_hooked;
     ps_stats_t st;           /* of this exchange, published when it ends */
 } ps__xchg_t;

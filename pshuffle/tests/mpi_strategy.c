@@ -2,11 +2,14 @@
  * uniformly random one. Over E epochs of real exchanges rank 0 tallies
  * where every sample lands and which pairs share a rank, and runs
  * chi-square tests (p = 0.001) on both; fixed points (a sample staying on
- * its rank) occur at the rate 1/M. Then the local strategy: nothing moves.
+ * its rank) occur at the rate 1/M, and with neither ps_progress calls nor a
+ * progress thread no overlap is reported. Then the local strategy: nothing
+ * moves.
  *
  * usage: mpi_strategy [--epochs E] [--per-rank K]
  */
 #include <math.h>
+#include <unistd.h>
 
 #include "tcommon.h"
 
@@ -26,6 +29,7 @@ static ps_shuffler_t *open_start(double q, uint64_t per, uint64_t *N)
     cfg.seed = 1234;
     cfg.q.q0 = q;
     cfg.resume = 0;
+    cfg.progress_thread = 0;
     ps_shuffler_t *ps;
     T_OK(ps_open(&ps, MPI_COMM_WORLD, &cfg));
     for (uint64_t id = per * (uint64_t)R; id < per * (uint64_t)(R + 1); id++)
@@ -82,7 +86,14 @@ int main(int argc, char **argv)
     int *where = malloc(N * sizeof *where), *prev = malloc(N * sizeof *prev);
     locate(ps, N, prev);
     for (uint64_t e = 0; e < E; e++) {
-        T_OK(ps_exchange(ps, e));
+        T_OK(ps_exchange_begin(ps, e));
+        usleep(e < 3 ? 2000 : 0); /* "training" without ps_progress calls */
+        T_OK(ps_exchange_end(ps));
+        ps_stats_t st;
+        ps_stats(ps, &st);
+        /* Nothing progressed before ps_exchange_end: no overlap may be claimed. */
+        T_CHECK(st.overlap_ns == 0, "epoch %" PRIu64 ": overlap %" PRIu64 " ns reported without progress", e,
+                st.overlap_ns);
         locate(ps, N, where);
         for (uint64_t i = 0; i < N; i++) {
             land[i * M + where[i]]++;

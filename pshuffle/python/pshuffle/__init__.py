@@ -84,7 +84,8 @@ class Shuffler:
     in-memory store, else a directory (node-local disk) that survives
     crashes; with resume=True a later job continues from its last committed
     epoch. progress_thread=True progresses each exchange from a thread
-    (mpi4py initialises MPI with MPI_THREAD_MULTIPLE by default). Collective
+    (mpi4py initialises MPI with MPI_THREAD_MULTIPLE by default); None
+    (default) uses one when MPI provides MPI_THREAD_MULTIPLE. Collective
     methods are marked so in their docstring.
 
     Reading (info/read/order/size) never calls MPI, so a forked DataLoader
@@ -93,7 +94,7 @@ class Shuffler:
     """
 
     def __init__(self, comm=None, seed=0, q=None, store_dir=None, chunk_bytes=64 << 20,
-                 fsync=True, resume=True, progress_thread=False, strategy="partial"):
+                 fsync=True, resume=True, progress_thread=None, strategy="partial"):
         """Collective."""
         if strategy not in ("global", "local", "partial"):
             raise ValueError(f"strategy {strategy!r}: expected 'global', 'local' or 'partial'")
@@ -131,7 +132,7 @@ class Shuffler:
         cfg.chunk_bytes = int(chunk_bytes)
         cfg.fsync = 1 if fsync else 0
         cfg.resume = 1 if resume else 0
-        cfg.progress_thread = 1 if progress_thread else 0
+        cfg.progress_thread = -1 if progress_thread is None else (1 if progress_thread else 0)
         h = ctypes.c_void_p()
         _check(L.ps_open_f(ctypes.byref(h), comm.py2f(), ctypes.byref(cfg)), "open")
         self.comm = comm  # the mpi4py communicator given (the library uses a duplicate)

@@ -68,7 +68,7 @@ def test_progress_thread(comm):
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         pytest.skip("MPI not initialised with MPI_THREAD_MULTIPLE")
     a = make(comm, q=0.5, progress_thread=True)
-    b = make(comm, q=0.5)
+    b = make(comm, q=0.5, progress_thread=False)
     for e in range(3):
         for sh in (a, b):
             sampler_order = sh.order()
