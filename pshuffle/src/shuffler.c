@@ -816,7 +816,8 @@ PS_API int ps_start(ps_shuffler_t *ps)
             err = ps__errf(PS_ESTATE, "ps_start called twice");
         return ps__agree(ps, err, 0);
     }
-    qsort(ps->ent, ps->n, sizeof *ps->ent, ps__cmp_entry);
+    if (ps->n) /* an empty rank has no array */
+        qsort(ps->ent, ps->n, sizeof *ps->ent, ps__cmp_entry);
     for (uint64_t i = 1; i < ps->n && !err; i++)
         if (ps->ent[i].id == ps->ent[i - 1].id)
             err = ps__errf(PS_EDUP, "rank %d: sample id %#" PRIx64 " added twice", ps->rank, ps->ent[i].id);
