@@ -1,18 +1,22 @@
-"""Training with partial shuffling: mpirun -n 4 python3 train.py [--q 0.3]
+"""Training with partial shuffling: mpirun -n 4 python3 train.py [--q 0.3 | --strategy global]
 
 Each rank holds 1/M of a synthetic classification set; every epoch it
 exchanges a fraction Q of it with other ranks while training (overlapped),
-and DDP (gloo) averages the gradients.
+and DDP (gloo) averages the gradients. Any --samples works: the sampler
+pads (or drops, with --drop-last) as DistributedSampler, so every rank runs
+the same number of steps.
 """
 import argparse, os, socket, struct
 import numpy as np
 import torch, torch.distributed as dist
 from mpi4py import MPI
 import pshuffle
-from pshuffle.torch import PartialShuffleDataset, PartialShuffleSampler
+from pshuffle.torch import PartialShuffleDataset, PartialShuffleSampler, make_loader
 
 ap = argparse.ArgumentParser()
-ap.add_argument("--q", type=float, default=0.3)
+ap.add_argument("--strategy", default="partial", choices=["global", "local", "partial"])
+ap.add_argument("--q", type=float, default=None, help="partial strategy: Q (default 0.3)")
+ap.add_argument("--drop-last", action="store_true")
 ap.add_argument("--epochs", type=int, default=4)
 ap.add_argument("--samples", type=int, default=4096)
 ap.add_argument("--store", default=None, help="directory store (default: memory)")
@@ -35,7 +39,8 @@ dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank
 D, C = 32, 10
 rng = np.random.default_rng(0)
 centers = rng.normal(size=(C, D)).astype(np.float32)
-sh = pshuffle.Shuffler(comm, seed=7, q=args.q, store_dir=args.store)
+q = args.q if args.q is not None or args.strategy != "partial" else 0.3
+sh = pshuffle.Shuffler(comm, seed=7, strategy=args.strategy, q=q, store_dir=args.store)
 if not sh.resumed:
     lo, hi = args.samples * rank // size, args.samples * (rank + 1) // size
     for i in range(lo, hi):
@@ -47,22 +52,24 @@ sh.start()
 def decode(blob, label):
     return torch.frombuffer(bytearray(blob), dtype=torch.float32), label
 
-sampler = PartialShuffleSampler(sh)
-loader = torch.utils.data.DataLoader(PartialShuffleDataset(sh, decode), batch_size=64,
-                                     sampler=sampler, num_workers=args.workers)
+sampler = PartialShuffleSampler(sh, drop_last=args.drop_last)
+loader = make_loader(PartialShuffleDataset(sh, decode), batch_size=64, sampler=sampler,
+                     num_workers=args.workers)
 model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(D, C))
 opt = torch.optim.SGD(model.parameters(), lr=0.05)
-for epoch in range(sh.epoch, args.epochs):
+for epoch in range(sampler.start_epoch, args.epochs):
     sampler.set_epoch(epoch)
-    total = 0.0
+    total, steps = 0.0, 0
     for x, y in loader:
         opt.zero_grad()
         loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward(); opt.step(); total += loss.item()
+        loss.backward(); opt.step(); total += loss.item(); steps += 1
+    steps = comm.gather(steps, root=0)
     hist = sh.label_hist(C)
     classes = sum(1 for h in hist if h)
     if rank == 0:
-        print(f"epoch {epoch}: loss {total / len(loader):.3f}, rank 0 holds {classes}/{C} classes")
+        print(f"epoch {epoch}: loss {total / len(loader):.3f}, rank 0 holds {classes}/{C} classes, "
+              f"steps per rank {steps}")
 sampler.finish()
 st = comm.gather(sh.stats(), root=0)
 if rank == 0:

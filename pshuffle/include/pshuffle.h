@@ -20,10 +20,18 @@
  * Collective calls are marked "Collective": every rank of the communicator
  * must make them in the same order. A collective call that fails on one rank
  * fails on all ranks (the others return PS_EPEER naming the failing rank),
- * so no rank is left waiting.
+ * so no rank is left waiting. Each collective call starts by checking that
+ * every rank is in the same call for the same epoch (else PS_ESTATE or
+ * PS_EEPOCH on all ranks). Where no error can be returned without leaving
+ * peers waiting (an allocation or MPI failure after the ranks agreed to
+ * exchange, ranks out of step with messages in flight, a rank that does not
+ * answer within PSHUFFLE_TIMEOUT seconds, default 300), the library writes
+ * one line "pshuffle: rank R: <call>: <error>; aborting the job" to stderr
+ * and calls MPI_Abort: the job ends instead of hanging.
  *
- * The library never prints and never calls MPI_Init: MPI must be initialised
- * by the caller. It duplicates the communicator it is given.
+ * The library never calls MPI_Init: MPI must be initialised by the caller.
+ * It prints nothing, except the line before an MPI_Abort. It duplicates
+ * the communicator it is given.
  *
  * Thread safety: one shuffler is used from one thread (its optional
  * progress thread is internal). Reads (ps_info, ps_read, ps_order) make no
@@ -101,29 +109,46 @@ int ps_schedule_check(const ps_schedule_t *s);
 /** Q of epoch e under the schedule (assumes a valid schedule). */
 double ps_schedule_q(const ps_schedule_t *s, uint64_t epoch);
 /** round(q*n), half away from zero: the number of samples a rank holding n
- *  samples sends in an epoch with this Q. */
+ *  samples (at its balanced share) puts in the epoch's pool at this Q. */
 uint64_t ps_plan_count(double q, uint64_t n);
 
 /** One rank's part of an epoch's plan. Arrays are owned by the plan; free
  *  with ps_plan_free(). */
 typedef struct {
-    uint64_t nsend;        /**< samples this rank sends (== samples it receives) */
-    uint64_t *send_pos;    /**< [nsend] positions (in canonical id order) sent, slot order */
-    int *send_to;          /**< [nsend] destination rank per slot */
-    int *recv_from;        /**< [nsend] source rank per slot */
-    uint64_t nkept;        /**< slots whose sample stays (a slot with one participant) */
+    uint64_t npool;        /**< samples this rank puts in the epoch's pool */
+    uint64_t nsend;        /**< pool samples that land on another rank (they move) */
+    uint64_t *send_pos;    /**< [nsend] positions (in canonical id order) that move */
+    int *send_to;          /**< [nsend] destination rank of each */
+    uint64_t nrecv;        /**< samples this rank receives */
+    uint64_t *recv_count;  /**< [nranks] samples received from each rank (0 for itself) */
+    uint64_t nkept;        /**< pool samples that land back on this rank (fixed points) */
+    uint64_t count_after;  /**< samples held after the exchange */
 } ps_plan_t;
+
+/**
+ * Balanced per-rank counts for N = sum(counts) samples: every rank gets
+ * N/M or N/M+1, and the N%M larger shares go first to the ranks that hold
+ * more than N/M now (lowest ranks first), so a balanced job never moves a
+ * sample just to rebalance. targets[M] is written. Pure.
+ */
+void ps_plan_balance(const uint64_t *counts, int nranks, uint64_t *targets);
 
 /**
  * Computes rank `rank`'s plan for one epoch.
  *
  * counts[M] are the per-rank sample counts, q the epoch's Q. Each rank r
- * sends k_r = round(q*counts[r]) samples: the first k_r positions of a
- * random permutation of its samples (canonical order = ascending id). For
- * each slot i, the ranks with k_r > i are put in a shared random cyclic
- * order; each sends its slot-i sample to its successor and receives from its
- * predecessor, so sends equal receives on every rank and no rank sends to
- * itself. Deterministic in (seed, epoch, q, counts); no communication.
+ * puts k_r = max(round(q*counts[r]), counts[r] - t_r) samples in the pool
+ * (t = ps_plan_balance(counts)): the first k_r positions of a random
+ * permutation of its samples (canonical order = ascending id). The pool is
+ * then dealt uniformly at random to the ranks, each rank d receiving
+ * t_d - (counts[d] - k_d) pool samples, so every rank ends with its
+ * balanced count. A pool sample may land back on its own rank (a fixed
+ * point: it does not move). With q = 1 the pool is the whole dataset and
+ * the new partition is a uniformly random partition of all N samples into
+ * parts of the balanced sizes, whatever the current one: a fresh global
+ * shuffle, as DistributedSampler's. Deterministic in (seed, epoch, q,
+ * counts); no communication. Costs O(sum k) time and 4 bytes per pool
+ * sample.
  * @return 0, PS_EINVAL or -ENOMEM.
  */
 int ps_plan_compute(ps_plan_t *out, uint64_t seed, uint64_t epoch, double q,
@@ -131,8 +156,8 @@ int ps_plan_compute(ps_plan_t *out, uint64_t seed, uint64_t epoch, double q,
 void ps_plan_free(ps_plan_t *p);
 
 /** The plans of all ranks of one epoch into out[nranks] (same result as
- *  nranks calls of ps_plan_compute(), in O(k*M) instead of O(k*M^2));
- *  free each with ps_plan_free(). For simulations such as `pshuffle plan`. */
+ *  nranks calls of ps_plan_compute(), in one pass over the pool); free
+ *  each with ps_plan_free(). For simulations such as `pshuffle plan`. */
 int ps_plan_compute_all(ps_plan_t *out, uint64_t seed, uint64_t epoch, double q,
                         const uint64_t *counts, int nranks);
 
@@ -173,8 +198,12 @@ typedef struct {
                                  progress thread too, when there is one) */
     void *hook_arg;
     int progress_thread;    /**< 1: a thread progresses each exchange between
-                                 ps_exchange_begin() and ps_exchange_end();
-                                 needs MPI_THREAD_MULTIPLE (default 0) */
+                                 ps_exchange_begin() and ps_exchange_end(),
+                                 needs MPI_THREAD_MULTIPLE; 0: only
+                                 ps_progress() calls (each does at most about
+                                 1 ms of work) and ps_exchange_end(); -1
+                                 (default): a thread when MPI provides
+                                 MPI_THREAD_MULTIPLE, else 0 */
 } ps_config_t;
 
 void ps_config_init(ps_config_t *cfg);
@@ -194,8 +223,11 @@ int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg);
 int ps_open_f(ps_shuffler_t **out, MPI_Fint comm, const ps_config_t *cfg);
 /** Frees the shuffler and its duplicated communicator. Collective in MPI's
  *  sense (MPI_Comm_free), so call it on every rank; it does not wait for
- *  the others. An exchange in flight is cancelled and nothing uncommitted
- *  is kept. After MPI_Finalize only memory is freed. NULL is fine. */
+ *  the others, unless an exchange is in flight: then it is collective, the
+ *  exchange is dropped (nothing uncommitted is kept) if every rank closes,
+ *  and the job is aborted with a message if another rank is in
+ *  ps_exchange_end() instead. After MPI_Finalize only memory is freed.
+ *  NULL is fine. */
 void ps_close(ps_shuffler_t *ps);
 
 /** 1 when ps_open() resumed from a stored checkpoint. */
@@ -230,11 +262,15 @@ int ps_load_files(ps_shuffler_t *ps, const char *const *paths, size_t n, const i
 int ps_load_packed(ps_shuffler_t *ps, const char *data_path, const char *index_path);
 
 /** Seals the initial partition (commits epoch 0 in a directory store).
- *  Collective. After a resume it only checks state. */
+ *  Collective. Refuses (PS_EDUP, on every rank) an id held by two ranks,
+ *  naming the id and both ranks. After a resume it only checks state. */
 int ps_start(ps_shuffler_t *ps);
 
 /** Samples held by this rank for the current epoch. */
 uint64_t ps_size(const ps_shuffler_t *ps);
+/** Samples held by all ranks together (0 before ps_start()). Local: known
+ *  from the counts every rank keeps. */
+uint64_t ps_total(const ps_shuffler_t *ps);
 
 /** Metadata of a sample. */
 typedef struct {
@@ -263,9 +299,11 @@ int ps_order(const ps_shuffler_t *ps, uint64_t *out, uint64_t n);
  * and ps_order() keeps giving this epoch's order, until ps_exchange_end().
  */
 int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch);
-/** Advances the exchange without blocking. *done (may be NULL) becomes 1
- *  once all of this rank's messages completed. Local. With a progress
- *  thread it only reports. */
+/** Advances the exchange without blocking, for about 1 ms at most (one
+ *  payload chunk's copy, checksum and store is not cut, so one call can
+ *  take longer with large chunks). *done (may be NULL) becomes 1 once all
+ *  of this rank's messages completed. Local. With a progress thread it
+ *  only reports. */
 int ps_progress(ps_shuffler_t *ps, int *done);
 /**
  * Completes the exchange and commits epoch+1. Collective. On failure on any
@@ -282,12 +320,16 @@ typedef struct {
     double q;                 /**< Q used */
     uint64_t samples_sent, samples_recv;
     uint64_t bytes_sent, bytes_recv;
-    uint64_t samples_kept;    /**< plan slots whose sample stayed (single participant) */
+    uint64_t samples_kept;    /**< pool samples that landed back on this rank (fixed points) */
     uint64_t exchange_ns;     /**< begin() to completion of all messages */
-    uint64_t overlap_ns;      /**< part of exchange_ns spent outside ps_exchange_end() */
+    uint64_t overlap_ns;      /**< begin() to the last message completed before
+                                   ps_exchange_end() was called: the span in which
+                                   the exchange progressed during training (0 when
+                                   nothing completed before) */
     uint64_t blocked_ns;      /**< time spent inside ps_exchange_end() */
     uint64_t peak_samples;    /**< most samples stored at once (committed + staged) */
-    uint64_t peak_bytes;
+    uint64_t peak_bytes;      /**< most payload bytes held at once: committed + staged
+                                   samples + payload buffers of the exchange */
     uint64_t chunks_sent, chunks_recv;
 } ps_stats_t;
 int ps_stats(const ps_shuffler_t *ps, ps_stats_t *out);

@@ -16,9 +16,11 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include "shuffler.h"
@@ -163,15 +165,33 @@ static uint64_t chunk_span(const ps_shuffler_t *ps, const unsigned char *hdr, ui
     return cnt;
 }
 
+/* Called once the ranks agreed to exchange: the peer's messages are
+ * already on their way, and without a buffer this rank cannot take part,
+ * so a failure ends the job with a message rather than leave peers waiting. */
+static void note_peak(ps_shuffler_t *ps, ps__xchg_t *x)
+{
+    uint64_t b = ps->bytes + x->staged_bytes + x->buf_bytes;
+    if (b > x->st.peak_bytes)
+        x->st.peak_bytes = b;
+}
+
 static int buf_reserve(ps_shuffler_t *ps, ps__peer_t *p, size_t len)
 {
     if (len <= p->buflen && p->buf)
         return 0;
+    ps->x->buf_bytes -= p->buflen;
     pool_put(ps, p->buf, p->buflen);
-    p->buf = pool_get(ps, len, &p->buflen);
-    if (!p->buf)
+    p->buf = ps__fault(ps, "chunk") ? NULL : pool_get(ps, len, &p->buflen);
+    if (p->buf) {
+        ps->x->buf_bytes += p->buflen;
+        note_peak(ps, ps->x);
+    }
+    if (!p->buf) {
         p->buflen = 0;
-    return p->buf ? 0 : -ENOMEM;
+        ps__errf(-ENOMEM, "a %zu-byte payload buffer for the exchange with rank %d", len, p->peer);
+        ps__fatal(ps, -ENOMEM, "exchange");
+    }
+    return 0;
 }
 
 static int post_send_chunk(ps_shuffler_t *ps, ps__xchg_t *x, int i)
@@ -246,8 +266,7 @@ static int stage(ps_shuffler_t *ps, ps__xchg_t *x, const ps__entry_t *e, const v
     x->staged_bytes += s.size;
     if (ps->n + x->nstaged > x->st.peak_samples)
         x->st.peak_samples = ps->n + x->nstaged;
-    if (ps->bytes + x->staged_bytes > x->st.peak_bytes)
-        x->st.peak_bytes = ps->bytes + x->staged_bytes;
+    note_peak(ps, x);
     return 0;
 }
 
@@ -361,20 +380,28 @@ static void *progress_main(void *arg)
 {
     ps_shuffler_t *ps = arg;
     ps__xchg_t *x = ps->x;
-    const struct timespec nap = {0, 50000};
+    long nap = 20000;
     while (!ps->thread_stop) {
         pthread_mutex_lock(&ps->mu);
-        int r = 0;
-        for (int i = 0; i < 64 && !x->complete; i++)
+        int r = 0, moved = 0;
+        for (int i = 0; i < 64 && !x->complete; i++) {
             if ((r = step(ps, x, 0)) <= 0)
                 break;
+            moved = 1;
+        }
+        if (moved)
+            x->t_outside = ps__now_ns();
         if (r < 0)
             xfail(x, r, 0);
         int stop = x->complete || r < 0;
         pthread_mutex_unlock(&ps->mu);
         if (stop)
             break;
-        nanosleep(&nap, NULL);
+        /* Poll often while messages flow, back off to 1 ms when idle, so
+         * the thread costs little CPU during a long epoch. */
+        nap = moved ? 20000 : (nap < 1000000 ? 2 * nap : 1000000);
+        struct timespec ts = {0, nap};
+        nanosleep(&ts, NULL);
     }
     return NULL;
 }
@@ -390,13 +417,11 @@ PS_API int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch)
     else if (epoch != ps->epoch)
         err = ps__errf(PS_EEPOCH, "exchange for epoch %" PRIu64 " asked, the store is at epoch %" PRIu64, epoch,
                        ps->epoch);
-    /* Ranks that disagree on the epoch would wait for each other forever. */
-    uint64_t mm[2] = {epoch, ~epoch}, red[2];
-    if (MPI_Allreduce(mm, red, 2, MPI_UINT64_T, MPI_MAX, ps->comm) != MPI_SUCCESS)
-        return ps__errf(PS_EMPI, "MPI_Allreduce of the epoch failed");
-    if (!err && (red[0] != epoch || ~red[1] != epoch))
-        err = ps__errf(PS_EEPOCH, "ranks asked for the exchange of different epochs (%" PRIu64 " to %" PRIu64 ")",
-                       ~red[1], red[0]);
+    /* Ranks in another call, or asking for another epoch, would wait for
+     * each other forever: all learn it here and fail. */
+    int serr = ps__sync(ps, PS_OP_BEGIN, epoch);
+    if (serr)
+        return serr;
     int created = 0;
     if (!err) {
         err = begin_local(ps, epoch);
@@ -408,7 +433,7 @@ PS_API int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch)
         return err;
     }
     if ((err = ps__post(ps)))
-        return err;
+        ps__fatal(ps, err, "ps_exchange_begin"); /* the peers posted theirs: no way back */
     if (ps->progress_thread) {
         ps->thread_stop = 0;
         if ((err = pthread_create(&ps->thread, NULL, progress_main, ps)))
@@ -421,6 +446,8 @@ PS_API int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch)
 static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
 {
     int err = 0;
+    if (ps__fault(ps, "begin"))
+        return ps__errf(-ENOMEM, "planning the exchange of epoch %" PRIu64 " (injected allocation failure)", epoch);
     ps__xchg_t *x = calloc(1, sizeof *x);
     if (!x)
         return -ENOMEM;
@@ -444,11 +471,19 @@ static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
         goto fail;
     }
     const ps_plan_t *pl = &x->plan;
-    for (uint64_t i = 0; i < pl->nsend; i++) {
-        if (pl->send_to[i] == ps->rank)
-            continue; /* a slot with one participant: the sample stays */
+    for (uint64_t i = 0; i < pl->nsend; i++)
         scnt[pl->send_to[i]]++;
-        rcnt[pl->recv_from[i]]++;
+    for (int r = 0; r < M; r++)
+        rcnt[r] = r == ps->rank ? 0 : pl->recv_count[r];
+    for (int r = 0; r < M; r++) {
+        /* Headers travel as a count of PS_WIRE_HDR-byte records (not bytes,
+         * which overflowed an int past 67 M samples to one peer). */
+        if (scnt[r] > INT_MAX || rcnt[r] > INT_MAX) {
+            err = ps__errf(PS_ETOOBIG, "exchange of epoch %" PRIu64 ": %" PRIu64 " samples between ranks %d and %d "
+                           "(limit %d per pair)", epoch, scnt[r] > rcnt[r] ? scnt[r] : rcnt[r], ps->rank, r, INT_MAX);
+            free(scnt), free(rcnt), free(smap), free(rmap);
+            goto fail;
+        }
     }
     for (int r = 0; r < M; r++) {
         smap[r] = scnt[r] ? x->nsp++ : -1;
@@ -484,11 +519,8 @@ static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
     }
     for (int i = 0; i < 2 * (x->nsp + x->nrp); i++)
         x->reqs[i] = MPI_REQUEST_NULL;
+    x->st.samples_kept = pl->nkept;
     for (uint64_t i = 0; i < pl->nsend; i++) {
-        if (pl->send_to[i] == ps->rank) {
-            x->st.samples_kept++;
-            continue;
-        }
         ps__peer_t *p = &x->sp[smap[pl->send_to[i]]];
         uint64_t pos = pl->send_pos[i];
         const ps__entry_t *e = &ps->ent[pos];
@@ -518,7 +550,7 @@ int ps__post(ps_shuffler_t *ps)
     /* Receives first, so that the headers find a posted buffer. */
     for (int i = 0; i < x->nrp; i++) {
         ps__peer_t *p = &x->rp[i];
-        if (MPI_Irecv(p->hdr, (int)(p->n * PS_WIRE_HDR), MPI_BYTE, p->peer, TAG_HDR, ps->comm,
+        if (MPI_Irecv(p->hdr, (int)p->n, ps->hdrtype, p->peer, TAG_HDR, ps->comm,
                       &x->reqs[2 * (x->nsp + i)]) != MPI_SUCCESS) {
             err = ps__errf(PS_EMPI, "MPI_Irecv of headers from rank %d failed", p->peer);
             goto fail;
@@ -526,7 +558,7 @@ int ps__post(ps_shuffler_t *ps)
     }
     for (int i = 0; i < x->nsp; i++) {
         ps__peer_t *p = &x->sp[i];
-        if (MPI_Isend(p->hdr, (int)(p->n * PS_WIRE_HDR), MPI_BYTE, p->peer, TAG_HDR, ps->comm, &x->reqs[2 * i]) !=
+        if (MPI_Isend(p->hdr, (int)p->n, ps->hdrtype, p->peer, TAG_HDR, ps->comm, &x->reqs[2 * i]) !=
             MPI_SUCCESS) {
             err = ps__errf(PS_EMPI, "MPI_Isend of headers to rank %d failed", p->peer);
             goto fail;
@@ -557,14 +589,17 @@ PS_API int ps_progress(ps_shuffler_t *ps, int *done)
         pthread_mutex_unlock(&ps->mu);
         return 0;
     }
-    /* Bounded, so a caller in a training loop is never held up long. */
-    for (int i = 0; i < 64 && !x->complete; i++) {
+    /* Bounded by time, so a caller in a training loop is never held up
+     * long: about 1 ms, unless one completion's work alone takes longer. */
+    uint64_t t0 = ps__now_ns();
+    while (!x->complete && ps__now_ns() - t0 < 1000000) {
         if ((r = step(ps, x, 0)) < 0) {
             err = r;
             break;
         }
         if (r == 0)
             break;
+        x->t_outside = ps__now_ns();
     }
     if (done)
         *done = x->complete;
@@ -582,6 +617,11 @@ static int commit(ps_shuffler_t *ps, ps__xchg_t *x, ps__entry_t **newent, uint64
             e[k++] = ps->ent[i];
     if (x->nstaged)
         memcpy(e + k, x->staged, x->nstaged * sizeof *e);
+    if (n != x->plan.count_after) {
+        free(e);
+        return ps__errf(PS_ECORRUPT, "rank %d would hold %" PRIu64 " samples after the exchange, the plan says %" PRIu64,
+                        ps->rank, n, x->plan.count_after);
+    }
     qsort(e, n, sizeof *e, ps__cmp_entry);
     for (uint64_t i = 1; i < n; i++)
         if (e[i].id == e[i - 1].id) {
@@ -619,16 +659,36 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
     ps__errclear();
     /* Collective: ranks without an exchange still take part, so one rank's
      * misuse fails everybody instead of hanging them. */
+    uint64_t t_end = ps__now_ns();
+    if ((err = ps__sync(ps, PS_OP_END, x ? x->epoch : ps->epoch))) {
+        /* Out of step with the other ranks: nothing can complete. */
+        if (x)
+            ps__fatal(ps, err, "ps_exchange_end");
+        return err;
+    }
     if (!x)
         return ps__agree(ps, ps__errf(PS_ESTATE, "ps_exchange_end without ps_exchange_begin"), 0);
-    x->t_endcall = ps__now_ns();
+    x->t_endcall = t_end;
     stop_thread(ps);
+    /* Polled rather than MPI_Waitany, so that a peer that stopped sending
+     * ends the job with a message instead of a silent hang. */
+    uint64_t last = ps__now_ns(), limit = (uint64_t)(ps->timeout_s * 1e9);
     while (!x->complete) {
-        int r = step(ps, x, 1);
+        int r = step(ps, x, 0);
         if (r < 0) {
             xfail(x, r, 0);
             break;
         }
+        if (r > 0) {
+            last = ps__now_ns();
+            continue;
+        }
+        if (ps__now_ns() - last > limit) {
+            ps__errf(PS_EPEER, "no message from the other ranks within %g s (PSHUFFLE_TIMEOUT) during the exchange "
+                     "of epoch %" PRIu64 ": a rank died or left the exchange", ps->timeout_s, x->epoch);
+            ps__fatal(ps, PS_EPEER, "ps_exchange_end");
+        }
+        sched_yield();
     }
     if (!x->t_complete)
         x->t_complete = ps__now_ns();
@@ -681,14 +741,17 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
         ps__arena_compact(&ps->arena, ps->ent, ps->n);
     ps->bytes = ps->bytes - x->st.bytes_sent + x->staged_bytes;
     ps->epoch = x->epoch + 1;
+    ps_plan_balance(ps->counts, ps->nranks, ps->counts); /* what every rank now holds */
     x->nstaged = 0; /* now owned by ps->ent */
     uint64_t now = ps__now_ns();
     x->st.exchange_ns = x->t_complete - x->t_begin;
     x->st.blocked_ns = now - x->t_endcall;
-    uint64_t before_end = x->t_endcall - x->t_begin;
-    x->st.overlap_ns = before_end < x->st.exchange_ns ? before_end : x->st.exchange_ns;
+    /* Only progress that happened before ps_exchange_end() counts. */
+    x->st.overlap_ns = x->t_outside > x->t_begin && x->t_outside <= x->t_endcall ? x->t_outside - x->t_begin : 0;
     ps->stats = x->st;
     ps__xchg_free(ps);
+    if (ps->root)
+        ps__pool_free(ps); /* a directory store holds no payload in memory between epochs */
     hook(ps, PS_POINT_DONE);
     return 0;
 }

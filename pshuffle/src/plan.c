@@ -2,6 +2,8 @@
  * No communication, no global state, so the CLI can simulate whole runs and
  * every rank of a job derives the same plan. */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -9,7 +11,7 @@
 
 #include "internal.h"
 
-enum { D_ORDER = 0x6f72646572ULL, D_SEND = 0x73656e64ULL, D_SLOT = 0x736c6f74ULL };
+enum { D_ORDER = 0x6f72646572ULL, D_SEND = 0x73656e64ULL, D_DEAL = 0x6465616cULL };
 
 uint64_t ps__mix64(uint64_t z)
 {
@@ -117,7 +119,7 @@ PS_API void ps_plan_free(ps_plan_t *p)
         return;
     free(p->send_pos);
     free(p->send_to);
-    free(p->recv_from);
+    free(p->recv_count);
     memset(p, 0, sizeof *p);
 }
 
@@ -155,71 +157,123 @@ PS_API void ps_plan_order(uint64_t *out, uint64_t n, uint64_t seed, uint64_t epo
     }
 }
 
-/* Computes the plans of ranks [r0, r1) of one epoch: each slot's cyclic
- * order is drawn once and serves every rank taking part in it. */
+PS_API void ps_plan_balance(const uint64_t *counts, int nranks, uint64_t *t)
+{
+    uint64_t N = 0;
+    for (int r = 0; r < nranks; r++)
+        N += counts[r];
+    uint64_t base = N / (uint64_t)nranks, extra = N % (uint64_t)nranks;
+    /* The larger shares go where the samples already are, so a balanced
+     * partition stays put at Q=0. One pass reads counts[r] before writing
+     * t[r], so t may be counts. */
+    for (int r = 0; r < nranks; r++) {
+        int more = counts[r] > base && extra;
+        t[r] = base + (uint64_t)more;
+        extra -= (uint64_t)more;
+    }
+    for (int r = 0; r < nranks && extra; r++)
+        if (t[r] == base)
+            t[r]++, extra--;
+}
+
+/* Computes the plans of ranks [r0, r1) of one epoch. The pool's dealing is
+ * drawn once, as a random arrangement of the multiset of destinations (each
+ * rank d appearing need[d] times): pool sample p goes to lab[p]. A uniform
+ * arrangement makes every split of the pool into parts of those sizes
+ * equally likely, and it does not depend on which samples are in the pool,
+ * so at Q=1 each epoch's partition is independent of the previous one. */
 static int plan_range(ps_plan_t *out, uint64_t seed, uint64_t epoch, double q, const uint64_t *counts, int nranks,
                       int r0, int r1)
 {
     int err = 0;
-    uint64_t kmax = 0;
-    uint64_t *kr = malloc((size_t)nranks * sizeof *kr);
-    int *part = malloc((size_t)nranks * sizeof *part);
-    if (!kr || !part) {
+    uint64_t *t = malloc((size_t)nranks * sizeof *t), *k = malloc((size_t)nranks * sizeof *k);
+    uint64_t *poff = malloc(((size_t)nranks + 1) * sizeof *poff);
+    int32_t *lab = NULL;
+    if (!t || !k || !poff) {
         err = -ENOMEM;
         goto out;
     }
-    for (int r = 0; r < nranks; r++)
-        kr[r] = ps_plan_count(q, counts[r]);
+    ps_plan_balance(counts, nranks, t);
+    poff[0] = 0;
+    for (int r = 0; r < nranks; r++) {
+        uint64_t kr = ps_plan_count(q, counts[r]);
+        if (counts[r] > t[r] && counts[r] - t[r] > kr)
+            kr = counts[r] - t[r]; /* a rank over its share gives at least the surplus */
+        k[r] = kr;
+        poff[r + 1] = poff[r] + kr;
+    }
+    uint64_t K = poff[nranks];
+    if (K > (uint64_t)SIZE_MAX / sizeof *lab) {
+        err = ps__errf(PS_EINVAL, "plan: a pool of %" PRIu64 " samples is too large", K);
+        goto out;
+    }
+    lab = malloc((K ? K : 1) * sizeof *lab);
+    if (!lab) {
+        err = -ENOMEM;
+        goto out;
+    }
+    uint64_t p = 0;
+    for (int r = 0; r < nranks; r++) {
+        uint64_t need = t[r] - (counts[r] - k[r]);
+        for (uint64_t j = 0; j < need; j++)
+            lab[p++] = r;
+    }
+    ps__rng_t rd;
+    ps__rng_init(&rd, seed, D_DEAL, epoch, 0);
+    for (uint64_t i = K; i > 1; i--) {
+        uint64_t j = ps__rng_below(&rd, i);
+        int32_t x = lab[i - 1];
+        lab[i - 1] = lab[j];
+        lab[j] = x;
+    }
     for (int r = r0; r < r1; r++) {
-        ps_plan_t *p = &out[r - r0];
-        uint64_t k = kr[r];
-        p->nsend = k;
-        p->send_pos = malloc((k ? k : 1) * sizeof *p->send_pos);
-        p->send_to = malloc((k ? k : 1) * sizeof *p->send_to);
-        p->recv_from = malloc((k ? k : 1) * sizeof *p->recv_from);
-        if (!p->send_pos || !p->send_to || !p->recv_from) {
+        ps_plan_t *pl = &out[r - r0];
+        uint64_t kr = k[r], moving = 0;
+        for (uint64_t j = 0; j < kr; j++)
+            moving += lab[poff[r] + j] != r;
+        pl->npool = kr;
+        pl->nsend = moving;
+        pl->nkept = kr - moving;
+        pl->count_after = t[r];
+        pl->send_pos = malloc((moving ? moving : 1) * sizeof *pl->send_pos);
+        pl->send_to = malloc((moving ? moving : 1) * sizeof *pl->send_to);
+        pl->recv_count = calloc((size_t)nranks, sizeof *pl->recv_count);
+        uint64_t *pos = malloc((kr ? kr : 1) * sizeof *pos);
+        if (!pl->send_pos || !pl->send_to || !pl->recv_count || !pos) {
+            free(pos);
             err = -ENOMEM;
             goto out;
         }
         ps__rng_t rs;
         ps__rng_init(&rs, seed, D_SEND, epoch, (uint64_t)r);
-        if ((err = partial_perm(p->send_pos, k, counts[r], &rs)))
+        if ((err = partial_perm(pos, kr, counts[r], &rs))) {
+            free(pos);
             goto out;
-        if (k > kmax)
-            kmax = k;
-    }
-    /* Slot i: the ranks that send an i-th sample, in a shared random cyclic
-     * order; each sends to its successor. A random cycle has no fixed
-     * point, gives every rank exactly one send and one receive per slot it
-     * takes part in, and makes a rank's destination uniform over the other
-     * participants. */
-    for (uint64_t i = 0; i < kmax; i++) {
-        int s = 0;
-        for (int r = 0; r < nranks; r++)
-            if (kr[r] > i)
-                part[s++] = r;
-        ps__rng_t rp;
-        ps__rng_init(&rp, seed, D_SLOT, epoch, i);
-        for (int j = s - 1; j > 0; j--) {
-            int x = (int)ps__rng_below(&rp, (uint64_t)j + 1);
-            int t = part[j];
-            part[j] = part[x];
-            part[x] = t;
         }
-        for (int j = 0; j < s; j++) {
-            int r = part[j];
-            if (r < r0 || r >= r1)
+        uint64_t m = 0;
+        for (uint64_t j = 0; j < kr; j++) {
+            int d = lab[poff[r] + j];
+            if (d == r)
                 continue;
-            ps_plan_t *p = &out[r - r0];
-            p->send_to[i] = part[(j + 1) % s];
-            p->recv_from[i] = part[(j + s - 1) % s];
-            if (s == 1)
-                p->nkept++;
+            pl->send_pos[m] = pos[j];
+            pl->send_to[m++] = d;
         }
+        free(pos);
     }
+    /* Receive counts: one pass over the pool serves every rank in range. */
+    for (int s = 0; s < nranks; s++)
+        for (uint64_t p2 = poff[s]; p2 < poff[s + 1]; p2++) {
+            int d = lab[p2];
+            if (d != s && d >= r0 && d < r1) {
+                out[d - r0].recv_count[s]++;
+                out[d - r0].nrecv++;
+            }
+        }
 out:
-    free(kr);
-    free(part);
+    free(t);
+    free(k);
+    free(poff);
+    free(lab);
     if (err)
         for (int r = r0; r < r1; r++)
             ps_plan_free(&out[r - r0]);
@@ -231,6 +285,12 @@ static int plan_args(uint64_t seed, double q, const uint64_t *counts, int nranks
     (void)seed;
     if (!counts || nranks < 1)
         return ps__errf(PS_EINVAL, "plan: %d ranks", nranks);
+    uint64_t N = 0;
+    for (int r = 0; r < nranks; r++) {
+        if (counts[r] > UINT64_MAX - N)
+            return ps__errf(PS_EINVAL, "plan: sample counts overflow");
+        N += counts[r];
+    }
     if (!q_ok(q))
         return ps__errf(PS_EINVAL, "Q=%g is outside [0, 1]", q);
     return 0;

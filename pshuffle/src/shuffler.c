@@ -6,9 +6,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shuffler.h"
@@ -23,6 +25,87 @@ PS_API void ps_config_init(ps_config_t *cfg)
     cfg->chunk_bytes = UINT64_C(64) << 20;
     cfg->fsync = 1;
     cfg->resume = 1;
+    cfg->progress_thread = -1;
+}
+
+const char *const ps__op_names[] = {"?", "a load (ps_load_files/ps_load_packed)", "ps_start",
+                                     "ps_exchange_begin", "ps_exchange_end",
+                                     "ps_close during an exchange"};
+
+void ps__fatal(ps_shuffler_t *ps, int err, const char *what)
+{
+    /* The one place the library writes: the job is about to end, and the
+     * reason must reach the user from the rank that knows it. */
+    char line[900];
+    int n = snprintf(line, sizeof line, "pshuffle: rank %d: %s: %s%s%s; aborting the job\n", ps->rank, what,
+                     ps_strerror(err), ps_errdetail()[0] ? ": " : "", ps_errdetail());
+    if (n > 0 && write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1) < 0)
+        n = 0;
+    MPI_Abort(ps->comm, 70);
+    _exit(70); /* MPI_Abort does not return; this is in case it does */
+}
+
+int ps__fault(const ps_shuffler_t *ps, const char *where)
+{
+    const char *s = getenv("PSHUFFLE_TEST_FAIL_ALLOC");
+    char *end;
+    if (!s || !*s)
+        return 0;
+    long r = strtol(s, &end, 10);
+    return *end == ':' && r == ps->rank && !strcmp(end + 1, where);
+}
+
+/* Waits for a nonblocking collective, at most timeout_s. A rank that never
+ * arrives (it died, or called another function) would otherwise leave this
+ * one waiting forever; past the limit the job is aborted with a message. */
+int ps__wait(ps_shuffler_t *ps, MPI_Request *req, const char *what)
+{
+    uint64_t t0 = ps__now_ns(), limit = (uint64_t)(ps->timeout_s * 1e9);
+    long nap = 1000;
+    for (;;) {
+        int flag = 0;
+        if (MPI_Test(req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return ps__errf(PS_EMPI, "%s failed", what);
+        if (flag)
+            return 0;
+        if (ps__now_ns() - t0 > limit) {
+            ps__errf(PS_EPEER, "no answer from the other ranks within %g s (PSHUFFLE_TIMEOUT) in %s: a rank "
+                     "died, or called another pshuffle function", ps->timeout_s, what);
+            ps__fatal(ps, PS_EPEER, what);
+        }
+        struct timespec ts = {0, nap};
+        nanosleep(&ts, NULL);
+        if (nap < 1000000)
+            nap *= 2;
+    }
+}
+
+/* First step of every collective call after ps_open(): all ranks learn
+ * whether they are in the same call for the same epoch. Ranks in different
+ * calls would otherwise match unrelated messages or wait forever. */
+int ps__sync(ps_shuffler_t *ps, int op, uint64_t epoch)
+{
+    int64_t v[2] = {op, -op}, r[2];
+    uint64_t e2[2] = {epoch, ~epoch}, er[2];
+    MPI_Request q;
+    if (MPI_Iallreduce(v, r, 2, MPI_INT64_T, MPI_MAX, ps->comm, &q) != MPI_SUCCESS)
+        return ps__errf(PS_EMPI, "MPI_Iallreduce failed at the start of %s", ps__op_names[op]);
+    int err = ps__wait(ps, &q, ps__op_names[op]);
+    if (err)
+        return err;
+    if (r[0] != -r[1]) {
+        int a = (int)-r[1], b = (int)r[0];
+        return ps__errf(PS_ESTATE, "ranks called different functions: %s on some, %s on others", ps__op_names[a],
+                        ps__op_names[b]);
+    }
+    if (MPI_Iallreduce(e2, er, 2, MPI_UINT64_T, MPI_MAX, ps->comm, &q) != MPI_SUCCESS)
+        return ps__errf(PS_EMPI, "MPI_Iallreduce failed at the start of %s", ps__op_names[op]);
+    if ((err = ps__wait(ps, &q, ps__op_names[op])))
+        return err;
+    if (er[0] != epoch || ~er[1] != epoch)
+        return ps__errf(PS_EEPOCH, "ranks called %s for different epochs (%" PRIu64 " to %" PRIu64 ")",
+                        ps__op_names[op], ~er[1], er[0]);
+    return 0;
 }
 
 /* Every collective step ends here: each rank brings its local result, all
@@ -34,7 +117,11 @@ int ps__agree(ps_shuffler_t *ps, int err, int secondary)
 {
     int M = ps->nranks;
     int key = err ? (secondary ? M : 0) + ps->rank : 2 * M, min = 2 * M;
-    if (MPI_Allreduce(&key, &min, 1, MPI_INT, MPI_MIN, ps->comm) != MPI_SUCCESS)
+    char saved[480];
+    snprintf(saved, sizeof saved, "%s", ps_errdetail());
+    MPI_Request q;
+    if (MPI_Iallreduce(&key, &min, 1, MPI_INT, MPI_MIN, ps->comm, &q) != MPI_SUCCESS ||
+        ps__wait(ps, &q, "agreeing on a result"))
         return ps__errf(PS_EMPI, "MPI_Allreduce failed while agreeing on a result");
     if (min == 2 * M)
         return 0;
@@ -46,10 +133,12 @@ int ps__agree(ps_shuffler_t *ps, int err, int secondary)
     memset(&msg, 0, sizeof msg);
     if (who == ps->rank) {
         msg.err = err;
-        snprintf(msg.detail, sizeof msg.detail, "%s", ps_errdetail());
+        snprintf(msg.detail, sizeof msg.detail, "%s", saved);
     }
-    if (MPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, who, ps->comm) != MPI_SUCCESS)
+    if (MPI_Ibcast(&msg, (int)sizeof msg, MPI_BYTE, who, ps->comm, &q) != MPI_SUCCESS ||
+        ps__wait(ps, &q, "sharing an error"))
         return ps__errf(PS_EMPI, "MPI_Bcast failed while sharing an error");
+    ps__errset(saved);
     if (who == ps->rank)
         return err;
     if (err && !secondary)
@@ -74,7 +163,7 @@ static int entries_grow(ps_shuffler_t *ps, uint64_t need)
 }
 
 /* Removes the files this library writes from a rank directory; with `keep`
- * set, keeps the sample files it lists and the manifests up to keep->epoch. */
+ * set, keeps the sample files it lists and its manifest (keep->epoch). */
 static int clean_rankdir(const char *rankdir, const ps__manifest_t *keep)
 {
     DIR *d = opendir(rankdir);
@@ -99,7 +188,11 @@ static int clean_rankdir(const char *rankdir, const ps__manifest_t *keep)
         } else if (!strncmp(n, ".tmp.", 5)) {
             ours = 1;
         } else if (l == 19 && sscanf(n, "manifest.%" SCNu64 "%c", &v, &tail) == 1) {
-            ours = !keep || v > keep->epoch;
+            /* Older manifests go too: every rank agreed to resume from
+             * keep->epoch, so none can roll back below it, and one left by
+             * a crash while the previous exchange was deleting would
+             * otherwise stay forever. */
+            ours = !keep || v != keep->epoch;
         }
         if (!ours)
             continue;
@@ -315,6 +408,10 @@ PS_API int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg)
         return ps__errf(PS_EMPI, "MPI_Comm_dup failed");
     }
     MPI_Comm_set_errhandler(ps->comm, MPI_ERRORS_RETURN);
+    ps->hdrtype = MPI_DATATYPE_NULL;
+    if (MPI_Type_contiguous(PS_WIRE_HDR, MPI_BYTE, &ps->hdrtype) != MPI_SUCCESS ||
+        MPI_Type_commit(&ps->hdrtype) != MPI_SUCCESS)
+        err = ps__errf(PS_EMPI, "MPI_Type_contiguous failed");
     MPI_Comm_rank(ps->comm, &ps->rank);
     MPI_Comm_size(ps->comm, &ps->nranks);
     ps->seed = cfg->seed;
@@ -325,13 +422,18 @@ PS_API int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg)
     ps->hook = cfg->hook;
     ps->hook_arg = cfg->hook_arg;
     ps->progress_thread = cfg->progress_thread;
+    const char *tmo = getenv("PSHUFFLE_TIMEOUT");
+    ps->timeout_s = tmo && *tmo ? strtod(tmo, NULL) : 300.0;
+    if (!(ps->timeout_s > 0))
+        ps->timeout_s = 300.0;
     pthread_mutex_init(&ps->mu, NULL);
 
     open_info_t me;
     memset(&me, 0, sizeof me);
     /* Local checks first; their failure is reported through the gather
      * below, so a bad value on one rank never leaves the others waiting. */
-    err = ps_schedule_check(&cfg->q);
+    if (!err)
+        err = ps_schedule_check(&cfg->q);
     if (!err && cfg->q.kind == PS_Q_TABLE) {
         ps->q.q_table = ps->qtable = malloc(cfg->q.q_table_len * sizeof *ps->qtable);
         if (!ps->qtable)
@@ -342,7 +444,9 @@ PS_API int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg)
     if (!err && cfg->progress_thread) {
         int level = MPI_THREAD_SINGLE;
         MPI_Query_thread(&level);
-        if (level < MPI_THREAD_MULTIPLE)
+        if (cfg->progress_thread < 0)
+            ps->progress_thread = level >= MPI_THREAD_MULTIPLE; /* auto */
+        else if (level < MPI_THREAD_MULTIPLE)
             err = ps__errf(PS_EINVAL, "a progress thread needs MPI_THREAD_MULTIPLE (initialise MPI with "
                                       "MPI_Init_thread)");
     }
@@ -407,6 +511,16 @@ PS_API void ps_close(ps_shuffler_t *ps)
 {
     if (!ps)
         return;
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (ps->x && !fin && ps->nranks > 1) {
+        /* The peers expect this rank's messages: if they all close too the
+         * exchange is dropped; if any is in ps_exchange_end, the calls
+         * differ and the job ends with a message instead of a hang. */
+        int err = ps__sync(ps, PS_OP_CLOSE, ps->x->epoch);
+        if (err)
+            ps__fatal(ps, err, "ps_close");
+    }
     ps__xchg_free(ps);
     ps__pool_free(ps);
     ps__arena_destroy(&ps->arena);
@@ -416,10 +530,11 @@ PS_API void ps_close(ps_shuffler_t *ps)
     free(ps->root);
     pthread_mutex_destroy(&ps->mu);
     if (ps->comm != MPI_COMM_NULL) {
-        int fin = 0;
-        MPI_Finalized(&fin);
-        if (!fin)
+        if (!fin) {
             MPI_Comm_free(&ps->comm);
+            if (ps->hdrtype != MPI_DATATYPE_NULL)
+                MPI_Type_free(&ps->hdrtype);
+        }
     }
     free(ps);
 }
@@ -429,6 +544,14 @@ PS_API uint64_t ps_epoch(const ps_shuffler_t *ps) { return ps->epoch; }
 PS_API int ps_rank(const ps_shuffler_t *ps) { return ps->rank; }
 PS_API int ps_nranks(const ps_shuffler_t *ps) { return ps->nranks; }
 PS_API uint64_t ps_size(const ps_shuffler_t *ps) { return ps->n; }
+
+PS_API uint64_t ps_total(const ps_shuffler_t *ps)
+{
+    uint64_t t = 0;
+    for (int r = 0; ps->counts && r < ps->nranks; r++)
+        t += ps->counts[r];
+    return t;
+}
 
 PS_API int ps_add(ps_shuffler_t *ps, uint64_t id, int32_t label, const void *data, size_t len)
 {
@@ -506,7 +629,11 @@ static void slice(const ps_shuffler_t *ps, uint64_t n, uint64_t *lo, uint64_t *h
 
 PS_API int ps_load_files(ps_shuffler_t *ps, const char *const *paths, size_t n, const int32_t *labels)
 {
-    int err = ps->started ? ps__errf(PS_ESTATE, "ps_load_files after ps_start") : 0;
+    ps__errclear();
+    int err = ps__sync(ps, PS_OP_LOAD, 0);
+    if (err)
+        return err;
+    err = ps->started ? ps__errf(PS_ESTATE, "ps_load_files after ps_start") : 0;
     uint64_t lo, hi;
     slice(ps, n, &lo, &hi);
     for (uint64_t i = lo; !err && i < hi; i++) {
@@ -602,24 +729,105 @@ out:
 
 PS_API int ps_load_packed(ps_shuffler_t *ps, const char *data_path, const char *index_path)
 {
-    int err = ps->started ? ps__errf(PS_ESTATE, "ps_load_packed after ps_start") : 0;
+    ps__errclear();
+    int err = ps__sync(ps, PS_OP_LOAD, 0);
+    if (err)
+        return err;
+    err = ps->started ? ps__errf(PS_ESTATE, "ps_load_packed after ps_start") : 0;
     if (!err)
         err = load_packed_local(ps, data_path, index_path);
     return ps__agree(ps, err, 0);
 }
 
+/* Ids must be unique across ranks: each id is sent, with its rank, to the
+ * rank its hash names, which sorts what it gets and looks for neighbours
+ * with the same id. O(n) per rank, two collectives. Called by every rank
+ * (a local failure still takes part, with nothing to send). */
+static int cmp_pair(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b;
+    return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : (x[1] < y[1] ? -1 : x[1] > y[1]);
+}
+
+static int check_global_ids(ps_shuffler_t *ps, int local_err)
+{
+    int M = ps->nranks, err = 0;
+    int *sc = calloc((size_t)M, sizeof *sc), *rc = calloc((size_t)M, sizeof *rc);
+    int *sd = calloc((size_t)M, sizeof *sd), *rd = calloc((size_t)M, sizeof *rd);
+    uint64_t *sb = malloc((2 * ps->n + 1) * sizeof *sb), *rb = NULL, n = local_err ? 0 : ps->n;
+    if (!sc || !rc || !sd || !rd || !sb)
+        n = 0, err = -ENOMEM; /* still takes part, with nothing to send */
+    else if (ps->n > INT_MAX / 4)
+        n = 0, err = ps__errf(PS_ETOOBIG, "rank %d: %" PRIu64 " samples (limit %d per rank)", ps->rank, ps->n,
+                              INT_MAX / 4);
+    int *fill = sc ? calloc((size_t)M, sizeof *fill) : NULL;
+    if (sc && !fill)
+        n = 0, err = -ENOMEM;
+    int dummy[1] = {0};
+    if (sc && fill) {
+        for (uint64_t i = 0; i < n; i++)
+            sc[ps__mix64(ps->ent[i].id) % (uint64_t)M] += 2;
+        for (int r = 1; r < M; r++)
+            sd[r] = sd[r - 1] + sc[r - 1];
+        for (uint64_t i = 0; i < n; i++) {
+            int d = (int)(ps__mix64(ps->ent[i].id) % (uint64_t)M);
+            sb[sd[d] + fill[d]++] = ps->ent[i].id;
+            sb[sd[d] + fill[d]++] = (uint64_t)ps->rank;
+        }
+    }
+    if (MPI_Alltoall(sc ? sc : dummy, 1, MPI_INT, rc ? rc : dummy, 1, MPI_INT, ps->comm) != MPI_SUCCESS) {
+        err = ps__errf(PS_EMPI, "MPI_Alltoall of id counts failed");
+        goto out;
+    }
+    uint64_t tot = 0;
+    for (int r = 0; rc && r < M; r++)
+        rd[r] = (int)tot, tot += (uint64_t)rc[r];
+    if (tot > INT_MAX)
+        err = ps__errf(PS_ETOOBIG, "rank %d would check %" PRIu64 " ids", ps->rank, tot / 2);
+    rb = malloc((tot + 1) * sizeof *rb);
+    if (!rb && !err)
+        err = -ENOMEM;
+    if (MPI_Alltoallv(sb, sc, sd, MPI_UINT64_T, rb, rc, rd, MPI_UINT64_T, ps->comm) != MPI_SUCCESS) {
+        err = ps__errf(PS_EMPI, "MPI_Alltoallv of ids failed");
+        goto out;
+    }
+    if (!err && tot) {
+        qsort(rb, tot / 2, 2 * sizeof *rb, cmp_pair);
+        for (uint64_t i = 2; i < tot; i += 2)
+            if (rb[i] == rb[i - 2]) {
+                err = ps__errf(PS_EDUP, "sample id %#" PRIx64 " is on ranks %" PRIu64 " and %" PRIu64 " (ids must "
+                               "be unique across ranks)", rb[i], rb[i - 1], rb[i + 1]);
+                break;
+            }
+    }
+out:
+    free(sc), free(rc), free(sd), free(rd), free(sb), free(rb), free(fill);
+    return err;
+}
+
 PS_API int ps_start(ps_shuffler_t *ps)
 {
-    int err = 0;
+    ps__errclear();
+    int err = ps__sync(ps, PS_OP_START, 0);
+    if (err)
+        return err;
     if (ps->started) {
         if (!ps->resumed)
             err = ps__errf(PS_ESTATE, "ps_start called twice");
         return ps__agree(ps, err, 0);
     }
-    qsort(ps->ent, ps->n, sizeof *ps->ent, ps__cmp_entry);
+    if (ps->n) /* an empty rank has no array */
+        qsort(ps->ent, ps->n, sizeof *ps->ent, ps__cmp_entry);
     for (uint64_t i = 1; i < ps->n && !err; i++)
         if (ps->ent[i].id == ps->ent[i - 1].id)
             err = ps__errf(PS_EDUP, "rank %d: sample id %#" PRIx64 " added twice", ps->rank, ps->ent[i].id);
+    /* Before anything is written: a duplicate found epochs later could not
+     * be repaired, and every exchange after it would fail. */
+    if (ps->nranks > 1) {
+        int gerr = check_global_ids(ps, err);
+        if (!err)
+            err = gerr;
+    }
     if (!err && ps->root) {
         ps__manifest_t m = {.rank = ps->rank, .nranks = ps->nranks, .epoch = 0, .seed = ps->seed,
                             .params = ps->params, .count = ps->n, .ent = ps->ent};

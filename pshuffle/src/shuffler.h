@@ -38,12 +38,15 @@ typedef struct {
     char errdetail[480];
     int complete;
     uint64_t t_begin, t_complete, t_endcall;
+    uint64_t t_outside;      /* last completion handled before ps_exchange_end() */
+    uint64_t buf_bytes;      /* payload buffers held by this exchange */
     int part_hooked;
     ps_stats_t st;           /* of this exchange, published when it ends */
 } ps__xchg_t;
 
 struct ps_shuffler {
     MPI_Comm comm;
+    MPI_Datatype hdrtype;    /* PS_WIRE_HDR contiguous bytes: one sample's header */
     int rank, nranks;
     uint64_t seed;
     ps_schedule_t q;
@@ -54,6 +57,7 @@ struct ps_shuffler {
     ps_hook_fn hook;
     void *hook_arg;
     int progress_thread;
+    double timeout_s;        /* longest wait for the other ranks (PSHUFFLE_TIMEOUT) */
     pthread_t thread;        /* progress thread of the exchange in flight */
     pthread_mutex_t mu;      /* serialises the progress thread and ps_progress */
     int thread_running;
@@ -77,7 +81,16 @@ struct ps_shuffler {
     uint64_t pool_bytes;
 };
 
+/* Collective entry points, for ps__sync(). */
+enum { PS_OP_LOAD = 1, PS_OP_START, PS_OP_BEGIN, PS_OP_END, PS_OP_CLOSE };
 int ps__agree(ps_shuffler_t *ps, int err, int secondary);
+int ps__sync(ps_shuffler_t *ps, int op, uint64_t epoch);
+int ps__wait(ps_shuffler_t *ps, MPI_Request *req, const char *what);
+void ps__fatal(ps_shuffler_t *ps, int err, const char *what) __attribute__((noreturn));
+/* Test hook: PSHUFFLE_TEST_FAIL_ALLOC=RANK:WHERE makes the named
+ * allocation fail on that rank ("begin": planning an exchange, before the
+ * ranks agree; "chunk": a payload buffer, after they agreed). */
+int ps__fault(const ps_shuffler_t *ps, const char *where);
 void ps__xchg_free(ps_shuffler_t *ps);
 void ps__pool_free(ps_shuffler_t *ps);
 

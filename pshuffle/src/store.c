@@ -286,6 +286,68 @@ void ps__manifest_free(ps__manifest_t *m)
     }
 }
 
+/* Entry lines are parsed by hand: sscanf() measures the whole remaining
+ * buffer on every call, which made reading a manifest quadratic. Each
+ * helper reads one field and stops at the first byte that is not its own. */
+static int take_u64(const char **pp, const char *end, int base, int maxdig, uint64_t *out)
+{
+    const char *p = *pp;
+    uint64_t v = 0;
+    int n = 0;
+    if (base == 16) {
+        /* At most 16 digits: no overflow possible. */
+        for (; p < end && n < maxdig; p++, n++) {
+            unsigned c = (unsigned char)*p, d = c - '0', x = c - 'a';
+            if (d > 9 && x > 5)
+                break;
+            v = v << 4 | (d <= 9 ? d : x + 10);
+        }
+    } else {
+        for (; p < end && n < maxdig; p++, n++) {
+            unsigned d = (unsigned)(unsigned char)*p - '0';
+            if (d > 9)
+                break;
+            if (n < 19)
+                v = v * 10 + d; /* 19 digits fit in 64 bits */
+            else if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, (uint64_t)d, &v))
+                return -1;
+        }
+    }
+    if (n == 0 || (p < end && n == maxdig && ((*p >= '0' && *p <= '9') || (base == 16 && *p >= 'a' && *p <= 'f'))))
+        return -1;
+    *pp = p;
+    *out = v;
+    return 0;
+}
+
+static int take_char(const char **pp, const char *end, char c)
+{
+    if (*pp >= end || **pp != c)
+        return -1;
+    (*pp)++;
+    return 0;
+}
+
+/* "s ID LABEL SIZE HASH\n" (ID and HASH hex, LABEL a signed int32). */
+static int parse_entry(char **pp, const char *end, ps__entry_t *e)
+{
+    const char *p = *pp;
+    uint64_t lab;
+    int neg;
+    if (take_char(&p, end, 's') || take_char(&p, end, ' ') || take_u64(&p, end, 16, 16, &e->id) ||
+        take_char(&p, end, ' '))
+        return -1;
+    neg = !take_char(&p, end, '-');
+    if (take_u64(&p, end, 10, 11, &lab) || lab > (neg ? UINT64_C(2147483648) : UINT64_C(2147483647)))
+        return -1;
+    e->label = neg ? (int32_t)(-(int64_t)lab) : (int32_t)lab;
+    if (take_char(&p, end, ' ') || take_u64(&p, end, 10, 20, &e->size) || take_char(&p, end, ' ') ||
+        take_u64(&p, end, 16, 16, &e->hash) || take_char(&p, end, '\n'))
+        return -1;
+    *pp = (char *)p;
+    return 0;
+}
+
 int ps__manifest_read(const char *path, ps__manifest_t *m)
 {
     memset(m, 0, sizeof *m);
@@ -327,20 +389,24 @@ int ps__manifest_read(const char *path, ps__manifest_t *m)
         err = ps__errf(PS_ECORRUPT, "%s: not a pshuffle manifest", path);
         goto out;
     }
+    /* Header lines are copied out before sscanf(), which would otherwise
+     * measure the whole remaining buffer on each call. */
+    char lb[160];
+#define HDR() (snprintf(lb, sizeof lb, "%.*s", (int)(strchrnul(p, '\n') - p), p), lb)
     NEXT_LINE();
-    if (sscanf(p, "rank %d", &m->rank) != 1) goto bad;
+    if (sscanf(HDR(), "rank %d", &m->rank) != 1) goto bad;
     NEXT_LINE();
-    if (sscanf(p, "nranks %d", &m->nranks) != 1) goto bad;
+    if (sscanf(HDR(), "nranks %d", &m->nranks) != 1) goto bad;
     NEXT_LINE();
-    if (sscanf(p, "epoch %" SCNu64, &m->epoch) != 1) goto bad;
+    if (sscanf(HDR(), "epoch %" SCNu64, &m->epoch) != 1) goto bad;
     NEXT_LINE();
-    if (sscanf(p, "seed %" SCNu64, &m->seed) != 1) goto bad;
+    if (sscanf(HDR(), "seed %" SCNu64, &m->seed) != 1) goto bad;
     NEXT_LINE();
-    if (sscanf(p, "params %" SCNx64, &m->params) != 1) goto bad;
+    if (sscanf(HDR(), "params %" SCNx64, &m->params) != 1) goto bad;
     NEXT_LINE();
-    if (sscanf(p, "schedule %63[^\n]", m->qdesc) != 1) goto bad;
+    if (sscanf(HDR(), "schedule %63[^\n]", m->qdesc) != 1) goto bad;
     NEXT_LINE();
-    if (sscanf(p, "count %" SCNu64, &m->count) != 1 || m->count > len / 8) goto bad;
+    if (sscanf(HDR(), "count %" SCNu64, &m->count) != 1 || m->count > len / 8) goto bad;
     NEXT_LINE();
     m->ent = calloc(m->count ? m->count : 1, sizeof *m->ent);
     if (!m->ent) {
@@ -349,18 +415,18 @@ int ps__manifest_read(const char *path, ps__manifest_t *m)
     }
     for (uint64_t i = 0; i < m->count; i++) {
         ps__entry_t *e = &m->ent[i];
-        if (p >= cl + 1 || sscanf(p, "s %" SCNx64 " %" SCNd32 " %" SCNu64 " %" SCNx64, &e->id, &e->label, &e->size,
-                                  &e->hash) != 4 || e->size > PS_MAX_SAMPLE)
+        if (p >= cl + 1 || parse_entry(&p, cl + 1, e) || e->size > PS_MAX_SAMPLE)
             goto bad;
         if (i && e->id <= m->ent[i - 1].id) {
             err = ps__errf(PS_ECORRUPT, "%s:%d: ids not strictly ascending", path, line);
             goto out;
         }
-        NEXT_LINE();
+        line++;
     }
     if (p != cl + 1)
         goto bad;
 #undef NEXT_LINE
+#undef HDR
     free(buf);
     return 0;
 bad:

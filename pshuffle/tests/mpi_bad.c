@@ -3,7 +3,9 @@
  * usage: mpi_bad MODE [DIR]
  *   seed | q | qrange | qrange1 | epoch | dup | state  (memory store)
  *   create DIR | reopen DIR                           (rank count change)
- *   corrupt DIR | enospc DIR                           (directory store) */
+ *   corrupt DIR | enospc DIR                           (directory store)
+ *   dupx | allocbegin | loneend                        (errors every rank returns)
+ *   allocchunk | closemid | stall                      (the job must abort with a message) */
 #include <errno.h>
 #include <unistd.h>
 
@@ -159,6 +161,48 @@ int main(int argc, char **argv)
         expect("exchange on a full disk", err, err == -ENOSPC ? -ENOSPC : PS_EPEER, "No space left on device");
         T_CHECK(ps_epoch(ps) == 0, "epoch moved to %" PRIu64 " after a failed exchange", ps_epoch(ps));
         T_CHECK(ps_size(ps) == 40, "holds %" PRIu64 " after a failed exchange", ps_size(ps));
+    } else if (!strcmp(mode, "dupx")) {
+        /* Each rank's ids are unique, but rank 1 also has one of rank 0's. */
+        T_OK(ps_open(&ps, MPI_COMM_WORLD, &c));
+        fill(ps, 20, 16);
+        if (t_rank_ == 1)
+            T_OK(ps_add(ps, 5, 0, "x", 1));
+        err = ps_start(ps);
+        expect("id on two ranks", err, err == PS_EDUP ? PS_EDUP : PS_EPEER, "0x5 is on ranks 0 and 1");
+    } else if (!strcmp(mode, "allocbegin")) {
+        /* PSHUFFLE_TEST_FAIL_ALLOC=1:begin: planning fails on rank 1 only. */
+        T_OK(ps_open(&ps, MPI_COMM_WORLD, &c));
+        fill(ps, 20, 16);
+        T_OK(ps_start(ps));
+        err = ps_exchange_begin(ps, 0);
+        expect("allocation failure on rank 1", err, t_rank_ == 1 ? -ENOMEM : PS_EPEER, "injected allocation failure");
+        T_CHECK(ps_epoch(ps) == 0, "epoch moved");
+        expect("end after the failed begin", ps_exchange_end(ps), PS_ESTATE, "without ps_exchange_begin");
+    } else if (!strcmp(mode, "loneend")) {
+        /* Rank 0 calls ps_exchange_end while the others begin. */
+        T_OK(ps_open(&ps, MPI_COMM_WORLD, &c));
+        fill(ps, 20, 16);
+        T_OK(ps_start(ps));
+        err = t_rank_ == 0 ? ps_exchange_end(ps) : ps_exchange_begin(ps, 0);
+        expect("lone ps_exchange_end", err, PS_ESTATE, "ranks called different functions");
+        T_OK(ps_exchange(ps, 0)); /* still usable */
+    } else if (!strcmp(mode, "allocchunk") || !strcmp(mode, "closemid") || !strcmp(mode, "stall")) {
+        /* These end the job (MPI_Abort with a message); reaching the end is
+         * the failure. */
+        T_OK(ps_open(&ps, MPI_COMM_WORLD, &c));
+        fill(ps, 20, 2000);
+        T_OK(ps_start(ps));
+        T_OK(ps_exchange_begin(ps, 0));
+        if (!strcmp(mode, "closemid") && t_rank_ == 0) {
+            ps_close(ps);
+            ps = NULL;
+        } else if (!strcmp(mode, "stall") && t_rank_ == 0) {
+            sleep(40); /* never comes to ps_exchange_end in time */
+        } else {
+            ps_exchange_end(ps);
+        }
+        fprintf(stderr, "[rank %d] %s: the job was not aborted\n", t_rank_, mode);
+        t_fail_++;
     } else {
         fprintf(stderr, "unknown mode '%s'\n", mode);
         t_fail_++;

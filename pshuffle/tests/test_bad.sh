@@ -9,7 +9,29 @@ fail() { echo "FAIL: $*"; exit 1; }
 run() { local n=$1; shift; timeout 60 $PS_MPIRUN $PS_MPI_FLAGS -n "$n" "$PS_BIN/mpi_bad" "$@"; }
 step() { local log="$W/$1.log"; shift; if ! "$@" > "$log" 2>&1; then cat "$log"; fail "$*"; fi; grep '^\[rank 0\]' "$log" | head -2; }
 
-for m in seed q qrange qrange1 epoch dup state; do step "$m" run 3 "$m"; done
+for m in seed q qrange qrange1 epoch dup state dupx loneend; do step "$m" run 3 "$m"; done
+step allocbegin env PSHUFFLE_TEST_FAIL_ALLOC=1:begin timeout 30 $PS_MPIRUN $PS_MPI_FLAGS -x PSHUFFLE_TEST_FAIL_ALLOC \
+  -n 3 "$PS_BIN/mpi_bad" allocbegin
+
+# Failures that leave no way to finish the exchange end the whole job
+# within 30 s, with a message naming the rank and the error.
+expect_abort() {
+  local mode=$1 words=$2 n=$3; shift 3
+  local log="$W/$mode.log" t0=$SECONDS
+  env "$@" timeout 30 $PS_MPIRUN $PS_MPI_FLAGS -x PSHUFFLE_TEST_FAIL_ALLOC -x PSHUFFLE_TIMEOUT -n "$n" \
+    "$PS_BIN/mpi_bad" "$mode" > "$log" 2>&1
+  local rc=$?
+  [ $rc -ne 0 ] || { cat "$log"; fail "$mode: the job succeeded"; }
+  [ $rc -ne 124 ] || { cat "$log"; fail "$mode: still running after 30 s (a hang)"; }
+  grep -q "$words" "$log" || { cat "$log"; fail "$mode: no message with '$words'"; }
+  grep -q "the job was not aborted" "$log" && { cat "$log"; fail "$mode: a rank went on"; }
+  echo "$mode: aborted after $((SECONDS - t0)) s: $(grep -m1 -o "pshuffle: rank [0-9]*: .*" "$log" | cut -c1-150)"
+}
+expect_abort allocchunk "pshuffle: rank 1: exchange: Cannot allocate memory.*aborting the job" 3 \
+  PSHUFFLE_TEST_FAIL_ALLOC=1:chunk PSHUFFLE_TIMEOUT=10
+expect_abort closemid "ps_close during an exchange.*aborting the job" 3 PSHUFFLE_TEST_FAIL_ALLOC= PSHUFFLE_TIMEOUT=10
+expect_abort stall "from the other ranks within 3 s (PSHUFFLE_TIMEOUT).*aborting the job" 3 PSHUFFLE_TEST_FAIL_ALLOC= \
+  PSHUFFLE_TIMEOUT=3
 
 # A store written by 3 ranks, reopened by 2 and by 4 ranks, and with another seed or Q.
 step create run 3 create "$W/store3"

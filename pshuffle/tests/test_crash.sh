@@ -30,6 +30,8 @@ for spec in 1:2:1 0:3:2 2:1:3 1:4:4 0:5:5 2:6:6 0:0:4 2:7:5 1:0:8; do
   cmp -s "$d.txt" "$W/ref.txt" || { diff "$d.txt" "$W/ref.txt" | head; fail "$spec: final holdings differ from the uninterrupted run"; }
   "$PSHUFFLE" verify --json "$d" > "$d.verify2" || fail "$spec: verify after restart"
   grep -q '"orphans": 0' "$d.verify2" || fail "$spec: orphans left after restart"
+  nm=$(ls "$d"/rank-*/manifest.* | wc -l)
+  [ "$nm" -eq 3 ] || { ls "$d"/rank-*; fail "$spec: $nm manifests left for 3 ranks (a stale one stays)"; }
   how=$(grep -o 'resumed at epoch [0-9]*' "$d.log2" || echo "started afresh")
   echo "crash at $spec: $how, final holdings equal"
 done

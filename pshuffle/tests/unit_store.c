@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -53,12 +54,57 @@ static void flip_byte(const char *path, long off)
     fclose(f);
 }
 
+/* A manifest of 1 M entries (negative labels, large sizes) reads back
+ * intact in under a second: parsing is linear in its length. */
+static void test_big_manifest(void)
+{
+    enum { N = 1000000 };
+    char rd[4200], path[4300];
+    ps__entry_t *ent = malloc(N * sizeof *ent);
+    for (uint64_t i = 0; i < N; i++)
+        ent[i] = (ps__entry_t){.id = 3 * i + 1, .label = (int32_t)(i % 7) - 3, .size = (i * 7919) % PS_MAX_SAMPLE,
+                               .hash = i * UINT64_C(0x9e3779b97f4a7c15)};
+    ent[5].label = INT32_MIN;
+    ent[6].label = INT32_MAX;
+    snprintf(rd, sizeof rd, "%s-big", root);
+    rmrf(rd);
+    CHECK_EQ_INT(ps__mkdirs(rd), 0);
+    ps__manifest_t m = {.rank = 0, .nranks = 1, .epoch = 4, .seed = 1, .params = 2, .count = N, .ent = ent};
+    CHECK_EQ_INT(ps__manifest_write(rd, &m, 0), 0);
+    ps__manifest_path(path, sizeof path, rd, 4);
+    ps__manifest_t r;
+    /* CPU time, so that other work on a shared machine does not count. */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+    CHECK_EQ_INT(ps__manifest_read(path, &r), 0);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
+    const double limit = 5.0; /* instrumented build */
+#else
+    const double limit = 1.0;
+#endif
+    printf("1 M-entry manifest read in %.3f s of CPU time (limit %.1f s)\n", s, limit);
+    CHECK(s < limit);
+    CHECK_EQ_U64(r.count, N);
+    int same = 1;
+    for (uint64_t i = 0; i < N && r.ent; i++)
+        same &= r.ent[i].id == ent[i].id && r.ent[i].label == ent[i].label && r.ent[i].size == ent[i].size &&
+                r.ent[i].hash == ent[i].hash;
+    CHECK(same);
+    ps__manifest_free(&r);
+    free(ent);
+    if (!getenv("PS_KEEP_BIG"))
+        rmrf(rd);
+}
+
 int main(int argc, char **argv)
 {
     snprintf(root, sizeof root, "%s", argc > 1 ? argv[1] : "/tmp/pshuffle-unit-store");
     ps_verify_t v;
     char rd[4200], path[4300];
 
+    test_big_manifest();
     build(0);
     CHECK_EQ_INT(ps_verify_dir(root, &v), 0);
     CHECK_EQ_INT(v.nranks, 2);

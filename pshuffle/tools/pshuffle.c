@@ -113,11 +113,12 @@ static int num_double(const cmd_t *c, const char *opt, const char *s, double *ou
 
 /* ---------------------------------------------------------------- plan */
 
-enum { O_RANKS = 256, O_SAMPLES, O_Q, O_EPOCHS, O_SEED, O_DECAY, O_QMIN, O_JSON, O_PERRANK };
+enum { O_RANKS = 256, O_SAMPLES, O_Q, O_STRATEGY, O_EPOCHS, O_SEED, O_DECAY, O_QMIN, O_JSON, O_PERRANK };
 static const opt_t plan_opts[] = {
     {O_RANKS, "ranks", "M", "number of ranks (required)"},
     {O_SAMPLES, "samples", "N", "dataset size (required)"},
-    {O_Q, "q", "Q", "fraction exchanged per epoch, 0..1 (required)"},
+    {O_STRATEGY, "strategy", "S", "global (Q=1), local (Q=0) or partial (needs --q; the default)"},
+    {O_Q, "q", "Q", "partial: share of each rank's samples put in the pool per epoch, 0..1"},
     {O_EPOCHS, "epochs", "E", "number of epochs (default 10)"},
     {O_SEED, "seed", "S", "seed (default 0)"},
     {O_DECAY, "q-decay", "R", "exponential schedule: Q_e = max(q-min, Q * R^e)"},
@@ -130,7 +131,7 @@ static const opt_t plan_opts[] = {
 typedef struct {
     uint64_t ranks, samples, epochs, seed;
     double q, decay, qmin;
-    int have_ranks, have_samples, have_q, decaying, json, per_rank;
+    int have_ranks, have_samples, have_q, decaying, json, per_rank, strategy;
 } plan_args_t;
 
 static int plan_opt(const cmd_t *c, int k, const char *a, void *ctx)
@@ -140,6 +141,16 @@ static int plan_opt(const cmd_t *c, int k, const char *a, void *ctx)
     case O_RANKS: p->have_ranks = 1; return num_u64(c, "ranks", a, &p->ranks);
     case O_SAMPLES: p->have_samples = 1; return num_u64(c, "samples", a, &p->samples);
     case O_Q: p->have_q = 1; return num_double(c, "q", a, &p->q);
+    case O_STRATEGY:
+        if (!strcmp(a, "global"))
+            p->strategy = 1;
+        else if (!strcmp(a, "local"))
+            p->strategy = 2;
+        else if (!strcmp(a, "partial"))
+            p->strategy = 0;
+        else
+            return usage(c, "--strategy: '%s' is not global, local or partial", a);
+        return 0;
     case O_EPOCHS: return num_u64(c, "epochs", a, &p->epochs);
     case O_SEED: return num_u64(c, "seed", a, &p->seed);
     case O_DECAY: p->decaying = 1; return num_double(c, "q-decay", a, &p->decay);
@@ -170,8 +181,14 @@ static int run_plan(const cmd_t *c, int argc, char **argv)
         return r < 0 ? 0 : r;
     if (optind < argc)
         return usage(c, "unexpected operand '%s'", argv[optind]);
-    if (!a.have_ranks || !a.have_samples || !a.have_q)
-        return usage(c, "--ranks, --samples and --q are required");
+    if (!a.have_ranks || !a.have_samples)
+        return usage(c, "--ranks and --samples are required");
+    if (a.strategy && (a.have_q || a.decaying))
+        return usage(c, "--strategy %s takes no --q or --q-decay", a.strategy == 1 ? "global" : "local");
+    if (!a.strategy && !a.have_q)
+        return usage(c, "--q is required with the partial strategy");
+    if (a.strategy)
+        a.q = a.strategy == 1 ? 1.0 : 0.0;
     if (a.ranks < 1 || a.ranks > 65536)
         return usage(c, "--ranks: %" PRIu64 " outside 1..65536", a.ranks);
     if (a.samples < a.ranks || a.samples > (UINT64_C(1) << 32))
@@ -212,33 +229,39 @@ static int run_plan(const cmd_t *c, int argc, char **argv)
         if (err)
             break;
         for (int q = 0; q < M; q++) {
-            /* What q keeps, then what each slot brings, from the sender's
-             * own plan; the two plans must agree on every slot. */
+            /* What q keeps, then what every sender's plan deals to it; the
+             * result must be the count q's own plan promises. */
             const ps_plan_t *p = &plans[q];
             unsigned char *gone = calloc(counts[q] ? counts[q] : 1, 1);
-            uint64_t k = 0, sent = 0, got = 0;
-            if (!gone)
+            uint64_t *nx = realloc(next[q], (p->count_after ? p->count_after : 1) * sizeof **next);
+            uint64_t k = 0, sent = p->nsend, got = 0;
+            if (!gone || !nx)
                 return fail("plan", "out of memory");
+            next[q] = nx;
             for (uint64_t i = 0; i < p->nsend; i++)
-                if (p->send_to[i] != q)
-                    gone[p->send_pos[i]] = 1, sent++;
+                gone[p->send_pos[i]] = 1;
             for (uint64_t i = 0; i < counts[q]; i++)
-                if (!gone[i])
+                if (!gone[i] && k < p->count_after)
                     next[q][k++] = held[q][i];
-            for (uint64_t i = 0; i < p->nsend; i++) {
-                int src = p->recv_from[i];
-                if (src == q)
-                    continue;
-                if (i >= plans[src].nsend || plans[src].send_to[i] != q) {
-                    free(gone);
-                    return fail("plan", "internal error: plans of ranks %d and %d disagree on slot %" PRIu64, src, q, i);
+            for (int src = 0; src < M; src++) {
+                uint64_t from = 0;
+                for (uint64_t i = 0; i < plans[src].nsend; i++) {
+                    if (plans[src].send_to[i] != q)
+                        continue;
+                    if (k < p->count_after)
+                        next[q][k] = held[src][plans[src].send_pos[i]];
+                    k++, got++, from++;
                 }
-                next[q][k++] = held[src][plans[src].send_pos[i]];
-                got++;
+                if (from != p->recv_count[src]) {
+                    free(gone);
+                    return fail("plan", "internal error: rank %d sends %" PRIu64 " samples to rank %d, which expects %"
+                                PRIu64, src, from, q, p->recv_count[src]);
+                }
             }
             free(gone);
-            if (k != counts[q])
-                return fail("plan", "internal error: rank %d would hold %" PRIu64 " samples, not %" PRIu64, q, k, counts[q]);
+            if (k != p->count_after)
+                return fail("plan", "internal error: rank %d would hold %" PRIu64 " samples, not %" PRIu64, q, k,
+                            p->count_after);
             row->send_min = sent < row->send_min ? sent : row->send_min;
             row->send_max = sent > row->send_max ? sent : row->send_max;
             row->recv_min = got < row->recv_min ? got : row->recv_min;
@@ -250,11 +273,18 @@ static int run_plan(const cmd_t *c, int argc, char **argv)
             if (counts[q] + got > peak_r[q])
                 peak_r[q] = counts[q] + got;
         }
+        for (int q = 0; q < M; q++) {
+            uint64_t *hq = realloc(held[q], (plans[q].count_after ? plans[q].count_after : 1) * sizeof **held);
+            if (!hq)
+                return fail("plan", "out of memory");
+            held[q] = hq;
+        }
         uint64_t away = 0;
         for (int q = 0; q < M; q++) {
             uint64_t *t = held[q];
             held[q] = next[q];
             next[q] = t;
+            counts[q] = plans[q].count_after;
             qsort(held[q], counts[q], sizeof **held, cmp_u64);
             for (uint64_t i = 0; i < counts[q]; i++)
                 away += held[q][i] < origin_lo[q] || held[q][i] >= origin_lo[q + 1];
@@ -374,7 +404,7 @@ static int run_verify(const cmd_t *c, int argc, char **argv)
 
 static const cmd_t cmds[] = {
     {"plan", "Print the exchange plan's statistics for a configuration, without MPI.",
-     "plan --ranks M --samples N --q Q [--epochs E] [--seed S] [--q-decay R] [--q-min Q] [--per-rank] [--json]",
+     "plan --ranks M --samples N (--q Q | --strategy global|local) [--epochs E] [--seed S] [--q-decay R] [--q-min Q] [--per-rank] [--json]",
      "Columns: samples sent and received per rank (min..max over ranks), peak samples stored on a\n"
      "rank during the exchange, and the share of samples that have left their original rank.",
      plan_opts, run_plan},

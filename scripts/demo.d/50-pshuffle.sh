@@ -24,5 +24,5 @@ echo "\$ pshuffle plan --ranks 1024 --samples 1281167 --q 0.1 --epochs 5"
 sent=$(awk '$1 == "3" {print $3}' "$DEMO_WORK/pshuffle.out")
 samples=$(awk '$1 == "samples" {print $2}' "$DEMO_WORK/pshuffle.verify")
 mixed=$(awk '$1 == "4" {print $NF}' "$DEMO_WORK/pshuffle.plan")
-echo "pshuffle: 4 ranks x 300 samples, Q=0.3: $sent sent and received per rank per epoch; store verified ($samples samples, no loss or duplicate)" >> "$DEMO_SUMMARY"
+echo "pshuffle: 4 ranks x 300 samples, partial Q=0.3: $sent pooled samples dealt to other ranks per rank in epoch 3; store verified ($samples samples, no loss or duplicate)" >> "$DEMO_SUMMARY"
 echo "pshuffle: plan for 1024 ranks, ImageNet-sized, Q=0.1: $mixed of samples off their first rank after 5 epochs" >> "$DEMO_SUMMARY"

@@ -1,13 +1,16 @@
 """pshuffle: partial distributed shuffling of training data over MPI.
 
-Each epoch every rank sends round(Q*n) of its n samples to other ranks and
-receives as many; Q=0 is local shuffling, Q=1 global shuffling. The plan is
-a pure function of (seed, epoch, Q), computed on every rank without
-communication. See docs/pshuffle.md.
+Strategies: "global" (each epoch a fresh uniformly random partition of all
+samples, as DistributedSampler over the whole dataset; only the samples
+that change rank move), "local" (nothing moves), "partial" (each rank puts
+round(Q*n) random samples in a pool that is dealt uniformly to all ranks,
+its own included). Every exchange leaves per-rank counts within one of each
+other. The plan is a pure function of (seed, epoch, Q, counts), computed on
+every rank without communication. See docs/pshuffle.md.
 
     from mpi4py import MPI
     import pshuffle
-    sh = pshuffle.Shuffler(MPI.COMM_WORLD, seed=1, q=0.3)
+    sh = pshuffle.Shuffler(MPI.COMM_WORLD, seed=1, strategy="partial", q=0.3)
     for i, blob in my_slice: sh.add(i, label, blob)
     sh.start()
     for e in range(sh.epoch, epochs):
@@ -38,6 +41,13 @@ class PShuffleError(RuntimeError):
     "ENOSPC"...), and the message with the library's detail."""
 
     def __init__(self, code, what=""):
+        if isinstance(code, str):
+            # Rebuilt from its message alone, as DataLoader does with an
+            # exception raised in a worker: keep the message.
+            super().__init__(code)
+            head = code.split(":", 1)[0]
+            self.code, self.name = None, head if head.isidentifier() and head.isupper() else ""
+            return
         L = _libc()
         self.code = code
         self.name = L.ps_err_name(code).decode()
@@ -45,7 +55,8 @@ class PShuffleError(RuntimeError):
         msg = L.ps_strerror(code).decode()
         if detail:
             msg += ": " + detail
-        super().__init__(f"{what}: {msg}" if what else msg)
+        msg = f"{what}: {msg}" if what else msg
+        super().__init__(f"{self.name}: {msg}")
 
 
 def _check(code, what):
@@ -66,12 +77,15 @@ def linear_schedule(q0, step, q_min=0.0):
 class Shuffler:
     """A partial shuffler over an mpi4py communicator (duplicated inside).
 
-    q: a float (constant Q), a list of per-epoch values (the last one
-    repeats), or exp_schedule()/linear_schedule(). store_dir: None for an
+    strategy: "global" (Q=1 every epoch: a fresh uniform partition of the
+    whole dataset), "local" (Q=0), or "partial" (the default) with q: a
+    float (constant Q, default 0.1), a list of per-epoch values (the last
+    one repeats), or exp_schedule()/linear_schedule(). store_dir: None for an
     in-memory store, else a directory (node-local disk) that survives
     crashes; with resume=True a later job continues from its last committed
     epoch. progress_thread=True progresses each exchange from a thread
-    (mpi4py initialises MPI with MPI_THREAD_MULTIPLE by default). Collective
+    (mpi4py initialises MPI with MPI_THREAD_MULTIPLE by default); None
+    (default) uses one when MPI provides MPI_THREAD_MULTIPLE. Collective
     methods are marked so in their docstring.
 
     Reading (info/read/order/size) never calls MPI, so a forked DataLoader
@@ -79,9 +93,19 @@ class Shuffler:
     process that created the shuffler.
     """
 
-    def __init__(self, comm=None, seed=0, q=0.1, store_dir=None, chunk_bytes=64 << 20,
-                 fsync=True, resume=True, progress_thread=False):
+    def __init__(self, comm=None, seed=0, q=None, store_dir=None, chunk_bytes=64 << 20,
+                 fsync=True, resume=True, progress_thread=None, strategy="partial"):
         """Collective."""
+        if strategy not in ("global", "local", "partial"):
+            raise ValueError(f"strategy {strategy!r}: expected 'global', 'local' or 'partial'")
+        if strategy != "partial":
+            if q is not None:
+                raise ValueError(f"strategy {strategy!r} takes no q (it is Q={1 if strategy == 'global' else 0})")
+            q = 1.0 if strategy == "global" else 0.0
+        elif q is None:
+            q = 0.1
+        self.strategy = strategy
+        self.seed = int(seed) & (2**64 - 1)
         if comm is None:
             from mpi4py import MPI
             comm = MPI.COMM_WORLD
@@ -108,9 +132,10 @@ class Shuffler:
         cfg.chunk_bytes = int(chunk_bytes)
         cfg.fsync = 1 if fsync else 0
         cfg.resume = 1 if resume else 0
-        cfg.progress_thread = 1 if progress_thread else 0
+        cfg.progress_thread = -1 if progress_thread is None else (1 if progress_thread else 0)
         h = ctypes.c_void_p()
         _check(L.ps_open_f(ctypes.byref(h), comm.py2f(), ctypes.byref(cfg)), "open")
+        self.comm = comm  # the mpi4py communicator given (the library uses a duplicate)
         self._h = h
         self._in_exchange = False
         self.history = []  # stats() of every exchange finished by this process
@@ -172,6 +197,11 @@ class Shuffler:
     @property
     def size(self):
         return len(self)
+
+    @property
+    def total(self):
+        """Samples held by all ranks together (local: no MPI call)."""
+        return int(_libc().ps_total(self._handle()))
 
     # -- initial partition --------------------------------------------------
     def add(self, sample_id, label, data):

@@ -104,6 +104,7 @@ def load():
         "ps_load_packed": (c_int, [P, c_char_p, c_char_p]),
         "ps_start": (c_int, [P]),
         "ps_size": (c_uint64, [P]),
+        "ps_total": (c_uint64, [P]),
         "ps_info": (c_int, [P, c_uint64, POINTER(Sample)]),
         "ps_read": (c_int, [P, c_uint64, c_void_p, c_size_t]),
         "ps_order": (c_int, [P, POINTER(c_uint64), c_uint64]),
