@@ -86,6 +86,32 @@ lt "$r1" "$job" "the smaller rank is faster than the job"
 bad 2 "names its rank" estimate "$T/job.%r.slow.hmt" "$T/fast.hmt" --placement "$T/a.json"
 bad 1 "traces of rank 0" estimate "$T/nojob.%r.slow.hmt" "$T/nojob.%r.fast.hmt" --placement "$T/a.json"
 
+# The Python binding (ctypes over libhetmem.so) gives the same figures.
+lib="$HETMEM_BUILD/lib/libhetmem.so"
+if [ -x /usr/bin/python3 ] && [ -e "$lib" ] && ! grep -q '^HETMEM_SANITIZE:STRING=.' "$HETMEM_BUILD/CMakeCache.txt" 2>/dev/null; then
+  out=$(cd "$T" && PYTHONPATH="$HETMEM_SRC/python" HETMEM_LIB="$lib" /usr/bin/python3 - <<'PY'
+from hetmem.estimate import Estimator, HetmemError
+e = Estimator(["slow.hmt", "fast.hmt"])
+a = e.object_index(name="A")
+full = e.estimate("a.json")["runtime_s"]
+s = e.state()
+inc = s.move(a, "fast")
+try:
+    s.move(a, "nosuch")
+    bad = "accepted"
+except ValueError:
+    bad = "refused"
+print("%.9f %.9f %s %s" % (full, inc, e.devices, bad))
+PY
+)
+  read -r full inc _ <<<"$out"
+  near "$full" "$(j "$T/a.est.json" .models.default.runtime_s)" 1e-6 "python: estimate of a placement file"
+  near "$inc" "$full" 1e-9 "python: an incremental move equals the full estimate"
+  [[ "$out" == *refused* ]] && ok "python: unknown device refused" || fail "python: $out"
+else
+  echo "skip: python binding (no /usr/bin/python3, no $lib, or a sanitized build)"
+fi
+
 # validate: rows, estimates per model, summary.
 "$H" validate --machine "$M" --placements 3 -j 2 --json "$T/val.json" -- "$P" "${ARGS[@]}" > "$T/val.txt" || fail "validate"
 [ "$(j "$T/val.json" '.rows | length')" = 3 ] && ok "validate: 3 rows" || fail "validate rows: $(cat "$T/val.txt")"
