@@ -272,7 +272,8 @@ static int run_info(const hm_cmd_t *cmd, int argc, char **argv)
         rc = hm_cli_fail(file, rc);
         goto out;
     }
-    qsort(sites, nsites, sizeof *sites, cmp_u64);
+    if (nsites) /* qsort wants a valid pointer even for 0 elements */
+        qsort(sites, nsites, sizeof *sites, cmp_u64);
     size_t distinct = 0;
     for (size_t i = 0; i < nsites; i++)
         distinct += i == 0 || sites[i] != sites[i - 1];
@@ -688,7 +689,8 @@ static int run_objects(const hm_cmd_t *cmd, int argc, char **argv)
     }
     /* Aggregate allocations per site. */
     uint64_t end_time = st.last_time;
-    qsort(o.a, o.na, sizeof *o.a, cmp_alloc_site);
+    if (o.na)
+        qsort(o.a, o.na, sizeof *o.a, cmp_alloc_site);
     rows = hm__xcalloc(o.na ? o.na : 1, sizeof *rows);
     for (size_t i = 0; i < o.na; i++) {
         const alloc_rec_t *a = &o.a[i];
