@@ -2,10 +2,13 @@
  *
  * Time advances by base_cpi per instruction. A load or store that misses L1
  * is an outstanding miss: the core keeps issuing instructions until either
- * the ROB is full (the oldest miss has been waited on for `rob`
- * instructions) or `mlp` misses are in flight; only then does it stall
- * until the oldest completes. Independent misses therefore overlap, up to
- * the MLP limit. A load whose address lies within 4 KiB above a value loaded
+ * the ROB is full (the oldest unretired miss has been waited on for `rob`
+ * instructions: retirement is in order) or `mlp` misses are in flight; a
+ * miss holds its fill buffer until it completes, so a slot frees as soon as
+ * any miss completes, whatever its age (out of order), and a new miss
+ * waits only for the earliest completion. Independent misses therefore
+ * overlap up to the MLP limit, and a slow miss blocks the others only
+ * through the ROB. A load whose address lies within 4 KiB above a value loaded
  * by a miss still in flight (p = p->next) depends on it and cannot issue
  * before that value arrives, so pointer chases serialize. */
 #include <stdlib.h>
@@ -47,7 +50,7 @@ void hm_sim_progress(const hm_sim_t *s, uint64_t *instructions, uint64_t *ns)
 
 static inline void win_pop(hm_sim_t *s)
 {
-    s->win_head = (s->win_head + 1) & (HM_SIM_MAX_MLP - 1);
+    s->win_head = (s->win_head + 1) & (HM_SIM_ROB_RING - 1);
     s->win_n--;
     s->rob_limit = s->win_n ? s->win_inst[s->win_head] + s->rob : UINT64_MAX;
 }
@@ -82,13 +85,58 @@ void hm_sim_instructions(hm_sim_t *s, uint64_t n)
         hm__sim_rob_stall(s);
 }
 
+/* The MLP slots: a min-heap of the completion times of the misses that
+ * hold them. */
+static inline void mlp_pop(hm_sim_t *s)
+{
+    double *h = s->mlp_heap;
+    uint32_t n = --s->mlp_n, i = 0;
+    double x = h[n];
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && h[c + 1] < h[c])
+            c++;
+        if (h[c] >= x)
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = x;
+}
+
+static inline void mlp_push(hm_sim_t *s, double x)
+{
+    double *h = s->mlp_heap;
+    uint32_t i = s->mlp_n++;
+    while (i) {
+        uint32_t p = (i - 1) / 2;
+        if (h[p] <= x)
+            break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = x;
+}
+
 /* Makes room for one more miss and returns its earliest issue time. */
 static inline double win_reserve(hm_sim_t *s)
 {
     double now = core_now(s);
     while (s->win_n && s->win_done[s->win_head] <= now)
         win_pop(s);
-    if (s->win_n >= s->mlp) {
+    while (s->mlp_n && s->mlp_heap[0] <= now)
+        mlp_pop(s);
+    if (s->mlp_n >= s->mlp) {
+        double d = s->mlp_heap[0];
+        if (d > now) {
+            s->t = now = d;
+            s->t_icount = s->icount;
+        }
+        mlp_pop(s);
+    }
+    if (HM_UNLIKELY(s->win_n == HM_SIM_ROB_RING)) { /* load queue full */
         double d = s->win_done[s->win_head];
         if (d > now) {
             s->t = now = d;
@@ -101,11 +149,12 @@ static inline double win_reserve(hm_sim_t *s)
 
 static inline void win_push(hm_sim_t *s, double done)
 {
-    uint32_t i = (s->win_head + s->win_n) & (HM_SIM_MAX_MLP - 1);
+    uint32_t i = (s->win_head + s->win_n) & (HM_SIM_ROB_RING - 1);
     s->win_done[i] = done;
     s->win_inst[i] = s->icount;
     if (s->win_n++ == 0)
         s->rob_limit = s->icount + s->rob;
+    mlp_push(s, done);
     if (done > s->last_done)
         s->last_done = done;
 }
@@ -446,6 +495,26 @@ __attribute__((noinline)) static void access_miss(hm_sim_t *s, uint64_t line, in
     sv->done = done;
 }
 
+/* The next sampling interval: uniform in [P - P/2, P + P/2] (mean P), from
+ * a generator with a fixed seed, so that runs stay bit-identical. A fixed
+ * period aliases with loops: at period 1000 a loop reading a[i] and b[i]
+ * would sample only one of them. */
+static uint64_t next_period(hm_sim_t *s)
+{
+    uint64_t p = s->period;
+    if (p < 2 || p == UINT64_MAX)
+        return p;
+    uint64_t z = (s->rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return p - p / 2 + z % (2 * (p / 2) + 1);
+}
+
+/* Load samples carry what PEBS load-latency sampling gives: the latency
+ * from issue to data and the level or device that served it. Store samples
+ * carry what the precise store event gives, no more: whether the store hit
+ * L1 (HM_DSRC_L1) or missed it (HM_DSRC_UNKNOWN), and no latency. */
 static void emit_sample(hm_sim_t *s, uint64_t addr, uint64_t ip, int st, const served_t *sv)
 {
     hm_sample_t smp;
@@ -457,12 +526,18 @@ static void emit_sample(hm_sim_t *s, uint64_t addr, uint64_t ip, int st, const s
     smp.addr = addr;
     smp.ip = ip;
     smp.tid = 0;
-    smp.weight = (uint32_t)(lat / s->cyc_ns + 0.5);
-    smp.access = (uint8_t)(st ? HM_ACCESS_STORE : HM_ACCESS_LOAD);
-    if (sv->level >= s->nlevels)
-        smp.dsrc = HM_DSRC_MAKE_MEM(sv->dev);
-    else
-        smp.dsrc = (uint16_t)(sv->level < 2 ? HM_DSRC_L1 + sv->level : HM_DSRC_L3);
+    if (st) {
+        smp.access = HM_ACCESS_STORE;
+        smp.weight = 0;
+        smp.dsrc = (uint16_t)(sv->level == 0 ? HM_DSRC_L1 : HM_DSRC_UNKNOWN);
+    } else {
+        smp.access = HM_ACCESS_LOAD;
+        smp.weight = (uint32_t)(lat / s->cyc_ns + 0.5);
+        if (sv->level >= s->nlevels)
+            smp.dsrc = HM_DSRC_MAKE_MEM(sv->dev);
+        else
+            smp.dsrc = (uint16_t)(sv->level < 2 ? HM_DSRC_L1 + sv->level : HM_DSRC_L3);
+    }
     s->sample_fn(s->sample_ctx, &smp);
 }
 
@@ -480,7 +555,7 @@ static inline void sim_access(hm_sim_t *s, uint64_t addr, unsigned size, int st,
     }
     uint64_t *left = st ? &s->st_left : &s->ld_left;
     if (HM_UNLIKELY(--*left == 0)) {
-        *left = s->period;
+        *left = next_period(s);
         emit_sample(s, addr, ip, st, &sv);
     }
 }
@@ -581,7 +656,9 @@ void hm_sim_set_sampler(hm_sim_t *s, uint64_t period, hm_sim_sample_fn fn, void 
 {
     hm__sim_drain(s);
     s->period = period && fn ? period : UINT64_MAX;
-    s->ld_left = s->st_left = s->period;
+    s->rng = 0x5eed5eed5eed5eedull;
+    s->ld_left = next_period(s);
+    s->st_left = next_period(s);
     s->sample_fn = fn;
     s->sample_ctx = ctx;
 }
@@ -596,7 +673,9 @@ int hm_sim_open(hm_sim_t **out, const hm_sim_machine_t *m, hm_placement_t *pl, i
     s->m = m;
     s->pl = pl;
     s->fixed_device = pl ? -1 : (device >= 0 ? device : 0);
-    s->def = pl ? hm_placement_default_device(pl) : s->fixed_device;
+    /* With --device, pages beyond the device's capacity spill to the
+     * machine's first device, as with a placement whose default it is. */
+    s->def = pl ? hm_placement_default_device(pl) : 0;
     s->line_shift = (uint32_t)__builtin_ctz(m->line);
     s->cyc_ns = 1.0 / m->freq_ghz;
     s->cpi_ns = m->base_cpi * s->cyc_ns;

@@ -73,7 +73,7 @@ char *hm_sim_report(hm_sim_t *s)
         json_object_set_new(o, "name", x->name ? json_string(x->name) : json_null());
         json_object_set_new(o, "bytes_read", u64(x->lines_read * line));
         json_object_set_new(o, "bytes_written", u64(x->lines_written * line));
-        json_object_set_new(o, "device", json_string(m->dev[x->device >= 0 ? x->device : s->def].name));
+        json_object_set_new(o, "device", json_string(m->dev[x->device >= 0 ? x->device : s->fixed_device >= 0 ? s->fixed_device : s->def].name));
         json_object_set_new(o, "pages_percent", u64((uint64_t)(x->device >= 0 ? x->pages_percent : 100)));
         json_object_set_new(o, "allocs", u64(x->allocs));
         json_object_set_new(o, "bytes_allocated", u64(x->bytes_allocated));

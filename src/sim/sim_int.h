@@ -12,6 +12,7 @@
 #define HM_SIM_MAX_CHANNELS 64
 #define HM_SIM_MAX_MLP 256
 #define HM_SIM_DEP_SLOTS 8
+#define HM_SIM_ROB_RING 1024 /* misses held in program order (the load queue) */
 #define HM_SIM_PAGE_SHIFT 12
 
 typedef struct {
@@ -121,10 +122,14 @@ struct hm_sim {
     double t;                   /* core time at instruction it_icount */
     uint64_t t_icount;
     uint32_t rob, mlp;
-    /* outstanding misses, FIFO */
-    double win_done[HM_SIM_MAX_MLP];
-    uint64_t win_inst[HM_SIM_MAX_MLP];
+    /* misses not yet retired, in program order (the ROB limit) */
+    double win_done[HM_SIM_ROB_RING];
+    uint64_t win_inst[HM_SIM_ROB_RING];
     uint32_t win_head, win_n;
+    /* completion times of the misses holding a fill buffer (the MLP
+     * limit), a min-heap: a slot frees when its miss completes, in any order */
+    double mlp_heap[HM_SIM_MAX_MLP];
+    uint32_t mlp_n;
     uint64_t rob_limit;         /* icount at which the oldest miss blocks retirement */
     double last_done;           /* latest completion of anything issued */
     /* loaded values still in flight, for dependence detection */
@@ -150,6 +155,7 @@ struct hm_sim {
 
     uint64_t loads, stores;
     uint64_t ld_left, st_left, period;
+    uint64_t rng;               /* sampling jitter: splitmix64 state, fixed seed */
     hm_sim_sample_fn sample_fn;
     void *sample_ctx;
 

@@ -16,7 +16,9 @@ sim() { local out=$1; shift; "$H" sim -m "$M" --json "$out" "$@" >/dev/null; }
 j() { jq -r "$2" "$1"; }
 # near A B REL WHAT: |A-B| <= REL*|B|
 near() {
-  if awk -v a="$1" -v b="$2" -v r="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; m = (b < 0 ? -b : b) * r; exit !(d <= m) }'; then
+  if ! [[ "$1" =~ ^-?[0-9.e+-]+$ && "$2" =~ ^-?[0-9.e+-]+$ ]]; then
+    fail "$4: not numbers ('$1', '$2')"
+  elif awk -v a="$1" -v b="$2" -v r="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; m = (b < 0 ? -b : b) * r; exit !(d <= m) }'; then
     ok "$4: $1 ~ $2"
   else
     fail "$4: $1 not within $3 of $2"

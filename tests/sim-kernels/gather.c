@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "hetmem/hetmem.h"
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -22,10 +24,12 @@ int main(int argc, char **argv)
     for (size_t i = 0; i <= mask; i++)
         a[i] = i;
     uint64_t x = 88172645463325252ull, sum = 0;
+    hetmem_phase_begin("gather");
     for (size_t i = 0; i < count; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         sum += a[x & mask];
     }
+    hetmem_phase_end("gather");
     printf("%llu\n", (unsigned long long)sum);
     free(a);
     return 0;

@@ -1,5 +1,5 @@
-/* Streaming over arrays of SIZE bytes, REPS times.
- * usage: stream read|write|copy SIZE REPS */
+/* Streaming over arrays of SIZE bytes, REPS times (read2: a and b).
+ * usage: stream read|read2|write|copy SIZE REPS */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +9,7 @@
 int main(int argc, char **argv)
 {
     if (argc != 4) {
-        fprintf(stderr, "usage: stream read|write|copy SIZE REPS\n");
+        fprintf(stderr, "usage: stream read|read2|write|copy SIZE REPS\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -24,6 +24,9 @@ int main(int argc, char **argv)
         if (strcmp(mode, "read") == 0) {
             for (size_t i = 0; i < n; i++)
                 sum += a[i];
+        } else if (strcmp(mode, "read2") == 0) {
+            for (size_t i = 0; i < n; i++)
+                sum += a[i] * b[i];
         } else if (strcmp(mode, "write") == 0) {
             for (size_t i = 0; i < n; i++)
                 a[i] = (double)r;

@@ -54,8 +54,9 @@ int main(void)
     hm_trace_stats(t, &st);
     CHECK(st.has_end);
     CHECK_EQ_U64(st.end.total_time, runtime_ns);
-    CHECK_EQ_U64(st.loads, loads / 101);
-    CHECK_EQ_U64(st.stores, stores / 101);
+    /* the period is drawn in [51, 151] (mean 101) */
+    CHECK(st.loads * 101 >= loads * 95 / 100 && st.loads * 101 <= loads * 105 / 100);
+    CHECK(st.stores * 101 >= stores * 90 / 100 && st.stores * 101 <= stores * 110 / 100);
 
     hm_record_t r;
     uint64_t last = 0, allocs = 0, frees = 0, sites = 0, names = 0, pbeg = 0, pend = 0, counters = 0;
@@ -67,6 +68,11 @@ int main(void)
             if (r.u.sample.time < last)
                 ordered = 0;
             last = r.u.sample.time;
+            /* stores carry only L1 hit or miss, no latency (as on hardware) */
+            if (r.u.sample.access == HM_ACCESS_STORE) {
+                CHECK_EQ_U64(r.u.sample.weight, 0);
+                CHECK(r.u.sample.dsrc == HM_DSRC_L1 || r.u.sample.dsrc == HM_DSRC_UNKNOWN);
+            }
             if (in_phase && r.u.sample.access == HM_ACCESS_LOAD) {
                 in_chase++;
                 /* The chase misses everywhere: served by device 1 with at
@@ -111,7 +117,7 @@ int main(void)
     CHECK(counters >= 1);
     CHECK_EQ_U64(last_insn, (uint64_t)json_integer_value(json_object_get(rep, "instructions")));
     /* 20000 chase loads in the phase, one sampled in 101 */
-    CHECK(in_chase >= 20000 / 101 - 2 && in_chase <= 20000 / 101 + 2);
+    CHECK(in_chase >= 20000 / 101 * 9 / 10 && in_chase <= 20000 / 101 * 11 / 10);
     CHECK(chase_fast * 10 >= in_chase * 9);
     printf("samples %llu+%llu, chase samples %llu (%llu from fast)\n", (unsigned long long)st.loads,
            (unsigned long long)st.stores, (unsigned long long)in_chase, (unsigned long long)chase_fast);

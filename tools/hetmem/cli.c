@@ -180,3 +180,17 @@ int hm_cmd_not_built(const hm_cmd_t *cmd, int argc, char **argv)
     fprintf(stderr, "hetmem: %s: not built yet in this version\n", cmd->name);
     return HM_EXIT_USAGE;
 }
+
+int hm_cli_operand(hm_cli_t *cli, char **argv, int argc, const char **ops, int *nops, int max)
+{
+    if (cli->ind >= argc)
+        return 0;
+    int after_dd = cli->ind > 1 && strcmp(argv[cli->ind - 1], "--") == 0;
+    do {
+        if (*nops >= max)
+            return -1;
+        ops[(*nops)++] = argv[cli->ind++];
+    } while (after_dd && cli->ind < argc);
+    return 1;
+}
+

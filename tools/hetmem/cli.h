@@ -46,6 +46,11 @@ typedef struct {
 void hm_cli_init(hm_cli_t *p, const hm_cmd_t *cmd, int argc, char **argv, int stop_at_operand);
 int hm_cli_next(hm_cli_t *p, const char **arg);
 void hm_cli_help(const hm_cmd_t *cmd, FILE *f);
+/* For commands whose operands and options mix ("TRACE... --placement F"):
+ * after hm_cli_next() returned -1, takes the operand at cli->ind into
+ * ops[*nops] (all remaining ones after "--") and returns 1, so that option
+ * parsing can resume; 0 when argv is exhausted, -1 when more than max. */
+int hm_cli_operand(hm_cli_t *cli, char **argv, int argc, const char **ops, int *nops, int max);
 
 /* Prints "hetmem: <what>: <why>" (one line) and returns HM_EXIT_RUNTIME.
  * When err is non-zero, <why> is hm_strerror(err) followed by the detail of

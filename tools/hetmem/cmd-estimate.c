@@ -1,4 +1,188 @@
-#include "cli.h"
+/* hetmem estimate: the runtime of a placement from per-device traces. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
 
-HM_CMD_NOT_BUILT(hm_cmd_estimate, "estimate", "Estimate the runtime of a placement from per-device traces",
-                 "hetmem estimate [--model linear|default] TRACE... --placement FILE [--json]");
+#include "cli.h"
+#include "hetmem/estimate.h"
+#include "hetmem/placement.h"
+
+enum { OPT_MODEL = 256, OPT_PLACEMENT, OPT_JSON, OPT_WINDOWS, OPT_SAVE, OPT_SUMMARY };
+
+static const hm_cli_opt_t est_opts[] = {
+    {OPT_PLACEMENT, "placement", "FILE", "placement to estimate (docs/placement-format.md)"},
+    {OPT_MODEL, "model", "NAME", "linear, default or all (default: default)"},
+    {OPT_JSON, "json", NULL, "print JSON instead of tables"},
+    {OPT_WINDOWS, "windows", "N", "windows over the whole run (default 1000)"},
+    {OPT_SAVE, "save-summary", "FILE", "also write the traces' summary as JSON"},
+    {OPT_SUMMARY, "summary", "FILE", "use a saved summary instead of traces"},
+    {0},
+};
+
+static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv);
+
+const hm_cmd_t hm_cmd_estimate = {
+    "estimate", "Estimate the runtime of a placement from per-device traces",
+    "hetmem estimate [--model linear|default|all] TRACE... --placement FILE [--json]\n"
+    "       hetmem estimate --summary FILE --placement FILE [--model ...] [--json]",
+    "Give one trace per memory device, each a run of the same program with all\n"
+    "data on that device (hetmem record --bind DEV, or hetmem sim --device DEV).\n"
+    "The estimate comes with a 95% interval from sampling error and a breakdown\n"
+    "by phase and by object. Models are described in docs/estimator.md.",
+    est_opts, cmd_estimate};
+
+static void print_table(hm_estimator_t *e, const hm_estimate_t *est, const int *models, int nm,
+                        const hm_est_breakdown_t *bd, const char *const *devnames)
+{
+    printf("  %-12s %14s %s\n", "device run", "measured (s)", "");
+    for (int d = 0; d < hm_estimator_ndevices(e); d++)
+        printf("  %-12s %14.6f\n", devnames[d], hm_estimator_measured_ns(e, d) / 1e9);
+    printf("\n  %-12s %14s   %-26s %14s\n", "model", "estimate (s)", "95% interval (s)", "migration (s)");
+    for (int i = 0; i < nm; i++) {
+        char iv[64];
+        snprintf(iv, sizeof iv, "[%.6f, %.6f]", est[i].lo_ns / 1e9, est[i].hi_ns / 1e9);
+        printf("  %-12s %14.6f   %-26s %14.6f\n", hm_est_model_name((hm_est_model_t)models[i]), est[i].runtime_ns / 1e9,
+               iv, est[i].migration_ns / 1e9);
+    }
+    if (!bd)
+        return;
+    printf("\n  %-24s %14s   (%s model)\n", "phase", "estimate (s)", hm_est_model_name((hm_est_model_t)models[nm - 1]));
+    for (int p = 0; p < bd->nphases; p++)
+        if (bd->phase_ns[p] > 0)
+            printf("  %-24s %14.6f\n", hm_estimator_phase_name(e, p), bd->phase_ns[p] / 1e9);
+    printf("\n  %-18s %-14s %12s %16s\n", "object site", "name", "size", "memory time (s)");
+    for (int o = 0; o < bd->nobjects && o < 20; o++) {
+        hm_est_object_t ob;
+        hm_estimator_object(e, o, &ob);
+        char site[24], sz[32];
+        if (ob.movable)
+            snprintf(site, sizeof site, "0x%016llx", (unsigned long long)ob.site);
+        else
+            snprintf(site, sizeof site, "(untracked)");
+        printf("  %-18s %-14s %12s %16.6f\n", site, ob.name ? ob.name : "-",
+               ob.movable ? hm__fmt_size(ob.size, sz, sizeof sz) : "-", bd->object_ns[o] / 1e9);
+    }
+    if (bd->nobjects > 20)
+        printf("  (%d more objects)\n", bd->nobjects - 20);
+}
+
+static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
+{
+    hm_cli_t cli;
+    const char *arg, *placement = NULL, *model = "default", *save = NULL, *summary = NULL;
+    const char *traces[64];
+    int ntr = 0, json = 0, key;
+    uint64_t windows = 0;
+    hm_cli_init(&cli, cmd, argc, argv, 0);
+    for (;;) {
+        key = hm_cli_next(&cli, &arg);
+        if (key == -1) {
+            int r = hm_cli_operand(&cli, argv, argc, traces, &ntr, 64);
+            if (r < 0)
+                return hm_cli_usage(cmd, "too many traces (at most 64)");
+            if (r == 0)
+                break;
+            continue;
+        }
+        switch (key) {
+        case OPT_PLACEMENT: placement = arg; break;
+        case OPT_MODEL: model = arg; break;
+        case OPT_JSON: json = 1; break;
+        case OPT_SAVE: save = arg; break;
+        case OPT_SUMMARY: summary = arg; break;
+        case OPT_WINDOWS:
+            if (hm_cli_u64(cmd, "--windows", arg, &windows))
+                return HM_EXIT_USAGE;
+            if (windows < 1 || windows > 100000)
+                return hm_cli_usage(cmd, "--windows must be between 1 and 100000");
+            break;
+        case HM_CLI_HELP: return HM_EXIT_OK;
+        default: return HM_EXIT_USAGE;
+        }
+    }
+    int models[HM_EST_NMODELS], nm = 0;
+    if (!strcmp(model, "all")) {
+        for (int i = 0; i < HM_EST_NMODELS; i++)
+            models[nm++] = i;
+    } else {
+        hm_est_model_t m;
+        if (hm_est_model_parse(model, &m) < 0)
+            return hm_cli_usage(cmd, "unknown model '%s' (linear, default or all)", model);
+        models[nm++] = (int)m;
+    }
+    if (!placement)
+        return hm_cli_usage(cmd, "--placement FILE is required");
+    if (summary && ntr)
+        return hm_cli_usage(cmd, "--summary and traces exclude each other");
+    if (!summary && ntr < 2)
+        return hm_cli_usage(cmd, "give one trace per device, at least two (got %d)", ntr);
+
+    hm_estimator_t *e = NULL;
+    hm_estimator_opts_t opts = {(uint32_t)windows};
+    int rc = summary ? hm_estimator_open_summary(&e, summary) : hm_estimator_open(&e, traces, ntr, &opts);
+    if (rc < 0)
+        return hm_cli_failf(summary ? summary : "estimate", "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
+    if (save && (rc = hm_estimator_save(e, save)) < 0) {
+        hm_estimator_close(e);
+        return hm_cli_fail(save, rc);
+    }
+    int nd = hm_estimator_ndevices(e);
+    const char *devnames[64];
+    for (int d = 0; d < nd; d++)
+        devnames[d] = hm_estimator_device_name(e, d);
+    hm_placement_t *pl = NULL;
+    if ((rc = hm_placement_load(&pl, placement, devnames, nd)) < 0) {
+        hm_estimator_close(e);
+        return hm_cli_failf(placement, "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
+    }
+    hm_estimate_t est[HM_EST_NMODELS];
+    const hm_est_breakdown_t *bd = NULL;
+    int status = HM_EXIT_OK;
+    json_t *root = json ? json_object() : NULL, *jm = json ? json_object() : NULL;
+    for (int i = 0; i < nm; i++) {
+        if ((rc = hm_estimator_estimate(e, pl, (hm_est_model_t)models[i], &est[i], &bd)) < 0) {
+            status = hm_cli_failf(placement, "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
+            goto out;
+        }
+        if (json) {
+            json_t *ph = json_object(), *ob = json_array();
+            for (int p = 0; p < bd->nphases; p++)
+                json_object_set_new(ph, hm_estimator_phase_name(e, p), json_real(bd->phase_ns[p] / 1e9));
+            for (int o = 0; o < bd->nobjects; o++) {
+                hm_est_object_t x;
+                hm_estimator_object(e, o, &x);
+                char site[32];
+                snprintf(site, sizeof site, "0x%016llx", (unsigned long long)x.site);
+                json_array_append_new(ob, json_pack("{s:s?, s:s?, s:I, s:f}", "site", x.movable ? site : NULL, "name",
+                                                    x.movable ? x.name : "(untracked)", "size", (json_int_t)x.size,
+                                                    "memory_s", bd->object_ns[o] / 1e9));
+            }
+            json_object_set_new(jm, hm_est_model_name((hm_est_model_t)models[i]),
+                                json_pack("{s:f, s:[f,f], s:f, s:o, s:o}", "runtime_s", est[i].runtime_ns / 1e9, "ci_s",
+                                          est[i].lo_ns / 1e9, est[i].hi_ns / 1e9, "migration_s",
+                                          est[i].migration_ns / 1e9, "phases", ph, "objects", ob));
+        }
+    }
+    if (json) {
+        json_t *dv = json_array();
+        for (int d = 0; d < nd; d++)
+            json_array_append_new(dv, json_pack("{s:s, s:f}", "name", devnames[d], "measured_s",
+                                                hm_estimator_measured_ns(e, d) / 1e9));
+        json_object_set_new(root, "devices", dv);
+        json_object_set_new(root, "windows", json_integer(hm_estimator_nwindows(e)));
+        json_object_set_new(root, "models", jm);
+        jm = NULL;
+        json_dumpf(root, stdout, JSON_INDENT(2));
+        putchar('\n');
+    } else {
+        printf("hetmem estimate: %s, %d devices, %d windows, %d objects\n", placement, nd, hm_estimator_nwindows(e),
+               hm_estimator_nobjects(e) - 1);
+        print_table(e, est, models, nm, bd, devnames);
+    }
+out:
+    json_decref(jm);
+    json_decref(root);
+    hm_placement_close(pl);
+    hm_estimator_close(e);
+    return status;
+}

@@ -326,7 +326,8 @@ static int cmd_sim(const hm_cmd_t *cmd, int argc, char **argv)
             fprintf(stderr, "hetmem: warning: device %s full (%s per thread): %s spilled to %s\n", jstr(o, "name", "?"),
                     hm__fmt_size(jget(o, "capacity_per_thread"), b, sizeof b),
                     hm__fmt_size(jget(o, "spilled_bytes"), (char[32]){0}, 32),
-                    placement ? hm_placement_device_name(pl, hm_placement_default_device(pl)) : "the default device");
+                    placement ? hm_placement_device_name(pl, hm_placement_default_device(pl))
+                              : hm_sim_machine_device_names(m)[0]);
     }
     json_array_foreach(json_object_get(res, "unmatched_rules"), i, o)
         fprintf(stderr, "hetmem: warning: %s: %s\n", placement, json_string_value(o));

@@ -1,4 +1,610 @@
-#include "cli.h"
+/* hetmem validate: how well the estimator predicts measured runtimes.
+ *
+ * Runs the program once per device (all data there) to get the traces,
+ * draws placements of three kinds (random objects, page percentages, hot
+ * objects first), measures each by running it, estimates each with every
+ * model, and prints a table and a summary per model. Runs go through
+ * `hetmem sim` (or, with --real, `hetmem record --bind` and `hetmem run` on a
+ * tiered machine), several at a time. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
-HM_CMD_NOT_BUILT(hm_cmd_validate, "validate", "Compare estimates with measured runtimes over many placements",
-                 "hetmem validate --machine MACHINE [--placements K] [--period N] [--real] -- CMD ARGS");
+#include "cli.h"
+#include "hetmem/estimate.h"
+#include "hetmem/placement.h"
+#include "hetmem/sim.h"
+
+extern char **environ;
+
+enum { OPT_MACHINE = 'm', OPT_PLACEMENTS = 256, OPT_PERIOD, OPT_SEED, OPT_JSON, OPT_PLOT, OPT_REAL, OPT_KEEP };
+
+static const hm_cli_opt_t val_opts[] = {
+    {OPT_MACHINE, "machine", "MACHINE", "machine preset or JSON file (simulated runs)"},
+    {OPT_PLACEMENTS, "placements", "K", "placements to draw (default 12)"},
+    {OPT_PERIOD, "period", "N", "sampling period of the device runs (default 1000)"},
+    {'j', "jobs", "JOBS", "runs at a time (default: all cores)"},
+    {OPT_SEED, "seed", "S", "seed of the placement draw (default 1)"},
+    {OPT_JSON, "json", "FILE", "write rows and per-model summary as JSON"},
+    {OPT_PLOT, "plot", "FILE.png", "scatter of estimated against measured runtime (needs python3-matplotlib)"},
+    {OPT_REAL, "real", NULL, "run on this machine's memory devices (hetmem record --bind, hetmem run)"},
+    {OPT_KEEP, "keep", "DIR", "keep traces, placements and reports in DIR"},
+    {0},
+};
+
+static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv);
+
+const hm_cmd_t hm_cmd_validate = {
+    "validate", "Check the estimator against measured runtimes of drawn placements",
+    "hetmem validate --machine MACHINE [--placements K] [--period N] [-j JOBS] [--seed S] [--json FILE] [--plot FILE.png] -- ./app.sim ARGS\n"
+    "       hetmem validate --real --machine DEV,DEV... [...] -- CMD ARGS",
+    "Errors are |estimate - measured| / measured; 'gap' errors are the same\n"
+    "difference as a share of |slowest - fastest| device run, which says how\n"
+    "much of the placement's effect the estimate got wrong. With --real,\n"
+    "--machine lists the devices (as hetmem record --bind takes them).",
+    val_opts, cmd_validate};
+
+/* ---------------------------------------------------------------- jobs */
+
+typedef struct {
+    char **argv;     /* owned */
+    char log[PATH_MAX + 128];
+    pid_t pid;
+    int status, done;
+    double wall_s;   /* wall time (for --real) */
+    uint64_t t0;
+} job_t;
+
+static char **vec(const char *first, ...)
+{
+    va_list ap;
+    size_t n = 1;
+    va_start(ap, first);
+    while (va_arg(ap, const char *))
+        n++;
+    va_end(ap);
+    char **v = hm__xcalloc(n + 1, sizeof *v);
+    v[0] = hm__xstrdup(first);
+    va_start(ap, first);
+    for (size_t i = 1; i < n; i++)
+        v[i] = hm__xstrdup(va_arg(ap, const char *));
+    va_end(ap);
+    return v;
+}
+
+static char **vec_cat(char **a, char **b)
+{
+    size_t na = 0, nb = 0;
+    while (a[na])
+        na++;
+    while (b && b[nb])
+        nb++;
+    a = hm__xrealloc(a, (na + nb + 1) * sizeof *a);
+    for (size_t i = 0; i < nb; i++)
+        a[na + i] = hm__xstrdup(b[i]);
+    a[na + nb] = NULL;
+    return a;
+}
+
+static void vec_free(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+static volatile sig_atomic_t interrupted;
+static void on_int(int sig) { (void)sig; interrupted = 1; }
+
+/* Runs the jobs, at most @p par at a time; stdout and stderr go to each job's log. */
+static int run_jobs(job_t *jobs, int n, int par, const char *what)
+{
+    int next = 0, running = 0, done = 0, failed = -1;
+    int tty = isatty(2);
+    while (done < n) {
+        while (running < par && next < n && failed < 0 && !interrupted) {
+            job_t *j = &jobs[next++];
+            posix_spawn_file_actions_t fa;
+            posix_spawn_file_actions_init(&fa);
+            posix_spawn_file_actions_addopen(&fa, 1, j->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            posix_spawn_file_actions_adddup2(&fa, 1, 2);
+            j->t0 = hm__now_ns();
+            int rc = posix_spawnp(&j->pid, j->argv[0], &fa, NULL, j->argv, environ);
+            posix_spawn_file_actions_destroy(&fa);
+            if (rc) {
+                j->done = 1, j->status = 127 << 8, done++;
+                failed = (int)(j - jobs);
+                continue;
+            }
+            running++;
+        }
+        if (!running)
+            break;
+        int ws;
+        pid_t pid = wait(&ws);
+        if (pid < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        for (int i = 0; i < n; i++)
+            if (jobs[i].pid == pid && !jobs[i].done) {
+                jobs[i].done = 1;
+                jobs[i].status = ws;
+                jobs[i].wall_s = (double)(hm__now_ns() - jobs[i].t0) / 1e9;
+                if (!(WIFEXITED(ws) && WEXITSTATUS(ws) == 0) && failed < 0)
+                    failed = i;
+                running--;
+                done++;
+            }
+        if (tty)
+            fprintf(stderr, "\r  %s: %d/%d runs done ", what, done, n);
+    }
+    if (tty)
+        fprintf(stderr, "\r%*s\r", 60, "");
+    if (interrupted)
+        return hm_cli_failf(what, "interrupted");
+    if (failed >= 0) {
+        job_t *j = &jobs[failed];
+        /* The log's last line says why. */
+        char line[512] = "", buf[512];
+        FILE *f = fopen(j->log, "r");
+        while (f && fgets(buf, sizeof buf, f))
+            if (buf[0] != '\n')
+                snprintf(line, sizeof line, "%s", buf);
+        if (f)
+            fclose(f);
+        line[strcspn(line, "\n")] = 0;
+        return hm_cli_failf(what, "run '%s' failed (%s %d): %s (log: %s)", j->argv[0],
+                            WIFSIGNALED(j->status) ? "signal" : "exit status",
+                            WIFSIGNALED(j->status) ? WTERMSIG(j->status) : WEXITSTATUS(j->status), line, j->log);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------- placements */
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) / 9007199254740992.0; }
+
+static json_t *site_rule(const hm_est_object_t *o, const char *dev)
+{
+    json_t *r = json_object();
+    if (o->name) {
+        json_object_set_new(r, "name", json_string(o->name));
+    } else {
+        char site[32];
+        snprintf(site, sizeof site, "0x%016llx", (unsigned long long)o->site);
+        json_object_set_new(r, "site", json_string(site));
+    }
+    json_object_set_new(r, "device", json_string(dev));
+    return r;
+}
+
+/* Draws placement @p i: kinds rotate through random objects, page
+ * percentages (10..90% on the fastest device) and hot objects first. */
+static json_t *draw(hm_estimator_t *e, int i, uint64_t *rng, char *kind, size_t klen)
+{
+    int nd = hm_estimator_ndevices(e), no = hm_estimator_nobjects(e) - 1, def = hm_estimator_default_device(e);
+    int fast = 0;
+    for (int d = 1; d < nd; d++)
+        if (hm_estimator_measured_ns(e, d) < hm_estimator_measured_ns(e, fast))
+            fast = d;
+    json_t *p = json_object(), *rules = json_array();
+    json_object_set_new(p, "default", json_string(hm_estimator_device_name(e, def)));
+    switch (i % 3) {
+    case 0: { /* every object to a random device */
+        int moved = 0;
+        for (int o = 0; o < no; o++) {
+            hm_est_object_t ob;
+            hm_estimator_object(e, o, &ob);
+            int d = (int)(rng_next(rng) % (uint64_t)nd);
+            if (d != def) {
+                json_array_append_new(rules, site_rule(&ob, hm_estimator_device_name(e, d)));
+                moved++;
+            }
+        }
+        snprintf(kind, klen, "random (%d of %d objects moved)", moved, no);
+        break;
+    }
+    case 1: { /* a share of every object's pages on the fastest device */
+        int pct = 10 + 10 * (int)(rng_next(rng) % 9);
+        json_array_append_new(rules, json_pack("{s:i, s:s}", "pages_percent", pct, "device",
+                                               hm_estimator_device_name(e, fast)));
+        snprintf(kind, klen, "pages %d%% on %s", pct, hm_estimator_device_name(e, fast));
+        break;
+    }
+    default: { /* the hottest objects on the fastest device, up to a share of the footprint */
+        uint64_t total = 0, used = 0;
+        for (int o = 0; o < no; o++) {
+            hm_est_object_t ob;
+            hm_estimator_object(e, o, &ob);
+            total += ob.size;
+        }
+        double share = 0.1 + 0.8 * rng_unit(rng);
+        int moved = 0;
+        for (int o = 0; o < no; o++) { /* objects come hottest first */
+            hm_est_object_t ob;
+            hm_estimator_object(e, o, &ob);
+            if ((double)(used + ob.size) > share * (double)total || ob.samples <= 0)
+                continue;
+            used += ob.size;
+            json_array_append_new(rules, site_rule(&ob, hm_estimator_device_name(e, fast)));
+            moved++;
+        }
+        snprintf(kind, klen, "hot first (%d objects, %.0f%% of bytes on %s)", moved,
+                 total ? 100.0 * (double)used / (double)total : 0.0, hm_estimator_device_name(e, fast));
+        break;
+    }
+    }
+    json_object_set_new(p, "rules", rules);
+    return p;
+}
+
+/* -------------------------------------------------------------- command */
+
+static double report_runtime(const char *path)
+{
+    json_t *r = json_load_file(path, 0, NULL);
+    double v = r ? json_number_value(json_object_get(r, "runtime_s")) : NAN;
+    if (r && !json_is_number(json_object_get(r, "runtime_s")))
+        v = NAN;
+    json_decref(r);
+    return v;
+}
+
+static int rm_rf(const char *dir)
+{
+    char *argv[] = {"rm", "-rf", (char *)dir, NULL};
+    pid_t pid;
+    if (posix_spawnp(&pid, "rm", NULL, NULL, argv, environ))
+        return -1;
+    int ws;
+    waitpid(pid, &ws, 0);
+    return 0;
+}
+
+static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
+{
+    hm_cli_t cli;
+    const char *arg, *machine = NULL, *jsonf = NULL, *plot = NULL, *keep = NULL;
+    uint64_t K = 12, period = 1000, jobs = 0, seed = 1;
+    int real = 0, key;
+    hm_cli_init(&cli, cmd, argc, argv, 1);
+    while ((key = hm_cli_next(&cli, &arg)) != -1) {
+        switch (key) {
+        case OPT_MACHINE: machine = arg; break;
+        case OPT_PLACEMENTS:
+            if (hm_cli_u64(cmd, "--placements", arg, &K))
+                return HM_EXIT_USAGE;
+            if (K < 1 || K > 10000)
+                return hm_cli_usage(cmd, "--placements must be between 1 and 10000");
+            break;
+        case OPT_PERIOD:
+            if (hm_cli_u64(cmd, "--period", arg, &period))
+                return HM_EXIT_USAGE;
+            if (period < 1)
+                return hm_cli_usage(cmd, "--period must be at least 1");
+            break;
+        case 'j':
+            if (hm_cli_u64(cmd, "--jobs", arg, &jobs))
+                return HM_EXIT_USAGE;
+            if (jobs < 1 || jobs > 1024)
+                return hm_cli_usage(cmd, "--jobs must be between 1 and 1024");
+            break;
+        case OPT_SEED:
+            if (hm_cli_u64(cmd, "--seed", arg, &seed))
+                return HM_EXIT_USAGE;
+            break;
+        case OPT_JSON: jsonf = arg; break;
+        case OPT_PLOT: plot = arg; break;
+        case OPT_REAL: real = 1; break;
+        case OPT_KEEP: keep = arg; break;
+        case HM_CLI_HELP: return HM_EXIT_OK;
+        default: return HM_EXIT_USAGE;
+        }
+    }
+    if (!machine)
+        return hm_cli_usage(cmd, real ? "--machine DEV,DEV... is required with --real" : "--machine MACHINE is required");
+    if (cli.ind >= argc)
+        return hm_cli_usage(cmd, "no program given (hetmem validate --machine M -- ./app.sim ARGS)");
+    char **prog = argv + cli.ind;
+    if (!jobs) {
+        long nc = sysconf(_SC_NPROCESSORS_ONLN);
+        jobs = nc > 0 ? (uint64_t)nc : 1;
+    }
+    if (real)
+        jobs = 1; /* runs on real devices must not share the machine */
+
+    char self[PATH_MAX];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (sl <= 0)
+        return hm_cli_failf("/proc/self/exe", "%s", strerror(errno));
+    self[sl] = 0;
+
+    /* Devices: the machine's, or the list given with --real. */
+    char *devs[64];
+    int nd = 0;
+    hm_sim_machine_t *m = NULL;
+    char mpath[PATH_MAX];
+    if (!real) {
+        char exedir[PATH_MAX];
+        snprintf(exedir, sizeof exedir, "%s", self);
+        char *s = strrchr(exedir, '/');
+        if (s)
+            *s = 0;
+        int rc = hm_sim_machine_find(machine, exedir, mpath, sizeof mpath);
+        if (rc < 0)
+            return hm_cli_fail(machine, rc);
+        if ((rc = hm_sim_machine_load(&m, mpath)) < 0)
+            return hm_cli_fail(mpath, rc);
+        nd = hm_sim_machine_ndevices(m);
+        for (int d = 0; d < nd && d < 64; d++)
+            devs[d] = hm__xstrdup(hm_sim_machine_device_names(m)[d]);
+        hm_sim_machine_close(m);
+        char *abs = realpath(mpath, NULL);
+        if (abs) {
+            snprintf(mpath, sizeof mpath, "%s", abs);
+            free(abs);
+        }
+    } else {
+        char *list = hm__xstrdup(machine), *save = NULL;
+        for (char *t = strtok_r(list, ",", &save); t && nd < 64; t = strtok_r(NULL, ",", &save))
+            devs[nd++] = hm__xstrdup(t);
+        free(list);
+    }
+    if (nd < 2) {
+        for (int d = 0; d < nd; d++)
+            free(devs[d]);
+        return hm_cli_failf(machine, "has %d memory device%s: validation needs at least two", nd, nd == 1 ? "" : "s");
+    }
+
+    char dir[PATH_MAX];
+    if (keep) {
+        if (mkdir(keep, 0755) < 0 && errno != EEXIST)
+            return hm_cli_failf(keep, "%s", strerror(errno));
+        snprintf(dir, sizeof dir, "%s", keep);
+    } else {
+        const char *td = getenv("TMPDIR");
+        snprintf(dir, sizeof dir, "%s/hetmem-validate.XXXXXX", td && *td ? td : "/tmp");
+        if (!mkdtemp(dir))
+            return hm_cli_failf("temporary directory", "%s: %s", dir, strerror(errno));
+    }
+    struct sigaction sa = {0};
+    sa.sa_handler = on_int;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    int status = HM_EXIT_RUNTIME, rc;
+    char per[32];
+    snprintf(per, sizeof per, "%llu", (unsigned long long)period);
+    job_t *dj = hm__xcalloc((size_t)nd, sizeof *dj), *pj = NULL;
+    char *traces[64];
+    hm_estimator_t *e = NULL;
+    json_t **pls = NULL, *rows = json_array(), *sum = NULL;
+    char **kinds = NULL;
+    double *measured = NULL, *est = NULL;
+
+    /* 1. One run per device. */
+    for (int d = 0; d < nd; d++) {
+        char tr[PATH_MAX + 64], rep[PATH_MAX + 64];
+        snprintf(tr, sizeof tr, "%s/dev-%s.hmt", dir, devs[d]);
+        snprintf(rep, sizeof rep, "%s/dev-%s.json", dir, devs[d]);
+        traces[d] = hm__xstrdup(tr);
+        dj[d].argv = real ? vec(self, "record", "-b", "auto", "-p", per, "--bind", devs[d], "-o", tr, "--", NULL)
+                          : vec(self, "sim", "-m", mpath, "--device", devs[d], "-o", tr, "--sample-period", per,
+                                "--json", rep, "--", NULL);
+        dj[d].argv = vec_cat(dj[d].argv, prog);
+        snprintf(dj[d].log, sizeof dj[d].log, "%s/dev-%s.log", dir, devs[d]);
+    }
+    if (run_jobs(dj, nd, (int)jobs, "device runs") != 0)
+        goto out;
+    if ((rc = hm_estimator_open(&e, (const char *const *)traces, nd, NULL)) < 0) {
+        hm_cli_failf("estimate", "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
+        goto out;
+    }
+    double tmin = INFINITY, tmax = 0;
+    for (int d = 0; d < nd; d++) {
+        double t = hm_estimator_measured_ns(e, d) / 1e9;
+        tmin = t < tmin ? t : tmin;
+        tmax = t > tmax ? t : tmax;
+    }
+
+    /* 2. Placements, measured. */
+    uint64_t rng = seed;
+    pls = hm__xcalloc(K, sizeof *pls);
+    kinds = hm__xcalloc(K, sizeof *kinds);
+    pj = hm__xcalloc(K, sizeof *pj);
+    for (uint64_t i = 0; i < K; i++) {
+        char kind[128], pf[PATH_MAX + 64], rep[PATH_MAX + 64];
+        pls[i] = draw(e, (int)i, &rng, kind, sizeof kind);
+        kinds[i] = hm__xstrdup(kind);
+        snprintf(pf, sizeof pf, "%s/placement-%03llu.json", dir, (unsigned long long)i);
+        snprintf(rep, sizeof rep, "%s/placement-%03llu.report.json", dir, (unsigned long long)i);
+        if (json_dump_file(pls[i], pf, JSON_INDENT(2)) < 0) {
+            hm_cli_failf(pf, "cannot write");
+            goto out;
+        }
+        pj[i].argv = real ? vec(self, "run", "--placement", pf, "--", NULL)
+                          : vec(self, "sim", "-m", mpath, "--placement", pf, "--json", rep, "--", NULL);
+        pj[i].argv = vec_cat(pj[i].argv, prog);
+        snprintf(pj[i].log, sizeof pj[i].log, "%s/placement-%03llu.log", dir, (unsigned long long)i);
+    }
+    if (run_jobs(pj, (int)K, (int)jobs, "placement runs") != 0)
+        goto out;
+
+    /* 3. Estimates. */
+    const char *dn[64];
+    for (int d = 0; d < nd; d++)
+        dn[d] = hm_estimator_device_name(e, d);
+    measured = hm__xcalloc(K, sizeof *measured);
+    est = hm__xcalloc(K * HM_EST_NMODELS, sizeof *est);
+    for (uint64_t i = 0; i < K; i++) {
+        char rep[PATH_MAX + 64];
+        snprintf(rep, sizeof rep, "%s/placement-%03llu.report.json", dir, (unsigned long long)i);
+        measured[i] = real ? pj[i].wall_s : report_runtime(rep);
+        if (!(measured[i] > 0)) {
+            hm_cli_failf(rep, "no runtime_s in the run's report");
+            goto out;
+        }
+        char *txt = json_dumps(pls[i], 0);
+        hm_placement_t *pl = NULL;
+        rc = hm_placement_parse(&pl, "drawn placement", txt, dn, nd);
+        free(txt);
+        if (rc < 0) {
+            hm_cli_failf("drawn placement", "%s", hm_errdetail());
+            goto out;
+        }
+        json_t *je = json_object();
+        for (int mdl = 0; mdl < HM_EST_NMODELS; mdl++) {
+            hm_estimate_t r;
+            if ((rc = hm_estimator_estimate(e, pl, (hm_est_model_t)mdl, &r, NULL)) < 0) {
+                hm_placement_close(pl);
+                hm_cli_failf("estimate", "%s", hm_errdetail());
+                goto out;
+            }
+            est[i * HM_EST_NMODELS + mdl] = r.runtime_ns / 1e9;
+            json_object_set_new(je, hm_est_model_name((hm_est_model_t)mdl),
+                                json_pack("{s:f, s:[f,f]}", "runtime_s", r.runtime_ns / 1e9, "ci_s", r.lo_ns / 1e9,
+                                          r.hi_ns / 1e9));
+        }
+        hm_placement_close(pl);
+        json_array_append_new(rows, json_pack("{s:s, s:O, s:f, s:o}", "kind", kinds[i], "placement", pls[i],
+                                              "measured_s", measured[i], "estimates", je));
+    }
+
+    /* 4. Table and summary. */
+    printf("hetmem validate: %s on %s, %d devices, %llu placements, sampling period %llu\n", prog[0],
+           real ? "this machine" : machine, nd, (unsigned long long)K, (unsigned long long)period);
+    for (int d = 0; d < nd; d++)
+        printf("  all on %-10s %12.6f s\n", dn[d], hm_estimator_measured_ns(e, d) / 1e9);
+    printf("  device gap (slowest/fastest) %.3fx\n\n", tmax / tmin);
+    printf("  %-3s %-44s %12s", "#", "placement", "measured (s)");
+    for (int mdl = 0; mdl < HM_EST_NMODELS; mdl++)
+        printf(" %12s %7s", hm_est_model_name((hm_est_model_t)mdl), "err%");
+    printf("\n");
+    for (uint64_t i = 0; i < K; i++) {
+        printf("  %-3llu %-44.44s %12.6f", (unsigned long long)i, kinds[i], measured[i]);
+        for (int mdl = 0; mdl < HM_EST_NMODELS; mdl++) {
+            double v = est[i * HM_EST_NMODELS + mdl];
+            printf(" %12.6f %+7.2f", v, 100 * (v - measured[i]) / measured[i]);
+        }
+        printf("\n");
+    }
+    sum = json_object();
+    printf("\n  %-10s %14s %14s %18s %12s\n", "model", "mean |err| %", "max |err| %", "mean |err| % gap", "within 5%");
+    for (int mdl = 0; mdl < HM_EST_NMODELS; mdl++) {
+        double se = 0, mx = 0, sg = 0;
+        int w5 = 0;
+        for (uint64_t i = 0; i < K; i++) {
+            double err = fabs(est[i * HM_EST_NMODELS + mdl] - measured[i]);
+            double pct = 100 * err / measured[i];
+            se += pct;
+            mx = pct > mx ? pct : mx;
+            sg += tmax > tmin ? 100 * err / (tmax - tmin) : 0;
+            w5 += pct <= 5;
+        }
+        printf("  %-10s %14.2f %14.2f %18.1f %11.0f%%\n", hm_est_model_name((hm_est_model_t)mdl), se / K, mx, sg / K,
+               100.0 * w5 / K);
+        json_object_set_new(sum, hm_est_model_name((hm_est_model_t)mdl),
+                            json_pack("{s:f, s:f, s:f, s:f}", "mean_abs_err_pct", se / K, "max_abs_err_pct", mx,
+                                      "mean_abs_err_gap_pct", sg / K, "within_5pct", (double)w5 / K));
+    }
+    if (jsonf || plot) {
+        json_t *dj2 = json_array();
+        for (int d = 0; d < nd; d++)
+            json_array_append_new(dj2, json_pack("{s:s, s:f}", "name", dn[d], "measured_s", hm_estimator_measured_ns(e, d) / 1e9));
+        char **pv = prog;
+        json_t *cmdj = json_array();
+        for (; *pv; pv++)
+            json_array_append_new(cmdj, json_string(*pv));
+        json_t *root = json_pack("{s:s, s:o, s:I, s:f, s:O, s:o, s:o}", "machine", machine, "command", cmdj, "period",
+                                 (json_int_t)period, "gap", tmax / tmin, "rows", rows, "summary", sum, "devices", dj2);
+        sum = NULL;
+        char jpath[PATH_MAX + 64];
+        if (jsonf)
+            snprintf(jpath, sizeof jpath, "%s", jsonf);
+        else
+            snprintf(jpath, sizeof jpath, "%s/validate.json", dir);
+        int wr = strcmp(jpath, "-") == 0 ? json_dumpf(root, stdout, JSON_INDENT(2)) : json_dump_file(root, jpath, JSON_INDENT(2));
+        json_decref(root);
+        if (wr < 0) {
+            hm_cli_failf(jpath, "cannot write");
+            goto out;
+        }
+        if (plot) {
+            /* The plot is drawn by a small script next to the presets
+             * (share/hetmem/plot-validate.py), with matplotlib. */
+            char script[PATH_MAX + 64], exedir[PATH_MAX];
+            snprintf(exedir, sizeof exedir, "%s", self);
+            char *s = strrchr(exedir, '/');
+            if (s)
+                *s = 0;
+            const char *cands[] = {"%s/../share/hetmem/plot-validate.py", "%s/../../share/hetmem/plot-validate.py",
+                                   HETMEM_SOURCE_DIR "/share/hetmem/plot-validate.py%.0s"};
+            script[0] = 0;
+            for (size_t c = 0; c < HM_ARRAY_LEN(cands); c++) {
+                char t[PATH_MAX + 64];
+                snprintf(t, sizeof t, cands[c], exedir);
+                if (access(t, R_OK) == 0) {
+                    snprintf(script, sizeof script, "%s", t);
+                    break;
+                }
+            }
+            if (!script[0]) {
+                hm_cli_failf(plot, "plot script share/hetmem/plot-validate.py not found");
+                goto out;
+            }
+            job_t pjob = {0};
+            pjob.argv = vec("python3", script, jpath, plot, NULL);
+            snprintf(pjob.log, sizeof pjob.log, "%s/plot.log", dir);
+            int prc = run_jobs(&pjob, 1, 1, "plot");
+            vec_free(pjob.argv);
+            if (prc)
+                goto out;
+            printf("\n  plot: %s\n", plot);
+        }
+    }
+    status = HM_EXIT_OK;
+out:
+    json_decref(sum);
+    json_decref(rows);
+    hm_estimator_close(e);
+    for (int d = 0; d < nd; d++) {
+        vec_free(dj[d].argv);
+        free(traces[d]);
+        free(devs[d]);
+    }
+    free(dj);
+    for (uint64_t i = 0; pj && i < K; i++) {
+        vec_free(pj[i].argv);
+        json_decref(pls[i]);
+        free(kinds[i]);
+    }
+    free(pj);
+    free(pls);
+    free(kinds);
+    free(measured);
+    free(est);
+    if (!keep && status == HM_EXIT_OK)
+        rm_rf(dir);
+    else if (!keep)
+        fprintf(stderr, "hetmem: validate: runs kept in %s\n", dir);
+    return status;
+}

@@ -1,0 +1,80 @@
+/* Internals of the estimator: the summary that every model reads, and the
+ * models' precomputed terms. */
+#ifndef HETMEM_ESTIMATE_INT_H
+#define HETMEM_ESTIMATE_INT_H
+
+#include <stdint.h>
+
+#include "common/common.h"
+#include "hetmem/estimate.h"
+
+/* Sample statistics of one object in one window of one run. */
+typedef struct {
+    float n;    /* samples */
+    float w;    /* sum of latency weights (core cycles) */
+    float m;    /* samples that missed L1 */
+} hm__est_cell_t;
+
+typedef struct {
+    uint64_t site;
+    char *name;
+    uint64_t size, allocations;
+    double samples;
+    float pages[100]; /* sampled pages by page number % 100 (all runs) */
+} hm__est_obj_t;
+
+typedef struct {
+    int phase;            /* label index */
+    double instructions;  /* in the reference run (0 when unknown) */
+} hm__est_win_t;
+
+/* Per model, terms that do not depend on the placement. */
+typedef struct {
+    int nclass;
+    /* default model: per class */
+    double *c_ns;         /* device-independent time */
+    double *k;            /* ns per latency-weight unit, per (class, device) */
+    double *resid;        /* corner residual per (class, device) */
+    double *lat;          /* per (class, object, device): latency cost (weight x period) */
+    double *bytes;        /* per (class, object): bytes moved to memory */
+    double *latsum;       /* per (class, device): sum over objects of lat */
+    double *var;          /* per (object, device): variance of the object's cost, ns^2 */
+    int *win_class;       /* class of each window */
+    int *class_phase;     /* phase label of each class */
+} hm__est_default_t;
+
+struct hm_estimator {
+    int ndev, def, ref;
+    char **dev_name;
+    double *runtime_ns, *period, *bw, *lat_ns; /* bw: bytes per ns for this thread (0: unknown) */
+    uint64_t *cap;
+    int nphase;
+    char **phase_name;
+    int nobj;             /* including the untracked pseudo-object (last) */
+    hm__est_obj_t *obj;
+    int nwin;
+    hm__est_win_t *win;
+    double *t;            /* per (window, device): time in the run on that device */
+    hm__est_cell_t *cell; /* per (window, object, device) */
+    /* linear model: runtime of the slowest run minus per-(object, device) savings */
+    double lin_base, *lin_gain, *lin_var;
+    double *lin_phase_base, *lin_phase_gain; /* per (phase, object, device) for phased use */
+    hm__est_default_t dm;
+    /* phase label transitions: count of boundaries from label a to label b */
+    int *trans;           /* nphase x nphase */
+    /* scratch for breakdowns */
+    double *bd_phase, *bd_obj;
+    hm_est_breakdown_t bd;
+};
+
+static inline hm__est_cell_t *hm__est_cell(const hm_estimator_t *e, int w, int o, int d)
+{
+    return &e->cell[((size_t)w * (size_t)e->nobj + (size_t)o) * (size_t)e->ndev + (size_t)d];
+}
+
+/* Builds the models' terms once the summary is filled (model.c). */
+int hm__est_prepare(hm_estimator_t *e);
+/* Allocates the summary arrays for the sizes set in e (summary.c). */
+int hm__est_alloc(hm_estimator_t *e);
+
+#endif

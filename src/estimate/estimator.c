@@ -1,0 +1,314 @@
+/* Estimator handle: accessors, and the summary saved as JSON and read back
+ * (the format is in include/hetmem/estimate.h and docs/estimator.md). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "estimate/estimate_int.h"
+
+HM_API void hm_estimator_close(hm_estimator_t *e)
+{
+    if (!e)
+        return;
+    for (int d = 0; d < e->ndev; d++)
+        free(e->dev_name ? e->dev_name[d] : NULL);
+    for (int p = 0; p < e->nphase; p++)
+        free(e->phase_name[p]);
+    for (int o = 0; o < e->nobj && e->obj; o++)
+        free(e->obj[o].name);
+    free(e->dev_name);
+    free(e->runtime_ns);
+    free(e->period);
+    free(e->bw);
+    free(e->lat_ns);
+    free(e->cap);
+    free(e->phase_name);
+    free(e->obj);
+    free(e->win);
+    free(e->t);
+    free(e->cell);
+    free(e->lin_gain);
+    free(e->lin_var);
+    free(e->lin_phase_base);
+    free(e->lin_phase_gain);
+    hm__est_default_t *m = &e->dm;
+    free(m->c_ns);
+    free(m->k);
+    free(m->resid);
+    free(m->lat);
+    free(m->bytes);
+    free(m->latsum);
+    free(m->var);
+    free(m->win_class);
+    free(m->class_phase);
+    free(e->trans);
+    free(e->bd_phase);
+    free(e->bd_obj);
+    free(e);
+}
+
+HM_API int hm_estimator_ndevices(const hm_estimator_t *e) { return e->ndev; }
+HM_API const char *hm_estimator_device_name(const hm_estimator_t *e, int d)
+{
+    return d >= 0 && d < e->ndev ? e->dev_name[d] : NULL;
+}
+HM_API int hm_estimator_device_index(const hm_estimator_t *e, const char *name)
+{
+    for (int d = 0; d < e->ndev; d++)
+        if (name && !strcmp(name, e->dev_name[d]))
+            return d;
+    char list[256] = "";
+    size_t at = 0;
+    for (int d = 0; d < e->ndev && at < sizeof list; d++)
+        at += (size_t)snprintf(list + at, sizeof list - at, "%s%s", d ? ", " : "", e->dev_name[d]);
+    return hm__errf(HM_ENODEV, "'%s' is not a device of the traces (devices: %s)", name ? name : "", list);
+}
+HM_API uint64_t hm_estimator_device_capacity(const hm_estimator_t *e, int d)
+{
+    return d >= 0 && d < e->ndev ? e->cap[d] : 0;
+}
+HM_API double hm_estimator_measured_ns(const hm_estimator_t *e, int d)
+{
+    return d >= 0 && d < e->ndev ? e->runtime_ns[d] : 0;
+}
+HM_API int hm_estimator_default_device(const hm_estimator_t *e) { return e->def; }
+HM_API int hm_estimator_nphases(const hm_estimator_t *e) { return e->nphase; }
+HM_API const char *hm_estimator_phase_name(const hm_estimator_t *e, int p)
+{
+    return p >= 0 && p < e->nphase ? e->phase_name[p] : NULL;
+}
+HM_API int hm_estimator_nobjects(const hm_estimator_t *e) { return e->nobj; }
+HM_API int hm_estimator_nwindows(const hm_estimator_t *e) { return e->nwin; }
+
+HM_API int hm_estimator_object(const hm_estimator_t *e, int o, hm_est_object_t *out)
+{
+    if (o < 0 || o >= e->nobj)
+        return hm__errf(HM_ERANGE, "object %d of %d", o, e->nobj);
+    const hm__est_obj_t *x = &e->obj[o];
+    *out = (hm_est_object_t){x->site, x->name, x->size, x->allocations, x->samples, o < e->nobj - 1};
+    return 0;
+}
+
+HM_API int hm_estimator_find_object(const hm_estimator_t *e, uint64_t site, const char *name)
+{
+    for (int o = 0; o < e->nobj - 1; o++)
+        if (name ? e->obj[o].name && !strcmp(name, e->obj[o].name) : e->obj[o].site == site)
+            return o;
+    return -1;
+}
+
+/* ------------------------------------------------------------- saving */
+
+HM_API int hm_estimator_save(const hm_estimator_t *e, const char *path)
+{
+    int D = e->ndev, O = e->nobj;
+    json_t *root = json_object();
+    json_object_set_new(root, "format", json_string("hetmem-estimate-summary"));
+    json_object_set_new(root, "version", json_integer(1));
+    json_object_set_new(root, "default", json_integer(e->def));
+    json_t *devs = json_array();
+    for (int d = 0; d < D; d++)
+        json_array_append_new(devs, json_pack("{s:s, s:f, s:f, s:I, s:f, s:f}", "name", e->dev_name[d], "runtime_ns",
+                                              e->runtime_ns[d], "period", e->period[d], "capacity",
+                                              (json_int_t)e->cap[d], "bandwidth_gbs", e->bw[d], "read_latency_ns",
+                                              e->lat_ns[d]));
+    json_object_set_new(root, "devices", devs);
+    json_t *ph = json_array();
+    for (int p = 0; p < e->nphase; p++)
+        json_array_append_new(ph, json_string(e->phase_name[p]));
+    json_object_set_new(root, "phases", ph);
+    json_t *objs = json_array();
+    for (int o = 0; o < O - 1; o++) {
+        char site[32];
+        snprintf(site, sizeof site, "0x%016llx", (unsigned long long)e->obj[o].site);
+        json_t *x = json_pack("{s:s, s:I, s:I}", "site", site, "size", (json_int_t)e->obj[o].size, "allocations",
+                              (json_int_t)e->obj[o].allocations);
+        if (e->obj[o].name)
+            json_object_set_new(x, "name", json_string(e->obj[o].name));
+        json_t *pg = json_array();
+        for (int b = 0; b < 100; b++)
+            json_array_append_new(pg, json_real(e->obj[o].pages[b]));
+        json_object_set_new(x, "pages", pg);
+        json_array_append_new(objs, x);
+    }
+    json_object_set_new(root, "objects", objs);
+    json_t *wins = json_array();
+    for (int w = 0; w < e->nwin; w++) {
+        json_t *t = json_array(), *st = json_array();
+        for (int d = 0; d < D; d++)
+            json_array_append_new(t, json_real(e->t[(size_t)w * D + d]));
+        for (int o = 0; o < O; o++)
+            for (int d = 0; d < D; d++) {
+                const hm__est_cell_t *c = hm__est_cell(e, w, o, d);
+                if (c->n > 0 || c->w > 0 || c->m > 0)
+                    json_array_append_new(st, json_pack("[i, i, f, f, f]", o, d, (double)c->n, (double)c->w, (double)c->m));
+            }
+        json_array_append_new(wins, json_pack("{s:i, s:f, s:o, s:o}", "phase", e->win[w].phase, "instructions",
+                                              e->win[w].instructions, "t_ns", t, "stats", st));
+    }
+    json_object_set_new(root, "windows", wins);
+    int rc = json_dump_file(root, path, JSON_COMPACT) == 0 ? 0 : hm__errf(-EIO, "cannot write %s", path);
+    json_decref(root);
+    return rc;
+}
+
+/* ------------------------------------------------------------ loading */
+
+#define BAD(...) do { rc = hm__errf(HM_EBADJSON, __VA_ARGS__); goto fail; } while (0)
+
+static int from_json(hm_estimator_t **out, const char *what, json_t *root)
+{
+    int rc = 0;
+    hm_estimator_t *e = hm__xcalloc(1, sizeof *e);
+    const char *fmt = json_string_value(json_object_get(root, "format"));
+    if (!fmt || strcmp(fmt, "hetmem-estimate-summary"))
+        BAD("%s: \"format\" must be \"hetmem-estimate-summary\"", what);
+    if (json_integer_value(json_object_get(root, "version")) != 1)
+        BAD("%s: \"version\" must be 1", what);
+    json_t *devs = json_object_get(root, "devices"), *phases = json_object_get(root, "phases"),
+           *objs = json_object_get(root, "objects"), *wins = json_object_get(root, "windows");
+    if (!json_is_array(devs) || json_array_size(devs) < 2 || json_array_size(devs) > 64)
+        BAD("%s: \"devices\" must be an array of 2 to 64 devices", what);
+    if (!json_is_array(objs) || !json_is_array(wins) || json_array_size(wins) == 0)
+        BAD("%s: \"objects\" and \"windows\" (non-empty) arrays are required", what);
+    if (phases && !json_is_array(phases))
+        BAD("%s: \"phases\" must be an array of names", what);
+    e->ndev = (int)json_array_size(devs);
+    e->dev_name = hm__xcalloc((size_t)e->ndev, sizeof *e->dev_name);
+    e->runtime_ns = hm__xcalloc((size_t)e->ndev, sizeof(double));
+    e->period = hm__xcalloc((size_t)e->ndev, sizeof(double));
+    e->bw = hm__xcalloc((size_t)e->ndev, sizeof(double));
+    e->lat_ns = hm__xcalloc((size_t)e->ndev, sizeof(double));
+    e->cap = hm__xcalloc((size_t)e->ndev, sizeof(uint64_t));
+    for (int d = 0; d < e->ndev; d++) {
+        json_t *x = json_array_get(devs, (size_t)d);
+        char where[64];
+        snprintf(where, sizeof where, "%s: devices[%d]", what, d);
+        const char *nm;
+        uint64_t cap = 0;
+        double per = 1;
+        if ((rc = hm__json_get_string(x, "name", 1, &nm, where)) < 0 ||
+            (rc = hm__json_get_double(x, "runtime_ns", 1, &e->runtime_ns[d], where)) < 0 ||
+            (rc = hm__json_get_double(x, "period", 0, &per, where)) < 0 ||
+            (rc = hm__json_get_u64(x, "capacity", 0, &cap, where)) < 0 ||
+            (rc = hm__json_get_double(x, "bandwidth_gbs", 0, &e->bw[d], where)) < 0 ||
+            (rc = hm__json_get_double(x, "read_latency_ns", 0, &e->lat_ns[d], where)) < 0)
+            goto fail;
+        for (int j = 0; j < d; j++)
+            if (!strcmp(e->dev_name[j], nm))
+                BAD("%s: device '%s' appears twice", what, nm);
+        if (!(e->runtime_ns[d] >= 0) || !(per >= 1) || !(e->bw[d] >= 0) || !(e->lat_ns[d] >= 0))
+            BAD("%s: negative or invalid figure", where);
+        e->dev_name[d] = hm__xstrdup(nm);
+        e->period[d] = per;
+        e->cap[d] = cap;
+    }
+    json_int_t def = json_integer_value(json_object_get(root, "default"));
+    if (def < 0 || def >= e->ndev)
+        BAD("%s: \"default\" must be a device index below %d", what, e->ndev);
+    e->def = (int)def;
+    e->ref = 0;
+    for (int d = 1; d < e->ndev; d++)
+        if (e->runtime_ns[d] > e->runtime_ns[e->ref])
+            e->ref = d;
+    e->nphase = phases && json_array_size(phases) ? (int)json_array_size(phases) : 1;
+    e->phase_name = hm__xcalloc((size_t)e->nphase, sizeof *e->phase_name);
+    for (int p = 0; p < e->nphase; p++) {
+        const char *nm = phases ? json_string_value(json_array_get(phases, (size_t)p)) : "(no phase)";
+        if (!nm)
+            BAD("%s: phases[%d] must be a string", what, p);
+        e->phase_name[p] = hm__xstrdup(nm);
+    }
+    e->nobj = (int)json_array_size(objs) + 1;
+    e->obj = hm__xcalloc((size_t)e->nobj, sizeof *e->obj);
+    for (int o = 0; o < e->nobj - 1; o++) {
+        json_t *x = json_array_get(objs, (size_t)o);
+        char where[64];
+        snprintf(where, sizeof where, "%s: objects[%d]", what, o);
+        const char *site = NULL, *nm = NULL;
+        if ((rc = hm__json_get_string(x, "site", 0, &site, where)) < 0 ||
+            (rc = hm__json_get_string(x, "name", 0, &nm, where)) < 0 ||
+            (rc = hm__json_get_u64(x, "size", 1, &e->obj[o].size, where)) < 0 ||
+            (rc = hm__json_get_u64(x, "allocations", 0, &e->obj[o].allocations, where)) < 0)
+            goto fail;
+        if (site && hm__parse_u64(site, &e->obj[o].site) < 0)
+            BAD("%s: \"site\" is not a number: '%s'", where, site);
+        e->obj[o].name = nm ? hm__xstrdup(nm) : NULL;
+        json_t *pg = json_object_get(x, "pages");
+        if (pg && (!json_is_array(pg) || json_array_size(pg) != 100))
+            BAD("%s: \"pages\" must hold 100 counts", where);
+        for (int b = 0; pg && b < 100; b++)
+            e->obj[o].pages[b] = (float)json_number_value(json_array_get(pg, (size_t)b));
+    }
+    e->nwin = (int)json_array_size(wins);
+    if ((rc = hm__est_alloc(e)) < 0)
+        goto fail;
+    for (int w = 0; w < e->nwin; w++) {
+        json_t *x = json_array_get(wins, (size_t)w), *t = json_object_get(x, "t_ns"), *st = json_object_get(x, "stats");
+        json_int_t p = json_integer_value(json_object_get(x, "phase"));
+        if (p < 0 || p >= e->nphase)
+            BAD("%s: windows[%d].phase must be a phase index below %d", what, w, e->nphase);
+        e->win[w].phase = (int)p;
+        e->win[w].instructions = json_number_value(json_object_get(x, "instructions"));
+        if (!json_is_array(t) || (int)json_array_size(t) != e->ndev)
+            BAD("%s: windows[%d].t_ns must hold one time per device (%d)", what, w, e->ndev);
+        for (int d = 0; d < e->ndev; d++) {
+            double v = json_number_value(json_array_get(t, (size_t)d));
+            if (!(v >= 0))
+                BAD("%s: windows[%d].t_ns[%d] must be a non-negative number", what, w, d);
+            e->t[(size_t)w * e->ndev + d] = v;
+        }
+        if (st && !json_is_array(st))
+            BAD("%s: windows[%d].stats must be an array", what, w);
+        size_t i;
+        json_t *row;
+        json_array_foreach(st, i, row) {
+            if (!json_is_array(row) || json_array_size(row) != 5)
+                BAD("%s: windows[%d].stats[%zu] must be [OBJ, DEV, SAMPLES, WEIGHT_SUM, L1_MISSES]", what, w, i);
+            json_int_t o = json_integer_value(json_array_get(row, 0)), d = json_integer_value(json_array_get(row, 1));
+            if (!json_is_integer(json_array_get(row, 0)) || o < 0 || o >= e->nobj || !json_is_integer(json_array_get(row, 1)) ||
+                d < 0 || d >= e->ndev)
+                BAD("%s: windows[%d].stats[%zu]: object or device index out of range", what, w, i);
+            double v[3];
+            for (int k = 0; k < 3; k++) {
+                v[k] = json_number_value(json_array_get(row, (size_t)k + 2));
+                if (!(v[k] >= 0) || !isfinite(v[k]))
+                    BAD("%s: windows[%d].stats[%zu]: counts must be non-negative numbers", what, w, i);
+            }
+            hm__est_cell_t *c = hm__est_cell(e, w, (int)o, (int)d);
+            c->n += (float)v[0], c->w += (float)v[1], c->m += (float)v[2];
+        }
+    }
+    for (int o = 0; o < e->nobj; o++)
+        for (int w = 0; w < e->nwin; w++)
+            e->obj[o].samples += hm__est_cell(e, w, o, e->ref)->n;
+    if ((rc = hm__est_prepare(e)) < 0)
+        goto fail;
+    json_decref(root);
+    *out = e;
+    return 0;
+fail:
+    json_decref(root);
+    hm_estimator_close(e);
+    return rc;
+}
+
+HM_API int hm_estimator_parse_summary(hm_estimator_t **out, const char *what, const char *text)
+{
+    *out = NULL;
+    hm__errclear();
+    json_t *root;
+    int rc = hm__json_load_string(what, text, &root);
+    return rc < 0 ? rc : from_json(out, what, root);
+}
+
+HM_API int hm_estimator_open_summary(hm_estimator_t **out, const char *path)
+{
+    *out = NULL;
+    hm__errclear();
+    json_t *root;
+    int rc = hm__json_load_file(path, &root);
+    return rc < 0 ? rc : from_json(out, path, root);
+}

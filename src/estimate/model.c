@@ -1,0 +1,664 @@
+/* The models (docs/estimator.md), placement-file estimates and incremental
+ * states.
+ *
+ * Both models reduce, once per summary, to terms that do not depend on the
+ * placement, so that an estimate costs O(objects x devices x phases) and a
+ * move O(devices x phases):
+ *
+ * linear  (Denoyelle et al., ISC 2022) t = sum_w t_s,w - sum_d (t_s,w - t_d,w) f_w,d
+ *         where s is the slowest run, f_w,d the share of the slow run's
+ *         samples in window w whose pages are on d, and a window whose runs
+ *         differ by less than 3% keeps t_s,w. Linear in the placement.
+ *
+ * default per phase label c (the windows of a label summed):
+ *         t_c = max(C_c + sum_d k_c,d sum_o x_o,d L_c,o,d,  max_d Y_c,d / bw_d)
+ *               + sum_d xi_d r_c,d
+ *         C_c is the device-independent time and k_c the time per unit of
+ *         sampled latency weight, fitted on the runs whose device was not
+ *         near its bandwidth share (t = C + k L); L the object's sampled
+ *         latency cost in the run on d (its unloaded cost, scaled from an
+ *         unloaded run by the devices' latencies, when d's run was
+ *         bandwidth-bound); Y_c,d the bytes the placement sends to d
+ *         (sampled L1 misses x line size); r the residual that makes every
+ *         all-on-one-device estimate equal its measured run, spread by xi_d,
+ *         the share of the latency cost placed on d. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "estimate/estimate_int.h"
+
+#define LINE_BYTES 64.0
+#define BOUND_UTIL 0.8  /* a run at this share of its bandwidth is bandwidth-bound */
+#define CUTOFF 1.03     /* the published method's cut-off */
+
+static const char *const model_names[HM_EST_NMODELS] = {"linear", "default"};
+
+HM_API const char *hm_est_model_name(hm_est_model_t m)
+{
+    return (unsigned)m < HM_EST_NMODELS ? model_names[m] : NULL;
+}
+
+HM_API int hm_est_model_parse(const char *name, hm_est_model_t *out)
+{
+    for (int i = 0; i < HM_EST_NMODELS; i++)
+        if (name && !strcmp(name, model_names[i])) {
+            *out = (hm_est_model_t)i;
+            return 0;
+        }
+    return hm__errf(HM_EUSAGE, "unknown model '%s' (models: linear, default)", name ? name : "");
+}
+
+/* ---------------------------------------------------------- preparation */
+
+static size_t ix3(const hm_estimator_t *e, int a, int o, int d)
+{
+    return ((size_t)a * (size_t)e->nobj + (size_t)o) * (size_t)e->ndev + (size_t)d;
+}
+
+static void prepare_linear(hm_estimator_t *e)
+{
+    int D = e->ndev, O = e->nobj, P = e->nphase, s = e->ref;
+    e->lin_base = 0;
+    e->lin_phase_base = hm__xcalloc((size_t)P, sizeof(double));
+    e->lin_phase_gain = hm__xcalloc((size_t)P * O * D, sizeof(double));
+    e->lin_var = hm__xcalloc((size_t)P * O * D, sizeof(double));
+    for (int w = 0; w < e->nwin; w++) {
+        int p = e->win[w].phase;
+        double ts = e->t[(size_t)w * D + s], n = 0;
+        e->lin_base += ts;
+        e->lin_phase_base[p] += ts;
+        for (int o = 0; o < O; o++)
+            n += hm__est_cell(e, w, o, s)->n;
+        if (n <= 0)
+            continue;
+        for (int d = 0; d < D; d++) {
+            double td = e->t[(size_t)w * D + d];
+            if (d == s || !(ts > CUTOFF * td))
+                continue;
+            double g = ts - td;
+            for (int o = 0; o < O; o++) {
+                double c = hm__est_cell(e, w, o, s)->n;
+                if (c <= 0)
+                    continue;
+                e->lin_phase_gain[ix3(e, p, o, d)] += g * c / n;
+                e->lin_var[ix3(e, p, o, d)] += (g / n) * (g / n) * c;
+            }
+        }
+    }
+}
+
+static void prepare_default(hm_estimator_t *e)
+{
+    int D = e->ndev, O = e->nobj, C = e->nphase;
+    hm__est_default_t *m = &e->dm;
+    m->nclass = C;
+    m->c_ns = hm__xcalloc((size_t)C, sizeof(double));
+    m->k = hm__xcalloc((size_t)C * D, sizeof(double));
+    m->resid = hm__xcalloc((size_t)C * D, sizeof(double));
+    m->lat = hm__xcalloc((size_t)C * O * D, sizeof(double));
+    m->bytes = hm__xcalloc((size_t)C * O, sizeof(double));
+    m->latsum = hm__xcalloc((size_t)C * D, sizeof(double));
+    m->var = hm__xcalloc((size_t)C * O * D, sizeof(double));
+    double *T = hm__xcalloc((size_t)C * D, sizeof(double));
+    double *raw = hm__xcalloc((size_t)C * O * D, sizeof(double)); /* measured latency cost */
+    double *nsamp = hm__xcalloc((size_t)C * O * D, sizeof(double));
+
+    for (int w = 0; w < e->nwin; w++) {
+        int c = e->win[w].phase;
+        for (int d = 0; d < D; d++) {
+            T[(size_t)c * D + d] += e->t[(size_t)w * D + d];
+            for (int o = 0; o < O; o++) {
+                const hm__est_cell_t *x = hm__est_cell(e, w, o, d);
+                raw[ix3(e, c, o, d)] += x->w * e->period[d];
+                nsamp[ix3(e, c, o, d)] += x->n;
+                m->bytes[(size_t)c * O + o] += x->m * e->period[d] * LINE_BYTES / D;
+            }
+        }
+    }
+    for (int c = 0; c < C; c++) {
+        double B = 0, L[64], Tc[64];
+        int bound[64], nu = 0;
+        for (int o = 0; o < O; o++)
+            B += m->bytes[(size_t)c * O + o];
+        for (int d = 0; d < D && d < 64; d++) {
+            L[d] = 0;
+            for (int o = 0; o < O; o++)
+                L[d] += raw[ix3(e, c, o, d)];
+            Tc[d] = T[(size_t)c * D + d];
+            bound[d] = e->bw[d] > 0 && Tc[d] > 0 && B / (e->bw[d] * Tc[d]) >= BOUND_UTIL;
+            nu += !bound[d];
+        }
+        /* Fit t = C + k L on the unbound runs (least squares). */
+        double cc = 0, k = 0;
+        int fitted = 0;
+        if (nu >= 2) {
+            double sl = 0, st = 0, sll = 0, slt = 0;
+            for (int d = 0; d < D; d++)
+                if (!bound[d])
+                    sl += L[d], st += Tc[d], sll += L[d] * L[d], slt += L[d] * Tc[d];
+            double den = nu * sll - sl * sl;
+            if (den > 1e-12 * sll * nu) {
+                k = (nu * slt - sl * st) / den;
+                cc = (st - k * sl) / nu;
+                fitted = k > 0 && cc >= 0;
+            }
+        }
+        if (!fitted) {
+            /* Runs that do not tell the two apart: the device-independent
+             * part is what no unbound run went below, less the smallest
+             * latency cost at the fitted rate... with one point, take the
+             * whole time of the fastest unbound run as latency-driven only
+             * above the common floor of all runs. */
+            double tmin = INFINITY;
+            int u = -1;
+            for (int d = 0; d < D; d++)
+                if (!bound[d] && (u < 0 || L[d] < L[u]))
+                    u = d;
+            for (int d = 0; d < D; d++)
+                tmin = Tc[d] < tmin ? Tc[d] : tmin;
+            if (u >= 0 && L[u] > 0) {
+                cc = 0;
+                k = Tc[u] / L[u];
+            } else {
+                cc = 0;
+                k = 0;
+            }
+            (void)tmin;
+        }
+        m->c_ns[c] = cc;
+        HM_DEBUG("estimate: class %s: bytes %.3g, C %.4g ns, k %.4g, fitted %d", e->phase_name[c], B, cc, k, fitted);
+        for (int d = 0; d < D; d++)
+            HM_DEBUG("estimate:   run %s: T %.4g ns, L %.4g, util %.2f%s", e->dev_name[d], Tc[d], L[d],
+                     e->bw[d] > 0 && Tc[d] > 0 ? B / (e->bw[d] * Tc[d]) : 0.0, bound[d] ? " (bandwidth-bound)" : "");
+        /* Latency terms per device: measured for unbound runs, scaled from the
+         * nearest unbound run by the devices' idle latencies for bound ones. */
+        for (int d = 0; d < D; d++) {
+            int src = d;
+            double scale = 1;
+            if (bound[d]) {
+                int u = -1;
+                for (int j = 0; j < D; j++)
+                    if (!bound[j] && (u < 0 || fabs(e->lat_ns[j] - e->lat_ns[d]) < fabs(e->lat_ns[u] - e->lat_ns[d])))
+                        u = j;
+                if (u >= 0 && e->lat_ns[u] > 0 && e->lat_ns[d] > 0) {
+                    src = u;
+                    scale = e->lat_ns[d] / e->lat_ns[u];
+                }
+            }
+            double kd = k;
+            if (src == d && bound[d] && L[d] > 0)
+                kd = (Tc[d] - cc) / L[d]; /* every run bound: interpolate between runs */
+            m->k[(size_t)c * D + d] = kd;
+            for (int o = 0; o < O; o++) {
+                double l = raw[ix3(e, c, o, src)] * scale;
+                m->lat[ix3(e, c, o, d)] = l;
+                m->latsum[(size_t)c * D + d] += l;
+                double n = nsamp[ix3(e, c, o, src)];
+                m->var[ix3(e, c, o, d)] = n > 0 ? (kd * l) * (kd * l) / n : 0;
+            }
+        }
+        /* Residuals: all on d must give the measured time. */
+        for (int d = 0; d < D; d++) {
+            double lp = cc + m->k[(size_t)c * D + d] * m->latsum[(size_t)c * D + d];
+            double bp = e->bw[d] > 0 ? B / e->bw[d] : 0;
+            m->resid[(size_t)c * D + d] = Tc[d] - (lp > bp ? lp : bp);
+        }
+    }
+    free(T);
+    free(raw);
+    free(nsamp);
+}
+
+int hm__est_prepare(hm_estimator_t *e)
+{
+    prepare_linear(e);
+    prepare_default(e);
+    /* Phase label transitions, for migration costs. */
+    int P = e->nphase;
+    e->trans = hm__xcalloc((size_t)P * P, sizeof *e->trans);
+    for (int w = 1; w < e->nwin; w++)
+        if (e->win[w].phase != e->win[w - 1].phase)
+            e->trans[e->win[w - 1].phase * P + e->win[w].phase]++;
+    e->bd_phase = hm__xcalloc((size_t)P, sizeof(double));
+    e->bd_obj = hm__xcalloc((size_t)e->nobj, sizeof(double));
+    e->bd.nphases = P;
+    e->bd.phase_ns = e->bd_phase;
+    e->bd.nobjects = e->nobj;
+    e->bd.object_ns = e->bd_obj;
+    return 0;
+}
+
+/* -------------------------------------------------------------- states */
+
+/* A placement of one object in one phase: pct percent of its pages on dev,
+ * the rest on the default device. */
+typedef struct {
+    int16_t dev, pct;
+} slot_t;
+
+struct hm_est_state {
+    hm_estimator_t *e;
+    hm_est_model_t model;
+    int phased, np;          /* np: assignments (phases when phased, else 1) */
+    slot_t *a;               /* per (assignment, object) */
+    /* default model: per class */
+    double *lp;              /* sum_d k sum_o x L */
+    double *y;               /* per (class, device): bytes */
+    double *xi;              /* per (class, device): latency cost placed there */
+    double *var;             /* per class: variance */
+    /* linear model */
+    double *lin_t;           /* per class */
+    double *lin_var;
+    double *t;               /* per class, current time */
+    double mig;              /* migration time */
+    double total;
+};
+
+/* Fraction of object o's accesses on its slot's device (by sampled pages). */
+static double frac(const hm_estimator_t *e, int o, int pct)
+{
+    if (pct >= 100)
+        return 1;
+    if (pct <= 0)
+        return 0;
+    const float *h = e->obj[o].pages;
+    double in = 0, all = 0;
+    for (int b = 0; b < 100; b++) {
+        all += h[b];
+        if (b < pct)
+            in += h[b];
+    }
+    return all > 0 ? in / all : pct / 100.0;
+}
+
+static int slot_of(const hm_est_state_t *s, int c)
+{
+    return s->phased ? c : 0;
+}
+
+/* Adds (sign +1) or removes (-1) object o's terms in class c for slot sl. */
+static void apply(hm_est_state_t *s, int c, int o, slot_t sl, double sign)
+{
+    hm_estimator_t *e = s->e;
+    int D = e->ndev, def = e->def;
+    double f = frac(e, o, sl.pct);
+    double share[2] = {f, 1 - f};
+    int devs[2] = {sl.dev, def};
+    for (int i = 0; i < 2; i++) {
+        double x = share[i] * sign;
+        int d = devs[i];
+        if (x == 0)
+            continue;
+        if (s->model == HM_EST_DEFAULT) {
+            const hm__est_default_t *m = &e->dm;
+            double l = m->lat[ix3(e, c, o, d)];
+            s->lp[c] += x * m->k[(size_t)c * D + d] * l;
+            s->y[(size_t)c * D + d] += x * m->bytes[(size_t)c * e->nobj + o];
+            s->xi[(size_t)c * D + d] += x * l;
+            s->var[c] += fabs(x) * m->var[ix3(e, c, o, d)] * (sign > 0 ? 1 : -1);
+        } else {
+            s->lin_t[c] -= x * e->lin_phase_gain[ix3(e, c, o, d)];
+            s->lin_var[c] += x * e->lin_var[ix3(e, c, o, d)];
+        }
+    }
+}
+
+static double class_time(hm_est_state_t *s, int c)
+{
+    hm_estimator_t *e = s->e;
+    if (s->model == HM_EST_LINEAR)
+        return s->lin_t[c];
+    const hm__est_default_t *m = &e->dm;
+    int D = e->ndev;
+    double lp = m->c_ns[c] + s->lp[c], bp = 0, r = 0;
+    for (int d = 0; d < D; d++) {
+        if (e->bw[d] > 0) {
+            double b = s->y[(size_t)c * D + d] / e->bw[d];
+            bp = b > bp ? b : bp;
+        }
+        double ls = m->latsum[(size_t)c * D + d];
+        if (ls > 0)
+            r += s->xi[(size_t)c * D + d] / ls * m->resid[(size_t)c * D + d];
+    }
+    double t = (lp > bp ? lp : bp) + r;
+    return t > 0 ? t : 0;
+}
+
+/* Time to move object o's pages between two slots at one boundary. */
+static double move_cost(const hm_estimator_t *e, int o, slot_t a, slot_t b)
+{
+    if (a.dev == b.dev && a.pct == b.pct)
+        return 0;
+    /* Bytes leaving each device: the pages whose device differs. */
+    double fa = (a.pct >= 100 ? 100 : a.pct) / 100.0, fb = (b.pct >= 100 ? 100 : b.pct) / 100.0;
+    double size = (double)e->obj[o].size, moved;
+    if (a.dev == b.dev)
+        moved = fabs(fa - fb) * size;
+    else if (a.dev == e->def)
+        moved = fb * size;
+    else if (b.dev == e->def)
+        moved = fa * size;
+    else
+        moved = (fa > fb ? fa : fb) * size;
+    int src = a.dev != e->def ? a.dev : b.dev;
+    double bw = e->bw[src] > 0 ? e->bw[src] : e->bw[e->def];
+    return bw > 0 ? moved / bw : 0;
+}
+
+static double migration(const hm_est_state_t *s)
+{
+    if (!s->phased)
+        return 0;
+    const hm_estimator_t *e = s->e;
+    int P = e->nphase;
+    double t = 0;
+    for (int a = 0; a < P; a++)
+        for (int b = 0; b < P; b++) {
+            int n = e->trans[a * P + b];
+            if (!n)
+                continue;
+            for (int o = 0; o < e->nobj - 1; o++)
+                t += n * move_cost(e, o, s->a[(size_t)a * e->nobj + o], s->a[(size_t)b * e->nobj + o]);
+        }
+    return t;
+}
+
+static void recompute(hm_est_state_t *s)
+{
+    hm_estimator_t *e = s->e;
+    int C = e->nphase, D = e->ndev, O = e->nobj;
+    memset(s->lp, 0, (size_t)C * sizeof(double));
+    memset(s->y, 0, (size_t)C * D * sizeof(double));
+    memset(s->xi, 0, (size_t)C * D * sizeof(double));
+    memset(s->var, 0, (size_t)C * sizeof(double));
+    memset(s->lin_var, 0, (size_t)C * sizeof(double));
+    for (int c = 0; c < C; c++) {
+        s->lin_t[c] = e->lin_phase_base[c];
+        for (int o = 0; o < O; o++)
+            apply(s, c, o, s->a[(size_t)slot_of(s, c) * O + o], 1);
+    }
+    s->total = 0;
+    for (int c = 0; c < C; c++)
+        s->total += s->t[c] = class_time(s, c);
+    s->mig = migration(s);
+    s->total += s->mig;
+}
+
+HM_API int hm_est_state_open(hm_est_state_t **out, hm_estimator_t *e, hm_est_model_t model, int phased)
+{
+    *out = NULL;
+    hm__errclear();
+    if ((unsigned)model >= HM_EST_NMODELS)
+        return hm__errf(HM_EUSAGE, "unknown model %d", (int)model);
+    hm_est_state_t *s = hm__xcalloc(1, sizeof *s);
+    int C = e->nphase, D = e->ndev, O = e->nobj;
+    s->e = e;
+    s->model = model;
+    s->phased = phased != 0;
+    s->np = s->phased ? C : 1;
+    s->a = hm__xcalloc((size_t)s->np * O, sizeof *s->a);
+    for (size_t i = 0; i < (size_t)s->np * O; i++)
+        s->a[i] = (slot_t){(int16_t)e->def, 100};
+    s->lp = hm__xcalloc((size_t)C, sizeof(double));
+    s->y = hm__xcalloc((size_t)C * D, sizeof(double));
+    s->xi = hm__xcalloc((size_t)C * D, sizeof(double));
+    s->var = hm__xcalloc((size_t)C, sizeof(double));
+    s->lin_t = hm__xcalloc((size_t)C, sizeof(double));
+    s->lin_var = hm__xcalloc((size_t)C, sizeof(double));
+    s->t = hm__xcalloc((size_t)C, sizeof(double));
+    recompute(s);
+    *out = s;
+    return 0;
+}
+
+HM_API void hm_est_state_close(hm_est_state_t *s)
+{
+    if (!s)
+        return;
+    free(s->a);
+    free(s->lp);
+    free(s->y);
+    free(s->xi);
+    free(s->var);
+    free(s->lin_t);
+    free(s->lin_var);
+    free(s->t);
+    free(s);
+}
+
+HM_API int hm_est_state_copy(hm_est_state_t *dst, const hm_est_state_t *src)
+{
+    if (dst->e != src->e || dst->model != src->model || dst->phased != src->phased)
+        return hm__errf(HM_EUSAGE, "states of different estimators, models or phasing");
+    const hm_estimator_t *e = src->e;
+    int C = e->nphase, D = e->ndev;
+    memcpy(dst->a, src->a, (size_t)src->np * e->nobj * sizeof *dst->a);
+    memcpy(dst->lp, src->lp, (size_t)C * sizeof(double));
+    memcpy(dst->y, src->y, (size_t)C * D * sizeof(double));
+    memcpy(dst->xi, src->xi, (size_t)C * D * sizeof(double));
+    memcpy(dst->var, src->var, (size_t)C * sizeof(double));
+    memcpy(dst->lin_t, src->lin_t, (size_t)C * sizeof(double));
+    memcpy(dst->lin_var, src->lin_var, (size_t)C * sizeof(double));
+    memcpy(dst->t, src->t, (size_t)C * sizeof(double));
+    dst->mig = src->mig;
+    dst->total = src->total;
+    return 0;
+}
+
+HM_API int hm_est_state_move(hm_est_state_t *s, int phase, int obj, int dev, int pct, double *runtime_ns)
+{
+    hm_estimator_t *e = s->e;
+    int O = e->nobj, P = e->nphase;
+    if (obj < 0 || obj >= O || dev < 0 || dev >= e->ndev || pct < 0 || pct > 100 || phase < -1 || phase >= P)
+        return hm__errf(HM_ERANGE, "move of object %d to device %d (%d%%) in phase %d: out of range", obj, dev, pct, phase);
+    if (obj == O - 1)
+        return hm__errf(HM_EUSAGE, "the untracked pseudo-object cannot be moved");
+    if (phase >= 0 && !s->phased)
+        return hm__errf(HM_EUSAGE, "a phase was given to a state without phases");
+    if (pct == 0 || dev == e->def)
+        dev = e->def, pct = 100;
+    slot_t nw = {(int16_t)dev, (int16_t)pct};
+    int p0 = phase < 0 ? 0 : phase, p1 = phase < 0 ? s->np : phase + 1;
+    for (int p = p0; p < p1; p++) {
+        slot_t *cur = &s->a[(size_t)p * O + obj];
+        if (cur->dev == nw.dev && cur->pct == nw.pct)
+            continue;
+        /* Migration: boundaries into and out of phase p change. */
+        if (s->phased)
+            for (int b = 0; b < P; b++) {
+                int nin = e->trans[b * P + p], nout = e->trans[p * P + b];
+                if (!nin && !nout)
+                    continue;
+                slot_t other = s->a[(size_t)b * O + obj];
+                if (b == p)
+                    continue;
+                s->mig += nin * (move_cost(e, obj, other, nw) - move_cost(e, obj, other, *cur));
+                s->mig += nout * (move_cost(e, obj, nw, other) - move_cost(e, obj, *cur, other));
+            }
+        int c0 = s->phased ? p : 0, c1 = s->phased ? p + 1 : e->nphase;
+        for (int c = c0; c < c1; c++) {
+            apply(s, c, obj, *cur, -1);
+            apply(s, c, obj, nw, 1);
+            double t = class_time(s, c);
+            s->total += t - s->t[c];
+            s->t[c] = t;
+        }
+        *cur = nw;
+    }
+    /* Keep the running sum from drifting over long searches. */
+    double sum = s->mig;
+    for (int c = 0; c < e->nphase; c++)
+        sum += s->t[c];
+    s->total = sum;
+    if (runtime_ns)
+        *runtime_ns = s->total;
+    return 0;
+}
+
+HM_API double hm_est_state_runtime(const hm_est_state_t *s)
+{
+    return s->total;
+}
+
+HM_API int hm_est_state_estimate(hm_est_state_t *s, hm_estimate_t *out)
+{
+    double var = 0;
+    for (int c = 0; c < s->e->nphase; c++)
+        var += s->model == HM_EST_DEFAULT ? s->var[c] : s->lin_var[c];
+    double h = 1.96 * sqrt(var > 0 ? var : 0);
+    out->runtime_ns = s->total;
+    out->lo_ns = s->total - h > 0 ? s->total - h : 0;
+    out->hi_ns = s->total + h;
+    out->migration_ns = s->mig;
+    return 0;
+}
+
+HM_API int hm_est_state_device(const hm_est_state_t *s, int phase, int obj, int *pct)
+{
+    const hm_estimator_t *e = s->e;
+    if (obj < 0 || obj >= e->nobj || phase >= e->nphase)
+        return hm__errf(HM_ERANGE, "object %d, phase %d: out of range", obj, phase);
+    int p = s->phased && phase > 0 ? phase : 0;
+    slot_t sl = s->a[(size_t)p * e->nobj + obj];
+    if (pct)
+        *pct = sl.pct;
+    return sl.dev;
+}
+
+HM_API uint64_t hm_est_state_bytes(const hm_est_state_t *s, int dev)
+{
+    const hm_estimator_t *e = s->e;
+    uint64_t peak = 0;
+    for (int p = 0; p < s->np; p++) {
+        uint64_t b = 0;
+        for (int o = 0; o < e->nobj - 1; o++) {
+            slot_t sl = s->a[(size_t)p * e->nobj + o];
+            uint64_t size = e->obj[o].size;
+            if (sl.dev == dev)
+                b += sl.pct >= 100 ? size : (uint64_t)((double)size * sl.pct / 100.0 + 0.5);
+            else if (dev == e->def)
+                b += (uint64_t)((double)size * (100 - sl.pct) / 100.0 + 0.5);
+        }
+        peak = b > peak ? b : peak;
+    }
+    return peak;
+}
+
+/* Rules of one assignment: one site rule per object away from the default
+ * device; named objects by name, since sites can be shared. */
+static json_t *rules_json(const hm_est_state_t *s, int p)
+{
+    const hm_estimator_t *e = s->e;
+    json_t *rules = json_array();
+    for (int o = 0; o < e->nobj - 1; o++) {
+        slot_t sl = s->a[(size_t)p * e->nobj + o];
+        if (sl.dev == e->def)
+            continue;
+        json_t *r = json_object();
+        if (e->obj[o].name) {
+            json_object_set_new(r, "name", json_string(e->obj[o].name));
+        } else {
+            char site[32];
+            snprintf(site, sizeof site, "0x%016llx", (unsigned long long)e->obj[o].site);
+            json_object_set_new(r, "site", json_string(site));
+        }
+        if (sl.pct < 100)
+            json_object_set_new(r, "pages_percent", json_integer(sl.pct));
+        json_object_set_new(r, "device", json_string(e->dev_name[sl.dev]));
+        json_array_append_new(rules, r);
+    }
+    return rules;
+}
+
+HM_API char *hm_est_state_placement_json(const hm_est_state_t *s)
+{
+    const hm_estimator_t *e = s->e;
+    json_t *root = json_object();
+    json_object_set_new(root, "default", json_string(e->dev_name[e->def]));
+    json_object_set_new(root, "rules", rules_json(s, 0));
+    if (s->phased) {
+        json_t *ph = json_object();
+        for (int p = 1; p < e->nphase; p++) {
+            json_t *r = json_object();
+            json_object_set_new(r, "rules", rules_json(s, p));
+            json_object_set_new(ph, e->phase_name[p], r);
+        }
+        json_object_set_new(root, "phases", ph);
+    }
+    char *txt = json_dumps(root, JSON_INDENT(2));
+    json_decref(root);
+    return txt;
+}
+
+/* ------------------------------------------------------ placement files */
+
+HM_API int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *pl, hm_est_model_t model,
+                                 hm_estimate_t *out, const hm_est_breakdown_t **bd)
+{
+    hm__errclear();
+    if ((unsigned)model >= HM_EST_NMODELS)
+        return hm__errf(HM_EUSAGE, "unknown model %d", (int)model);
+    int O = e->nobj, P = e->nphase;
+    int pdef = hm_placement_default_device(pl);
+    if (pdef < 0 || pdef >= e->ndev)
+        return hm__errf(HM_ENODEV, "placement default device %d is not one of the traces' %d devices", pdef, e->ndev);
+    int phased = hm_placement_has_phases(pl);
+    hm_est_state_t *s;
+    int rc = hm_est_state_open(&s, e, model, phased);
+    if (rc < 0)
+        return rc;
+    /* The untracked data and unmatched objects go to the placement's default
+     * device, which may differ from the machine's first device. */
+    int saved_def = e->def;
+    e->def = pdef;
+    for (int p = 0; p < s->np; p++)
+        for (int o = 0; o < O; o++)
+            s->a[(size_t)p * O + o] = (slot_t){(int16_t)pdef, 100};
+    for (int p = 0; p < s->np; p++) {
+        const char *phase = phased && p > 0 ? e->phase_name[p] : NULL;
+        for (int o = 0; o < O - 1; o++) {
+            hm_object_desc_t d = {e->obj[o].site, e->obj[o].name, 0, e->obj[o].size};
+            hm_place_t m;
+            hm_placement_match(pl, phase, &d, &m);
+            if (m.device < 0 || m.device >= e->ndev) {
+                e->def = saved_def;
+                hm_est_state_close(s);
+                return hm__errf(HM_ENODEV, "placement device %d is not one of the traces' devices", m.device);
+            }
+            int pct = m.pages_percent >= 100 ? 100 : m.pages_percent;
+            /* A split whose other part is not on the default device is
+             * estimated as its larger part. */
+            if (pct < 100 && m.default_device != pdef && pct < 50)
+                m.device = m.default_device, pct = 100;
+            s->a[(size_t)p * O + o] = m.device == pdef || pct == 0 ? (slot_t){(int16_t)pdef, 100}
+                                                                   : (slot_t){(int16_t)m.device, (int16_t)pct};
+        }
+    }
+    recompute(s);
+    hm_est_state_estimate(s, out);
+    if (bd) {
+        const hm__est_default_t *m = &e->dm;
+        for (int c = 0; c < P; c++)
+            e->bd_phase[c] = s->t[c];
+        for (int o = 0; o < O; o++) {
+            double t = 0;
+            for (int c = 0; c < P; c++) {
+                slot_t sl = s->a[(size_t)slot_of(s, c) * O + o];
+                double f = frac(e, o, sl.pct);
+                if (model == HM_EST_DEFAULT)
+                    t += f * m->k[(size_t)c * e->ndev + sl.dev] * m->lat[ix3(e, c, o, sl.dev)] +
+                         (1 - f) * m->k[(size_t)c * e->ndev + pdef] * m->lat[ix3(e, c, o, pdef)];
+                else
+                    t -= f * e->lin_phase_gain[ix3(e, c, o, sl.dev)];
+            }
+            e->bd_obj[o] = t;
+        }
+        *bd = &e->bd;
+    }
+    e->def = saved_def;
+    hm_est_state_close(s);
+    return 0;
+}

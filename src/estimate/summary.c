@@ -1,0 +1,604 @@
+/* Builds the estimator's summary from N device traces: checks that they are
+ * runs of one program on distinct devices, aligns them (phase markers, then
+ * windows of equal instruction count, or equal time without counters),
+ * matches objects by allocation site and name, and accumulates per window,
+ * object and run the sample statistics the models read. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/objtab.h"
+#include "estimate/estimate_int.h"
+#include "hetmem/trace.h"
+
+#define NO_PHASE "(no phase)"
+
+typedef struct {
+    uint64_t time, instr;
+} ipoint_t;
+
+/* One run while it is read. */
+typedef struct {
+    const char *path;
+    hm_trace_t *t;
+    const hm_trace_meta_t *meta;
+    hm_trace_stats_t st;
+    int dev;                  /* index into the estimator's devices */
+    /* phase events: kind (1 begin, 0 end), name, time */
+    int nev, cev;
+    int *ev_kind;
+    char **ev_name;
+    uint64_t *ev_time;
+    ipoint_t *ip;             /* instruction counter points, time order */
+    int nip, cip;
+    uint64_t *bound;          /* window boundaries (nwin + 1 times) */
+} run_t;
+
+/* ------------------------------------------------------------ objects */
+
+typedef struct {
+    uint64_t site;
+    char *name;
+    uint64_t live, peak, allocations;
+} okey_t;
+
+typedef struct {
+    okey_t *v;
+    int n, cap;
+} oset_t;
+
+static int oset_get(oset_t *s, uint64_t site, const char *name)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->v[i].site == site && ((!name && !s->v[i].name) || (name && s->v[i].name && !strcmp(name, s->v[i].name))))
+            return i;
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 16;
+        s->v = hm__xrealloc(s->v, (size_t)s->cap * sizeof *s->v);
+    }
+    s->v[s->n] = (okey_t){site, name ? hm__xstrdup(name) : NULL, 0, 0, 0};
+    return s->n++;
+}
+
+/* An allocation's current object and size, kept per run in the objtab's id. */
+typedef struct {
+    uint64_t size;
+    int obj;
+} alloc_t;
+
+/* ------------------------------------------------------------ helpers */
+
+static void run_free(run_t *r)
+{
+    if (r->t)
+        hm_trace_close(r->t);
+    for (int i = 0; i < r->nev; i++)
+        free(r->ev_name[i]);
+    free(r->ev_kind);
+    free(r->ev_name);
+    free(r->ev_time);
+    free(r->ip);
+    free(r->bound);
+}
+
+static const char *base(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+/* Instructions at @p time, interpolated between counter points (0 before the first). */
+static double instr_at(const run_t *r, uint64_t time)
+{
+    if (r->nip == 0)
+        return 0;
+    int lo = 0, hi = r->nip - 1;
+    if (time <= r->ip[0].time)
+        return (double)r->ip[0].instr * (r->ip[0].time ? (double)time / (double)r->ip[0].time : 1.0);
+    if (time >= r->ip[hi].time) {
+        /* After the last point: extrapolate at the run's last rate. */
+        const ipoint_t *a = hi > 0 ? &r->ip[hi - 1] : &(ipoint_t){0, 0}, *b = &r->ip[hi];
+        double rate = b->time > a->time ? (double)(b->instr - a->instr) / (double)(b->time - a->time) : 0;
+        return (double)b->instr + rate * (double)(time - b->time);
+    }
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (r->ip[mid].time <= time)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    const ipoint_t *a = &r->ip[lo], *b = &r->ip[hi];
+    double f = b->time > a->time ? (double)(time - a->time) / (double)(b->time - a->time) : 0;
+    return (double)a->instr + f * (double)(b->instr - a->instr);
+}
+
+/* Time at which the run reached @p instr within [t0, t1] (inverse of instr_at). */
+static uint64_t time_at(const run_t *r, double instr, uint64_t t0, uint64_t t1)
+{
+    uint64_t lo = t0, hi = t1;
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (instr_at(r, mid) < instr)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return hi;
+}
+
+/* First pass: header checks, phase events and instruction counters. */
+static int read_events(run_t *r)
+{
+    uint32_t nb = hm_trace_nblocks(r->t);
+    for (uint32_t b = 0; b < nb; b++) {
+        const hm_block_t *blk;
+        int rc = hm_trace_read_block(r->t, b, &blk);
+        if (rc < 0)
+            return hm__errf(rc, "%s: %s", r->path, hm_errdetail());
+        for (uint32_t i = 0; i < blk->nevents; i++) {
+            const hm_record_t *ev = &blk->events[i];
+            if (ev->kind == HM_REC_PHASE_BEGIN || ev->kind == HM_REC_PHASE_END) {
+                if (r->nev == r->cev) {
+                    r->cev = r->cev ? 2 * r->cev : 64;
+                    r->ev_kind = hm__xrealloc(r->ev_kind, (size_t)r->cev * sizeof *r->ev_kind);
+                    r->ev_name = hm__xrealloc(r->ev_name, (size_t)r->cev * sizeof *r->ev_name);
+                    r->ev_time = hm__xrealloc(r->ev_time, (size_t)r->cev * sizeof *r->ev_time);
+                }
+                r->ev_kind[r->nev] = ev->kind == HM_REC_PHASE_BEGIN;
+                r->ev_name[r->nev] = hm__xstrdup(ev->u.phase.name ? ev->u.phase.name : "");
+                r->ev_time[r->nev++] = ev->u.phase.time;
+            } else if (ev->kind == HM_REC_COUNTER && ev->u.counter.counter == HM_COUNTER_INSTRUCTIONS) {
+                if (r->nip == r->cip) {
+                    r->cip = r->cip ? 2 * r->cip : 1024;
+                    r->ip = hm__xrealloc(r->ip, (size_t)r->cip * sizeof *r->ip);
+                }
+                if (r->nip && ev->u.counter.time <= r->ip[r->nip - 1].time)
+                    continue; /* keep the points strictly increasing in time */
+                r->ip[r->nip++] = (ipoint_t){ev->u.counter.time, ev->u.counter.value};
+            }
+        }
+    }
+    return 0;
+}
+
+/* Device figures from the trace's machine description, when it has one. */
+static void device_figures(hm_estimator_t *e, int d, const char *machine_json, const char *dev)
+{
+    if (!machine_json)
+        return;
+    json_error_t jerr;
+    json_t *m = json_loads(machine_json, 0, &jerr);
+    if (!m)
+        return;
+    double cores = 1;
+    json_t *c = json_object_get(m, "cores");
+    if (json_is_number(c) && json_number_value(c) >= 1)
+        cores = json_number_value(c);
+    json_t *devs = json_object_get(m, "devices");
+    size_t i;
+    json_t *v;
+    json_array_foreach(devs, i, v) {
+        const char *nm = json_string_value(json_object_get(v, "name"));
+        if (!nm || strcmp(nm, dev))
+            continue;
+        json_t *bw = json_object_get(v, "read_bandwidth_gbs"), *lat = json_object_get(v, "read_latency_ns");
+        if (json_is_number(bw))
+            e->bw[d] = json_number_value(bw) / cores;
+        if (json_is_number(lat))
+            e->lat_ns[d] = json_number_value(lat);
+        json_t *cap = json_object_get(v, "capacity");
+        uint64_t bytes = 0;
+        if (json_is_string(cap) && hm__parse_size(json_string_value(cap), &bytes) == 0)
+            e->cap[d] = (uint64_t)((double)bytes / cores);
+        else if (json_is_number(cap))
+            e->cap[d] = (uint64_t)(json_number_value(cap) / cores);
+    }
+    json_decref(m);
+}
+
+static int same_argv(const char *const *a, const char *const *b)
+{
+    if (!a || !b)
+        return a == b;
+    int i = 0;
+    for (; a[i] && b[i]; i++)
+        if (strcmp(a[i], b[i]))
+            return 0;
+    return !a[i] && !b[i];
+}
+
+int hm__est_alloc(hm_estimator_t *e)
+{
+    size_t W = (size_t)e->nwin, O = (size_t)e->nobj, D = (size_t)e->ndev;
+    if (W == 0 || O == 0 || D == 0 || W * O * D > ((size_t)1 << 31))
+        return hm__errf(HM_ETOOBIG, "summary of %zu windows x %zu objects x %zu devices", W, O, D);
+    e->win = calloc(W, sizeof *e->win);
+    e->t = calloc(W * D, sizeof *e->t);
+    e->cell = calloc(W * O * D, sizeof *e->cell);
+    if (!e->win || !e->t || !e->cell)
+        return -ENOMEM;
+    return 0;
+}
+
+/* Tracks allocations, frees and names of one run (objects keyed by site and
+ * name) and, with @p e non-NULL, puts every sample into its window and
+ * object. Sizes and counts are gathered only on the first pass (@p e NULL),
+ * when new objects may appear; the second pass finds the same keys. */
+static void live_add(oset_t *os, int o, uint64_t size, int count)
+{
+    os->v[o].live += size;
+    os->v[o].allocations += (uint64_t)count;
+    if (os->v[o].live > os->v[o].peak)
+        os->v[o].peak = os->v[o].live;
+}
+
+static int walk_run(hm_estimator_t *e, run_t *r, oset_t *os)
+{
+    hm_objtab_t *tab;
+    if (hm__objtab_open(&tab) < 0)
+        return -ENOMEM;
+    int first = e == NULL, d = r->dev, w = 0, rc = 0;
+    alloc_t *allocs = NULL;
+    size_t nalloc = 0, cap = 0;
+    for (int k = 0; k < os->n; k++)
+        os->v[k].live = 0;
+    uint32_t nb = hm_trace_nblocks(r->t);
+    for (uint32_t b = 0; b < nb && rc == 0; b++) {
+        const hm_block_t *blk;
+        rc = hm_trace_read_block(r->t, b, &blk);
+        if (rc < 0) {
+            rc = hm__errf(rc, "%s: %s", r->path, hm_errdetail());
+            break;
+        }
+        uint32_t ei = 0;
+        for (uint32_t i = 0; i <= blk->n && rc == 0; i++) {
+            /* Events at or before this sample's time come first. */
+            uint64_t st = i < blk->n ? blk->time[i] : UINT64_MAX;
+            for (; ei < blk->nevents && blk->events[ei].u.sample.time <= st; ei++) {
+                const hm_record_t *ev = &blk->events[ei];
+                if (ev->kind == HM_REC_ALLOC) {
+                    const hm_alloc_t *a = &ev->u.alloc;
+                    int o = oset_get(os, a->site, NULL);
+                    if (nalloc == cap) {
+                        cap = cap ? 2 * cap : 256;
+                        allocs = hm__xrealloc(allocs, cap * sizeof *allocs);
+                    }
+                    allocs[nalloc] = (alloc_t){a->size, o};
+                    /* A live entry it overlaps was freed behind our back (realloc, munmap). */
+                    const hm_objtab_entry_t *old;
+                    while ((old = hm__objtab_overlap(tab, a->addr, a->size))) {
+                        os->v[allocs[old->id].obj].live -= allocs[old->id].size;
+                        hm__objtab_remove(tab, old->addr, NULL);
+                    }
+                    if (hm__objtab_insert(tab, a->addr, a->size, nalloc) < 0) {
+                        rc = -ENOMEM;
+                        break;
+                    }
+                    nalloc++;
+                    live_add(os, o, a->size, first);
+                } else if (ev->kind == HM_REC_FREE) {
+                    hm_objtab_entry_t ent;
+                    if (hm__objtab_remove(tab, ev->u.alloc.addr, &ent) == 0)
+                        os->v[allocs[ent.id].obj].live -= allocs[ent.id].size;
+                } else if (ev->kind == HM_REC_NAME) {
+                    const hm_objtab_entry_t *ent = hm__objtab_find(tab, ev->u.name.addr);
+                    if (ent) {
+                        alloc_t *al = &allocs[ent->id];
+                        int o = oset_get(os, os->v[al->obj].site, ev->u.name.name);
+                        os->v[al->obj].live -= al->size;
+                        if (first)
+                            os->v[al->obj].allocations--;
+                        al->obj = o;
+                        live_add(os, o, al->size, first);
+                    }
+                }
+            }
+            if (i == blk->n || first)
+                continue;
+            while (w < e->nwin - 1 && st >= r->bound[w + 1])
+                w++;
+            const hm_objtab_entry_t *ent = hm__objtab_find(tab, blk->addr[i]);
+            int o = ent ? allocs[ent->id].obj : e->nobj - 1;
+            hm__est_cell_t *c = hm__est_cell(e, w, o, d);
+            c->n += 1;
+            c->w += (float)blk->weight[i];
+            if (HM_DSRC_LEVEL(blk->dsrc[i]) >= HM_DSRC_L2)
+                c->m += 1;
+            if (ent)
+                e->obj[o].pages[(blk->addr[i] >> 12) % 100] += 1;
+        }
+    }
+    free(allocs);
+    hm__objtab_close(tab);
+    return rc;
+}
+
+static int cmp_obj(const void *a, const void *b, void *ctx)
+{
+    const double *s = ctx;
+    double x = s[*(const int *)a], y = s[*(const int *)b];
+    return x < y ? 1 : x > y ? -1 : *(const int *)a - *(const int *)b;
+}
+
+/* Phase label of the innermost open phase after each event, checking that
+ * every run has the same sequence of phase events. */
+static int check_phases(hm_estimator_t *e, run_t *runs, int n, int **labels_out)
+{
+    run_t *r0 = &runs[0];
+    for (int i = 1; i < n; i++) {
+        run_t *r = &runs[i];
+        int k = 0;
+        for (; k < r0->nev && k < r->nev; k++)
+            if (r0->ev_kind[k] != r->ev_kind[k] || strcmp(r0->ev_name[k], r->ev_name[k]))
+                return hm__errf(HM_EMISMATCH, "phase marker %d differs: %s '%s' in %s, %s '%s' in %s", k,
+                                r0->ev_kind[k] ? "begin" : "end", r0->ev_name[k], base(r0->path),
+                                r->ev_kind[k] ? "begin" : "end", r->ev_name[k], base(r->path));
+        if (r0->nev != r->nev)
+            return hm__errf(HM_EMISMATCH, "%s has %d phase markers, %s has %d", base(r0->path), r0->nev,
+                            base(r->path), r->nev);
+    }
+    /* Labels: 0 is "(no phase)"; then names in order of first appearance. */
+    e->phase_name = hm__xcalloc((size_t)r0->nev + 1, sizeof *e->phase_name);
+    e->phase_name[e->nphase++] = hm__xstrdup(NO_PHASE);
+    int *labels = hm__xcalloc((size_t)r0->nev + 1, sizeof *labels);
+    char **stack = hm__xcalloc((size_t)r0->nev + 1, sizeof *stack);
+    int depth = 0;
+    labels[0] = 0;
+    for (int k = 0; k < r0->nev; k++) {
+        if (r0->ev_kind[k]) {
+            stack[depth++] = r0->ev_name[k];
+        } else {
+            int j = depth - 1;
+            while (j >= 0 && strcmp(stack[j], r0->ev_name[k]))
+                j--;
+            if (j >= 0)
+                depth = j; /* closes it and anything left open inside */
+        }
+        const char *nm = depth ? stack[depth - 1] : NO_PHASE;
+        int l = 0;
+        while (l < e->nphase && strcmp(e->phase_name[l], nm))
+            l++;
+        if (l == e->nphase)
+            e->phase_name[e->nphase++] = hm__xstrdup(nm);
+        labels[k + 1] = l;
+    }
+    free(stack);
+    *labels_out = labels;
+    return 0;
+}
+
+HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int n, const hm_estimator_opts_t *opts)
+{
+    *out = NULL;
+    hm__errclear();
+    if (n < 2)
+        return hm__errf(HM_EUSAGE, "%d trace%s given: one trace per device is needed, at least two", n,
+                        n == 1 ? "" : "s");
+    uint32_t target = opts && opts->windows ? opts->windows : 1000;
+    hm_estimator_t *e = hm__xcalloc(1, sizeof *e);
+    run_t *runs = hm__xcalloc((size_t)n, sizeof *runs);
+    oset_t os = {0};
+    int *labels = NULL;
+    int rc = 0;
+
+    e->ndev = n;
+    e->dev_name = hm__xcalloc((size_t)n, sizeof *e->dev_name);
+    e->runtime_ns = hm__xcalloc((size_t)n, sizeof(double));
+    e->period = hm__xcalloc((size_t)n, sizeof(double));
+    e->bw = hm__xcalloc((size_t)n, sizeof(double));
+    e->lat_ns = hm__xcalloc((size_t)n, sizeof(double));
+    e->cap = hm__xcalloc((size_t)n, sizeof(uint64_t));
+
+    /* Open and check each run. */
+    for (int i = 0; i < n; i++) {
+        run_t *r = &runs[i];
+        r->path = paths[i];
+        r->dev = i;
+        rc = hm_trace_open(&r->t, paths[i]);
+        if (rc < 0) {
+            rc = hm__errf(rc, "%s: %s%s%s", paths[i], hm_strerror(rc), *hm_errdetail() ? ": " : "", hm_errdetail());
+            goto fail;
+        }
+        r->meta = hm_trace_meta(r->t);
+        hm_trace_stats(r->t, &r->st);
+        if (!r->st.has_end) {
+            rc = hm__errf(HM_ETRUNC, "%s: the run has no end record (cut short?)", paths[i]);
+            goto fail;
+        }
+        if (r->st.records[HM_REC_SAMPLE] == 0) {
+            rc = hm__errf(HM_ETRUNC, "%s: the trace holds no samples", paths[i]);
+            goto fail;
+        }
+        if (!r->meta->device || !*r->meta->device) {
+            rc = hm__errf(HM_EMISMATCH, "%s: the trace does not say which device held the data (record with --bind or sim --device)", paths[i]);
+            goto fail;
+        }
+        for (int j = 0; j < i; j++) {
+            if (!strcmp(runs[j].meta->device, r->meta->device)) {
+                rc = hm__errf(HM_EMISMATCH, "%s and %s are both runs on device '%s': give one trace per device",
+                              paths[j], paths[i], r->meta->device);
+                goto fail;
+            }
+            if (!same_argv(runs[j].meta->argv, r->meta->argv)) {
+                rc = hm__errf(HM_EMISMATCH, "%s and %s are runs of different command lines", paths[j], paths[i]);
+                goto fail;
+            }
+        }
+        e->dev_name[i] = hm__xstrdup(r->meta->device);
+        e->runtime_ns[i] = (double)r->st.end.total_time * (r->meta->clock_ns_per_unit > 0 ? r->meta->clock_ns_per_unit : 1.0);
+        e->period[i] = r->meta->period ? (double)r->meta->period : 1.0;
+        device_figures(e, i, r->meta->machine_json, r->meta->device);
+        if ((rc = read_events(r)) < 0)
+            goto fail;
+    }
+    /* The default device is the machine's first device when the traces say;
+     * otherwise the first trace's. Devices keep the traces' order. */
+    e->def = 0;
+    if (runs[0].meta->machine_json) {
+        json_t *m = json_loads(runs[0].meta->machine_json, 0, NULL);
+        json_t *d0 = json_array_get(json_object_get(m, "devices"), 0);
+        const char *nm = json_string_value(json_object_get(d0, "name"));
+        for (int i = 0; nm && i < n; i++)
+            if (!strcmp(nm, e->dev_name[i]))
+                e->def = i;
+        json_decref(m);
+    }
+    e->ref = 0;
+    for (int i = 1; i < n; i++)
+        if (e->runtime_ns[i] > e->runtime_ns[e->ref])
+            e->ref = i;
+
+    if ((rc = check_phases(e, runs, n, &labels)) < 0)
+        goto fail;
+
+    /* Regions between phase markers; windows in proportion to the slowest
+     * run's time in each, at least one per region. */
+    int nreg = runs[0].nev + 1;
+    run_t *rr = &runs[e->ref];
+    double total = e->runtime_ns[e->ref] > 0 ? e->runtime_ns[e->ref] : 1;
+    int *nw = hm__xcalloc((size_t)nreg, sizeof *nw);
+    e->nwin = 0;
+    for (int g = 0; g < nreg; g++) {
+        uint64_t a = g ? rr->ev_time[g - 1] : 0, b = g < rr->nev ? rr->ev_time[g] : rr->st.end.total_time;
+        double share = (double)(b > a ? b - a : 0) / total;
+        nw[g] = (int)lround(share * target);
+        if (nw[g] < 1)
+            nw[g] = 1;
+        e->nwin += nw[g];
+    }
+    /* Objects: the union over runs of (site, name), hottest first. */
+    for (int i = 0; i < n && rc == 0; i++) {
+        for (int k = 0; k < os.n; k++)
+            os.v[k].live = 0;
+        rc = walk_run(NULL, &runs[i], &os);
+    }
+    if (rc < 0) {
+        free(nw);
+        goto fail;
+    }
+    e->nobj = os.n + 1;
+    e->obj = hm__xcalloc((size_t)e->nobj, sizeof *e->obj);
+    if ((rc = hm__est_alloc(e)) < 0) {
+        free(nw);
+        goto fail;
+    }
+    /* Window boundaries per run. */
+    for (int i = 0; i < n; i++) {
+        run_t *r = &runs[i];
+        r->bound = hm__xcalloc((size_t)e->nwin + 1, sizeof *r->bound);
+        int w = 0;
+        for (int g = 0; g < nreg; g++) {
+            uint64_t a = g ? r->ev_time[g - 1] : 0, b = g < r->nev ? r->ev_time[g] : r->st.end.total_time;
+            if (b < a)
+                b = a;
+            double ia = instr_at(r, a), ib = instr_at(r, b);
+            int by_instr = r->nip >= 2 && ib > ia;
+            for (int j = 0; j < nw[g]; j++, w++) {
+                double f = (double)j / nw[g];
+                r->bound[w] = j == 0 ? a : by_instr ? time_at(r, ia + f * (ib - ia), a, b)
+                                                    : a + (uint64_t)(f * (double)(b - a));
+                e->win[w].phase = labels[g];
+                if (i == e->ref)
+                    e->win[w].instructions = by_instr ? (ib - ia) / nw[g] : 0;
+            }
+        }
+        r->bound[e->nwin] = r->st.end.total_time;
+        for (w = 0; w < e->nwin; w++) {
+            uint64_t a = r->bound[w], b = r->bound[w + 1] > a ? r->bound[w + 1] : a;
+            e->t[(size_t)w * n + i] = (double)(b - a) * (r->meta->clock_ns_per_unit > 0 ? r->meta->clock_ns_per_unit : 1.0);
+        }
+    }
+    free(nw);
+
+    /* Samples into cells (objects in the union set's order, sorted afterwards). */
+    for (int i = 0; i < n && rc == 0; i++)
+        rc = walk_run(e, &runs[i], &os);
+    if (rc < 0)
+        goto fail;
+
+    /* Sort objects by samples in the reference run, hottest first. */
+    {
+        int O = os.n;
+        double *hot = hm__xcalloc((size_t)O + 1, sizeof *hot);
+        for (int w = 0; w < e->nwin; w++)
+            for (int o = 0; o < O; o++)
+                hot[o] += hm__est_cell(e, w, o, e->ref)->n;
+        /* A site's unnamed object that was named right after allocation holds
+         * nothing: it is dropped, and its samples (if any) stay untracked. */
+        int *ord = hm__xcalloc((size_t)O + 1, sizeof *ord), keep = 0;
+        for (int o = 0; o < O; o++)
+            if (os.v[o].allocations > 0 || hot[o] > 0)
+                ord[keep++] = o;
+        qsort_r(ord, (size_t)keep, sizeof *ord, cmp_obj, hot);
+        hm__est_obj_t *nobj = hm__xcalloc((size_t)e->nobj, sizeof *nobj);
+        hm__est_cell_t *ncell = calloc((size_t)e->nwin * e->nobj * e->ndev, sizeof *ncell);
+        if (!ncell) {
+            free(hot);
+            free(ord);
+            free(nobj);
+            rc = -ENOMEM;
+            goto fail;
+        }
+        for (int j = 0; j < keep; j++) {
+            int o = ord[j];
+            nobj[j] = e->obj[o];
+            nobj[j].site = os.v[o].site;
+            nobj[j].name = os.v[o].name ? hm__xstrdup(os.v[o].name) : NULL;
+            nobj[j].size = os.v[o].peak;
+            nobj[j].allocations = (os.v[o].allocations + (uint64_t)n - 1) / (uint64_t)n;
+            nobj[j].samples = hot[o];
+        }
+        int nn = keep + 1;
+        nobj[keep] = e->obj[O];
+        for (int w = 0; w < e->nwin; w++) {
+            hm__est_cell_t *dst = &ncell[(size_t)w * nn * e->ndev];
+            for (int j = 0; j < keep; j++)
+                memcpy(&dst[(size_t)j * e->ndev], hm__est_cell(e, w, ord[j], 0), (size_t)e->ndev * sizeof *ncell);
+            /* Untracked, plus whatever the dropped objects got. */
+            for (int o = 0; o <= O; o++) {
+                if (o < O && (os.v[o].allocations > 0 || hot[o] > 0))
+                    continue;
+                for (int d = 0; d < e->ndev; d++) {
+                    hm__est_cell_t *src = hm__est_cell(e, w, o, d), *u = &dst[(size_t)keep * e->ndev + d];
+                    u->n += src->n, u->w += src->w, u->m += src->m;
+                }
+            }
+        }
+
+        free(e->obj);
+        free(e->cell);
+        e->obj = nobj;
+        e->cell = ncell;
+        e->nobj = nn;
+        for (int w = 0; w < e->nwin; w++)
+            nobj[keep].samples += hm__est_cell(e, w, keep, e->ref)->n;
+        free(hot);
+        free(ord);
+    }
+    if ((rc = hm__est_prepare(e)) < 0)
+        goto fail;
+
+    for (int k = 0; k < os.n; k++)
+        free(os.v[k].name);
+    free(os.v);
+    for (int i = 0; i < n; i++)
+        run_free(&runs[i]);
+    free(runs);
+    free(labels);
+    *out = e;
+    return 0;
+
+fail:
+    for (int k = 0; k < os.n; k++)
+        free(os.v[k].name);
+    free(os.v);
+    for (int i = 0; i < n; i++)
+        run_free(&runs[i]);
+    free(runs);
+    free(labels);
+    hm_estimator_close(e);
+    return rc;
+}

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Closed-form checks of the simulator's finer model (docs/sim.md): the miss
+# window, sampling, capacity, dependences and loaded latency.
+source "$(dirname "$0")/sim_lib.sh"
+MM="$HETMEM_SRC/tests/sim-kernels/machines"
+phase_ns() { jq -r --arg p "$2" '.phases[] | select(.name == $p) | .time_s * 1e9' "$1"; }
+
+# 1. Miss window: slots free as misses complete, in any order. Random reads
+#    of 64 MiB (64x the LLC) with p% of the pages on a 300 ns device and the
+#    rest on a 100 ns one, bandwidth far above demand and a ROB too large to
+#    fill: each access costs the mean latency over the 16 MLP slots
+#    (Little's law), whatever the mix.
+M="$MM/mlp.json"
+for p in 0 10 50 100; do
+  echo "{\"default\": \"fast\", \"rules\": [{\"pages_percent\": $p, \"device\": \"slow\"}]}" > "$T/p.json"
+  sim "$T/g.json" --placement "$T/p.json" -- "$K/gather.sim" 67108864 400000
+  per=$(awk -v t="$(phase_ns "$T/g.json" gather)" 'BEGIN { print t / 400000 }')
+  little=$(awk -v p="$p" 'BEGIN { print ((100 - p) * 100 + p * 300) / 100 / 16 }')
+  near "$per" "$little" 0.10 "gather with $p% of pages on the slow device: ns per access vs Little's law"
+done
+
+# 2. Sampling: the period is drawn at random (fixed seed) around its mean,
+#    so a loop reading a[i] and b[i] (alternate loads) has both arrays
+#    sampled alike at period 1000, where a fixed period would see only one.
+#    Stores of a write stream carry only an L1 hit/miss source and no weight.
+M="$MM/two.json"
+"$H" sim -m "$M" -o "$T/r2.trace" --sample-period 1000 -- "$K/stream.sim" read2 8000000 2 >/dev/null
+"$H" trace objects --json "$T/r2.trace" > "$T/r2.json"
+sa=$(jq '.objects[] | select(.name == "a") | .loads' "$T/r2.json")
+sb=$(jq '.objects[] | select(.name == "b") | .loads' "$T/r2.json")
+lt 3000 "$((sa + sb))" "read2: load samples of a and b"
+near "$sa" "$sb" 0.10 "read2 at period 1000: load samples of a vs b"
+"$H" sim -m "$M" -o "$T/w.trace" --sample-period 1000 -- "$K/stream.sim" write 8000000 2 >/dev/null
+"$H" trace dump --jsonl "$T/w.trace" | jq -c 'select(.kind == "sample" and .access == "store")' > "$T/w.jsonl"
+nst=$(wc -l < "$T/w.jsonl")
+bad=$(jq -s '[.[] | select(.weight != 0 or (.dsrc != 1 and .dsrc != 0))] | length' "$T/w.jsonl")
+misses=$(jq -s '[.[] | select(.dsrc == 0)] | length' "$T/w.jsonl")
+lt 1000 "$nst" "write stream: store samples"
+[ "$bad" = 0 ] && ok "store samples carry only L1 hit/miss (dsrc 1/0), weight 0" || fail "$bad store samples with a latency or a deeper source"
+near "$misses" "$(awk -v n="$nst" 'BEGIN { print n / 8 }')" 0.25 "store samples missing L1 (1 in 8)"
+
+# 3. Capacity: --device holds a device to its capacity as placement rules
+#    do. With 16 MiB of slow memory per thread, a 64 MiB array put there by
+#    --device or by a rule spills the same bytes to the first device, and
+#    both runs say so.
+jq '.devices[1].capacity = "16M"' "$MM/mlp.json" > "$T/cap.json"
+M="$T/cap.json"
+"$H" sim -m "$M" --device slow --json "$T/d.json" -- "$K/gather.sim" 67108864 1000 >/dev/null 2>"$T/d.err"
+echo '{"default": "fast", "rules": [{"pages_percent": 100, "device": "slow"}]}' > "$T/p.json"
+"$H" sim -m "$M" --placement "$T/p.json" --json "$T/r.json" -- "$K/gather.sim" 67108864 1000 >/dev/null 2>"$T/r.err"
+sd=$(jq '.devices[1].spilled_bytes' "$T/d.json") sr=$(jq '.devices[1].spilled_bytes' "$T/r.json")
+near "$sd" $((48 << 20)) 0.01 "--device slow over capacity: 64 MiB - 16 MiB spilled"
+near "$sd" "$sr" 0.01 "--device and a placement rule spill alike"
+lt "$(jq '.devices[1].peak_bytes' "$T/d.json")" $(((16 << 20) + 1)) "--device slow: peak within capacity"
+grep -q "device slow full.*spilled to fast" "$T/d.err" && ok "--device spill reported" || fail "--device spill not reported: $(cat "$T/d.err")"
+done_tests
