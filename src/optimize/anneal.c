@@ -36,7 +36,13 @@ int hm__opt_anneal(hm__opt_t *o)
     double t0 = 0.05 * o->base_ns, t1 = 1e-5 * o->base_ns;
     undo_t log[MAX_UNDO];
     int *same = hm__xcalloc((size_t)o->nobj + 1, sizeof *same);
-    while (o->nunits > 0 && !hm__opt_spent(o)) {
+    /* A step of k evictions costs at most 2 (k + 1) calls and k + 1 to undo. */
+    uint64_t idle = 0;
+    while (o->nunits > 0 && !hm__opt_spent(o) && hm__opt_affords(o, 5)) {
+        /* Steps that call nothing (no room anywhere) would loop forever. */
+        if (++idle > 1000u * (uint64_t)o->nunits)
+            break;
+        uint64_t before = o->calls;
         int u = hm__opt_randint(&o->rng, o->nunits);
         int cp, cd = hm__opt_dev(o, s, u, &cp);
         int d = hm__opt_randint(&o->rng, o->ndev - 1);
@@ -46,7 +52,7 @@ int hm__opt_anneal(hm__opt_t *o)
         double ns = cur;
         /* Make room on d: evict random units of u's phase from it. */
         int base = (u / o->nobj) * o->nobj;
-        while (!hm__opt_fits(o, s, u, d, 100) && n < MAX_UNDO - 1) {
+        while (!hm__opt_fits(o, s, u, d, 100) && n < MAX_UNDO - 1 && hm__opt_affords(o, 3 * (uint64_t)n + 8)) {
             int k = 0;
             for (int i = 0; i < o->nobj; i++)
                 if (base + i != u && hm__opt_dev(o, s, base + i, NULL) == d)
@@ -63,8 +69,11 @@ int hm__opt_anneal(hm__opt_t *o)
         if (rc == HM_ECAPACITY) {
             if ((rc = undo_all(o, s, log, n, NULL)) < 0)
                 goto out;
+            if (o->calls != before)
+                idle = 0;
             continue;
         }
+        idle = 0;
         if (rc < 0)
             goto out;
         log[n++] = (undo_t){u, cd, cp};

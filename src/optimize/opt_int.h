@@ -52,6 +52,8 @@ int hm__opt_fits(const hm__opt_t *o, const hm_est_state_t *s, int u, int dev, in
 int hm__opt_move(hm__opt_t *o, hm_est_state_t *s, int u, int dev, int pct, double *ns);
 /* Whether the budget or the time is spent. */
 int hm__opt_spent(const hm__opt_t *o);
+/* Whether @p calls more estimator calls stay within the budget. */
+int hm__opt_affords(const hm__opt_t *o, uint64_t calls);
 /* Fraction of the budget or time used, in [0, 1]. */
 double hm__opt_progress(const hm__opt_t *o);
 /* Keeps s as the best state when it is faster than the best so far. */

@@ -124,6 +124,11 @@ int hm__opt_spent(const hm__opt_t *o)
     return o->deadline_ns && hm__now_ns() >= o->deadline_ns;
 }
 
+int hm__opt_affords(const hm__opt_t *o, uint64_t calls)
+{
+    return o->budget == UINT64_MAX || o->calls + calls <= o->budget;
+}
+
 double hm__opt_progress(const hm__opt_t *o)
 {
     double p = o->budget == UINT64_MAX ? 0 : (double)o->calls / (double)o->budget;

@@ -13,7 +13,14 @@ int hm__opt_random(hm__opt_t *o)
         goto out;
     int *order = hm__xcalloc((size_t)o->nunits + 1, sizeof *order);
     int *devs = hm__xcalloc((size_t)o->ndev, sizeof *devs);
-    while (o->nunits > 0 && !hm__opt_spent(o)) {
+    uint64_t idle = 0;
+    /* An assignment costs at most two calls per unit (a move the estimator
+     * finds over capacity is undone). */
+    while (o->nunits > 0 && !hm__opt_spent(o) && hm__opt_affords(o, 2 * (uint64_t)o->nunits)) {
+        /* Assignments that move nothing (no room anywhere) would loop forever. */
+        if (++idle > 1000)
+            break;
+        uint64_t before = o->calls;
         if ((rc = hm_est_state_copy(s, base)) < 0)
             break;
         double ns = o->base_ns;
@@ -38,6 +45,8 @@ int hm__opt_random(hm__opt_t *o)
         }
         if (rc < 0)
             break;
+        if (o->calls != before)
+            idle = 0;
         o->episodes++;
         if ((rc = hm__opt_offer(o, s, ns)) < 0)
             break;

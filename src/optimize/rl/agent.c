@@ -21,8 +21,9 @@
 
 #define NF 14      /* features per (unit, device) */
 #define HID 16
-#define LR 0.01
-#define ENTROPY 0.02
+#define LR 0.01      /* Adam step */
+#define ENTROPY 0.02 /* entropy bonus, decaying with the budget used */
+#define EXPLORE 0.2  /* share of uniformly random actions, decaying likewise */
 #define CLIP 4.0
 
 typedef struct {
@@ -135,6 +136,21 @@ static int episode(agent_t *a, int greedy, int learn)
         double best = -1, r = hm__opt_unif(&o->rng), acc = 0;
         for (int d = 0; d < D; d++)
             pi[d] /= z;
+        double eps = EXPLORE * (1 - hm__opt_progress(o));
+        if (!greedy && hm__opt_unif(&o->rng) < eps) {
+            int k = 0, pick;
+            for (int d = 0; d < D; d++)
+                k += pi[d] > 0;
+            pick = hm__opt_randint(&o->rng, k);
+            double cum = 0;
+            for (int d = 0; d < D; d++) {
+                if (pi[d] > 0 && pick-- == 0) {
+                    r = cum + 0.5 * pi[d];
+                    break;
+                }
+                cum += pi[d];
+            }
+        }
         for (int d = 0; d < D; d++) {
             if (pi[d] <= 0)
                 continue;
@@ -306,9 +322,15 @@ int hm__opt_rl(hm__opt_t *o)
     if (o->opts->policy_in && (rc = episode(&a, 1, 0)) < 0)
         goto out;
     /* Train while a whole episode and the final greedy one fit the budget. */
-    while (!hm__opt_spent(o) && (o->budget == UINT64_MAX || o->calls + 2 * (uint64_t)n <= o->budget))
+    /* Episodes that move nothing (no room anywhere, or nothing worth
+     * moving learnt) cost no calls; a run of them ends the training. */
+    uint64_t idle = 0;
+    while (!hm__opt_spent(o) && hm__opt_affords(o, 2 * (uint64_t)n) && idle < 1000) {
+        uint64_t before = o->calls;
         if ((rc = episode(&a, 0, 1)) < 0)
             goto out;
+        idle = o->calls == before ? idle + 1 : 0;
+    }
     if ((rc = episode(&a, 1, 0)) < 0)
         goto out;
     if (o->opts->policy_out && (rc = hm__net_save(&a.net, o->opts->policy_out)) < 0)
