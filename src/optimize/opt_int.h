@@ -20,7 +20,11 @@ typedef struct {
 typedef struct {
     hm_estimator_t *e;
     const hm_optimize_opts_t *opts;
-    int ndev, def;         /* devices, default device */
+    int ndev, def;         /* devices; the fallback device, where units not
+                            * placed elsewhere live: the default device, or
+                            * when it cannot hold the footprint, the slowest
+                            * device that can */
+    int estdef;            /* the estimator's default device */
     int nph;               /* phase labels searched (1 when unphased) */
     int nobj;              /* movable objects */
     int *objs;             /* their estimator indices [nobj] */
@@ -38,7 +42,8 @@ typedef struct {
     uint64_t episodes;
 } hm__opt_t;
 
-/* Opens a state of the search's model and phasing (all on default). */
+/* Opens a state of the search's model and phasing, everything on the
+ * fallback device. */
 int hm__opt_state(hm__opt_t *o, hm_est_state_t **out);
 /* Device and percent of unit u in state s. */
 int hm__opt_dev(const hm__opt_t *o, const hm_est_state_t *s, int u, int *pct);

@@ -48,7 +48,16 @@ int hm__opt_randint(uint64_t *st, int n)
 
 int hm__opt_state(hm__opt_t *o, hm_est_state_t **out)
 {
-    return hm_est_state_open(out, o->e, o->opts->model, o->opts->phased);
+    int rc = hm_est_state_open(out, o->e, o->opts->model, o->opts->phased);
+    for (int i = 0; rc >= 0 && o->def != o->estdef && i < o->nobj; i++) {
+        rc = hm_est_state_move(*out, -1, o->objs[i], o->def, 100, NULL);
+        o->calls++;
+    }
+    if (rc < 0) {
+        hm_est_state_close(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 int hm__opt_dev(const hm__opt_t *o, const hm_est_state_t *s, int u, int *pct)
@@ -247,10 +256,6 @@ static int ctx_init(hm__opt_t *o, hm_estimator_t *e, const hm_optimize_opts_t *o
                             hm__fmt_size(dc, b2, sizeof b2));
         o->cap[d] = c;
     }
-    if (o->cap[o->def] != HM_OPT_UNLIMITED && footprint > o->cap[o->def])
-        return hm__errf(HM_ECAPACITY, "%s: the default device's capacity %s cannot hold the footprint %s",
-                        hm_estimator_device_name(e, o->def), hm__fmt_size(o->cap[o->def], b1, sizeof b1),
-                        hm__fmt_size(footprint, b2, sizeof b2));
     o->speed = hm__xcalloc((size_t)o->ndev, sizeof *o->speed);
     for (int d = 0; d < o->ndev; d++)
         o->speed[d] = d;
@@ -260,6 +265,22 @@ static int ctx_init(hm__opt_t *o, hm_estimator_t *e, const hm_optimize_opts_t *o
             o->speed[j] = o->speed[j - 1];
             o->speed[j - 1] = t;
         }
+    /* The fallback: the default device if it holds the footprint, else the
+     * slowest device that does (a capped fast default, as on a CXL
+     * machine where DDR is the default). */
+    o->estdef = o->def;
+    if (o->cap[o->def] != HM_OPT_UNLIMITED && footprint > o->cap[o->def]) {
+        o->def = -1;
+        for (int k = o->ndev - 1; k >= 0 && o->def < 0; k--)
+            if (o->cap[o->speed[k]] == HM_OPT_UNLIMITED || footprint <= o->cap[o->speed[k]])
+                o->def = o->speed[k];
+        if (o->def < 0)
+            return hm__errf(HM_ECAPACITY, "no device can hold the footprint %s (default device %s: %s)",
+                            hm__fmt_size(footprint, b2, sizeof b2), hm_estimator_device_name(e, o->estdef),
+                            hm__fmt_size(o->cap[o->estdef], b1, sizeof b1));
+        if (opts->split)
+            return hm__errf(HM_EUSAGE, "page splits need a default device that holds the footprint");
+    }
     o->budget = opts->budget ? opts->budget
                 : (opts->algo == HM_OPT_GREEDY || opts->algo == HM_OPT_EXHAUSTIVE) ? UINT64_MAX : DEFAULT_BUDGET;
     o->t0_ns = hm__now_ns();
@@ -325,21 +346,29 @@ HM_API int hm_optimize_reference(hm_estimator_t *e, const hm_optimize_opts_t *op
     int rc = ctx_init(&o, e, opts);
     if (rc < 0)
         goto out;
-    hm_est_state_t *s = o.best;
-    int target = which == HM_OPT_REF_SLOWEST ? o.speed[o.ndev - 1] : o.speed[0];
+    /* References start from the estimator's default, whatever the fallback. */
+    hm_est_state_t *s = NULL;
+    if ((rc = hm_est_state_open(&s, e, opts->model, opts->phased)) < 0)
+        goto out;
+    hm_est_state_close(o.best);
+    o.best = s;
+    int target = which == HM_OPT_REF_SLOWEST ? o.speed[o.ndev - 1]
+                 : which == HM_OPT_REF_FASTEST ? o.speed[0] : o.estdef;
+    for (int i = 0; which == HM_OPT_REF_FIRST_TOUCH && o.def != o.estdef && i < o.nobj && rc >= 0; i++) {
+        rc = hm_est_state_move(s, -1, o.objs[i], o.def, 100, NULL);
+        o.calls++;
+    }
     for (int i = 0; i < o.nobj && rc >= 0; i++) {
         int obj = o.objs[i];
-        if (which == HM_OPT_REF_SLOWEST || which == HM_OPT_REF_FASTEST) {
-            if (target != o.def) {
+        if (which != HM_OPT_REF_FIRST_TOUCH) {
+            if (target != o.estdef) {
                 rc = hm_est_state_move(s, -1, obj, target, 100, NULL);
                 o.calls++;
             }
             continue;
         }
-        if (which != HM_OPT_REF_FIRST_TOUCH)
-            break;
-        /* First touch: the fastest device with room, never one slower than
-         * the default device (the memory an allocation falls back to). */
+        /* First touch: the fastest device with room, down to the fallback
+         * device (where allocations land when nothing faster has room). */
         for (int k = 0; k < o.ndev && o.speed[k] != o.def; k++) {
             int d = o.speed[k];
             if ((rc = hm_est_state_move(s, -1, obj, d, 100, NULL)) < 0)

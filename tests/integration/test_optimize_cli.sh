@@ -89,7 +89,7 @@ expect 2 "expected DEV=SIZE" --summary "$S" --capacity hbm
 expect 2 "time" --summary "$S" --capacity hbm=8M --time -1
 expect 2 "at least 2" "$S" --capacity hbm=8M
 expect 1 "nosuch.json" --summary "$T/nosuch.json" --capacity hbm=8M
-expect 1 "cannot hold the footprint" --summary "$S" --capacity ddr=1M --capacity hbm=8M
+expect 1 "hold the footprint" --summary "$S" --capacity ddr=1M --capacity hbm=8M
 expect 2 "need --algo rl" --summary "$S" --capacity hbm=8M --algo greedy --policy "$T/x"
 echo "hetmem-rl-policy 1 2 2" > "$T/bad.policy"
 expect 1 "bad.policy" --summary "$S" --capacity hbm=8M --policy "$T/bad.policy"

@@ -29,6 +29,7 @@ typedef struct {
     double t[MAXO][2][MAXD];
     int phase_of[MAXO][2];   /* which phases the object is active in */
     uint64_t devcap[MAXD];
+    int def;                 /* the summary's default device */
 } inst_t;
 
 static uint64_t rng_state;
@@ -73,7 +74,7 @@ static char *summary_json(const inst_t *in)
             for (int d = 0; d < in->ndev; d++)
                 total[d] += in->t[o][p][d];
 #define OUT(...) len += (size_t)snprintf(s + len, cap - len, __VA_ARGS__)
-    OUT("{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0, \"devices\": [");
+    OUT("{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": %d, \"devices\": [", in->def);
     for (int d = 0; d < in->ndev; d++)
         OUT("%s{\"name\": \"%s\", \"runtime_ns\": %.17g, \"period\": 1000, \"capacity\": %llu, "
             "\"bandwidth_gbs\": %g, \"read_latency_ns\": %g}",
@@ -235,6 +236,46 @@ static void test_optimum(int nobj, int ndev, uint64_t seed, double frac)
         }
         hm_optimize_result_free(&r);
     }
+    hm_estimator_close(e);
+}
+
+/* A fast default device capped below the footprint: the search falls back
+ * to the slow device and still finds the optimum. */
+static void test_fallback(void)
+{
+    inst_t in;
+    random_inst(&in, 9, 2, 77);
+    in.def = 1;
+    hm_estimator_t *e = open_inst(&in);
+    if (!e)
+        return;
+    CHECK_EQ_INT(hm_estimator_default_device(e), 1);
+    uint64_t cap[2] = {HM_OPT_UNLIMITED, footprint(&in) / 3};
+    double opt = brute_force(e, &in, cap, HM_EST_LINEAR);
+    hm_optimize_algo_t algos[] = {HM_OPT_EXHAUSTIVE, HM_OPT_RL, HM_OPT_GREEDY, HM_OPT_ANNEAL};
+    for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++) {
+        hm_optimize_result_t r;
+        CHECK_EQ_INT(run(e, algos[i], cap, 3, 0, &r), 0);
+        if (!r.state)
+            continue;
+        CHECK(hm_est_state_bytes(r.state, 1) <= cap[1]);
+        CHECK(r.estimate.runtime_ns >= opt * (1 - 1e-9));
+        if (algos[i] == HM_OPT_EXHAUSTIVE || algos[i] == HM_OPT_RL)
+            CHECK_NEAR(r.estimate.runtime_ns, opt, 1e-9);
+        hm_optimize_result_free(&r);
+    }
+    hm_optimize_opts_t o = {.model = HM_EST_LINEAR, .capacity = cap};
+    hm_optimize_result_t ft;
+    CHECK_EQ_INT(hm_optimize_reference(e, &o, HM_OPT_REF_FIRST_TOUCH, &ft), 0);
+    if (ft.state) {
+        CHECK(hm_est_state_bytes(ft.state, 1) <= cap[1]);
+        CHECK(hm_est_state_bytes(ft.state, 1) > 0);
+        CHECK(ft.estimate.runtime_ns >= opt * (1 - 1e-9));
+    }
+    hm_optimize_result_free(&ft);
+    uint64_t none[2] = {footprint(&in) / 2, footprint(&in) / 3};
+    hm_optimize_result_t r;
+    CHECK_EQ_INT(run(e, HM_OPT_GREEDY, none, 1, 0, &r), HM_ECAPACITY);
     hm_estimator_close(e);
 }
 
@@ -485,5 +526,6 @@ int main(void)
     test_bad_input();
     test_references();
     test_no_room();
+    test_fallback();
     return check_done();
 }
