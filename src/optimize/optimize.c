@@ -292,12 +292,68 @@ static int ctx_init(hm__opt_t *o, hm_estimator_t *e, const hm_optimize_opts_t *o
     return 0;
 }
 
+static int same_selector(json_t *a, json_t *b)
+{
+    json_t *x = json_object_get(a, "name"), *y = json_object_get(b, "name");
+    if (x || y)
+        return x && y && json_equal(x, y);
+    x = json_object_get(a, "site");
+    y = json_object_get(b, "site");
+    return x && y && json_equal(x, y);
+}
+
+/* A phase's rule list falls back to the top-level rules for objects it does
+ * not match (docs/placement-format.md), so an object that a phase keeps on
+ * the default device while the top-level rules send it elsewhere needs an
+ * explicit rule there; without it the file would put the object where the
+ * search did not, possibly over a capacity. Adds those rules to the state's
+ * placement JSON. Returns a malloc'd string, or NULL. */
+static char *placement_json(const hm__opt_t *o, const hm_est_state_t *s)
+{
+    char *txt = hm_est_state_placement_json(s);
+    if (!txt || !o->opts->phased)
+        return txt;
+    json_t *root = json_loads(txt, 0, NULL);
+    json_t *top = json_object_get(root, "rules"), *phases = json_object_get(root, "phases");
+    const char *def = json_string_value(json_object_get(root, "default"));
+    if (!root || !json_is_array(top) || !json_is_object(phases) || !def) {
+        json_decref(root);
+        return txt;
+    }
+    const char *name;
+    json_t *ph;
+    json_object_foreach(phases, name, ph) {
+        json_t *rules = json_object_get(ph, "rules");
+        if (!json_is_array(rules))
+            continue;
+        size_t i, j;
+        json_t *tr, *pr;
+        json_array_foreach(top, i, tr) {
+            int found = 0;
+            json_array_foreach(rules, j, pr)
+                found |= same_selector(tr, pr);
+            if (found)
+                continue;
+            json_t *r = json_deep_copy(tr);
+            json_object_del(r, "pages_percent");
+            json_object_set_new(r, "device", json_string(def));
+            json_array_append_new(rules, r);
+        }
+    }
+    char *fixed = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (!fixed)
+        return txt;
+    free(txt);
+    return fixed;
+}
+
 static int fill_result(hm__opt_t *o, hm_optimize_result_t *res)
 {
     int rc = hm_est_state_estimate(o->best, &res->estimate);
     if (rc < 0)
         return rc;
-    res->placement_json = hm_est_state_placement_json(o->best);
+    res->placement_json = placement_json(o, o->best);
     if (!res->placement_json)
         return -ENOMEM;
     res->state = o->best;

@@ -82,6 +82,11 @@ jq -e '.phased == true and .migration_s > 0 and (.placement.phases | length) >= 
 awk -v p="$(jq -r .predicted_runtime_s "$T/ph.out.json")" -v s="$(jq -r .predicted_runtime_s "$T/st.json")" 'BEGIN { exit !(p < s) }' \
   && ok "phased beats the static optimum" || fail "phased $(jq -r .predicted_runtime_s "$T/ph.out.json") >= static $(jq -r .predicted_runtime_s "$T/st.json")"
 
+# the per-phase file means what the search meant: the estimator agrees
+est=$("$H" estimate --summary "$T/ph.json" --model linear --placement "$T/ph.place.json" --json 2>"$T/err" | jq -r '.. | .runtime_s? // empty' | head -1)
+awk -v a="$est" -v b="$(jq -r .predicted_runtime_s "$T/ph.out.json")" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-6 * b) }' \
+  && ok "phased: hetmem estimate agrees ($est s)" || fail "phased: hetmem estimate gives '$est' ($(cat "$T/err"))"
+
 # human output: the comparison lines
 "$H" optimize --summary "$T/s10.json" --capacity hbm=8M --algo greedy > "$T/human" 2>&1
 for w in "predicted runtime" "all in ddr (default)" "first touch" "gap closed"; do
