@@ -12,7 +12,13 @@
 typedef struct {
     float n;    /* samples */
     float w;    /* sum of latency weights (core cycles) */
-    float m;    /* samples that missed L1 */
+    float m;    /* samples that missed L1 (loads and stores) */
+    float sm;   /* store samples that missed L1: each will also write a line back */
+    float mm;   /* load samples that reached memory: served by it, or a cache hit
+                 * that waited for a line on its way from memory */
+    float x;    /* memory-bound part of the weights: all of a memory-served
+                 * load's, and what a cache hit waited beyond that level's usual
+                 * latency (a line still on its way from memory) */
 } hm__est_cell_t;
 
 typedef struct {
@@ -20,7 +26,8 @@ typedef struct {
     char *name;
     uint64_t size, allocations;
     double samples;
-    float pages[100]; /* sampled pages by page number % 100 (all runs) */
+    float pages[100]; /* pages of sampled L1 misses by page number % 100 (all runs) */
+    float cum[101];   /* share of those below each percentage (hm__est_prepare) */
 } hm__est_obj_t;
 
 typedef struct {
@@ -33,11 +40,17 @@ typedef struct {
     int nclass;
     /* default model: per class */
     double *c_ns;         /* device-independent time */
+    double *tmax;         /* per class: the slowest run's time there (no placement is slower) */
     double *k;            /* ns per latency-weight unit, per (class, device) */
     double *resid;        /* corner residual per (class, device) */
     double *lat;          /* per (class, object, device): latency cost (weight x period) */
-    double *bytes;        /* per (class, object): bytes moved to memory */
+    double *bytes;        /* per (class, object): sampled bytes read from memory */
+    double *wbytes;       /* per (class, object): sampled bytes written back */
+    double *bytes_x;      /* per (class, object): traffic the samples do not show
+                           * (prefetches), which covers an object's pages evenly */
     double *latsum;       /* per (class, device): sum over objects of lat */
+    double *xw, *xwsum;   /* weights that spread the residuals: per (class, object,
+                           * device) and their sum per (class, device) */
     double *var;          /* per (object, device): variance of the object's cost, ns^2 */
     int *win_class;       /* class of each window */
     int *class_phase;     /* phase label of each class */
@@ -46,8 +59,11 @@ typedef struct {
 struct hm_estimator {
     int ndev, def, ref;
     char **dev_name;
-    double *runtime_ns, *period, *bw, *lat_ns; /* bw: bytes per ns for this thread (0: unknown) */
+    double *runtime_ns, *period, *bw, *wbw, *lat_ns; /* bw, wbw: read and write bytes per ns for this thread (0: unknown) */
     uint64_t *cap;
+    /* loaded latency per device: ll_n points (utilisation, ns) after (0, lat_ns) */
+    int *ll_n;
+    double (*ll)[2][16];
     int nphase;
     char **phase_name;
     int nobj;             /* including the untracked pseudo-object (last) */

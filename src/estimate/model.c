@@ -7,8 +7,10 @@
  *
  * linear  (Denoyelle et al., ISC 2022) t = sum_w t_s,w - sum_d (t_s,w - t_d,w) f_w,d
  *         where s is the slowest run, f_w,d the share of the slow run's
- *         samples in window w whose pages are on d, and a window whose runs
- *         differ by less than 3% keeps t_s,w. Linear in the placement.
+ *         memory samples (those that missed L1, as a load-latency event
+ *         with a threshold samples) in window w whose pages are on d, and a
+ *         window whose runs differ by less than 3% keeps t_s,w. Linear in
+ *         the placement.
  *
  * default per phase label c (the windows of a label summed):
  *         t_c = max(C_c + sum_d k_c,d sum_o x_o,d L_c,o,d,  max_d Y_c,d / bw_d)
@@ -33,6 +35,7 @@
 #define LINE_BYTES 64.0
 #define BOUND_UTIL 0.8  /* a run at this share of its bandwidth is bandwidth-bound */
 #define CUTOFF 1.03     /* the published method's cut-off */
+#define STREAMED 0.1    /* share of missing loads reaching memory that marks a streamed object */
 
 static const char *const model_names[HM_EST_NMODELS] = {"linear", "default"};
 
@@ -70,8 +73,15 @@ static void prepare_linear(hm_estimator_t *e)
         double ts = e->t[(size_t)w * D + s], n = 0;
         e->lin_base += ts;
         e->lin_phase_base[p] += ts;
+        /* Memory samples, or all samples in a window that has none. */
+        int all = 0;
         for (int o = 0; o < O; o++)
-            n += hm__est_cell(e, w, o, s)->n;
+            n += hm__est_cell(e, w, o, s)->m;
+        if (n <= 0) {
+            all = 1;
+            for (int o = 0; o < O; o++)
+                n += hm__est_cell(e, w, o, s)->n;
+        }
         if (n <= 0)
             continue;
         for (int d = 0; d < D; d++) {
@@ -80,7 +90,7 @@ static void prepare_linear(hm_estimator_t *e)
                 continue;
             double g = ts - td;
             for (int o = 0; o < O; o++) {
-                double c = hm__est_cell(e, w, o, s)->n;
+                double c = all ? hm__est_cell(e, w, o, s)->n : hm__est_cell(e, w, o, s)->m;
                 if (c <= 0)
                     continue;
                 e->lin_phase_gain[ix3(e, p, o, d)] += g * c / n;
@@ -90,21 +100,93 @@ static void prepare_linear(hm_estimator_t *e)
     }
 }
 
+/* Channel time of device d for this thread to read and write back bytes. */
+static inline double chan_time(const hm_estimator_t *e, int d, double rd, double wr)
+{
+    if (!(e->bw[d] > 0))
+        return 0;
+    return rd / e->bw[d] + wr / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d]);
+}
+
+/* Device d's latency at utilisation u over its idle latency: its
+ * loaded-latency curve (from the machine description, as MLC measures it),
+ * linear between points, flat past the last; 1 without a curve. */
+static double ll_factor(const hm_estimator_t *e, int d, double u)
+{
+    int n = e->ll_n[d];
+    if (!n || !(e->lat_ns[d] > 0))
+        return 1;
+    double pu = 0, pn = e->lat_ns[d];
+    for (int k = 0; k < n; k++) {
+        double ku = e->ll[d][0][k], kn = e->ll[d][1][k];
+        if (u <= ku)
+            return (pn + (kn - pn) * (u - pu) / (ku - pu)) / e->lat_ns[d];
+        pu = ku, pn = kn;
+    }
+    return pn / e->lat_ns[d];
+}
+
+/* A phase's time from its latency terms per device (unloaded: lpd, ns) and
+ * the channel time of its traffic per device (y): max(C + sum_d lpd_d x
+ * loaded factor at the device's utilisation y_d / t, max_d y_d). The
+ * utilisation depends on the time, so with loaded-latency curves t is the
+ * fixed point, found by bisection (the latency part falls as t grows). */
+static double lat_bw_time(const hm_estimator_t *e, double C, const double *lpd, const double *y)
+{
+    int D = e->ndev, curves = 0;
+    double lp0 = C, bp = 0;
+    for (int d = 0; d < D; d++) {
+        lp0 += lpd[d];
+        bp = y[d] > bp ? y[d] : bp;
+        curves |= e->ll_n[d] > 0 && lpd[d] > 0;
+    }
+    if (!curves || lp0 <= bp)
+        return lp0 > bp ? lp0 : bp;
+    double lo = lp0, hi = 0;
+    for (int it = 0; it < 40; it++) {
+        double t = it ? (lo + hi) / 2 : lo, lp = C;
+        for (int d = 0; d < D; d++)
+            lp += lpd[d] > 0 ? lpd[d] * ll_factor(e, d, y[d] < t ? y[d] / t : 1) : 0;
+        if (it == 0) {
+            hi = lp; /* lp(lo) >= the fixed point >= lo */
+            if (hi - lo <= 1e-9 * lo)
+                return hi > bp ? hi : bp;
+            continue;
+        }
+        if (lp > t)
+            lo = t;
+        else
+            hi = t;
+        if (hi - lo <= 1e-7 * hi)
+            break;
+    }
+    double t = (lo + hi) / 2;
+    return t > bp ? t : bp;
+}
+
 static void prepare_default(hm_estimator_t *e)
 {
     int D = e->ndev, O = e->nobj, C = e->nphase;
     hm__est_default_t *m = &e->dm;
     m->nclass = C;
     m->c_ns = hm__xcalloc((size_t)C, sizeof(double));
+    m->tmax = hm__xcalloc((size_t)C, sizeof(double));
     m->k = hm__xcalloc((size_t)C * D, sizeof(double));
     m->resid = hm__xcalloc((size_t)C * D, sizeof(double));
     m->lat = hm__xcalloc((size_t)C * O * D, sizeof(double));
     m->bytes = hm__xcalloc((size_t)C * O, sizeof(double));
+    m->bytes_x = hm__xcalloc((size_t)C * O, sizeof(double));
+    m->wbytes = hm__xcalloc((size_t)C * O, sizeof(double));
     m->latsum = hm__xcalloc((size_t)C * D, sizeof(double));
+    m->xw = hm__xcalloc((size_t)C * O * D, sizeof(double));
+    m->xwsum = hm__xcalloc((size_t)C * D, sizeof(double));
     m->var = hm__xcalloc((size_t)C * O * D, sizeof(double));
     double *T = hm__xcalloc((size_t)C * D, sizeof(double));
     double *raw = hm__xcalloc((size_t)C * O * D, sizeof(double)); /* measured latency cost */
     double *nsamp = hm__xcalloc((size_t)C * O * D, sizeof(double));
+    double *nmiss = hm__xcalloc((size_t)C * O * D, sizeof(double));
+    double *lmiss = hm__xcalloc((size_t)C * O * D, sizeof(double)), *lmem = hm__xcalloc((size_t)C * O * D, sizeof(double));
+    double *smiss = hm__xcalloc((size_t)C * O * D, sizeof(double));
 
     for (int w = 0; w < e->nwin; w++) {
         int c = e->win[w].phase;
@@ -112,69 +194,162 @@ static void prepare_default(hm_estimator_t *e)
             T[(size_t)c * D + d] += e->t[(size_t)w * D + d];
             for (int o = 0; o < O; o++) {
                 const hm__est_cell_t *x = hm__est_cell(e, w, o, d);
-                raw[ix3(e, c, o, d)] += x->w * e->period[d];
+                raw[ix3(e, c, o, d)] += x->x * e->period[d];
                 nsamp[ix3(e, c, o, d)] += x->n;
-                m->bytes[(size_t)c * O + o] += x->m * e->period[d] * LINE_BYTES / D;
+                nmiss[ix3(e, c, o, d)] += x->m;
+                lmiss[ix3(e, c, o, d)] += (x->m - x->sm) * e->period[d];
+                lmem[ix3(e, c, o, d)] += x->mm * e->period[d];
+                smiss[ix3(e, c, o, d)] += x->sm * e->period[d];
             }
         }
     }
+    /* Sampled traffic per object. A load that missed L1 and hit a lower
+     * level is either a cache hit or a line a prefetcher brought from memory
+     * in time; samples cannot tell them apart, but an object streamed from
+     * memory has some of its missing loads wait for memory in some run (the
+     * prefetcher falls behind), while a cache-resident one has almost none.
+     * So an object whose missing loads reached memory at least STREAMED of
+     * the time in the run where the most did is streamed: all its misses are
+     * traffic; below that, only those that reached memory are. Store misses
+     * (a store sample says only that it missed L1) count at the same share,
+     * and each reads the line and later writes it back. An object with no
+     * missing loads counts all its store misses. */
+    for (int c = 0; c < C; c++)
+        for (int o = 0; o < O; o++) {
+            double rd = 0, sm = 0, ld = 0;
+            for (int d = 0; d < D; d++) {
+                size_t i = ix3(e, c, o, d);
+                if (lmem[i] > rd)
+                    rd = lmem[i];
+                sm += smiss[i] / D;
+                ld += lmiss[i] / D;
+            }
+            double rho = ld > 0 ? rd / ld : 1.0;
+            if (rho >= STREAMED)
+                rho = 1;
+            m->bytes[(size_t)c * O + o] = rho * (ld + sm) * LINE_BYTES;
+            m->wbytes[(size_t)c * O + o] = rho * sm * LINE_BYTES;
+        }
     for (int c = 0; c < C; c++) {
-        double B = 0, L[64], Tc[64];
+        double Br = 0, Bw = 0, L[64], Tc[64], tau[64];
         int bound[64], nu = 0;
-        for (int o = 0; o < O; o++)
-            B += m->bytes[(size_t)c * O + o];
+        for (int o = 0; o < O; o++) {
+            Br += m->bytes[(size_t)c * O + o];
+            Bw += m->wbytes[(size_t)c * O + o];
+        }
         for (int d = 0; d < D && d < 64; d++) {
             L[d] = 0;
             for (int o = 0; o < O; o++)
                 L[d] += raw[ix3(e, c, o, d)];
             Tc[d] = T[(size_t)c * D + d];
-            bound[d] = e->bw[d] > 0 && Tc[d] > 0 && B / (e->bw[d] * Tc[d]) >= BOUND_UTIL;
-            nu += !bound[d];
+            m->tmax[c] = Tc[d] > m->tmax[c] ? Tc[d] : m->tmax[c];
+            /* Time the device's channels were busy for this thread: reads at
+             * the read share, write-backs at the write share. */
+            tau[d] = e->bw[d] > 0 ? Br / e->bw[d] + Bw / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d]) : 0;
         }
-        /* Fit t = C + k L on the unbound runs (least squares). */
+        /* No run can have kept its channels busy longer than it ran: sampled
+         * traffic beyond that (store misses to a line already on its way
+         * count again, for one) is scaled down until every run fits. */
+        double fit = 1;
+        for (int d = 0; d < D; d++)
+            if (tau[d] > Tc[d] && Tc[d] > 0)
+                fit = fmin(fit, Tc[d] / tau[d]);
+        if (fit < 1) {
+            for (int o = 0; o < O; o++) {
+                m->bytes[(size_t)c * O + o] *= fit;
+                m->wbytes[(size_t)c * O + o] *= fit;
+            }
+            Br *= fit, Bw *= fit;
+            for (int d = 0; d < D; d++)
+                tau[d] *= fit;
+        }
+        /* A run is bandwidth-bound when its sampled traffic is near the
+         * device's share, or when it is slower than another run by more than
+         * their latencies explain (latency alone can slow a run at most by
+         * the ratio of latencies). Its channels were then busy all the time,
+         * a better figure than sampled misses give. */
+        double extra = 0, shrink = 0;
+        int nb = 0;
+        for (int d = 0; d < D && d < 64; d++) {
+            bound[d] = e->bw[d] > 0 && Tc[d] > 0 && tau[d] / Tc[d] >= BOUND_UTIL;
+            for (int j = 0; j < D && !bound[d]; j++)
+                if (j != d && e->lat_ns[d] > 0 && e->lat_ns[j] > 0 && Tc[j] > 0 &&
+                    Tc[d] / Tc[j] > 1.1 * fmax(1.0, e->lat_ns[d] / e->lat_ns[j]))
+                    bound[d] = e->bw[d] > 0;
+            if (bound[d]) {
+                extra += (Tc[d] - tau[d]) * e->bw[d]; /* read bytes the samples missed */
+                shrink += tau[d] > 0 ? Tc[d] / tau[d] : 1;
+                nb++;
+            }
+        }
+        for (int d = 0; d < D; d++)
+            nu += !bound[d];
+        HM_DEBUG("estimate: class %s: sampled traffic %.4g read, %.4g written; unsampled from bound runs %.4g",
+                 e->phase_name[c], Br, Bw, nb ? extra / nb : 0.0);
+        if (nb > 0 && Br + Bw > 0) {
+            /* Traffic the samples do not show is mostly hardware prefetches,
+             * which follow the accesses that wait for memory: it goes to the
+             * objects by their memory-bound latency cost in the bound runs.
+             * Sampled traffic beyond what the bound runs moved is scaled down. */
+            extra /= nb;
+            shrink /= nb;
+            double lsum = 0;
+            for (int d = 0; d < D; d++)
+                if (bound[d])
+                    lsum += L[d];
+            for (int o = 0; o < O; o++) {
+                double lo = 0;
+                for (int d = 0; d < D; d++)
+                    if (bound[d])
+                        lo += raw[ix3(e, c, o, d)];
+                if (extra < 0) {
+                    m->bytes[(size_t)c * O + o] *= shrink;
+                    m->wbytes[(size_t)c * O + o] *= shrink;
+                } else {
+                    m->bytes_x[(size_t)c * O + o] = lsum > 0 ? extra * lo / lsum : extra * m->bytes[(size_t)c * O + o] / (Br > 0 ? Br : 1);
+                }
+            }
+        }
+        /* Fit t = C + k L (least squares): first over every run, whose
+         * measured latencies include what queueing added, so that a run
+         * near its bandwidth still says how much of the time the memory
+         * accesses took; if that gives no sensible split (a negative part),
+         * over the unbound runs only; with one such run, its whole time is
+         * charged to its latency cost. */
         double cc = 0, k = 0;
         int fitted = 0;
-        if (nu >= 2) {
+        for (int pass = 0; pass < 2 && !fitted; pass++) {
             double sl = 0, st = 0, sll = 0, slt = 0;
+            int np = 0;
             for (int d = 0; d < D; d++)
-                if (!bound[d])
-                    sl += L[d], st += Tc[d], sll += L[d] * L[d], slt += L[d] * Tc[d];
-            double den = nu * sll - sl * sl;
-            if (den > 1e-12 * sll * nu) {
-                k = (nu * slt - sl * st) / den;
-                cc = (st - k * sl) / nu;
-                fitted = k > 0 && cc >= 0;
+                if (pass == 0 || !bound[d])
+                    sl += L[d], st += Tc[d], sll += L[d] * L[d], slt += L[d] * Tc[d], np++;
+            double den = np * sll - sl * sl;
+            if (np >= 2 && den > 1e-9 * sll * np) {
+                k = (np * slt - sl * st) / den;
+                cc = (st - k * sl) / np;
+                fitted = k > 0 && cc >= 0 ? pass + 1 : 0;
             }
         }
         if (!fitted) {
-            /* Runs that do not tell the two apart: the device-independent
-             * part is what no unbound run went below, less the smallest
-             * latency cost at the fitted rate... with one point, take the
-             * whole time of the fastest unbound run as latency-driven only
-             * above the common floor of all runs. */
-            double tmin = INFINITY;
             int u = -1;
             for (int d = 0; d < D; d++)
                 if (!bound[d] && (u < 0 || L[d] < L[u]))
                     u = d;
-            for (int d = 0; d < D; d++)
-                tmin = Tc[d] < tmin ? Tc[d] : tmin;
-            if (u >= 0 && L[u] > 0) {
-                cc = 0;
-                k = Tc[u] / L[u];
-            } else {
-                cc = 0;
-                k = 0;
-            }
-            (void)tmin;
+            cc = 0;
+            k = u >= 0 && L[u] > 0 ? Tc[u] / L[u] : 0;
         }
         m->c_ns[c] = cc;
-        HM_DEBUG("estimate: class %s: bytes %.3g, C %.4g ns, k %.4g, fitted %d", e->phase_name[c], B, cc, k, fitted);
+        HM_DEBUG("estimate: class %s: C %.4g ns, k %.4g, fitted %d", e->phase_name[c], cc, k, fitted);
         for (int d = 0; d < D; d++)
-            HM_DEBUG("estimate:   run %s: T %.4g ns, L %.4g, util %.2f%s", e->dev_name[d], Tc[d], L[d],
-                     e->bw[d] > 0 && Tc[d] > 0 ? B / (e->bw[d] * Tc[d]) : 0.0, bound[d] ? " (bandwidth-bound)" : "");
-        /* Latency terms per device: measured for unbound runs, scaled from the
-         * nearest unbound run by the devices' idle latencies for bound ones. */
+            HM_DEBUG("estimate:   run %s: T %.4g ns, L %.4g, sampled util %.2f%s", e->dev_name[d], Tc[d], L[d],
+                     Tc[d] > 0 ? tau[d] / Tc[d] : 0.0, bound[d] ? " (bandwidth-bound)" : "");
+        /* Latency terms per device: measured for unbound runs; for bound ones,
+         * the unloaded cost, scaled from the nearest unbound run by the
+         * devices' idle latencies. When every run was bandwidth-bound, the
+         * latencies say only how much queueing there was, which a placement
+         * that splits the traffic changes: the phase is then timed by its
+         * channels alone (plus C). */
         for (int d = 0; d < D; d++) {
             int src = d;
             double scale = 1;
@@ -186,34 +361,71 @@ static void prepare_default(hm_estimator_t *e)
                 if (u >= 0 && e->lat_ns[u] > 0 && e->lat_ns[d] > 0) {
                     src = u;
                     scale = e->lat_ns[d] / e->lat_ns[u];
+                } else {
+                    scale = 0;
                 }
             }
-            double kd = k;
-            if (src == d && bound[d] && L[d] > 0)
-                kd = (Tc[d] - cc) / L[d]; /* every run bound: interpolate between runs */
-            m->k[(size_t)c * D + d] = kd;
+            m->k[(size_t)c * D + d] = k;
+            /* Measured latencies carry the run's own load: unloaded, they
+             * are what a placement's load then raises again. */
+            scale /= ll_factor(e, src, Tc[src] > 0 ? fmin(1.0, tau[src] / Tc[src]) : 0);
             for (int o = 0; o < O; o++) {
                 double l = raw[ix3(e, c, o, src)] * scale;
                 m->lat[ix3(e, c, o, d)] = l;
                 m->latsum[(size_t)c * D + d] += l;
-                double n = nsamp[ix3(e, c, o, src)];
-                m->var[ix3(e, c, o, d)] = n > 0 ? (kd * l) * (kd * l) / n : 0;
+                /* Sampling error: relative 1/sqrt(n) on the object's latency
+                 * cost and on its traffic (from its sampled misses). */
+                double n = nsamp[ix3(e, c, o, src)], nm = nmiss[ix3(e, c, o, d)];
+                double ct = chan_time(e, d, m->bytes[(size_t)c * O + o], m->wbytes[(size_t)c * O + o]);
+                m->var[ix3(e, c, o, d)] = (n > 0 ? (k * l) * (k * l) / n : 0) + (nm > 0 ? ct * ct / nm : 0);
             }
+        }
+        /* Residual weights: the latency cost, else the samples, else the
+         * untracked data alone (it follows the placement's default device). */
+        for (int d = 0; d < D; d++) {
+            double *ws = &m->xwsum[(size_t)c * D + d];
+            for (int o = 0; o < O; o++)
+                *ws += m->xw[ix3(e, c, o, d)] = m->lat[ix3(e, c, o, d)];
+            for (int o = 0; o < O && *ws <= 0; o++)
+                for (int o2 = 0; o2 < O; o2++)
+                    *ws += m->xw[ix3(e, c, o2, d)] = nsamp[ix3(e, c, o2, d)];
+            if (*ws <= 0)
+                *ws = m->xw[ix3(e, c, O - 1, d)] = 1;
         }
         /* Residuals: all on d must give the measured time. */
         for (int d = 0; d < D; d++) {
-            double lp = cc + m->k[(size_t)c * D + d] * m->latsum[(size_t)c * D + d];
-            double bp = e->bw[d] > 0 ? B / e->bw[d] : 0;
-            m->resid[(size_t)c * D + d] = Tc[d] - (lp > bp ? lp : bp);
+            double lpd[64] = {0}, y[64] = {0};
+            lpd[d] = m->k[(size_t)c * D + d] * m->latsum[(size_t)c * D + d];
+            for (int o = 0; o < O; o++)
+                y[d] += chan_time(e, d, m->bytes[(size_t)c * O + o] + m->bytes_x[(size_t)c * O + o],
+                                  m->wbytes[(size_t)c * O + o]);
+            m->resid[(size_t)c * D + d] = Tc[d] - lat_bw_time(e, cc, lpd, y);
         }
     }
     free(T);
     free(raw);
     free(nsamp);
+    free(nmiss);
+    free(lmiss);
+    free(lmem);
+    free(smiss);
 }
 
 int hm__est_prepare(hm_estimator_t *e)
 {
+    /* pages_percent splits: share of an object's sampled misses below each
+     * percentage; without samples, the percentage itself. */
+    for (int o = 0; o < e->nobj; o++) {
+        hm__est_obj_t *x = &e->obj[o];
+        double all = 0, acc = 0;
+        for (int b = 0; b < 100; b++)
+            all += x->pages[b];
+        for (int p = 0; p <= 100; p++) {
+            x->cum[p] = (float)(all > 0 ? acc / all : p / 100.0);
+            if (p < 100)
+                acc += x->pages[p];
+        }
+    }
     prepare_linear(e);
     prepare_default(e);
     /* Phase label transitions, for migration costs. */
@@ -242,11 +454,12 @@ typedef struct {
 struct hm_est_state {
     hm_estimator_t *e;
     hm_est_model_t model;
+    int def;                 /* default device: where the rest of split objects and untracked data go */
     int phased, np;          /* np: assignments (phases when phased, else 1) */
     slot_t *a;               /* per (assignment, object) */
     /* default model: per class */
-    double *lp;              /* sum_d k sum_o x L */
-    double *y;               /* per (class, device): bytes */
+    double *lp;              /* per (class, device): k sum_o x L (unloaded latency terms) */
+    double *y;               /* per (class, device): channel time of the traffic sent there */
     double *xi;              /* per (class, device): latency cost placed there */
     double *var;             /* per class: variance */
     /* linear model */
@@ -258,20 +471,9 @@ struct hm_est_state {
 };
 
 /* Fraction of object o's accesses on its slot's device (by sampled pages). */
-static double frac(const hm_estimator_t *e, int o, int pct)
+static inline double frac(const hm_estimator_t *e, int o, int pct)
 {
-    if (pct >= 100)
-        return 1;
-    if (pct <= 0)
-        return 0;
-    const float *h = e->obj[o].pages;
-    double in = 0, all = 0;
-    for (int b = 0; b < 100; b++) {
-        all += h[b];
-        if (b < pct)
-            in += h[b];
-    }
-    return all > 0 ? in / all : pct / 100.0;
+    return pct >= 100 ? 1 : pct <= 0 ? 0 : e->obj[o].cum[pct];
 }
 
 static int slot_of(const hm_est_state_t *s, int c)
@@ -283,21 +485,22 @@ static int slot_of(const hm_est_state_t *s, int c)
 static void apply(hm_est_state_t *s, int c, int o, slot_t sl, double sign)
 {
     hm_estimator_t *e = s->e;
-    int D = e->ndev, def = e->def;
-    double f = frac(e, o, sl.pct);
-    double share[2] = {f, 1 - f};
+    int D = e->ndev, def = s->def;
+    double f = frac(e, o, sl.pct), u = sl.pct >= 100 ? 1 : sl.pct / 100.0;
+    double share[2] = {f, 1 - f}, even[2] = {u, 1 - u};
     int devs[2] = {sl.dev, def};
     for (int i = 0; i < 2; i++) {
         double x = share[i] * sign;
         int d = devs[i];
-        if (x == 0)
+        if (x == 0 && even[i] == 0)
             continue;
         if (s->model == HM_EST_DEFAULT) {
             const hm__est_default_t *m = &e->dm;
             double l = m->lat[ix3(e, c, o, d)];
-            s->lp[c] += x * m->k[(size_t)c * D + d] * l;
-            s->y[(size_t)c * D + d] += x * m->bytes[(size_t)c * e->nobj + o];
-            s->xi[(size_t)c * D + d] += x * l;
+            s->lp[(size_t)c * D + d] += x * m->k[(size_t)c * D + d] * l;
+            size_t co = (size_t)c * e->nobj + o;
+            s->y[(size_t)c * D + d] += chan_time(e, d, x * m->bytes[co] + even[i] * sign * m->bytes_x[co], x * m->wbytes[co]);
+            s->xi[(size_t)c * D + d] += x * m->xw[ix3(e, c, o, d)];
             s->var[c] += fabs(x) * m->var[ix3(e, c, o, d)] * (sign > 0 ? 1 : -1);
         } else {
             s->lin_t[c] -= x * e->lin_phase_gain[ix3(e, c, o, d)];
@@ -313,22 +516,19 @@ static double class_time(hm_est_state_t *s, int c)
         return s->lin_t[c];
     const hm__est_default_t *m = &e->dm;
     int D = e->ndev;
-    double lp = m->c_ns[c] + s->lp[c], bp = 0, r = 0;
-    for (int d = 0; d < D; d++) {
-        if (e->bw[d] > 0) {
-            double b = s->y[(size_t)c * D + d] / e->bw[d];
-            bp = b > bp ? b : bp;
-        }
-        double ls = m->latsum[(size_t)c * D + d];
-        if (ls > 0)
-            r += s->xi[(size_t)c * D + d] / ls * m->resid[(size_t)c * D + d];
-    }
-    double t = (lp > bp ? lp : bp) + r;
+    double r = 0;
+    for (int d = 0; d < D; d++)
+        r += s->xi[(size_t)c * D + d] / m->xwsum[(size_t)c * D + d] * m->resid[(size_t)c * D + d];
+    double t = lat_bw_time(e, m->c_ns[c], &s->lp[(size_t)c * D], &s->y[(size_t)c * D]) + r;
+    /* No placement is slower than all data on the slowest device: each
+     * object's latency and each device's traffic are at most what they were
+     * there. */
+    t = t < m->tmax[c] ? t : m->tmax[c];
     return t > 0 ? t : 0;
 }
 
 /* Time to move object o's pages between two slots at one boundary. */
-static double move_cost(const hm_estimator_t *e, int o, slot_t a, slot_t b)
+static double move_cost(const hm_estimator_t *e, int def, int o, slot_t a, slot_t b)
 {
     if (a.dev == b.dev && a.pct == b.pct)
         return 0;
@@ -337,15 +537,19 @@ static double move_cost(const hm_estimator_t *e, int o, slot_t a, slot_t b)
     double size = (double)e->obj[o].size, moved;
     if (a.dev == b.dev)
         moved = fabs(fa - fb) * size;
-    else if (a.dev == e->def)
+    else if (a.dev == def)
         moved = fb * size;
-    else if (b.dev == e->def)
+    else if (b.dev == def)
         moved = fa * size;
     else
         moved = (fa > fb ? fa : fb) * size;
-    int src = a.dev != e->def ? a.dev : b.dev;
-    double bw = e->bw[src] > 0 ? e->bw[src] : e->bw[e->def];
-    return bw > 0 ? moved / bw : 0;
+    /* The copy is read from where the pages were and written where they go;
+     * the slower of the two sets its pace (as move_pages on a busy node). */
+    int src = a.dev != def || b.dev == def ? a.dev : def, dst = src == a.dev ? b.dev : a.dev;
+    if (src == dst)
+        dst = def;
+    double rd = e->bw[src] > 0 ? moved / e->bw[src] : 0, wr = e->wbw[dst] > 0 ? moved / e->wbw[dst] : 0;
+    return rd > wr ? rd : wr;
 }
 
 static double migration(const hm_est_state_t *s)
@@ -361,7 +565,7 @@ static double migration(const hm_est_state_t *s)
             if (!n)
                 continue;
             for (int o = 0; o < e->nobj - 1; o++)
-                t += n * move_cost(e, o, s->a[(size_t)a * e->nobj + o], s->a[(size_t)b * e->nobj + o]);
+                t += n * move_cost(e, s->def, o, s->a[(size_t)a * e->nobj + o], s->a[(size_t)b * e->nobj + o]);
         }
     return t;
 }
@@ -370,7 +574,7 @@ static void recompute(hm_est_state_t *s)
 {
     hm_estimator_t *e = s->e;
     int C = e->nphase, D = e->ndev, O = e->nobj;
-    memset(s->lp, 0, (size_t)C * sizeof(double));
+    memset(s->lp, 0, (size_t)C * D * sizeof(double));
     memset(s->y, 0, (size_t)C * D * sizeof(double));
     memset(s->xi, 0, (size_t)C * D * sizeof(double));
     memset(s->var, 0, (size_t)C * sizeof(double));
@@ -396,13 +600,14 @@ HM_API int hm_est_state_open(hm_est_state_t **out, hm_estimator_t *e, hm_est_mod
     hm_est_state_t *s = hm__xcalloc(1, sizeof *s);
     int C = e->nphase, D = e->ndev, O = e->nobj;
     s->e = e;
+    s->def = e->def;
     s->model = model;
     s->phased = phased != 0;
     s->np = s->phased ? C : 1;
     s->a = hm__xcalloc((size_t)s->np * O, sizeof *s->a);
     for (size_t i = 0; i < (size_t)s->np * O; i++)
-        s->a[i] = (slot_t){(int16_t)e->def, 100};
-    s->lp = hm__xcalloc((size_t)C, sizeof(double));
+        s->a[i] = (slot_t){(int16_t)s->def, 100};
+    s->lp = hm__xcalloc((size_t)C * D, sizeof(double));
     s->y = hm__xcalloc((size_t)C * D, sizeof(double));
     s->xi = hm__xcalloc((size_t)C * D, sizeof(double));
     s->var = hm__xcalloc((size_t)C, sizeof(double));
@@ -436,7 +641,7 @@ HM_API int hm_est_state_copy(hm_est_state_t *dst, const hm_est_state_t *src)
     const hm_estimator_t *e = src->e;
     int C = e->nphase, D = e->ndev;
     memcpy(dst->a, src->a, (size_t)src->np * e->nobj * sizeof *dst->a);
-    memcpy(dst->lp, src->lp, (size_t)C * sizeof(double));
+    memcpy(dst->lp, src->lp, (size_t)C * D * sizeof(double));
     memcpy(dst->y, src->y, (size_t)C * D * sizeof(double));
     memcpy(dst->xi, src->xi, (size_t)C * D * sizeof(double));
     memcpy(dst->var, src->var, (size_t)C * sizeof(double));
@@ -458,8 +663,8 @@ HM_API int hm_est_state_move(hm_est_state_t *s, int phase, int obj, int dev, int
         return hm__errf(HM_EUSAGE, "the untracked pseudo-object cannot be moved");
     if (phase >= 0 && !s->phased)
         return hm__errf(HM_EUSAGE, "a phase was given to a state without phases");
-    if (pct == 0 || dev == e->def)
-        dev = e->def, pct = 100;
+    if (pct == 0 || dev == s->def)
+        dev = s->def, pct = 100;
     slot_t nw = {(int16_t)dev, (int16_t)pct};
     int p0 = phase < 0 ? 0 : phase, p1 = phase < 0 ? s->np : phase + 1;
     for (int p = p0; p < p1; p++) {
@@ -475,8 +680,8 @@ HM_API int hm_est_state_move(hm_est_state_t *s, int phase, int obj, int dev, int
                 slot_t other = s->a[(size_t)b * O + obj];
                 if (b == p)
                     continue;
-                s->mig += nin * (move_cost(e, obj, other, nw) - move_cost(e, obj, other, *cur));
-                s->mig += nout * (move_cost(e, obj, nw, other) - move_cost(e, obj, *cur, other));
+                s->mig += nin * (move_cost(e, s->def, obj, other, nw) - move_cost(e, s->def, obj, other, *cur));
+                s->mig += nout * (move_cost(e, s->def, obj, nw, other) - move_cost(e, s->def, obj, *cur, other));
             }
         int c0 = s->phased ? p : 0, c1 = s->phased ? p + 1 : e->nphase;
         for (int c = c0; c < c1; c++) {
@@ -539,7 +744,7 @@ HM_API uint64_t hm_est_state_bytes(const hm_est_state_t *s, int dev)
             uint64_t size = e->obj[o].size;
             if (sl.dev == dev)
                 b += sl.pct >= 100 ? size : (uint64_t)((double)size * sl.pct / 100.0 + 0.5);
-            else if (dev == e->def)
+            else if (dev == s->def)
                 b += (uint64_t)((double)size * (100 - sl.pct) / 100.0 + 0.5);
         }
         peak = b > peak ? b : peak;
@@ -554,8 +759,10 @@ static json_t *rules_json(const hm_est_state_t *s, int p)
     const hm_estimator_t *e = s->e;
     json_t *rules = json_array();
     for (int o = 0; o < e->nobj - 1; o++) {
-        slot_t sl = s->a[(size_t)p * e->nobj + o];
-        if (sl.dev == e->def)
+        slot_t sl = s->a[(size_t)p * e->nobj + o], top = s->a[o];
+        /* Phase lists fall back to the top-level rules, so they name every
+         * object placed otherwise than there, the default device included. */
+        if (p == 0 ? sl.dev == s->def : sl.dev == top.dev && sl.pct == top.pct)
             continue;
         json_t *r = json_object();
         if (e->obj[o].name) {
@@ -577,7 +784,7 @@ HM_API char *hm_est_state_placement_json(const hm_est_state_t *s)
 {
     const hm_estimator_t *e = s->e;
     json_t *root = json_object();
-    json_object_set_new(root, "default", json_string(e->dev_name[e->def]));
+    json_object_set_new(root, "default", json_string(e->dev_name[s->def]));
     json_object_set_new(root, "rules", rules_json(s, 0));
     if (s->phased) {
         json_t *ph = json_object();
@@ -612,8 +819,7 @@ HM_API int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *pl, hm_est_m
         return rc;
     /* The untracked data and unmatched objects go to the placement's default
      * device, which may differ from the machine's first device. */
-    int saved_def = e->def;
-    e->def = pdef;
+    s->def = pdef;
     for (int p = 0; p < s->np; p++)
         for (int o = 0; o < O; o++)
             s->a[(size_t)p * O + o] = (slot_t){(int16_t)pdef, 100};
@@ -624,7 +830,6 @@ HM_API int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *pl, hm_est_m
             hm_place_t m;
             hm_placement_match(pl, phase, &d, &m);
             if (m.device < 0 || m.device >= e->ndev) {
-                e->def = saved_def;
                 hm_est_state_close(s);
                 return hm__errf(HM_ENODEV, "placement device %d is not one of the traces' devices", m.device);
             }
@@ -658,7 +863,53 @@ HM_API int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *pl, hm_est_m
         }
         *bd = &e->bd;
     }
-    e->def = saved_def;
     hm_est_state_close(s);
     return 0;
+}
+
+HM_API int hm_estimator_estimate_job(hm_estimator_t *const *ranks, int nranks, hm_placement_t *p, hm_est_model_t model,
+                                     hm_estimate_t *out)
+{
+    hm__errclear();
+    if (nranks < 1)
+        return hm__errf(HM_EUSAGE, "a job estimate needs at least one rank");
+    /* Phase labels by name over all ranks, each with the slowest rank's time. */
+    int cap = 0, n = 0;
+    for (int r = 0; r < nranks; r++)
+        cap += ranks[r]->nphase;
+    const char **names = hm__xcalloc((size_t)cap, sizeof *names);
+    double *tmax = hm__xcalloc((size_t)cap, sizeof *tmax), mig = 0, lo = 1, hi = 1;
+    int rc = 0;
+    for (int r = 0; r < nranks && rc == 0; r++) {
+        hm_estimate_t est;
+        const hm_est_breakdown_t *bd;
+        if ((rc = hm_estimator_estimate(ranks[r], p, model, &est, &bd)) < 0) {
+            rc = hm__errf(rc, "rank %d: %s", r, hm_errdetail());
+            break;
+        }
+        for (int c = 0; c < bd->nphases; c++) {
+            const char *nm = ranks[r]->phase_name[c];
+            int k = 0;
+            while (k < n && strcmp(names[k], nm))
+                k++;
+            if (k == n)
+                names[n++] = nm;
+            if (bd->phase_ns[c] > tmax[k])
+                tmax[k] = bd->phase_ns[c];
+        }
+        mig = est.migration_ns > mig ? est.migration_ns : mig;
+        if (est.runtime_ns > 0) {
+            lo = fmin(lo, est.lo_ns / est.runtime_ns);
+            hi = fmax(hi, est.hi_ns / est.runtime_ns);
+        }
+    }
+    if (rc == 0) {
+        double t = mig;
+        for (int k = 0; k < n; k++)
+            t += tmax[k];
+        *out = (hm_estimate_t){t, t * lo, t * hi, mig};
+    }
+    free(names);
+    free(tmax);
+    return rc;
 }

@@ -7,7 +7,9 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/objtab.h"
 #include "estimate/estimate_int.h"
@@ -34,6 +36,14 @@ typedef struct {
     ipoint_t *ip;             /* instruction counter points, time order */
     int nip, cip;
     uint64_t *bound;          /* window boundaries (nwin + 1 times) */
+    uint32_t hist[4][512];    /* load weights per cache level (first pass) */
+    float base[4];            /* usual latency of a hit per level: 5th percentile */
+    struct oset *os;          /* this run's objects (first pass) */
+    int *map;                 /* this run's object -> the union's */
+    float (*pages)[100];      /* per union object: pages of sampled misses */
+    hm_estimator_t *e;        /* second pass: where samples go */
+    int rc;                   /* a worker's result, and its detail: */
+    char err[512];
 } run_t;
 
 /* ------------------------------------------------------------ objects */
@@ -44,7 +54,7 @@ typedef struct {
     uint64_t live, peak, allocations;
 } okey_t;
 
-typedef struct {
+typedef struct oset {
     okey_t *v;
     int n, cap;
 } oset_t;
@@ -81,6 +91,14 @@ static void run_free(run_t *r)
     free(r->ev_time);
     free(r->ip);
     free(r->bound);
+    if (r->os) {
+        for (int k = 0; k < r->os->n; k++)
+            free(r->os->v[k].name);
+        free(r->os->v);
+        free(r->os);
+    }
+    free(r->map);
+    free(r->pages);
 }
 
 static const char *base(const char *p)
@@ -129,38 +147,64 @@ static uint64_t time_at(const run_t *r, double instr, uint64_t t0, uint64_t t1)
     return hi;
 }
 
-/* First pass: header checks, phase events and instruction counters. */
-static int read_events(run_t *r)
+/* Phase markers and instruction counters, kept on the first pass. */
+static void add_event(run_t *r, const hm_record_t *ev)
 {
-    uint32_t nb = hm_trace_nblocks(r->t);
-    for (uint32_t b = 0; b < nb; b++) {
-        const hm_block_t *blk;
-        int rc = hm_trace_read_block(r->t, b, &blk);
-        if (rc < 0)
-            return hm__errf(rc, "%s: %s", r->path, hm_errdetail());
-        for (uint32_t i = 0; i < blk->nevents; i++) {
-            const hm_record_t *ev = &blk->events[i];
-            if (ev->kind == HM_REC_PHASE_BEGIN || ev->kind == HM_REC_PHASE_END) {
-                if (r->nev == r->cev) {
-                    r->cev = r->cev ? 2 * r->cev : 64;
-                    r->ev_kind = hm__xrealloc(r->ev_kind, (size_t)r->cev * sizeof *r->ev_kind);
-                    r->ev_name = hm__xrealloc(r->ev_name, (size_t)r->cev * sizeof *r->ev_name);
-                    r->ev_time = hm__xrealloc(r->ev_time, (size_t)r->cev * sizeof *r->ev_time);
-                }
-                r->ev_kind[r->nev] = ev->kind == HM_REC_PHASE_BEGIN;
-                r->ev_name[r->nev] = hm__xstrdup(ev->u.phase.name ? ev->u.phase.name : "");
-                r->ev_time[r->nev++] = ev->u.phase.time;
-            } else if (ev->kind == HM_REC_COUNTER && ev->u.counter.counter == HM_COUNTER_INSTRUCTIONS) {
-                if (r->nip == r->cip) {
-                    r->cip = r->cip ? 2 * r->cip : 1024;
-                    r->ip = hm__xrealloc(r->ip, (size_t)r->cip * sizeof *r->ip);
-                }
-                if (r->nip && ev->u.counter.time <= r->ip[r->nip - 1].time)
-                    continue; /* keep the points strictly increasing in time */
-                r->ip[r->nip++] = (ipoint_t){ev->u.counter.time, ev->u.counter.value};
-            }
+    if (ev->kind == HM_REC_PHASE_BEGIN || ev->kind == HM_REC_PHASE_END) {
+        if (r->nev == r->cev) {
+            r->cev = r->cev ? 2 * r->cev : 64;
+            r->ev_kind = hm__xrealloc(r->ev_kind, (size_t)r->cev * sizeof *r->ev_kind);
+            r->ev_name = hm__xrealloc(r->ev_name, (size_t)r->cev * sizeof *r->ev_name);
+            r->ev_time = hm__xrealloc(r->ev_time, (size_t)r->cev * sizeof *r->ev_time);
         }
+        r->ev_kind[r->nev] = ev->kind == HM_REC_PHASE_BEGIN;
+        r->ev_name[r->nev] = hm__xstrdup(ev->u.phase.name ? ev->u.phase.name : "");
+        r->ev_time[r->nev++] = ev->u.phase.time;
+    } else if (ev->u.counter.counter == HM_COUNTER_INSTRUCTIONS) {
+        if (r->nip == r->cip) {
+            r->cip = r->cip ? 2 * r->cip : 1024;
+            r->ip = hm__xrealloc(r->ip, (size_t)r->cip * sizeof *r->ip);
+        }
+        if (r->nip && ev->u.counter.time <= r->ip[r->nip - 1].time)
+            return; /* keep the points strictly increasing in time */
+        r->ip[r->nip++] = (ipoint_t){ev->u.counter.time, ev->u.counter.value};
     }
+}
+
+static int walk_run(run_t *r);
+
+/* Runs walk_run() on every run, one thread per run up to the online CPUs:
+ * the runs are independent until their objects are merged. */
+static void *worker(void *arg)
+{
+    run_t *r = arg;
+    r->rc = walk_run(r);
+    if (r->rc < 0)
+        snprintf(r->err, sizeof r->err, "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(r->rc));
+    return NULL;
+}
+
+static int walk_all(run_t *runs, int n)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int par = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu;
+    for (int i = 0; i < n;) {
+        pthread_t th[64];
+        int started[64] = {0}, m = n - i < par ? n - i : par;
+        for (int j = 1; j < m; j++)
+            started[j] = pthread_create(&th[j], NULL, worker, &runs[i + j]) == 0;
+        worker(&runs[i]);
+        for (int j = 1; j < m; j++) {
+            if (started[j])
+                pthread_join(th[j], NULL);
+            else
+                worker(&runs[i + j]); /* no thread to be had: do it here */
+        }
+        i += m;
+    }
+    for (int i = 0; i < n; i++)
+        if (runs[i].rc < 0)
+            return hm__errf(runs[i].rc, "%s", runs[i].err);
     return 0;
 }
 
@@ -185,10 +229,22 @@ static void device_figures(hm_estimator_t *e, int d, const char *machine_json, c
         if (!nm || strcmp(nm, dev))
             continue;
         json_t *bw = json_object_get(v, "read_bandwidth_gbs"), *lat = json_object_get(v, "read_latency_ns");
+        json_t *wbw = json_object_get(v, "write_bandwidth_gbs");
         if (json_is_number(bw))
             e->bw[d] = json_number_value(bw) / cores;
+        e->wbw[d] = json_is_number(wbw) ? json_number_value(wbw) / cores : e->bw[d];
         if (json_is_number(lat))
             e->lat_ns[d] = json_number_value(lat);
+        /* A loaded-latency curve (as Intel MLC measures it): [[u, ns], ...]. */
+        json_t *ll = json_object_get(v, "loaded_latency"), *pt;
+        size_t k;
+        json_array_foreach(ll, k, pt) {
+            if (k >= 16 || !json_is_number(json_array_get(pt, 0)) || !json_is_number(json_array_get(pt, 1)))
+                break;
+            e->ll[d][0][k] = json_number_value(json_array_get(pt, 0));
+            e->ll[d][1][k] = json_number_value(json_array_get(pt, 1));
+            e->ll_n[d] = (int)k + 1;
+        }
         json_t *cap = json_object_get(v, "capacity");
         uint64_t bytes = 0;
         if (json_is_string(cap) && hm__parse_size(json_string_value(cap), &bytes) == 0)
@@ -227,6 +283,19 @@ int hm__est_alloc(hm_estimator_t *e)
  * name) and, with @p e non-NULL, puts every sample into its window and
  * object. Sizes and counts are gathered only on the first pass (@p e NULL),
  * when new objects may appear; the second pass finds the same keys. */
+static uint64_t ev_time(const hm_record_t *r)
+{
+    switch (r->kind) {
+    case HM_REC_ALLOC:
+    case HM_REC_FREE: return r->u.alloc.time;
+    case HM_REC_PHASE_BEGIN:
+    case HM_REC_PHASE_END: return r->u.phase.time;
+    case HM_REC_COUNTER: return r->u.counter.time;
+    case HM_REC_NAME: return r->u.name.time;
+    default: return 0; /* sites have no time: they come before their allocations */
+    }
+}
+
 static void live_add(oset_t *os, int o, uint64_t size, int count)
 {
     os->v[o].live += size;
@@ -235,12 +304,15 @@ static void live_add(oset_t *os, int o, uint64_t size, int count)
         os->v[o].peak = os->v[o].live;
 }
 
-static int walk_run(hm_estimator_t *e, run_t *r, oset_t *os)
+static int walk_run(run_t *r)
 {
+    hm_estimator_t *e = r->e;
+    oset_t *os = r->os;
     hm_objtab_t *tab;
     if (hm__objtab_open(&tab) < 0)
         return -ENOMEM;
     int first = e == NULL, d = r->dev, w = 0, rc = 0;
+    hm_objtab_entry_t last = {0, 0, UINT64_MAX};
     alloc_t *allocs = NULL;
     size_t nalloc = 0, cap = 0;
     for (int k = 0; k < os->n; k++)
@@ -257,8 +329,11 @@ static int walk_run(hm_estimator_t *e, run_t *r, oset_t *os)
         for (uint32_t i = 0; i <= blk->n && rc == 0; i++) {
             /* Events at or before this sample's time come first. */
             uint64_t st = i < blk->n ? blk->time[i] : UINT64_MAX;
-            for (; ei < blk->nevents && blk->events[ei].u.sample.time <= st; ei++) {
+            for (; ei < blk->nevents && ev_time(&blk->events[ei]) <= st; ei++) {
                 const hm_record_t *ev = &blk->events[ei];
+                last = (hm_objtab_entry_t){0, 0, UINT64_MAX}; /* the table may change */
+                if (first && (ev->kind == HM_REC_PHASE_BEGIN || ev->kind == HM_REC_PHASE_END || ev->kind == HM_REC_COUNTER))
+                    add_event(r, ev);
                 if (ev->kind == HM_REC_ALLOC) {
                     const hm_alloc_t *a = &ev->u.alloc;
                     int o = oset_get(os, a->site, NULL);
@@ -296,19 +371,50 @@ static int walk_run(hm_estimator_t *e, run_t *r, oset_t *os)
                     }
                 }
             }
-            if (i == blk->n || first)
+            if (i == blk->n)
                 continue;
+            if (first) {
+                unsigned lv = HM_DSRC_LEVEL(blk->dsrc[i]);
+                if (blk->access[i] == HM_ACCESS_LOAD && lv >= HM_DSRC_L1 && lv <= HM_DSRC_L3)
+                    r->hist[lv][blk->weight[i] < 511 ? blk->weight[i] : 511]++;
+                continue;
+            }
             while (w < e->nwin - 1 && st >= r->bound[w + 1])
                 w++;
-            const hm_objtab_entry_t *ent = hm__objtab_find(tab, blk->addr[i]);
-            int o = ent ? allocs[ent->id].obj : e->nobj - 1;
+            /* Consecutive samples mostly fall in the object of the last one. */
+            uint64_t a = blk->addr[i];
+            if (!(a - last.addr < last.size || (last.size == 0 && a == last.addr && last.id != UINT64_MAX))) {
+                const hm_objtab_entry_t *ent = hm__objtab_find(tab, a);
+                last = ent ? *ent : (hm_objtab_entry_t){0, 0, UINT64_MAX};
+            }
+            int ent = last.id != UINT64_MAX;
+            int o = ent ? r->map[allocs[last.id].obj] : e->nobj - 1;
+
             hm__est_cell_t *c = hm__est_cell(e, w, o, d);
+            unsigned lv = HM_DSRC_LEVEL(blk->dsrc[i]);
+            float wt = (float)blk->weight[i];
             c->n += 1;
-            c->w += (float)blk->weight[i];
-            if (HM_DSRC_LEVEL(blk->dsrc[i]) >= HM_DSRC_L2)
+            c->w += wt;
+            /* A store sample says only whether it hit L1 (as Intel's store event).
+             * A store miss moves two lines: the read for ownership and, later,
+             * the write-back of the dirty line. */
+            if (blk->access[i] == HM_ACCESS_STORE ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2) {
                 c->m += 1;
-            if (ent)
-                e->obj[o].pages[(blk->addr[i] >> 12) % 100] += 1;
+                c->sm += blk->access[i] == HM_ACCESS_STORE;
+            }
+            if (blk->access[i] == HM_ACCESS_LOAD) {
+                if (lv == HM_DSRC_MEM || lv == HM_DSRC_LFB || lv == HM_DSRC_REMOTE) {
+                    c->x += wt;
+                    c->mm += 1;
+                } else if (lv >= HM_DSRC_L2 && lv <= HM_DSRC_L3 && wt > 2 * r->base[lv]) {
+                    c->x += wt - r->base[lv];
+                    c->mm += 1;
+                }
+            }
+            /* Pages of the accesses that reach memory: a pages_percent split
+             * moves those, whatever the cache hits do. */
+            if (ent && (blk->access[i] == HM_ACCESS_STORE ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2))
+                r->pages[o][(blk->addr[i] >> 12) % 100] += 1;
         }
     }
     free(allocs);
@@ -377,6 +483,8 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
     if (n < 2)
         return hm__errf(HM_EUSAGE, "%d trace%s given: one trace per device is needed, at least two", n,
                         n == 1 ? "" : "s");
+    if (n > 64)
+        return hm__errf(HM_EUSAGE, "%d traces given: at most 64 devices", n);
     uint32_t target = opts && opts->windows ? opts->windows : 1000;
     hm_estimator_t *e = hm__xcalloc(1, sizeof *e);
     run_t *runs = hm__xcalloc((size_t)n, sizeof *runs);
@@ -389,8 +497,11 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
     e->runtime_ns = hm__xcalloc((size_t)n, sizeof(double));
     e->period = hm__xcalloc((size_t)n, sizeof(double));
     e->bw = hm__xcalloc((size_t)n, sizeof(double));
+    e->wbw = hm__xcalloc((size_t)n, sizeof(double));
     e->lat_ns = hm__xcalloc((size_t)n, sizeof(double));
     e->cap = hm__xcalloc((size_t)n, sizeof(uint64_t));
+    e->ll_n = hm__xcalloc((size_t)n, sizeof *e->ll_n);
+    e->ll = hm__xcalloc((size_t)n, sizeof *e->ll);
 
     /* Open and check each run. */
     for (int i = 0; i < n; i++) {
@@ -431,9 +542,23 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
         e->runtime_ns[i] = (double)r->st.end.total_time * (r->meta->clock_ns_per_unit > 0 ? r->meta->clock_ns_per_unit : 1.0);
         e->period[i] = r->meta->period ? (double)r->meta->period : 1.0;
         device_figures(e, i, r->meta->machine_json, r->meta->device);
-        if ((rc = read_events(r)) < 0)
-            goto fail;
+        r->os = hm__xcalloc(1, sizeof *r->os);
     }
+    /* First pass over every run: phase markers, counters, objects, and the
+     * usual latency of hits per cache level. */
+    if ((rc = walk_all(runs, n)) < 0)
+        goto fail;
+    for (int i = 0; i < n; i++)
+        for (int lv = 1; lv < 4; lv++) {
+            uint64_t tot = 0, acc = 0;
+            for (int b = 0; b < 512; b++)
+                tot += runs[i].hist[lv][b];
+            for (int b = 0; b < 512 && tot; b++)
+                if ((acc += runs[i].hist[lv][b]) * 20 >= tot) {
+                    runs[i].base[lv] = (float)b;
+                    break;
+                }
+        }
     /* The default device is the machine's first device when the traces say;
      * otherwise the first trace's. Devices keep the traces' order. */
     e->def = 0;
@@ -469,15 +594,18 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
             nw[g] = 1;
         e->nwin += nw[g];
     }
-    /* Objects: the union over runs of (site, name), hottest first. */
-    for (int i = 0; i < n && rc == 0; i++) {
-        for (int k = 0; k < os.n; k++)
-            os.v[k].live = 0;
-        rc = walk_run(NULL, &runs[i], &os);
-    }
-    if (rc < 0) {
-        free(nw);
-        goto fail;
+    /* Objects: the union over runs of (site, name); peak sizes are the
+     * largest of the runs', allocation counts their sum (divided later). */
+    for (int i = 0; i < n; i++) {
+        oset_t *lo = runs[i].os;
+        runs[i].map = hm__xcalloc((size_t)lo->n + 1, sizeof *runs[i].map);
+        for (int k = 0; k < lo->n; k++) {
+            int g = oset_get(&os, lo->v[k].site, lo->v[k].name);
+            runs[i].map[k] = g;
+            if (lo->v[k].peak > os.v[g].peak)
+                os.v[g].peak = lo->v[k].peak;
+            os.v[g].allocations += lo->v[k].allocations;
+        }
     }
     e->nobj = os.n + 1;
     e->obj = hm__xcalloc((size_t)e->nobj, sizeof *e->obj);
@@ -513,11 +641,18 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
     }
     free(nw);
 
-    /* Samples into cells (objects in the union set's order, sorted afterwards). */
-    for (int i = 0; i < n && rc == 0; i++)
-        rc = walk_run(e, &runs[i], &os);
-    if (rc < 0)
+    /* Second pass: samples into cells (objects in the union's order, sorted
+     * afterwards). */
+    for (int i = 0; i < n; i++) {
+        runs[i].e = e;
+        runs[i].pages = hm__xcalloc((size_t)e->nobj, sizeof *runs[i].pages);
+    }
+    if ((rc = walk_all(runs, n)) < 0)
         goto fail;
+    for (int i = 0; i < n; i++)
+        for (int o = 0; o < e->nobj; o++)
+            for (int b = 0; b < 100; b++)
+                e->obj[o].pages[b] += runs[i].pages[o][b];
 
     /* Sort objects by samples in the reference run, hottest first. */
     {
@@ -529,9 +664,13 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
         /* A site's unnamed object that was named right after allocation holds
          * nothing: it is dropped, and its samples (if any) stay untracked. */
         int *ord = hm__xcalloc((size_t)O + 1, sizeof *ord), keep = 0;
-        for (int o = 0; o < O; o++)
+        for (int o = 0; o < O; o++) {
+            HM_DEBUG("estimate: object %d site %016llx name %s allocations %llu peak %llu samples %.0f", o,
+                     (unsigned long long)os.v[o].site, os.v[o].name ? os.v[o].name : "-",
+                     (unsigned long long)os.v[o].allocations, (unsigned long long)os.v[o].peak, hot[o]);
             if (os.v[o].allocations > 0 || hot[o] > 0)
                 ord[keep++] = o;
+        }
         qsort_r(ord, (size_t)keep, sizeof *ord, cmp_obj, hot);
         hm__est_obj_t *nobj = hm__xcalloc((size_t)e->nobj, sizeof *nobj);
         hm__est_cell_t *ncell = calloc((size_t)e->nwin * e->nobj * e->ndev, sizeof *ncell);
