@@ -292,22 +292,34 @@ static int ctx_init(hm__opt_t *o, hm_estimator_t *e, const hm_optimize_opts_t *o
     return 0;
 }
 
-static int same_selector(json_t *a, json_t *b)
+/* Whether rule @p r selects estimator object @p ob (by name, else site). */
+static int selects(json_t *r, const hm_est_object_t *ob)
 {
-    json_t *x = json_object_get(a, "name"), *y = json_object_get(b, "name");
-    if (x || y)
-        return x && y && json_equal(x, y);
-    x = json_object_get(a, "site");
-    y = json_object_get(b, "site");
-    return x && y && json_equal(x, y);
+    const char *nm = json_string_value(json_object_get(r, "name"));
+    if (nm)
+        return ob->name && strcmp(nm, ob->name) == 0;
+    const char *site = json_string_value(json_object_get(r, "site"));
+    uint64_t v;
+    return site && hm__parse_u64(site, &v) == 0 && v == ob->site;
+}
+
+static const char *rule_device(json_t *rules, const hm_est_object_t *ob)
+{
+    size_t i;
+    json_t *r;
+    json_array_foreach(rules, i, r)
+        if (selects(r, ob))
+            return json_string_value(json_object_get(r, "device"));
+    return NULL;
 }
 
 /* A phase's rule list falls back to the top-level rules for objects it does
- * not match (docs/placement-format.md), so an object that a phase keeps on
- * the default device while the top-level rules send it elsewhere needs an
- * explicit rule there; without it the file would put the object where the
- * search did not, possibly over a capacity. Adds those rules to the state's
- * placement JSON. Returns a malloc'd string, or NULL. */
+ * not match (docs/placement-format.md). Checks, for every phase and object,
+ * that the file puts the object where the search did, and adds an explicit
+ * rule where it would not (say an object the phase keeps on the default
+ * device while the top-level rules send it elsewhere), so that the file
+ * never differs from the estimate, nor exceeds a capacity. Returns a
+ * malloc'd string, or NULL. */
 static char *placement_json(const hm__opt_t *o, const hm_est_state_t *s)
 {
     char *txt = hm_est_state_placement_json(s);
@@ -320,27 +332,44 @@ static char *placement_json(const hm__opt_t *o, const hm_est_state_t *s)
         json_decref(root);
         return txt;
     }
-    const char *name;
-    json_t *ph;
-    json_object_foreach(phases, name, ph) {
+    int changed = 0;
+    for (int p = 1; p < o->nph; p++) {
+        const char *pname = hm_estimator_phase_name(o->e, p);
+        json_t *ph = pname ? json_object_get(phases, pname) : NULL;
+        if (!ph) {
+            ph = json_pack("{s:[]}", "rules");
+            json_object_set_new(phases, pname, ph);
+        }
         json_t *rules = json_object_get(ph, "rules");
-        if (!json_is_array(rules))
-            continue;
-        size_t i, j;
-        json_t *tr, *pr;
-        json_array_foreach(top, i, tr) {
-            int found = 0;
-            json_array_foreach(rules, j, pr)
-                found |= same_selector(tr, pr);
-            if (found)
+        for (int i = 0; i < o->nobj; i++) {
+            hm_est_object_t ob;
+            if (hm_estimator_object(o->e, o->objs[i], &ob) < 0)
                 continue;
-            json_t *r = json_deep_copy(tr);
-            json_object_del(r, "pages_percent");
-            json_object_set_new(r, "device", json_string(def));
-            json_array_append_new(rules, r);
+            int pct = 100, want = hm_est_state_device(s, p, o->objs[i], &pct);
+            const char *have = rule_device(rules, &ob);
+            if (!have)
+                have = rule_device(top, &ob);
+            if (!have)
+                have = def;
+            const char *wn = hm_estimator_device_name(o->e, want);
+            if (!wn || strcmp(have, wn) == 0)
+                continue;
+            json_t *r = json_object();
+            if (ob.name) {
+                json_object_set_new(r, "name", json_string(ob.name));
+            } else {
+                char site[32];
+                snprintf(site, sizeof site, "0x%016llx", (unsigned long long)ob.site);
+                json_object_set_new(r, "site", json_string(site));
+            }
+            if (pct < 100 && want != o->estdef)
+                json_object_set_new(r, "pages_percent", json_integer(pct));
+            json_object_set_new(r, "device", json_string(wn));
+            json_array_insert_new(rules, 0, r);
+            changed = 1;
         }
     }
-    char *fixed = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    char *fixed = changed ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(root);
     if (!fixed)
         return txt;
