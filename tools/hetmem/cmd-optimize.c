@@ -1,4 +1,362 @@
-#include "cli.h"
+/* hetmem optimize: search for the fastest placement under device capacities,
+ * on the estimator built from per-device traces (or a saved summary), and
+ * compare it with the reference placements (all on the default device,
+ * first touch, all on the slowest and on the fastest device). */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
-HM_CMD_NOT_BUILT(hm_cmd_optimize, "optimize", "Search for the fastest placement under capacity limits",
-                 "hetmem optimize TRACE... --capacity DEV=SIZE [--algo rl|greedy|anneal|exhaustive|random] [--phases] [-o FILE] [--json]");
+#include "cli.h"
+#include "hetmem/estimate.h"
+#include "hetmem/optimize.h"
+#include "hetmem/placement.h"
+
+enum {
+    OPT_CAPACITY = 256, OPT_ALGO, OPT_MODEL, OPT_PHASES, OPT_SPLIT, OPT_BUDGET, OPT_TIME, OPT_SEED,
+    OPT_JSON, OPT_SUMMARY, OPT_POLICY, OPT_SAVE_POLICY
+};
+
+static const hm_cli_opt_t opt_opts[] = {
+    {OPT_CAPACITY, "capacity", "DEV=SIZE", "bytes the placement may use on DEV (K/M/G suffixes); repeat per device"},
+    {OPT_ALGO, "algo", "NAME", "rl (default), greedy, anneal, exhaustive or random"},
+    {OPT_MODEL, "model", "NAME", "estimator model: default or linear"},
+    {OPT_PHASES, "phases", NULL, "place per phase (objects move at phase boundaries, migration cost included)"},
+    {OPT_SPLIT, "split", NULL, "greedy: may put part of one more object's pages on a device"},
+    {OPT_BUDGET, "budget", "N", "at most N estimator calls (default 20000 for rl, anneal, random)"},
+    {OPT_TIME, "time", "S", "stop after S seconds (results then depend on the machine's speed)"},
+    {OPT_SEED, "seed", "S", "random seed (default 1)"},
+    {'o', "output", "FILE", "write the placement file"},
+    {OPT_JSON, "json", NULL, "print the result as JSON"},
+    {OPT_SUMMARY, "summary", "FILE", "use a saved estimator summary instead of traces"},
+    {OPT_POLICY, "policy", "FILE", "rl: start from this saved policy"},
+    {OPT_SAVE_POLICY, "save-policy", "FILE", "rl: save the trained policy"},
+    {0},
+};
+
+static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv);
+
+const hm_cmd_t hm_cmd_optimize = {
+    "optimize", "Search for the fastest placement under capacity limits",
+    "hetmem optimize TRACE... --capacity DEV=SIZE [...] [--algo rl|greedy|anneal|exhaustive|random] [--phases]\n"
+    "                       [--budget N | --time S] [--seed S] [-o FILE] [--json]\n"
+    "       hetmem optimize --summary FILE --capacity DEV=SIZE [...] [options]",
+    "TRACEs are one sampled trace per device with all data on it (hetmem sim -o, hetmem\n"
+    "record --bind). Devices without --capacity keep the capacity recorded in the traces.\n"
+    "Prints the predicted runtime with its 95% interval and compares it with all data on\n"
+    "the default device, with first touch (objects in order, each on the fastest device\n"
+    "with room), and with the best placement known in this run (the search, greedy, first\n"
+    "touch): 'gap closed' is the share of the all-slowest -> best-known gap the result\n"
+    "closes. Algorithms and the --json fields: docs/optimizer.md.",
+    opt_opts, cmd_optimize};
+
+#define MAX_CAPS 16
+
+static double s_of(double ns)
+{
+    return ns * 1e-9;
+}
+
+static int write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -errno;
+    fputs(text, f);
+    fputc('\n', f);
+    return fclose(f) == 0 ? 0 : -errno;
+}
+
+static void print_objects(FILE *f, hm_estimator_t *e, const hm_optimize_result_t *r, int phased)
+{
+    char b[32];
+    int nph = phased ? hm_estimator_nphases(e) : 1;
+    fprintf(f, "\n  %-18s %-16s %10s  %s\n", "object site", "name", "size", phased ? "device per phase" : "device");
+    for (int i = 0; i < hm_estimator_nobjects(e); i++) {
+        hm_est_object_t ob;
+        if (hm_estimator_object(e, i, &ob) < 0 || !ob.movable)
+            continue;
+        char site[24], where[256];
+        snprintf(site, sizeof site, "0x%016llx", (unsigned long long)ob.site);
+        size_t len = 0;
+        where[0] = 0;
+        for (int p = 0; p < nph && len < sizeof where - 40; p++) {
+            int pct = 100, d = hm_est_state_device(r->state, phased ? p : -1, i, &pct);
+            const char *dn = hm_estimator_device_name(e, d);
+            if (phased)
+                len += (size_t)snprintf(where + len, sizeof where - len, "%s%s=", p ? " " : "",
+                                        hm_estimator_phase_name(e, p));
+            len += (size_t)snprintf(where + len, sizeof where - len, pct < 100 ? "%s %d%%" : "%s", dn ? dn : "?", pct);
+        }
+        fprintf(f, "  %-18s %-16s %10s  %s\n", site, ob.name ? ob.name : "-", hm__fmt_size(ob.size, b, sizeof b), where);
+    }
+}
+
+static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
+{
+    hm_cli_t cli;
+    const char *arg, *out = NULL, *summary = NULL;
+    const char *cap_dev[MAX_CAPS];
+    uint64_t cap_val[MAX_CAPS];
+    int ncaps = 0, json = 0, key;
+    const char **traces = hm__xcalloc((size_t)argc + 1, sizeof *traces);
+    int ntraces = 0;
+    hm_optimize_opts_t opts = {.algo = HM_OPT_RL, .model = HM_EST_DEFAULT, .seed = 1};
+    hm_cli_init(&cli, cmd, argc, argv, 1);
+    int status = HM_EXIT_USAGE, ends = 0;
+    while (cli.ind < argc) {
+        const char *a = argv[cli.ind];
+        if (ends || a[0] != '-' || a[1] == 0) {
+            traces[ntraces++] = a;
+            cli.ind++;
+            continue;
+        }
+        if (strcmp(a, "--") == 0) {
+            ends = 1;
+            cli.ind++;
+            continue;
+        }
+        key = hm_cli_next(&cli, &arg);
+        switch (key) {
+        case OPT_CAPACITY: {
+            const char *eq = strchr(arg, '=');
+            if (!eq || eq == arg) {
+                hm_cli_usage(cmd, "--capacity '%s': expected DEV=SIZE", arg);
+                goto done;
+            }
+            if (ncaps == MAX_CAPS) {
+                hm_cli_usage(cmd, "--capacity: at most %d devices", MAX_CAPS);
+                goto done;
+            }
+            char *dev = hm__xstrdup(arg);
+            dev[eq - arg] = 0;
+            if (hm_cli_size(cmd, "--capacity", eq + 1, &cap_val[ncaps])) {
+                free(dev);
+                goto done;
+            }
+            for (int i = 0; i < ncaps; i++)
+                if (strcmp(cap_dev[i], dev) == 0) {
+                    hm_cli_usage(cmd, "--capacity: device '%s' given twice", dev);
+                    free(dev);
+                    goto done;
+                }
+            cap_dev[ncaps++] = dev;
+            break;
+        }
+        case OPT_ALGO:
+            if (hm_optimize_algo_parse(arg, &opts.algo) < 0) {
+                hm_cli_usage(cmd, "--algo: %s", hm_errdetail());
+                goto done;
+            }
+            break;
+        case OPT_MODEL:
+            if (hm_est_model_parse(arg, &opts.model) < 0) {
+                hm_cli_usage(cmd, "--model: unknown model '%s' (default, linear)", arg);
+                goto done;
+            }
+            break;
+        case OPT_PHASES: opts.phased = 1; break;
+        case OPT_SPLIT: opts.split = 1; break;
+        case OPT_BUDGET:
+            if (hm_cli_u64(cmd, "--budget", arg, &opts.budget))
+                goto done;
+            if (opts.budget == 0) {
+                hm_cli_usage(cmd, "--budget must be at least 1 estimator call");
+                goto done;
+            }
+            break;
+        case OPT_TIME:
+            if (hm__parse_double(arg, &opts.time_s) < 0 || !(opts.time_s > 0)) {
+                hm_cli_usage(cmd, "--time: '%s' is not a positive number of seconds", arg);
+                goto done;
+            }
+            break;
+        case OPT_SEED:
+            if (hm_cli_u64(cmd, "--seed", arg, &opts.seed))
+                goto done;
+            break;
+        case 'o': out = arg; break;
+        case OPT_JSON: json = 1; break;
+        case OPT_SUMMARY: summary = arg; break;
+        case OPT_POLICY: opts.policy_in = arg; break;
+        case OPT_SAVE_POLICY: opts.policy_out = arg; break;
+        case HM_CLI_HELP: status = HM_EXIT_OK; goto done;
+        default: goto done;
+        }
+    }
+    if (summary && ntraces) {
+        hm_cli_usage(cmd, "--summary and traces exclude each other");
+        goto done;
+    }
+    if (!summary && ntraces < 2) {
+        hm_cli_usage(cmd, "need one trace per device (at least 2), or --summary FILE");
+        goto done;
+    }
+    if (ncaps == 0) {
+        hm_cli_usage(cmd, "--capacity DEV=SIZE is required");
+        goto done;
+    }
+    if ((opts.policy_in || opts.policy_out) && opts.algo != HM_OPT_RL) {
+        hm_cli_usage(cmd, "--policy and --save-policy need --algo rl");
+        goto done;
+    }
+    if (opts.split && opts.algo != HM_OPT_GREEDY) {
+        hm_cli_usage(cmd, "--split needs --algo greedy");
+        goto done;
+    }
+
+    status = HM_EXIT_RUNTIME;
+    hm_estimator_t *e = NULL;
+    hm_optimize_result_t res = {0}, ref[4] = {{0}}, greedy = {0};
+    uint64_t *caps = NULL;
+    char what[64];
+    int rc = summary ? hm_estimator_open_summary(&e, summary) : hm_estimator_open(&e, traces, ntraces, NULL);
+    if (rc < 0) {
+        hm_cli_fail(summary ? summary : "traces", rc);
+        goto done;
+    }
+    int ndev = hm_estimator_ndevices(e);
+    caps = hm__xcalloc((size_t)ndev, sizeof *caps);
+    for (int d = 0; d < ndev; d++) {
+        uint64_t dc = hm_estimator_device_capacity(e, d);
+        caps[d] = dc ? dc : HM_OPT_UNLIMITED;
+    }
+    for (int i = 0; i < ncaps; i++) {
+        char b1[32], b2[32];
+        snprintf(what, sizeof what, "--capacity %s", cap_dev[i]);
+        int d = hm_estimator_device_index(e, cap_dev[i]);
+        if (d < 0) {
+            hm_cli_fail(what, d);
+            goto close;
+        }
+        uint64_t dc = hm_estimator_device_capacity(e, d);
+        if (dc && cap_val[i] > dc) {
+            hm_cli_failf(what, "%s is larger than the device's capacity in the traces (%s)",
+                         hm__fmt_size(cap_val[i], b1, sizeof b1), hm__fmt_size(dc, b2, sizeof b2));
+            goto close;
+        }
+        caps[d] = cap_val[i];
+    }
+    opts.capacity = caps;
+    rc = hm_optimize_run(e, &opts, &res);
+    if (rc == HM_ETOOBIG) {
+        hm_cli_failf(hm_optimize_algo_name(opts.algo), "%s", hm_errdetail());
+        goto close;
+    }
+    if (rc < 0) {
+        hm_cli_fail(hm_optimize_algo_name(opts.algo), rc);
+        goto close;
+    }
+    /* References: same model, phasing and capacities. Greedy joins them as
+     * a cheap best-known candidate. */
+    for (int k = 0; k < 4; k++)
+        if ((rc = hm_optimize_reference(e, &opts, (hm_optimize_ref_t)k, &ref[k])) < 0) {
+            hm_cli_fail("reference placement", rc);
+            goto close;
+        }
+    hm_optimize_opts_t gopts = opts;
+    gopts.algo = HM_OPT_GREEDY;
+    gopts.budget = 0;
+    gopts.time_s = 0;
+    gopts.policy_in = gopts.policy_out = NULL;
+    if ((rc = hm_optimize_run(e, &gopts, &greedy)) < 0) {
+        hm_cli_fail("greedy reference", rc);
+        goto close;
+    }
+    if (out) {
+        /* The file must load as a placement of these devices. */
+        const char **names = hm__xcalloc((size_t)ndev, sizeof *names);
+        for (int d = 0; d < ndev; d++)
+            names[d] = hm_estimator_device_name(e, d);
+        hm_placement_t *p = NULL;
+        rc = hm_placement_parse(&p, "optimized placement", res.placement_json, names, ndev);
+        free(names);
+        hm_placement_close(p);
+        if (rc < 0) {
+            hm_cli_fail("optimized placement", rc);
+            goto close;
+        }
+        if ((rc = write_file(out, res.placement_json)) < 0) {
+            hm_cli_fail(out, rc);
+            goto close;
+        }
+    }
+    double t = res.estimate.runtime_ns;
+    double t_def = ref[HM_OPT_REF_DEFAULT].estimate.runtime_ns, t_ft = ref[HM_OPT_REF_FIRST_TOUCH].estimate.runtime_ns;
+    double t_slow = ref[HM_OPT_REF_SLOWEST].estimate.runtime_ns, t_fast = ref[HM_OPT_REF_FASTEST].estimate.runtime_ns;
+    double best = t;
+    if (greedy.estimate.runtime_ns < best)
+        best = greedy.estimate.runtime_ns;
+    if (t_ft < best)
+        best = t_ft;
+    double gap = t_slow - best > 0 ? (t_slow - t) / (t_slow - best) : 1;
+    if (json) {
+        json_t *pl = json_loads(res.placement_json, 0, NULL);
+        json_t *capj = json_object();
+        for (int d = 0; d < ndev; d++)
+            json_object_set_new(capj, hm_estimator_device_name(e, d),
+                                caps[d] == HM_OPT_UNLIMITED ? json_null() : json_integer((json_int_t)caps[d]));
+        json_t *o = json_pack("{s:s, s:s, s:b, s:f, s:[f,f], s:f, s:I, s:f, s:b, s:I, s:o, "
+                              "s:{s:f, s:f, s:f, s:f, s:f}, s:f, s:f, s:f, s:o}",
+                              "algo", hm_optimize_algo_name(opts.algo), "model", hm_est_model_name(opts.model),
+                              "phased", opts.phased, "predicted_runtime_s", s_of(t), "ci_s", s_of(res.estimate.lo_ns),
+                              s_of(res.estimate.hi_ns), "migration_s", s_of(res.estimate.migration_ns),
+                              "estimator_calls", (json_int_t)res.estimator_calls, "wall_s", res.wall_s,
+                              "complete", res.complete, "episodes", (json_int_t)res.episodes, "capacity", capj,
+                              "references", "all_default_s", s_of(t_def), "first_touch_s", s_of(t_ft),
+                              "all_slowest_s", s_of(t_slow), "all_fastest_s", s_of(t_fast), "greedy_s",
+                              s_of(greedy.estimate.runtime_ns), "speedup_vs_default", t > 0 ? t_def / t : 0,
+                              "speedup_vs_first_touch", t > 0 ? t_ft / t : 0, "gap_closed", gap, "placement",
+                              pl ? pl : json_null());
+        char *txt = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+        if (!txt) {
+            json_decref(o);
+            hm_cli_fail("json", -ENOMEM);
+            goto close;
+        }
+        printf("%s\n", txt);
+        free(txt);
+        json_decref(o);
+    } else {
+        const char *dn = hm_estimator_device_name(e, hm_estimator_default_device(e));
+        printf("hetmem optimize: %s, model %s%s, %d objects, %llu estimator calls in %.3f s%s\n",
+               hm_optimize_algo_name(opts.algo), hm_est_model_name(opts.model), opts.phased ? ", per phase" : "",
+               hm_estimator_nobjects(e) - 1, (unsigned long long)res.estimator_calls, res.wall_s,
+               res.complete ? (opts.algo == HM_OPT_EXHAUSTIVE ? ", optimum proven" : "") : ", stopped by budget");
+        printf("  %-26s", "capacity");
+        for (int d = 0; d < ndev; d++) {
+            char b[32];
+            printf("%s%s %s", d ? ", " : "", hm_estimator_device_name(e, d),
+                   caps[d] == HM_OPT_UNLIMITED ? "unlimited" : hm__fmt_size(caps[d], b, sizeof b));
+        }
+        printf("\n  %-26s %.6f s  (95%%: %.6f .. %.6f)\n", "predicted runtime", s_of(t), s_of(res.estimate.lo_ns),
+               s_of(res.estimate.hi_ns));
+        if (opts.phased)
+            printf("  %-26s %.6f s\n", "of which migration", s_of(res.estimate.migration_ns));
+        char lab[64];
+        snprintf(lab, sizeof lab, "all in %s (default)", dn ? dn : "?");
+        printf("  %-26s %.6f s  -> %.3fx\n", lab, s_of(t_def), t > 0 ? t_def / t : 0);
+        printf("  %-26s %.6f s  -> %.3fx\n", "first touch", s_of(t_ft), t > 0 ? t_ft / t : 0);
+        printf("  %-26s %.6f s  -> %.3fx\n", "greedy", s_of(greedy.estimate.runtime_ns),
+               t > 0 ? greedy.estimate.runtime_ns / t : 0);
+        printf("  %-26s %.6f s  (no capacity limit)\n", "all on the slowest device", s_of(t_slow));
+        printf("  %-26s %.6f s  (no capacity limit)\n", "all on the fastest device", s_of(t_fast));
+        printf("  %-26s %.1f%% of all-slowest -> best known\n", "gap closed", 100 * gap);
+        print_objects(stdout, e, &res, opts.phased);
+        if (out)
+            printf("\n  placement written to %s\n", out);
+    }
+    status = HM_EXIT_OK;
+close:
+    hm_optimize_result_free(&res);
+    hm_optimize_result_free(&greedy);
+    for (int k = 0; k < 4; k++)
+        hm_optimize_result_free(&ref[k]);
+    free(caps);
+    hm_estimator_close(e);
+done:
+    for (int i = 0; i < ncaps; i++)
+        free((char *)cap_dev[i]);
+    free(traces);
+    return status;
+}

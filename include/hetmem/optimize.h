@@ -1,0 +1,114 @@
+/**
+ * @file optimize.h
+ * @brief Placement search under device capacities, on the estimator.
+ *
+ * Every algorithm drives an incremental estimator state
+ * (hm_est_state_move(), hm_est_state_copy()) and never exceeds a capacity
+ * (checked with hm_est_state_bytes()); all work with two or more devices
+ * (docs/optimizer.md):
+ *
+ *  - greedy: knapsack by estimated time saved per byte;
+ *  - anneal: simulated annealing;
+ *  - exhaustive: the exact optimum by branch and bound (refused beyond
+ *    HM_OPT_EXHAUSTIVE_MAX decisions);
+ *  - random: the best of random feasible assignments;
+ *  - rl: a small policy network trained online against the estimator.
+ *
+ * A decision is one movable object, or one (phase label, object) pair when
+ * the search is phased. Searches are reproducible for one seed when they
+ * are bounded by a budget of estimator calls, not by time.
+ *
+ * Thread safety: one search per estimator at a time (the estimator is
+ * read-only, but a search keeps its states until it returns).
+ */
+#ifndef HETMEM_OPTIMIZE_H
+#define HETMEM_OPTIMIZE_H
+
+#include <stdint.h>
+
+#include "hetmem/estimate.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    HM_OPT_RL = 0,
+    HM_OPT_GREEDY = 1,
+    HM_OPT_ANNEAL = 2,
+    HM_OPT_EXHAUSTIVE = 3,
+    HM_OPT_RANDOM = 4,
+    HM_OPT_NALGOS = 5
+} hm_optimize_algo_t;
+
+/** Largest number of decisions the exhaustive search accepts. */
+#define HM_OPT_EXHAUSTIVE_MAX 24
+/** Capacity value meaning "no limit". */
+#define HM_OPT_UNLIMITED UINT64_MAX
+
+/** Algorithm name ("rl", "greedy"...), or NULL. */
+const char *hm_optimize_algo_name(hm_optimize_algo_t a);
+/** Algorithm by name; HM_EUSAGE (detail lists the names) when unknown. */
+int hm_optimize_algo_parse(const char *name, hm_optimize_algo_t *out);
+
+/** Options of a search; zero means the default. */
+typedef struct {
+    hm_optimize_algo_t algo;
+    hm_est_model_t model;
+    int phased;              /**< one device per (phase label, object), migration cost included */
+    int split;               /**< greedy: may put a percentage of one more object's pages on a device */
+    /** Bytes per device (hm_estimator_ndevices() entries), HM_OPT_UNLIMITED
+     *  for no limit; NULL: hm_estimator_device_capacity() (0 there: no limit). */
+    const uint64_t *capacity;
+    uint64_t budget;         /**< estimator calls (moves); 0: the algorithm's default */
+    double time_s;           /**< wall-clock limit in seconds; 0: none */
+    uint64_t seed;           /**< anneal, random, rl */
+    const char *policy_in;   /**< rl: start from this saved policy */
+    const char *policy_out;  /**< rl: save the trained policy here */
+} hm_optimize_opts_t;
+
+/** Result of a search. Free with hm_optimize_result_free(). */
+typedef struct {
+    hm_est_state_t *state;   /**< the best assignment found (owned by the result) */
+    char *placement_json;    /**< its placement file (owned by the result) */
+    hm_estimate_t estimate;  /**< its estimate */
+    uint64_t estimator_calls;/**< state moves made by the search */
+    double wall_s;           /**< wall time of the search */
+    int complete;            /**< the search ran to its end (exhaustive: optimum proven) */
+    uint64_t episodes;       /**< rl: training episodes; random: assignments tried */
+} hm_optimize_result_t;
+
+/**
+ * Searches for the fastest placement of @p e's movable objects.
+ * Errors (detail names what): HM_EUSAGE (algorithm, model, zero time or
+ * policy file that does not fit), HM_ECAPACITY (a capacity larger than the
+ * device, or a default device that cannot hold the footprint), HM_ETOOBIG
+ * (exhaustive over more than HM_OPT_EXHAUSTIVE_MAX decisions), -errno
+ * (policy files). On success *res holds the result; the caller frees it
+ * with hm_optimize_result_free().
+ */
+int hm_optimize_run(hm_estimator_t *e, const hm_optimize_opts_t *opts, hm_optimize_result_t *res);
+
+typedef enum {
+    HM_OPT_REF_DEFAULT = 0,     /**< every object on the default device */
+    HM_OPT_REF_SLOWEST = 1,     /**< every object on the slowest device (capacity ignored) */
+    HM_OPT_REF_FASTEST = 2,     /**< every object on the fastest device (capacity ignored) */
+    HM_OPT_REF_FIRST_TOUCH = 3  /**< objects in order, each on the fastest device with room */
+} hm_optimize_ref_t;
+
+/**
+ * Builds a reference placement for comparisons, with the same options
+ * (model, phasing, capacities) as a search. "Fastest" and "slowest" rank
+ * devices by their measured all-in runtime (hm_estimator_measured_ns()).
+ * Same errors and ownership as hm_optimize_run().
+ */
+int hm_optimize_reference(hm_estimator_t *e, const hm_optimize_opts_t *opts, hm_optimize_ref_t which,
+                          hm_optimize_result_t *res);
+
+/** Frees what a result owns and zeroes it; NULL-safe. */
+void hm_optimize_result_free(hm_optimize_result_t *res);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HETMEM_OPTIMIZE_H */

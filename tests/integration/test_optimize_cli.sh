@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# hetmem optimize on hand-written estimator summaries: every algorithm,
+# --json fields, capacities, reproducibility, placement files that the
+# estimator accepts, and one-line refusals of bad input.
+set -u
+H="$HETMEM_BIN/hetmem"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+command -v jq >/dev/null || { echo "jq not installed"; exit 77; }
+FAILS=0
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+ok() { echo "ok: $*"; }
+
+# summary N FILE: N objects, each alone in its own window; object i is
+# (i % 5 + 1) MiB and saves (7 * i % 11 + 1) ms of 20 ms on "hbm".
+summary() {
+  awk -v n="$1" 'BEGIN {
+    printf "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0, \"devices\": [";
+    printf "{\"name\": \"ddr\", \"runtime_ns\": %d, \"period\": 1000, \"capacity\": 17179869184, \"bandwidth_gbs\": 5, \"read_latency_ns\": 130},", n * 20e6;
+    fast = 0; for (i = 0; i < n; i++) fast += 20e6 - (7 * i % 11 + 1) * 1e6;
+    printf "{\"name\": \"hbm\", \"runtime_ns\": %d, \"period\": 1000, \"capacity\": 268435456, \"bandwidth_gbs\": 20, \"read_latency_ns\": 150}],", fast;
+    printf "\"phases\": [\"(no phase)\"], \"objects\": [";
+    for (i = 0; i < n; i++) printf "%s{\"site\": \"0x%x\", \"name\": \"o%d\", \"size\": %d, \"allocations\": 1}", i ? ", " : "", 4096 + i, i, (i % 5 + 1) * 1048576;
+    printf "], \"windows\": [";
+    for (i = 0; i < n; i++) printf "%s{\"phase\": 0, \"instructions\": 1000000, \"t_ns\": [20000000, %d], \"stats\": [[%d, 0, 1000, 180000, 1000], [%d, 1, 1000, 210000, 1000]]}", i ? ", " : "", 20e6 - (7 * i % 11 + 1) * 1e6, i, i;
+    printf "]}\n" }' > "$2"
+}
+summary 10 "$T/s10.json"
+summary 30 "$T/s30.json"
+
+declare -A rt
+for a in exhaustive greedy anneal random rl; do
+  if ! "$H" optimize --summary "$T/s10.json" --capacity hbm=8M --model linear --algo "$a" --budget 4000 \
+      --json -o "$T/p.$a.json" > "$T/$a.json" 2> "$T/err"; then
+    fail "$a: exit $? ($(cat "$T/err"))"; continue
+  fi
+  [ "$(jq -r .algo "$T/$a.json")" = "$a" ] && ok "$a: algo field" || fail "$a: algo field"
+  jq -e '(.ci_s | length == 2) and .ci_s[0] <= .predicted_runtime_s and .predicted_runtime_s <= .ci_s[1]
+         and .estimator_calls > 0 and .wall_s >= 0 and (.placement.default == "ddr")' "$T/$a.json" >/dev/null \
+    && ok "$a: json fields" || fail "$a: json fields: $(head -c 400 "$T/$a.json")"
+  jq -e '.placement == input' "$T/$a.json" "$T/p.$a.json" >/dev/null && ok "$a: -o file is the placement" \
+    || fail "$a: -o file differs from the json placement"
+  # capacity: object i of the summary is (i % 5 + 1) MiB
+  used=$(jq '[.placement.rules[] | select(.device == "hbm") | .name[1:] | tonumber | (. % 5 + 1)] | add // 0' "$T/$a.json")
+  [ "$used" -le 8 ] && ok "$a: $used MiB on hbm <= 8" || fail "$a: $used MiB on hbm > 8"
+  # the estimator accepts the file and agrees on its runtime
+  est=$("$H" estimate --summary "$T/s10.json" --model linear --placement "$T/p.$a.json" --json 2>"$T/err" | jq -r '.. | .runtime_s? // empty' | head -1)
+  pred=$(jq -r .predicted_runtime_s "$T/$a.json")
+  awk -v a="$est" -v b="$pred" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-6 * b) }' \
+    && ok "$a: hetmem estimate gives $est s" || fail "$a: hetmem estimate gives '$est', optimize predicted $pred ($(cat "$T/err"))"
+  rt[$a]=$pred
+done
+for a in greedy anneal random rl; do
+  awk -v o="${rt[exhaustive]:-0}" -v x="${rt[$a]:-0}" 'BEGIN { exit !(o > 0 && o <= x * (1 + 1e-9)) }' \
+    && ok "exhaustive ${rt[exhaustive]:-?} <= $a ${rt[$a]:-?}" || fail "exhaustive ${rt[exhaustive]:-?} > $a ${rt[$a]:-?}"
+done
+
+# the same seed gives the same placement
+"$H" optimize --summary "$T/s30.json" --capacity hbm=20M --seed 9 --budget 3000 -o "$T/r1.json" >/dev/null
+"$H" optimize --summary "$T/s30.json" --capacity hbm=20M --seed 9 --budget 3000 -o "$T/r2.json" >/dev/null
+cmp -s "$T/r1.json" "$T/r2.json" && ok "rl: same seed, same placement" || fail "rl: same seed, different placements"
+
+# --phases: two objects, each hot in one phase, room for one: the phased
+# placement moves them at the boundary and beats every static one
+cat > "$T/ph.json" <<'J'
+{"format": "hetmem-estimate-summary", "version": 1, "default": 0,
+ "devices": [{"name": "ddr", "runtime_ns": 82000000, "period": 1000, "capacity": 17179869184, "bandwidth_gbs": 5, "read_latency_ns": 130},
+             {"name": "hbm", "runtime_ns": 22000000, "period": 1000, "capacity": 268435456, "bandwidth_gbs": 20, "read_latency_ns": 150}],
+ "phases": ["(no phase)", "one", "two"],
+ "objects": [{"site": "0x1000", "name": "x", "size": 1048576, "allocations": 1},
+             {"site": "0x1001", "name": "y", "size": 1048576, "allocations": 1}],
+ "windows": [{"phase": 1, "instructions": 1000000, "t_ns": [40000000, 10000000], "stats": [[0, 0, 1000, 180000, 1000], [0, 1, 1000, 210000, 1000]]},
+             {"phase": 1, "instructions": 1000000, "t_ns": [1000000, 1000000], "stats": [[1, 0, 10, 1800, 10], [1, 1, 10, 2100, 10]]},
+             {"phase": 2, "instructions": 1000000, "t_ns": [40000000, 10000000], "stats": [[1, 0, 1000, 180000, 1000], [1, 1, 1000, 210000, 1000]]},
+             {"phase": 2, "instructions": 1000000, "t_ns": [1000000, 1000000], "stats": [[0, 0, 10, 1800, 10], [0, 1, 10, 2100, 10]]}]}
+J
+"$H" optimize --summary "$T/ph.json" --capacity hbm=1M --model linear --algo exhaustive --json > "$T/st.json" 2>"$T/err" || fail "static: $(cat "$T/err")"
+"$H" optimize --summary "$T/ph.json" --capacity hbm=1M --model linear --algo rl --phases --json -o "$T/ph.place.json" > "$T/ph.out.json" 2>"$T/err" \
+  || fail "phased: $(cat "$T/err")"
+jq -e '.phased == true and .migration_s > 0 and (.placement.phases | length) >= 1' "$T/ph.out.json" >/dev/null \
+  && ok "phased: per-phase rules with migration" || fail "phased: $(head -c 400 "$T/ph.out.json")"
+awk -v p="$(jq -r .predicted_runtime_s "$T/ph.out.json")" -v s="$(jq -r .predicted_runtime_s "$T/st.json")" 'BEGIN { exit !(p < s) }' \
+  && ok "phased beats the static optimum" || fail "phased $(jq -r .predicted_runtime_s "$T/ph.out.json") >= static $(jq -r .predicted_runtime_s "$T/st.json")"
+
+# the per-phase file means what the search meant: the estimator agrees
+est=$("$H" estimate --summary "$T/ph.json" --model linear --placement "$T/ph.place.json" --json 2>"$T/err" | jq -r '.. | .runtime_s? // empty' | head -1)
+awk -v a="$est" -v b="$(jq -r .predicted_runtime_s "$T/ph.out.json")" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-6 * b) }' \
+  && ok "phased: hetmem estimate agrees ($est s)" || fail "phased: hetmem estimate gives '$est' ($(cat "$T/err"))"
+
+# human output: the comparison lines
+"$H" optimize --summary "$T/s10.json" --capacity hbm=8M --algo greedy > "$T/human" 2>&1
+for w in "predicted runtime" "all in ddr (default)" "first touch" "gap closed"; do
+  grep -q "$w" "$T/human" && ok "human output: $w" || fail "human output lacks '$w'"
+done
+
+# expect RC PATTERN ARGS...: exit status and one stderr line, nothing else
+expect() {
+  local rc=$1 pat=$2; shift 2
+  "$H" optimize "$@" >"$T/out" 2>"$T/err"
+  local got=$?
+  if [ $got != "$rc" ]; then fail "optimize $* -> exit $got, want $rc ($(head -c 300 "$T/err"))"; return; fi
+  if [ "$(wc -l < "$T/err")" != 1 ] || ! grep -q -- "$pat" "$T/err"; then
+    fail "optimize $* -> stderr: $(cat "$T/err")"; return
+  fi
+  [ -s "$T/out" ] && { fail "optimize $* -> wrote to stdout"; return; }
+  ok "$(cat "$T/err")"
+}
+S="$T/s10.json"
+expect 1 "larger than the device" --summary "$S" --capacity hbm=1G
+expect 1 "unknown memory device" --summary "$S" --capacity mcdram=1G
+expect 2 "budget" --summary "$S" --capacity hbm=8M --budget 0
+expect 2 "unknown algorithm 'dqn'" --summary "$S" --capacity hbm=8M --algo dqn
+expect 1 "exhaustive search over 30 movable objects is refused" --summary "$T/s30.json" --capacity hbm=8M --algo exhaustive
+expect 2 "capacity DEV=SIZE is required" --summary "$S"
+expect 2 "expected DEV=SIZE" --summary "$S" --capacity hbm
+expect 2 "time" --summary "$S" --capacity hbm=8M --time -1
+expect 2 "at least 2" "$S" --capacity hbm=8M
+expect 1 "nosuch.json" --summary "$T/nosuch.json" --capacity hbm=8M
+expect 1 "hold the footprint" --summary "$S" --capacity ddr=1M --capacity hbm=8M
+expect 2 "need --algo rl" --summary "$S" --capacity hbm=8M --algo greedy --policy "$T/x"
+echo "hetmem-rl-policy 1 2 2" > "$T/bad.policy"
+expect 1 "bad.policy" --summary "$S" --capacity hbm=8M --policy "$T/bad.policy"
+[ $FAILS = 0 ] && echo "all passed" && exit 0
+echo "$FAILS failed"; exit 1

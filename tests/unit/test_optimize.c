@@ -1,0 +1,531 @@
+/* Placement search on synthetic estimator summaries with known optima.
+ *
+ * Each summary gives every object a window of its own in which only that
+ * object is sampled, so the linear model's estimate is the sum over objects
+ * of the window time on the device the object is placed on: the optimum
+ * under capacities is a knapsack whose answer a brute force over the
+ * estimator's own states gives independently of the search code. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "hetmem/error.h"
+#include "hetmem/estimate.h"
+#include "hetmem/optimize.h"
+
+#define MAXO 32
+#define MAXD 3
+#define MIB (1024.0 * 1024.0)
+
+typedef struct {
+    int nobj, ndev, nph;
+    uint64_t size[MAXO];
+    /* time of object o's window in phase p on device d (ns); device 0 is the
+     * slowest and the default */
+    double t[MAXO][2][MAXD];
+    int phase_of[MAXO][2];   /* which phases the object is active in */
+    uint64_t devcap[MAXD];
+    int def;                 /* the summary's default device */
+} inst_t;
+
+static uint64_t rng_state;
+static double unif(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
+}
+
+/* Random instance: sizes 1..20 MiB, window 10..30 ms on the slow device,
+ * 10..60% faster on the others (device 2 faster than device 1). */
+static void random_inst(inst_t *in, int nobj, int ndev, uint64_t seed)
+{
+    memset(in, 0, sizeof *in);
+    rng_state = seed;
+    in->nobj = nobj;
+    in->ndev = ndev;
+    in->nph = 1;
+    for (int o = 0; o < nobj; o++) {
+        in->size[o] = (uint64_t)(1 + (int)(unif() * 20)) << 20;
+        double slow = 10e6 + unif() * 20e6, gain = 0.1 + 0.5 * unif();
+        in->t[o][0][0] = slow;
+        for (int d = 1; d < ndev; d++)
+            in->t[o][0][d] = slow * (1 - gain * (0.6 + 0.4 * (d == ndev - 1)));
+    }
+    for (int d = 0; d < ndev; d++)
+        in->devcap[d] = 64ull << 30;
+}
+
+/* The summary JSON (format of estimate.h). Returns a malloc'd string. */
+static char *summary_json(const inst_t *in)
+{
+    size_t cap = 1 << 20, len = 0;
+    char *s = malloc(cap);
+    static const char *names[MAXD] = {"slow", "mid", "fast"};
+    static const double lat[MAXD] = {300, 200, 100};
+    double total[MAXD] = {0};
+    for (int o = 0; o < in->nobj; o++)
+        for (int p = 0; p < in->nph; p++)
+            for (int d = 0; d < in->ndev; d++)
+                total[d] += in->t[o][p][d];
+#define OUT(...) len += (size_t)snprintf(s + len, cap - len, __VA_ARGS__)
+    OUT("{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": %d, \"devices\": [", in->def);
+    for (int d = 0; d < in->ndev; d++)
+        OUT("%s{\"name\": \"%s\", \"runtime_ns\": %.17g, \"period\": 1000, \"capacity\": %llu, "
+            "\"bandwidth_gbs\": %g, \"read_latency_ns\": %g}",
+            d ? ", " : "", in->ndev == 2 && d == 1 ? "fast" : names[d], total[d], (unsigned long long)in->devcap[d],
+            5.0 * (d + 1), lat[in->ndev == 2 && d == 1 ? 2 : d]);
+    OUT("], \"phases\": [\"(no phase)\"");
+    for (int p = 1; p < in->nph; p++)
+        OUT(", \"phase%d\"", p);
+    OUT("], \"objects\": [");
+    for (int o = 0; o < in->nobj; o++) {
+        OUT("%s{\"site\": \"0x%016llx\", \"name\": \"obj%d\", \"size\": %llu, \"allocations\": 1, \"pages\": [",
+            o ? ", " : "", 0x1000ull + (unsigned long long)o, o, (unsigned long long)in->size[o]);
+        for (int k = 0; k < 100; k++)
+            OUT("%s10", k ? ", " : "");
+        OUT("]}");
+    }
+    OUT("], \"windows\": [");
+    int first = 1;
+    for (int p = 0; p < in->nph; p++)
+        for (int o = 0; o < in->nobj; o++) {
+            if (in->t[o][p][0] <= 0)
+                continue;
+            OUT("%s{\"phase\": %d, \"instructions\": 1000000, \"t_ns\": [", first ? "" : ", ", p);
+            first = 0;
+            for (int d = 0; d < in->ndev; d++)
+                OUT("%s%.17g", d ? ", " : "", in->t[o][p][d]);
+            OUT("], \"stats\": [");
+            for (int d = 0; d < in->ndev; d++)
+                OUT("%s[%d, %d, 1000, %g, 1000]", d ? ", " : "", o, d, 1000 * lat[d] * 1.4);
+            OUT("]}");
+        }
+    OUT("]}");
+#undef OUT
+    return s;
+}
+
+static hm_estimator_t *open_inst(const inst_t *in)
+{
+    char *js = summary_json(in);
+    hm_estimator_t *e = NULL;
+    int rc = hm_estimator_parse_summary(&e, "synthetic", js);
+    if (rc < 0)
+        fprintf(stderr, "parse_summary: %s: %s\n", hm_strerror(rc), hm_errdetail());
+    free(js);
+    CHECK_EQ_INT(rc, 0);
+    return e;
+}
+
+/* Object index in the estimator of synthetic object o (objects are sorted
+ * hottest first, so look them up by name). */
+static int obj_index(hm_estimator_t *e, int o)
+{
+    char name[16];
+    snprintf(name, sizeof name, "obj%d", o);
+    return hm_estimator_find_object(e, 0x1000ull + (uint64_t)o, name);
+}
+
+/* Brute force over every whole-object assignment of the unphased state. */
+static double brute_force(hm_estimator_t *e, const inst_t *in, const uint64_t *cap, hm_est_model_t model)
+{
+    hm_est_state_t *s = NULL;
+    CHECK_EQ_INT(hm_est_state_open(&s, e, model, 0), 0);
+    int idx[MAXO], a[MAXO] = {0};
+    for (int o = 0; o < in->nobj; o++)
+        idx[o] = obj_index(e, o);
+    double best = INFINITY;
+    long total = 1;
+    for (int o = 0; o < in->nobj; o++)
+        total *= in->ndev;
+    for (long k = 0; k < total; k++) {
+        long v = k;
+        uint64_t used[MAXD] = {0};
+        for (int o = 0; o < in->nobj; o++) {
+            a[o] = (int)(v % in->ndev);
+            v /= in->ndev;
+            used[a[o]] += in->size[o];
+        }
+        int ok = 1;
+        for (int d = 1; d < in->ndev; d++)
+            ok &= used[d] <= cap[d];
+        if (!ok)
+            continue;
+        double ns = 0;
+        for (int o = 0; o < in->nobj; o++)
+            hm_est_state_move(s, -1, idx[o], a[o], 100, &ns);
+        if (ns < best)
+            best = ns;
+    }
+    hm_est_state_close(s);
+    return best;
+}
+
+static uint64_t footprint(const inst_t *in)
+{
+    uint64_t f = 0;
+    for (int o = 0; o < in->nobj; o++)
+        f += in->size[o];
+    return f;
+}
+
+static int run(hm_estimator_t *e, hm_optimize_algo_t algo, const uint64_t *cap, uint64_t seed, uint64_t budget,
+               hm_optimize_result_t *res)
+{
+    hm_optimize_opts_t o = {.algo = algo, .model = HM_EST_LINEAR, .capacity = cap, .seed = seed, .budget = budget};
+    int rc = hm_optimize_run(e, &o, res);
+    if (rc < 0)
+        fprintf(stderr, "%s: %s: %s\n", hm_optimize_algo_name(algo), hm_strerror(rc), hm_errdetail());
+    return rc;
+}
+
+static void check_fits(hm_estimator_t *e, const inst_t *in, const hm_optimize_result_t *r, const uint64_t *cap)
+{
+    uint64_t used[MAXD] = {0};
+    for (int o = 0; o < in->nobj; o++) {
+        int pct = 100, d = hm_est_state_device(r->state, -1, obj_index(e, o), &pct);
+        CHECK(d >= 0 && d < in->ndev);
+        if (d > 0)
+            used[d] += in->size[o] * (uint64_t)pct / 100;
+    }
+    for (int d = 1; d < in->ndev; d++) {
+        CHECK(used[d] <= cap[d]);
+        CHECK(hm_est_state_bytes(r->state, d) <= cap[d]);
+    }
+}
+
+/* Exhaustive equals brute force; every algorithm stays within capacity;
+ * rl reaches the optimum on these small instances. */
+static void test_optimum(int nobj, int ndev, uint64_t seed, double frac)
+{
+    inst_t in;
+    random_inst(&in, nobj, ndev, seed);
+    hm_estimator_t *e = open_inst(&in);
+    if (!e)
+        return;
+    uint64_t cap[MAXD];
+    cap[0] = HM_OPT_UNLIMITED;
+    for (int d = 1; d < ndev; d++)
+        cap[d] = (uint64_t)(frac * (double)footprint(&in)) / (uint64_t)(ndev - 1);
+    double opt = brute_force(e, &in, cap, HM_EST_LINEAR);
+    for (int a = 0; a < HM_OPT_NALGOS; a++) {
+        hm_optimize_result_t r;
+        if (run(e, (hm_optimize_algo_t)a, cap, 7, 0, &r) < 0) {
+            CHECK(0);
+            continue;
+        }
+        check_fits(e, &in, &r, cap);
+        CHECK(r.estimate.runtime_ns >= opt * (1 - 1e-9));
+        CHECK(r.estimator_calls > 0);
+        CHECK(r.placement_json && strstr(r.placement_json, "\"default\""));
+        if (a == HM_OPT_EXHAUSTIVE) {
+            CHECK_NEAR(r.estimate.runtime_ns, opt, 1e-9);
+            CHECK_EQ_INT(r.complete, 1);
+        }
+        if (a == HM_OPT_RL) {
+            if (fabs(r.estimate.runtime_ns - opt) > 1e-9 * opt)
+                fprintf(stderr, "rl: %d objects, %d devices, seed %llu: %.6g vs optimum %.6g (%llu calls)\n", nobj, ndev,
+                        (unsigned long long)seed, r.estimate.runtime_ns, opt, (unsigned long long)r.estimator_calls);
+            CHECK_NEAR(r.estimate.runtime_ns, opt, 1e-9);
+        }
+        hm_optimize_result_free(&r);
+    }
+    hm_estimator_close(e);
+}
+
+/* A fast default device capped below the footprint: the search falls back
+ * to the slow device and still finds the optimum. */
+static void test_fallback(void)
+{
+    inst_t in;
+    random_inst(&in, 9, 2, 77);
+    in.def = 1;
+    hm_estimator_t *e = open_inst(&in);
+    if (!e)
+        return;
+    CHECK_EQ_INT(hm_estimator_default_device(e), 1);
+    uint64_t cap[2] = {HM_OPT_UNLIMITED, footprint(&in) / 3};
+    double opt = brute_force(e, &in, cap, HM_EST_LINEAR);
+    hm_optimize_algo_t algos[] = {HM_OPT_EXHAUSTIVE, HM_OPT_RL, HM_OPT_GREEDY, HM_OPT_ANNEAL};
+    for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++) {
+        hm_optimize_result_t r;
+        CHECK_EQ_INT(run(e, algos[i], cap, 3, 0, &r), 0);
+        if (!r.state)
+            continue;
+        CHECK(hm_est_state_bytes(r.state, 1) <= cap[1]);
+        CHECK(r.estimate.runtime_ns >= opt * (1 - 1e-9));
+        if (algos[i] == HM_OPT_EXHAUSTIVE || algos[i] == HM_OPT_RL)
+            CHECK_NEAR(r.estimate.runtime_ns, opt, 1e-9);
+        hm_optimize_result_free(&r);
+    }
+    hm_optimize_opts_t o = {.model = HM_EST_LINEAR, .capacity = cap};
+    hm_optimize_result_t ft;
+    CHECK_EQ_INT(hm_optimize_reference(e, &o, HM_OPT_REF_FIRST_TOUCH, &ft), 0);
+    if (ft.state) {
+        CHECK(hm_est_state_bytes(ft.state, 1) <= cap[1]);
+        CHECK(hm_est_state_bytes(ft.state, 1) > 0);
+        CHECK(ft.estimate.runtime_ns >= opt * (1 - 1e-9));
+    }
+    hm_optimize_result_free(&ft);
+    uint64_t none[2] = {footprint(&in) / 2, footprint(&in) / 3};
+    hm_optimize_result_t r;
+    CHECK_EQ_INT(run(e, HM_OPT_GREEDY, none, 1, 0, &r), HM_ECAPACITY);
+    hm_estimator_close(e);
+}
+
+/* Fractional knapsack: greedy with splits equals the analytic optimum. */
+static void test_fractional(void)
+{
+    inst_t in;
+    random_inst(&in, 8, 2, 42);
+    hm_estimator_t *e = open_inst(&in);
+    if (!e)
+        return;
+    uint64_t cap[2] = {HM_OPT_UNLIMITED, footprint(&in) * 3 / 10};
+    /* analytic: by saving per byte, the last object in part */
+    int ord[MAXO];
+    double base = 0;
+    for (int o = 0; o < in.nobj; o++) {
+        ord[o] = o;
+        base += in.t[o][0][0];
+    }
+    for (int i = 1; i < in.nobj; i++)
+        for (int j = i; j > 0; j--) {
+            int x = ord[j], y = ord[j - 1];
+            double rx = (in.t[x][0][0] - in.t[x][0][1]) / (double)in.size[x];
+            double ry = (in.t[y][0][0] - in.t[y][0][1]) / (double)in.size[y];
+            if (rx <= ry)
+                break;
+            ord[j] = y;
+            ord[j - 1] = x;
+        }
+    double room = (double)cap[1], want = base;
+    for (int i = 0; i < in.nobj && room > 0; i++) {
+        int o = ord[i];
+        double f = (double)in.size[o] <= room ? 1 : floor(100 * room / (double)in.size[o]) / 100;
+        want -= f * (in.t[o][0][0] - in.t[o][0][1]);
+        room -= f * (double)in.size[o];
+    }
+    hm_optimize_opts_t opts = {.algo = HM_OPT_GREEDY, .model = HM_EST_LINEAR, .capacity = cap, .split = 1};
+    hm_optimize_result_t r;
+    CHECK_EQ_INT(hm_optimize_run(e, &opts, &r), 0);
+    if (r.state) {
+        CHECK_NEAR(r.estimate.runtime_ns, want, 1e-6);
+        CHECK(hm_est_state_bytes(r.state, 1) <= cap[1]);
+    }
+    hm_optimize_result_free(&r);
+    hm_estimator_close(e);
+}
+
+static void test_determinism(void)
+{
+    inst_t in;
+    random_inst(&in, 16, 3, 99);
+    hm_estimator_t *e = open_inst(&in);
+    if (!e)
+        return;
+    uint64_t cap[3] = {HM_OPT_UNLIMITED, footprint(&in) / 8, footprint(&in) / 8};
+    hm_optimize_algo_t seeded[] = {HM_OPT_ANNEAL, HM_OPT_RANDOM, HM_OPT_RL};
+    for (size_t i = 0; i < sizeof seeded / sizeof seeded[0]; i++) {
+        hm_optimize_result_t a, b;
+        CHECK_EQ_INT(run(e, seeded[i], cap, 5, 3000, &a), 0);
+        CHECK_EQ_INT(run(e, seeded[i], cap, 5, 3000, &b), 0);
+        CHECK_STR_EQ(a.placement_json, b.placement_json);
+        CHECK(a.estimate.runtime_ns == b.estimate.runtime_ns);
+        CHECK_EQ_U64(a.estimator_calls, b.estimator_calls);
+        if (a.estimator_calls > 3000)
+            fprintf(stderr, "%s: %llu calls\n", hm_optimize_algo_name(seeded[i]), (unsigned long long)a.estimator_calls);
+        CHECK(a.estimator_calls <= 3000);
+        check_fits(e, &in, &a, cap);
+        hm_optimize_result_free(&a);
+        hm_optimize_result_free(&b);
+    }
+    hm_estimator_close(e);
+}
+
+/* Two objects, each hot in its own phase, and room for one: per phase, the
+ * fast device can hold the hot object of each phase in turn. */
+static void test_phased(void)
+{
+    inst_t in = {.nobj = 3, .ndev = 2, .nph = 2};
+    for (int o = 0; o < 3; o++) {
+        in.size[o] = 1 << 20;
+        for (int p = 0; p < 2; p++) {
+            int hot = (o == p);
+            in.t[o][p][0] = hot ? 40e6 : 1e6;
+            in.t[o][p][1] = hot ? 10e6 : 0.9e6;
+        }
+    }
+    in.t[2][0][0] = in.t[2][1][0] = 12e6; /* a mildly hot object in both */
+    in.t[2][0][1] = in.t[2][1][1] = 9e6;
+    in.devcap[0] = in.devcap[1] = 64ull << 30;
+    hm_estimator_t *e = open_inst(&in);
+    if (!e)
+        return;
+    uint64_t cap[2] = {HM_OPT_UNLIMITED, 1 << 20};
+    hm_optimize_opts_t st = {.algo = HM_OPT_EXHAUSTIVE, .model = HM_EST_LINEAR, .capacity = cap};
+    hm_optimize_opts_t ph = st;
+    ph.phased = 1;
+    hm_optimize_result_t rs, rp, rr;
+    CHECK_EQ_INT(hm_optimize_run(e, &st, &rs), 0);
+    CHECK_EQ_INT(hm_optimize_run(e, &ph, &rp), 0);
+    ph.algo = HM_OPT_RL;
+    ph.seed = 3;
+    CHECK_EQ_INT(hm_optimize_run(e, &ph, &rr), 0);
+    if (rs.state && rp.state && rr.state) {
+        CHECK(rp.estimate.runtime_ns < rs.estimate.runtime_ns);
+        CHECK(rp.estimate.migration_ns > 0);
+        CHECK_NEAR(rr.estimate.runtime_ns, rp.estimate.runtime_ns, 1e-9);
+        CHECK(hm_est_state_bytes(rp.state, 1) <= cap[1]);
+        CHECK(hm_est_state_bytes(rr.state, 1) <= cap[1]);
+        CHECK(strstr(rp.placement_json, "\"phases\"") != NULL);
+        int p1 = hm_estimator_nphases(e) > 1;
+        CHECK(p1);
+    }
+    hm_optimize_result_free(&rs);
+    hm_optimize_result_free(&rp);
+    hm_optimize_result_free(&rr);
+    hm_estimator_close(e);
+}
+
+static void test_bad_input(void)
+{
+    inst_t in;
+    random_inst(&in, 26, 2, 1);
+    in.devcap[1] = 100ull << 20;
+    hm_estimator_t *e = open_inst(&in);
+    if (!e)
+        return;
+    hm_optimize_result_t r;
+    hm_optimize_algo_t a;
+    CHECK_EQ_INT(hm_optimize_algo_parse("dqn", &a), HM_EUSAGE);
+    CHECK_EQ_INT(hm_optimize_algo_parse("anneal", &a), 0);
+    CHECK_EQ_INT(a, HM_OPT_ANNEAL);
+    uint64_t big[2] = {HM_OPT_UNLIMITED, 200ull << 20};
+    CHECK_EQ_INT(run(e, HM_OPT_GREEDY, big, 1, 0, &r), HM_ECAPACITY);
+    CHECK(r.state == NULL && r.placement_json == NULL);
+    uint64_t cap[2] = {HM_OPT_UNLIMITED, 50ull << 20};
+    CHECK_EQ_INT(run(e, HM_OPT_EXHAUSTIVE, cap, 1, 0, &r), HM_ETOOBIG);
+    uint64_t small_default[2] = {1 << 20, 50ull << 20};
+    CHECK_EQ_INT(run(e, HM_OPT_GREEDY, small_default, 1, 0, &r), HM_ECAPACITY);
+    hm_optimize_opts_t o = {.algo = HM_OPT_RL, .model = HM_EST_LINEAR, .capacity = cap, .time_s = -1};
+    CHECK_EQ_INT(hm_optimize_run(e, &o, &r), HM_EUSAGE);
+    o.time_s = 0;
+    o.algo = (hm_optimize_algo_t)17;
+    CHECK_EQ_INT(hm_optimize_run(e, &o, &r), HM_EUSAGE);
+    /* policies: a saved one loads; another shape or junk is refused */
+    char pol[] = "/tmp/hm-test-policy-XXXXXX";
+    int fd = mkstemp(pol);
+    CHECK(fd >= 0);
+    if (fd >= 0) {
+        close(fd);
+        o.algo = HM_OPT_RL;
+        o.budget = 2000;
+        o.policy_out = pol;
+        CHECK_EQ_INT(hm_optimize_run(e, &o, &r), 0);
+        hm_optimize_result_free(&r);
+        o.policy_out = NULL;
+        o.policy_in = pol;
+        o.budget = 300;
+        CHECK_EQ_INT(hm_optimize_run(e, &o, &r), 0);
+        if (r.state)
+            CHECK(hm_est_state_bytes(r.state, 1) <= cap[1]);
+        hm_optimize_result_free(&r);
+        FILE *f = fopen(pol, "w");
+        fprintf(f, "hetmem-rl-policy 1 3 4\n0 0 0\n");
+        fclose(f);
+        CHECK_EQ_INT(hm_optimize_run(e, &o, &r), HM_EUSAGE);
+        unlink(pol);
+        CHECK_EQ_INT(hm_optimize_run(e, &o, &r), -ENOENT);
+    }
+    hm_estimator_close(e);
+}
+
+/* The reference placements: first touch fills the fastest device in
+ * object order; all-slowest is the default here. */
+static void test_references(void)
+{
+    inst_t in;
+    random_inst(&in, 6, 3, 11);
+    hm_estimator_t *e = open_inst(&in);
+    if (!e)
+        return;
+    uint64_t cap[3] = {HM_OPT_UNLIMITED, HM_OPT_UNLIMITED, footprint(&in) / 3};
+    hm_optimize_opts_t o = {.model = HM_EST_LINEAR, .capacity = cap};
+    hm_optimize_result_t def, slow, fast, ft;
+    CHECK_EQ_INT(hm_optimize_reference(e, &o, HM_OPT_REF_DEFAULT, &def), 0);
+    CHECK_EQ_INT(hm_optimize_reference(e, &o, HM_OPT_REF_SLOWEST, &slow), 0);
+    CHECK_EQ_INT(hm_optimize_reference(e, &o, HM_OPT_REF_FASTEST, &fast), 0);
+    CHECK_EQ_INT(hm_optimize_reference(e, &o, HM_OPT_REF_FIRST_TOUCH, &ft), 0);
+    if (def.state && slow.state && fast.state && ft.state) {
+        CHECK_NEAR(def.estimate.runtime_ns, slow.estimate.runtime_ns, 1e-12);
+        CHECK(fast.estimate.runtime_ns < ft.estimate.runtime_ns);
+        CHECK(ft.estimate.runtime_ns < def.estimate.runtime_ns);
+        CHECK(hm_est_state_bytes(ft.state, 2) <= cap[2]);
+        /* first touch: in object order, "fast" while it has room, else "mid" */
+        uint64_t used = 0;
+        for (int i = 0; i < hm_estimator_nobjects(e); i++) {
+            hm_est_object_t ob;
+            hm_estimator_object(e, i, &ob);
+            if (!ob.movable)
+                continue;
+            int d = hm_est_state_device(ft.state, -1, i, NULL);
+            if (used + ob.size <= cap[2]) {
+                CHECK_EQ_INT(d, 2);
+                used += ob.size;
+            } else {
+                CHECK_EQ_INT(d, 1);
+            }
+        }
+    }
+    hm_optimize_result_free(&def);
+    hm_optimize_result_free(&slow);
+    hm_optimize_result_free(&fast);
+    hm_optimize_result_free(&ft);
+    hm_estimator_close(e);
+}
+
+/* No object fits: every algorithm ends, with everything on the default
+ * device (none may loop on moves that all fail). */
+static void test_no_room(void)
+{
+    inst_t in;
+    random_inst(&in, 8, 3, 21);
+    hm_estimator_t *e = open_inst(&in);
+    if (!e)
+        return;
+    uint64_t cap[3] = {HM_OPT_UNLIMITED, 512 << 10, 512 << 10};
+    for (int a = 0; a < HM_OPT_NALGOS; a++) {
+        hm_optimize_result_t r;
+        CHECK_EQ_INT(run(e, (hm_optimize_algo_t)a, cap, 1, 0, &r), 0);
+        if (!r.state)
+            continue;
+        CHECK_EQ_U64(hm_est_state_bytes(r.state, 1), 0);
+        CHECK_EQ_U64(hm_est_state_bytes(r.state, 2), 0);
+        hm_optimize_result_free(&r);
+    }
+    hm_estimator_close(e);
+}
+
+int main(void)
+{
+    test_optimum(10, 2, 1, 0.25);
+    test_optimum(10, 2, 2, 0.5);
+    test_optimum(9, 2, 3, 0.1);
+    test_optimum(7, 3, 4, 0.3);
+    test_optimum(7, 3, 5, 0.5);
+    test_fractional();
+    test_determinism();
+    test_phased();
+    test_bad_input();
+    test_references();
+    test_no_room();
+    test_fallback();
+    return check_done();
+}
