@@ -196,6 +196,7 @@ void hm_sim_alloc(hm_sim_t *s, uint64_t addr, uint64_t size, uint64_t site)
     uint32_t pos;
     if (ahash_find(s, addr, &pos) >= 0)
         hm_sim_free(s, addr); /* a free we did not see (e.g. inside libc) */
+    s->idx_obj_size = 0;        /* it may overlap core.c's cached object */
     uint32_t idx;
     if (s->free_alloc) {
         idx = s->free_alloc - 1;
