@@ -157,6 +157,7 @@ void hm_sim_alloc(hm_sim_t *s, uint64_t addr, uint64_t size, uint64_t site)
         hm_sim_free(s, stale->addr);
     if (!s->live && hm__objtab_open(&s->live) != 0)
         hm__oom(sizeof(void *));
+    s->idx_obj_size = 0; /* it may overlap core.c's cached object */
     uint32_t idx;
     if (s->free_alloc) {
         idx = s->free_alloc - 1;

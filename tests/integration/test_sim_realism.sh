@@ -6,15 +6,15 @@ MM="$HETMEM_SRC/tests/sim-kernels/machines"
 phase_ns() { jq -r --arg p "$2" '.phases[] | select(.name == $p) | .time_s * 1e9' "$1"; }
 
 # 1. Miss window: slots free as misses complete, in any order. Random reads
-#    of 64 MiB (64x the LLC) with p% of the pages on a 300 ns device and the
+#    of 32 MiB (32x the LLC) with p% of the pages on a 300 ns device and the
 #    rest on a 100 ns one, bandwidth far above demand and a ROB too large to
 #    fill: each access costs the mean latency over the 16 MLP slots
 #    (Little's law), whatever the mix.
 M="$MM/mlp.json"
 for p in 0 10 50 100; do
   echo "{\"default\": \"fast\", \"rules\": [{\"pages_percent\": $p, \"device\": \"slow\"}]}" > "$T/p.json"
-  sim "$T/g.json" --placement "$T/p.json" -- "$K/gather.sim" 67108864 400000
-  per=$(awk -v t="$(phase_ns "$T/g.json" gather)" 'BEGIN { print t / 400000 }')
+  sim "$T/g.json" --placement "$T/p.json" -- "$K/gather.sim" 33554432 200000
+  per=$(awk -v t="$(phase_ns "$T/g.json" gather)" 'BEGIN { print t / 200000 }')
   little=$(awk -v p="$p" 'BEGIN { print ((100 - p) * 100 + p * 300) / 100 / 16 }')
   near "$per" "$little" 0.10 "gather with $p% of pages on the slow device: ns per access vs Little's law"
 done
@@ -40,29 +40,29 @@ lt 1000 "$nst" "write stream: store samples"
 near "$misses" "$(awk -v n="$nst" 'BEGIN { print n / 8 }')" 0.25 "store samples missing L1 (1 in 8)"
 
 # 3. Capacity: --device holds a device to its capacity as placement rules
-#    do. With 16 MiB of slow memory per thread, a 64 MiB array put there by
+#    do. With 8 MiB of slow memory per thread, a 32 MiB array put there by
 #    --device or by a rule spills the same bytes to the first device, and
 #    both runs say so.
-jq '.devices[1].capacity = "16M"' "$MM/mlp.json" > "$T/cap.json"
+jq '.devices[1].capacity = "8M"' "$MM/mlp.json" > "$T/cap.json"
 M="$T/cap.json"
-"$H" sim -m "$M" --device slow --json "$T/d.json" -- "$K/gather.sim" 67108864 1000 >/dev/null 2>"$T/d.err"
+"$H" sim -m "$M" --device slow --json "$T/d.json" -- "$K/gather.sim" 33554432 1000 >/dev/null 2>"$T/d.err"
 echo '{"default": "fast", "rules": [{"pages_percent": 100, "device": "slow"}]}' > "$T/p.json"
-"$H" sim -m "$M" --placement "$T/p.json" --json "$T/r.json" -- "$K/gather.sim" 67108864 1000 >/dev/null 2>"$T/r.err"
+"$H" sim -m "$M" --placement "$T/p.json" --json "$T/r.json" -- "$K/gather.sim" 33554432 1000 >/dev/null 2>"$T/r.err"
 sd=$(jq '.devices[1].spilled_bytes' "$T/d.json") sr=$(jq '.devices[1].spilled_bytes' "$T/r.json")
-near "$sd" $((48 << 20)) 0.01 "--device slow over capacity: 64 MiB - 16 MiB spilled"
+near "$sd" $((24 << 20)) 0.01 "--device slow over capacity: 32 MiB - 8 MiB spilled"
 near "$sd" "$sr" 0.01 "--device and a placement rule spill alike"
-lt "$(jq '.devices[1].peak_bytes' "$T/d.json")" $(((16 << 20) + 1)) "--device slow: peak within capacity"
+lt "$(jq '.devices[1].peak_bytes' "$T/d.json")" $(((8 << 20) + 1)) "--device slow: peak within capacity"
 grep -q "device slow full.*spilled to fast" "$T/d.err" && ok "--device spill reported" || fail "--device spill not reported: $(cat "$T/d.err")"
 
 # 4. Dependences through indices: an index chase (i = next[i], 32-bit
-#    indices) over 64 MiB costs each device's read latency per step, on
+#    indices) over 32 MiB costs each device's read latency per step, on
 #    every preset, as the pointer chase does; a random gather whose loads
 #    do not depend on each other still overlaps (test 1).
 for m in "$HETMEM_SRC"/share/machines/*.json; do
   for d in $(jq -r '.devices[].name' "$m"); do
     lat=$(jq -r --arg d "$d" '.devices[] | select(.name == $d) | .read_latency_ns' "$m")
-    "$H" sim -m "$m" --device "$d" --json "$T/ic.json" -- "$K/ichase.sim" 67108864 50000 >/dev/null 2>&1
-    near "$(awk -v t="$(phase_ns "$T/ic.json" chase)" 'BEGIN { print t / 50000 }')" "$lat" 0.10 \
+    "$H" sim -m "$m" --device "$d" --json "$T/ic.json" -- "$K/ichase.sim" 33554432 20000 >/dev/null 2>&1
+    near "$(awk -v t="$(phase_ns "$T/ic.json" chase)" 'BEGIN { print t / 20000 }')" "$lat" 0.10 \
       "index chase on $(basename "$m" .json)/$d: ns per step vs read latency"
   done
 done
