@@ -33,14 +33,15 @@
  * { "format": "hetmem-estimate-summary", "version": 1,
  *   "default": 0,
  *   "devices": [ {"name": "ddr", "runtime_ns": 1.52e10, "period": 1000,
- *                 "capacity": 1481763717, "bandwidth_gbs": 1.32, "read_latency_ns": 130}, ... ],
+ *                 "capacity": 1481763717, "bandwidth_gbs": 1.32, "write_bandwidth_gbs": 1.32,
+ *                 "read_latency_ns": 130}, ... ],
  *   "phases": ["(no phase)", "copy", ...],
  *   "objects": [ {"site": "0x332b5c7b30010890", "name": "a", "size": 67108864, "allocations": 1}, ... ],
  *   "windows": [ {"phase": 1, "instructions": 1049881, "t_ns": [759230, 361022],
  *                 "stats": [ [OBJ, DEV, SAMPLES, WEIGHT_SUM, L1_MISSES, MEMORY_WEIGHT], ... ] }, ... ] }
  * @endcode
- * "bandwidth_gbs" is the traced thread's share of the device (GB/s = bytes
- * per ns); "runtime_ns" the measured runtime of the run with all data on the
+ * "bandwidth_gbs" and "write_bandwidth_gbs" (default: the read figure) are
+ * the traced thread's share of the device (GB/s = bytes per ns); "runtime_ns" the measured runtime of the run with all data on the
  * device; per window "t_ns" that run's time in the window. "stats" rows give,
  * for object OBJ (index into "objects"; the number of objects stands for the
  * untracked pseudo-object) in the run on device DEV, its sample count, the sum
@@ -164,6 +165,16 @@ typedef struct {
  */
 int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *p, hm_est_model_t model,
                           hm_estimate_t *out, const hm_est_breakdown_t **bd);
+
+/**
+ * Estimate of an MPI job, bulk-synchronous: one estimator per rank (each
+ * from that rank's device traces), and per phase label the slowest rank's
+ * time; phases are matched by name, and migration is the slowest rank's.
+ * The interval scales with the ranks' relative intervals (the widest).
+ * Errors as hm_estimator_estimate(); HM_EUSAGE when @p nranks < 1.
+ */
+int hm_estimator_estimate_job(hm_estimator_t *const *ranks, int nranks, hm_placement_t *p, hm_est_model_t model,
+                              hm_estimate_t *out);
 
 /* ----------------------------------------------------- incremental states */
 

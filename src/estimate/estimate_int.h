@@ -41,6 +41,8 @@ typedef struct {
     double *lat;          /* per (class, object, device): latency cost (weight x period) */
     double *bytes;        /* per (class, object): bytes moved to memory */
     double *latsum;       /* per (class, device): sum over objects of lat */
+    double *xw, *xwsum;   /* weights that spread the residuals: per (class, object,
+                           * device) and their sum per (class, device) */
     double *var;          /* per (object, device): variance of the object's cost, ns^2 */
     int *win_class;       /* class of each window */
     int *class_phase;     /* phase label of each class */
@@ -49,7 +51,7 @@ typedef struct {
 struct hm_estimator {
     int ndev, def, ref;
     char **dev_name;
-    double *runtime_ns, *period, *bw, *lat_ns; /* bw: bytes per ns for this thread (0: unknown) */
+    double *runtime_ns, *period, *bw, *wbw, *lat_ns; /* bw, wbw: read and write bytes per ns for this thread (0: unknown) */
     uint64_t *cap;
     int nphase;
     char **phase_name;

@@ -22,6 +22,7 @@ HM_API void hm_estimator_close(hm_estimator_t *e)
     free(e->runtime_ns);
     free(e->period);
     free(e->bw);
+    free(e->wbw);
     free(e->lat_ns);
     free(e->cap);
     free(e->phase_name);
@@ -40,6 +41,8 @@ HM_API void hm_estimator_close(hm_estimator_t *e)
     free(m->lat);
     free(m->bytes);
     free(m->latsum);
+    free(m->xw);
+    free(m->xwsum);
     free(m->var);
     free(m->win_class);
     free(m->class_phase);
@@ -110,10 +113,10 @@ HM_API int hm_estimator_save(const hm_estimator_t *e, const char *path)
     json_object_set_new(root, "default", json_integer(e->def));
     json_t *devs = json_array();
     for (int d = 0; d < D; d++)
-        json_array_append_new(devs, json_pack("{s:s, s:f, s:f, s:I, s:f, s:f}", "name", e->dev_name[d], "runtime_ns",
+        json_array_append_new(devs, json_pack("{s:s, s:f, s:f, s:I, s:f, s:f, s:f}", "name", e->dev_name[d], "runtime_ns",
                                               e->runtime_ns[d], "period", e->period[d], "capacity",
-                                              (json_int_t)e->cap[d], "bandwidth_gbs", e->bw[d], "read_latency_ns",
-                                              e->lat_ns[d]));
+                                              (json_int_t)e->cap[d], "bandwidth_gbs", e->bw[d], "write_bandwidth_gbs",
+                                              e->wbw[d], "read_latency_ns", e->lat_ns[d]));
     json_object_set_new(root, "devices", devs);
     json_t *ph = json_array();
     for (int p = 0; p < e->nphase; p++)
@@ -181,6 +184,7 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
     e->runtime_ns = hm__xcalloc((size_t)e->ndev, sizeof(double));
     e->period = hm__xcalloc((size_t)e->ndev, sizeof(double));
     e->bw = hm__xcalloc((size_t)e->ndev, sizeof(double));
+    e->wbw = hm__xcalloc((size_t)e->ndev, sizeof(double));
     e->lat_ns = hm__xcalloc((size_t)e->ndev, sizeof(double));
     e->cap = hm__xcalloc((size_t)e->ndev, sizeof(uint64_t));
     for (int d = 0; d < e->ndev; d++) {
@@ -195,6 +199,7 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
             (rc = hm__json_get_double(x, "period", 0, &per, where)) < 0 ||
             (rc = hm__json_get_u64(x, "capacity", 0, &cap, where)) < 0 ||
             (rc = hm__json_get_double(x, "bandwidth_gbs", 0, &e->bw[d], where)) < 0 ||
+            (rc = hm__json_get_double(x, "write_bandwidth_gbs", 0, &e->wbw[d], where)) < 0 ||
             (rc = hm__json_get_double(x, "read_latency_ns", 0, &e->lat_ns[d], where)) < 0)
             goto fail;
         for (int j = 0; j < d; j++)
@@ -204,6 +209,8 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
             BAD("%s: negative or invalid figure", where);
         e->dev_name[d] = hm__xstrdup(nm);
         e->period[d] = per;
+        if (!json_object_get(x, "write_bandwidth_gbs"))
+            e->wbw[d] = e->bw[d];
         e->cap[d] = cap;
     }
     json_int_t def = json_integer_value(json_object_get(root, "default"));

@@ -7,8 +7,10 @@
  *
  * linear  (Denoyelle et al., ISC 2022) t = sum_w t_s,w - sum_d (t_s,w - t_d,w) f_w,d
  *         where s is the slowest run, f_w,d the share of the slow run's
- *         samples in window w whose pages are on d, and a window whose runs
- *         differ by less than 3% keeps t_s,w. Linear in the placement.
+ *         memory samples (those that missed L1, as a load-latency event
+ *         with a threshold samples) in window w whose pages are on d, and a
+ *         window whose runs differ by less than 3% keeps t_s,w. Linear in
+ *         the placement.
  *
  * default per phase label c (the windows of a label summed):
  *         t_c = max(C_c + sum_d k_c,d sum_o x_o,d L_c,o,d,  max_d Y_c,d / bw_d)
@@ -70,8 +72,15 @@ static void prepare_linear(hm_estimator_t *e)
         double ts = e->t[(size_t)w * D + s], n = 0;
         e->lin_base += ts;
         e->lin_phase_base[p] += ts;
+        /* Memory samples, or all samples in a window that has none. */
+        int all = 0;
         for (int o = 0; o < O; o++)
-            n += hm__est_cell(e, w, o, s)->n;
+            n += hm__est_cell(e, w, o, s)->m;
+        if (n <= 0) {
+            all = 1;
+            for (int o = 0; o < O; o++)
+                n += hm__est_cell(e, w, o, s)->n;
+        }
         if (n <= 0)
             continue;
         for (int d = 0; d < D; d++) {
@@ -80,7 +89,7 @@ static void prepare_linear(hm_estimator_t *e)
                 continue;
             double g = ts - td;
             for (int o = 0; o < O; o++) {
-                double c = hm__est_cell(e, w, o, s)->n;
+                double c = all ? hm__est_cell(e, w, o, s)->n : hm__est_cell(e, w, o, s)->m;
                 if (c <= 0)
                     continue;
                 e->lin_phase_gain[ix3(e, p, o, d)] += g * c / n;
@@ -101,6 +110,8 @@ static void prepare_default(hm_estimator_t *e)
     m->lat = hm__xcalloc((size_t)C * O * D, sizeof(double));
     m->bytes = hm__xcalloc((size_t)C * O, sizeof(double));
     m->latsum = hm__xcalloc((size_t)C * D, sizeof(double));
+    m->xw = hm__xcalloc((size_t)C * O * D, sizeof(double));
+    m->xwsum = hm__xcalloc((size_t)C * D, sizeof(double));
     m->var = hm__xcalloc((size_t)C * O * D, sizeof(double));
     double *T = hm__xcalloc((size_t)C * D, sizeof(double));
     double *raw = hm__xcalloc((size_t)C * O * D, sizeof(double)); /* measured latency cost */
@@ -224,6 +235,18 @@ static void prepare_default(hm_estimator_t *e)
                 m->var[ix3(e, c, o, d)] = n > 0 ? (kd * l) * (kd * l) / n : 0;
             }
         }
+        /* Residual weights: the latency cost, else the samples, else the
+         * untracked data alone (it follows the placement's default device). */
+        for (int d = 0; d < D; d++) {
+            double *ws = &m->xwsum[(size_t)c * D + d];
+            for (int o = 0; o < O; o++)
+                *ws += m->xw[ix3(e, c, o, d)] = m->lat[ix3(e, c, o, d)];
+            for (int o = 0; o < O && *ws <= 0; o++)
+                for (int o2 = 0; o2 < O; o2++)
+                    *ws += m->xw[ix3(e, c, o2, d)] = nsamp[ix3(e, c, o2, d)];
+            if (*ws <= 0)
+                *ws = m->xw[ix3(e, c, O - 1, d)] = 1;
+        }
         /* Residuals: all on d must give the measured time. */
         for (int d = 0; d < D; d++) {
             double lp = cc + m->k[(size_t)c * D + d] * m->latsum[(size_t)c * D + d];
@@ -321,7 +344,7 @@ static void apply(hm_est_state_t *s, int c, int o, slot_t sl, double sign)
             double l = m->lat[ix3(e, c, o, d)];
             s->lp[c] += x * m->k[(size_t)c * D + d] * l;
             s->y[(size_t)c * D + d] += x * m->bytes[(size_t)c * e->nobj + o];
-            s->xi[(size_t)c * D + d] += x * l;
+            s->xi[(size_t)c * D + d] += x * m->xw[ix3(e, c, o, d)];
             s->var[c] += fabs(x) * m->var[ix3(e, c, o, d)] * (sign > 0 ? 1 : -1);
         } else {
             s->lin_t[c] -= x * e->lin_phase_gain[ix3(e, c, o, d)];
@@ -343,12 +366,9 @@ static double class_time(hm_est_state_t *s, int c)
             double b = s->y[(size_t)c * D + d] / e->bw[d];
             bp = b > bp ? b : bp;
         }
-        double ls = m->latsum[(size_t)c * D + d];
-        if (ls > 0)
-            r += s->xi[(size_t)c * D + d] / ls * m->resid[(size_t)c * D + d];
+        r += s->xi[(size_t)c * D + d] / m->xwsum[(size_t)c * D + d] * m->resid[(size_t)c * D + d];
     }
     double t = (lp > bp ? lp : bp) + r;
-    HM_DEBUG("estimate: class %s: latency part %.4g, bandwidth part %.4g, residual %.4g", e->phase_name[c], lp, bp, r);
     return t > 0 ? t : 0;
 }
 
@@ -368,9 +388,13 @@ static double move_cost(const hm_estimator_t *e, int o, slot_t a, slot_t b)
         moved = fa * size;
     else
         moved = (fa > fb ? fa : fb) * size;
-    int src = a.dev != e->def ? a.dev : b.dev;
-    double bw = e->bw[src] > 0 ? e->bw[src] : e->bw[e->def];
-    return bw > 0 ? moved / bw : 0;
+    /* The copy is read from where the pages were and written where they go;
+     * the slower of the two sets its pace (as move_pages on a busy node). */
+    int src = a.dev != e->def || b.dev == e->def ? a.dev : e->def, dst = src == a.dev ? b.dev : a.dev;
+    if (src == dst)
+        dst = e->def;
+    double rd = e->bw[src] > 0 ? moved / e->bw[src] : 0, wr = e->wbw[dst] > 0 ? moved / e->wbw[dst] : 0;
+    return rd > wr ? rd : wr;
 }
 
 static double migration(const hm_est_state_t *s)
@@ -579,8 +603,10 @@ static json_t *rules_json(const hm_est_state_t *s, int p)
     const hm_estimator_t *e = s->e;
     json_t *rules = json_array();
     for (int o = 0; o < e->nobj - 1; o++) {
-        slot_t sl = s->a[(size_t)p * e->nobj + o];
-        if (sl.dev == e->def)
+        slot_t sl = s->a[(size_t)p * e->nobj + o], top = s->a[o];
+        /* Phase lists fall back to the top-level rules, so they name every
+         * object placed otherwise than there, the default device included. */
+        if (p == 0 ? sl.dev == e->def : sl.dev == top.dev && sl.pct == top.pct)
             continue;
         json_t *r = json_object();
         if (e->obj[o].name) {
@@ -686,4 +712,51 @@ HM_API int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *pl, hm_est_m
     e->def = saved_def;
     hm_est_state_close(s);
     return 0;
+}
+
+HM_API int hm_estimator_estimate_job(hm_estimator_t *const *ranks, int nranks, hm_placement_t *p, hm_est_model_t model,
+                                     hm_estimate_t *out)
+{
+    hm__errclear();
+    if (nranks < 1)
+        return hm__errf(HM_EUSAGE, "a job estimate needs at least one rank");
+    /* Phase labels by name over all ranks, each with the slowest rank's time. */
+    int cap = 0, n = 0;
+    for (int r = 0; r < nranks; r++)
+        cap += ranks[r]->nphase;
+    const char **names = hm__xcalloc((size_t)cap, sizeof *names);
+    double *tmax = hm__xcalloc((size_t)cap, sizeof *tmax), mig = 0, lo = 1, hi = 1;
+    int rc = 0;
+    for (int r = 0; r < nranks && rc == 0; r++) {
+        hm_estimate_t est;
+        const hm_est_breakdown_t *bd;
+        if ((rc = hm_estimator_estimate(ranks[r], p, model, &est, &bd)) < 0) {
+            rc = hm__errf(rc, "rank %d: %s", r, hm_errdetail());
+            break;
+        }
+        for (int c = 0; c < bd->nphases; c++) {
+            const char *nm = ranks[r]->phase_name[c];
+            int k = 0;
+            while (k < n && strcmp(names[k], nm))
+                k++;
+            if (k == n)
+                names[n++] = nm;
+            if (bd->phase_ns[c] > tmax[k])
+                tmax[k] = bd->phase_ns[c];
+        }
+        mig = est.migration_ns > mig ? est.migration_ns : mig;
+        if (est.runtime_ns > 0) {
+            lo = fmin(lo, est.lo_ns / est.runtime_ns);
+            hi = fmax(hi, est.hi_ns / est.runtime_ns);
+        }
+    }
+    if (rc == 0) {
+        double t = mig;
+        for (int k = 0; k < n; k++)
+            t += tmax[k];
+        *out = (hm_estimate_t){t, t * lo, t * hi, mig};
+    }
+    free(names);
+    free(tmax);
+    return rc;
 }

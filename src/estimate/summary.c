@@ -187,8 +187,10 @@ static void device_figures(hm_estimator_t *e, int d, const char *machine_json, c
         if (!nm || strcmp(nm, dev))
             continue;
         json_t *bw = json_object_get(v, "read_bandwidth_gbs"), *lat = json_object_get(v, "read_latency_ns");
+        json_t *wbw = json_object_get(v, "write_bandwidth_gbs");
         if (json_is_number(bw))
             e->bw[d] = json_number_value(bw) / cores;
+        e->wbw[d] = json_is_number(wbw) ? json_number_value(wbw) / cores : e->bw[d];
         if (json_is_number(lat))
             e->lat_ns[d] = json_number_value(lat);
         json_t *cap = json_object_get(v, "capacity");
@@ -329,9 +331,11 @@ static int walk_run(hm_estimator_t *e, run_t *r, oset_t *os)
             float wt = (float)blk->weight[i];
             c->n += 1;
             c->w += wt;
-            /* A store sample says only whether it hit L1 (as Intel's store event). */
+            /* A store sample says only whether it hit L1 (as Intel's store event).
+             * A store miss moves two lines: the read for ownership and, later,
+             * the write-back of the dirty line. */
             if (blk->access[i] == HM_ACCESS_STORE ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2)
-                c->m += 1;
+                c->m += blk->access[i] == HM_ACCESS_STORE ? 2 : 1;
             if (blk->access[i] == HM_ACCESS_LOAD) {
                 if (lv == HM_DSRC_MEM || lv == HM_DSRC_LFB || lv == HM_DSRC_REMOTE)
                     c->x += wt;
@@ -420,6 +424,7 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
     e->runtime_ns = hm__xcalloc((size_t)n, sizeof(double));
     e->period = hm__xcalloc((size_t)n, sizeof(double));
     e->bw = hm__xcalloc((size_t)n, sizeof(double));
+    e->wbw = hm__xcalloc((size_t)n, sizeof(double));
     e->lat_ns = hm__xcalloc((size_t)n, sizeof(double));
     e->cap = hm__xcalloc((size_t)n, sizeof(uint64_t));
 

@@ -1,7 +1,9 @@
 /* hetmem estimate: the runtime of a placement from per-device traces. */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "hetmem/estimate.h"
@@ -24,11 +26,15 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv);
 const hm_cmd_t hm_cmd_estimate = {
     "estimate", "Estimate the runtime of a placement from per-device traces",
     "hetmem estimate [--model linear|default|all] TRACE... --placement FILE [--json]\n"
-    "       hetmem estimate --summary FILE --placement FILE [--model ...] [--json]",
+    "       hetmem estimate --summary FILE --placement FILE [--model ...] [--json]\n"
+    "       hetmem estimate app.%r.ddr.hmt app.%r.hbm.hmt --placement FILE   (MPI job, %r = rank)",
     "Give one trace per memory device, each a run of the same program with all\n"
     "data on that device (hetmem record --bind DEV, or hetmem sim --device DEV).\n"
     "The estimate comes with a 95% interval from sampling error and a breakdown\n"
-    "by phase and by object. Models are described in docs/estimator.md.",
+    "by phase and by object. Models are described in docs/estimator.md.\n"
+    "Traces named with %r (as hetmem record -o writes them) are the ranks of an\n"
+    "MPI job, 0, 1, ... as long as files exist; the job estimate takes, phase\n"
+    "by phase, the slowest rank (bulk-synchronous).",
     est_opts, cmd_estimate};
 
 static void print_table(hm_estimator_t *e, const hm_estimate_t *est, const int *models, int nm,
@@ -64,6 +70,91 @@ static void print_table(hm_estimator_t *e, const hm_estimate_t *est, const int *
     }
     if (bd->nobjects > 20)
         printf("  (%d more objects)\n", bd->nobjects - 20);
+}
+
+/* "t.%r.hmt" with rank r. */
+static char *rank_path(const char *pat, int r)
+{
+    const char *at = strstr(pat, "%r");
+    char *out;
+    if (asprintf(&out, "%.*s%d%s", (int)(at - pat), pat, r, at + 2) < 0)
+        abort();
+    return out;
+}
+
+static int estimate_job(const char **traces, int ntr, const char *placement, const int *models, int nm, int json,
+                        const hm_estimator_opts_t *opts)
+{
+    hm_estimator_t *ranks[4096];
+    int nr = 0, status = HM_EXIT_RUNTIME, rc;
+    hm_placement_t *pl = NULL;
+    for (; nr < 4096; nr++) {
+        char *first = rank_path(traces[0], nr);
+        int exists = access(first, F_OK) == 0;
+        free(first);
+        if (!exists)
+            break;
+        char *paths[64];
+        for (int i = 0; i < ntr; i++)
+            paths[i] = rank_path(traces[i], nr);
+        rc = hm_estimator_open(&ranks[nr], (const char *const *)paths, ntr, opts);
+        for (int i = 0; i < ntr; i++)
+            free(paths[i]);
+        if (rc < 0) {
+            hm_cli_failf("estimate", "rank %d: %s", nr, *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
+            goto out;
+        }
+    }
+    if (nr == 0) {
+        char *first = rank_path(traces[0], 0);
+        hm_cli_failf(first, "no such file (the traces of rank 0)");
+        free(first);
+        return HM_EXIT_RUNTIME;
+    }
+    int nd = hm_estimator_ndevices(ranks[0]);
+    const char *devnames[64];
+    for (int d = 0; d < nd; d++)
+        devnames[d] = hm_estimator_device_name(ranks[0], d);
+    if ((rc = hm_placement_load(&pl, placement, devnames, nd)) < 0) {
+        hm_cli_failf("placement", "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
+        goto out;
+    }
+    json_t *root = json_object(), *jm = json_object();
+    if (!json)
+        printf("hetmem estimate: %s, MPI job of %d ranks, %d devices\n\n  %-12s %14s   %-26s\n", placement, nr, nd,
+               "model", "job (s)", "95% interval (s)");
+    for (int i = 0; i < nm; i++) {
+        hm_estimate_t est;
+        if ((rc = hm_estimator_estimate_job(ranks, nr, pl, (hm_est_model_t)models[i], &est)) < 0) {
+            hm_cli_failf(placement, "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
+            json_decref(root);
+            json_decref(jm);
+            goto out;
+        }
+        const char *mn = hm_est_model_name((hm_est_model_t)models[i]);
+        json_object_set_new(jm, mn, json_pack("{s:f, s:[f,f], s:f}", "runtime_s", est.runtime_ns / 1e9, "ci_s",
+                                              est.lo_ns / 1e9, est.hi_ns / 1e9, "migration_s", est.migration_ns / 1e9));
+        if (!json) {
+            char iv[64];
+            snprintf(iv, sizeof iv, "[%.6f, %.6f]", est.lo_ns / 1e9, est.hi_ns / 1e9);
+            printf("  %-12s %14.6f   %-26s\n", mn, est.runtime_ns / 1e9, iv);
+        }
+    }
+    if (json) {
+        json_object_set_new(root, "ranks", json_integer(nr));
+        json_object_set_new(root, "models", jm);
+        json_dumpf(root, stdout, JSON_INDENT(2));
+        putchar('\n');
+    } else {
+        json_decref(jm);
+    }
+    json_decref(root);
+    status = HM_EXIT_OK;
+out:
+    hm_placement_close(pl);
+    for (int r = 0; r < nr; r++)
+        hm_estimator_close(ranks[r]);
+    return status;
 }
 
 static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
@@ -117,8 +208,15 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
     if (!summary && ntr < 2)
         return hm_cli_usage(cmd, "give one trace per device, at least two (got %d)", ntr);
 
-    hm_estimator_t *e = NULL;
     hm_estimator_opts_t opts = {(uint32_t)windows};
+    int with_r = 0;
+    for (int i = 0; i < ntr; i++)
+        with_r += strstr(traces[i], "%r") != NULL;
+    if (with_r && (with_r != ntr || summary))
+        return hm_cli_usage(cmd, "either every trace names its rank with %%r (an MPI job) or none does");
+    if (with_r)
+        return estimate_job(traces, ntr, placement, models, nm, json, &opts);
+    hm_estimator_t *e = NULL;
     int rc = summary ? hm_estimator_open_summary(&e, summary) : hm_estimator_open(&e, traces, ntr, &opts);
     if (rc < 0)
         return hm_cli_failf(summary ? summary : "estimate", "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
@@ -133,7 +231,7 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
     hm_placement_t *pl = NULL;
     if ((rc = hm_placement_load(&pl, placement, devnames, nd)) < 0) {
         hm_estimator_close(e);
-        return hm_cli_failf(placement, "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
+        return hm_cli_failf("placement", "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
     }
     hm_estimate_t est[HM_EST_NMODELS];
     const hm_est_breakdown_t *bd = NULL;
@@ -162,6 +260,15 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
                                           est[i].lo_ns / 1e9, est[i].hi_ns / 1e9, "migration_s",
                                           est[i].migration_ns / 1e9, "phases", ph, "objects", ob));
         }
+    }
+    /* A rule that matched no object is almost always a typo or a placement
+     * meant for another program: the estimate would silently ignore it. */
+    char *unmatched = hm_placement_unmatched(pl);
+    if (unmatched) {
+        unmatched[strcspn(unmatched, "\n")] = 0;
+        status = hm_cli_failf(placement, "%s (no traced object has that site or name)", unmatched);
+        free(unmatched);
+        goto out;
     }
     if (json) {
         json_t *dv = json_array();

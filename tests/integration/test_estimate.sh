@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# hetmem estimate and hetmem validate on simulated runs of a two-phase kernel:
+# corners equal the device runs, a static and a phased placement are close to
+# their simulated runtimes, the JSON shapes, and one-line errors for bad input.
+source "$(dirname "$0")/sim_lib.sh"
+P="$K/phases.sim"
+[ -x "$P" ] || { echo "phases.sim not built"; exit 77; }
+jq '.devices |= .[0:2] | .name = "test-pair"' "$HETMEM_SRC/tests/sim-kernels/machines/two.json" > "$T/pair.json"
+M="$T/pair.json"
+ARGS=(8388608 4)
+for d in slow fast; do
+  "$H" sim -m "$M" --device $d -o "$T/$d.hmt" --json "$T/$d.json" -- "$P" "${ARGS[@]}" >/dev/null || fail "sim --device $d"
+done
+tslow=$(j "$T/slow.json" .runtime_s); tfast=$(j "$T/fast.json" .runtime_s)
+lt "$tfast" "$(awk -v s="$tslow" 'BEGIN{print s/1.2}')" "the devices differ by more than 1.2x"
+
+est() { "$H" estimate --model all --json "$T/slow.hmt" "$T/fast.hmt" --placement "$1"; }
+echo '{"default": "slow", "rules": []}' > "$T/all-slow.json"
+echo '{"default": "fast", "rules": []}' > "$T/all-fast.json"
+for m in linear default; do
+  near "$(est "$T/all-slow.json" | jq -r .models.$m.runtime_s)" "$tslow" 0.005 "$m: all on slow = its run"
+  near "$(est "$T/all-fast.json" | jq -r .models.$m.runtime_s)" "$tfast" 0.005 "$m: all on fast = its run"
+done
+
+# A static placement and a phased one (objects move at phase boundaries).
+echo '{"default": "slow", "rules": [{"name": "A", "device": "fast"}]}' > "$T/a.json"
+echo '{"default": "slow", "phases": {"pa": {"rules": [{"name": "A", "device": "fast"}]}, "pb": {"rules": [{"name": "B", "device": "fast"}]}}}' > "$T/ph.json"
+for p in a ph; do
+  "$H" sim -m "$M" --placement "$T/$p.json" --json "$T/$p.sim.json" -- "$P" "${ARGS[@]}" >/dev/null || fail "sim --placement $p"
+  est "$T/$p.json" > "$T/$p.est.json" || fail "estimate $p"
+  near "$(j "$T/$p.est.json" .models.default.runtime_s)" "$(j "$T/$p.sim.json" .runtime_s)" 0.2 "default model: placement $p against its simulated run"
+  lo=$(j "$T/$p.est.json" '.models.default.ci_s[0]'); hi=$(j "$T/$p.est.json" '.models.default.ci_s[1]'); v=$(j "$T/$p.est.json" .models.default.runtime_s)
+  awk -v l="$lo" -v v="$v" -v h="$hi" 'BEGIN{exit !(l <= v && v <= h && l < h)}' && ok "$p: interval [$lo, $hi] holds $v" || fail "$p: interval [$lo, $hi] around $v"
+done
+mig=$(j "$T/ph.est.json" .models.default.migration_s)
+lt 0 "$mig" "the phased placement pays for migration"
+[ "$(j "$T/a.est.json" '.models.default.phases | keys | length')" = 3 ] && ok "phase breakdown" || fail "phase breakdown: $(j "$T/a.est.json" .models.default.phases)"
+[ "$(j "$T/a.est.json" '[.models.default.objects[] | select(.name == "A")] | length')" = 1 ] && ok "object breakdown names A" || fail "object breakdown"
+
+# A saved summary gives the same estimate without the traces.
+"$H" estimate "$T/slow.hmt" "$T/fast.hmt" --placement "$T/a.json" --save-summary "$T/sum.json" >/dev/null || fail "save summary"
+near "$("$H" estimate --json --summary "$T/sum.json" --placement "$T/a.json" | jq -r .models.default.runtime_s)" "$(j "$T/a.est.json" .models.default.runtime_s)" 1e-6 "saved summary"
+
+# Human output is a table.
+"$H" estimate "$T/slow.hmt" "$T/fast.hmt" --placement "$T/a.json" | grep -q "^  default " && ok "table" || fail "table"
+
+# Bad input: one line, exit 1 (runtime) or 2 (usage).
+bad() { # EXPECTED_RC PATTERN ARGS...
+  local want=$1 pat=$2; shift 2
+  local out rc
+  out=$("$H" "$@" 2>&1 >/dev/null); rc=$?
+  if [ "$rc" = "$want" ] && [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] && [[ "$out" == *"$pat"* ]]; then ok "refused: $pat"
+  else fail "expected exit $want and one line with '$pat', got $rc: $out"; fi
+}
+echo '{"default": "slow", "rules": [{"name": "nosuch", "device": "fast"}]}' > "$T/unmatched.json"
+echo '{"default": "slow", "rules": [{"name": "A", "device": "hbm"}]}' > "$T/unknown.json"
+echo '{"default": "slow", "rules": [' > "$T/malformed.json"
+head -c 3000 "$T/fast.hmt" > "$T/cut.hmt"
+echo "not a trace" > "$T/junk.hmt"
+bad 1 "matched nothing" estimate "$T/slow.hmt" "$T/fast.hmt" --placement "$T/unmatched.json"
+bad 1 'unknown device "hbm"' estimate "$T/slow.hmt" "$T/fast.hmt" --placement "$T/unknown.json"
+bad 1 "malformed.json:" estimate "$T/slow.hmt" "$T/fast.hmt" --placement "$T/malformed.json"
+bad 1 "both runs on device 'slow'" estimate "$T/slow.hmt" "$T/slow.hmt" --placement "$T/a.json"
+bad 1 "cut.hmt" estimate "$T/slow.hmt" "$T/cut.hmt" --placement "$T/a.json"
+bad 1 "junk.hmt" estimate "$T/slow.hmt" "$T/junk.hmt" --placement "$T/a.json"
+bad 1 "nosuch.hmt" estimate "$T/slow.hmt" "$T/nosuch.hmt" --placement "$T/a.json"
+bad 2 "at least two" estimate "$T/slow.hmt" --placement "$T/a.json"
+bad 2 "--placement FILE is required" estimate "$T/slow.hmt" "$T/fast.hmt"
+bad 2 "unknown model" estimate --model cubic "$T/slow.hmt" "$T/fast.hmt" --placement "$T/a.json"
+"$H" sim -m "$M" --device fast -o "$T/other.hmt" -- "$P" 4194304 4 >/dev/null
+bad 1 "different command lines" estimate "$T/slow.hmt" "$T/other.hmt" --placement "$T/a.json"
+bad 1 "validation needs at least two" validate --machine ddr4 -- "$P" "${ARGS[@]}"
+bad 2 "no program given" validate --machine "$M"
+
+# An MPI job (traces named with %r): per phase the slowest rank. Rank 1
+# works on half the data, so the job takes rank 0's time.
+for d in slow fast; do
+  cp "$T/$d.hmt" "$T/job.0.$d.hmt"
+  "$H" sim -m "$M" --device $d -o "$T/job.1.$d.hmt" -- "$P" 4194304 4 >/dev/null || fail "sim rank 1 on $d"
+done
+job=$("$H" estimate --json "$T/job.%r.slow.hmt" "$T/job.%r.fast.hmt" --placement "$T/a.json" | jq -r .models.default.runtime_s)
+r1=$("$H" estimate --json "$T/job.1.slow.hmt" "$T/job.1.fast.hmt" --placement "$T/a.json" | jq -r .models.default.runtime_s)
+near "$job" "$(j "$T/a.est.json" .models.default.runtime_s)" 1e-6 "job of 2 ranks = its slowest rank"
+lt "$r1" "$job" "the smaller rank is faster than the job"
+[ "$("$H" estimate --json "$T/job.%r.slow.hmt" "$T/job.%r.fast.hmt" --placement "$T/a.json" | jq -r .ranks)" = 2 ] && ok "2 ranks found" || fail "ranks"
+bad 2 "names its rank" estimate "$T/job.%r.slow.hmt" "$T/fast.hmt" --placement "$T/a.json"
+bad 1 "traces of rank 0" estimate "$T/nojob.%r.slow.hmt" "$T/nojob.%r.fast.hmt" --placement "$T/a.json"
+
+# validate: rows, estimates per model, summary.
+"$H" validate --machine "$M" --placements 3 -j 2 --json "$T/val.json" -- "$P" "${ARGS[@]}" > "$T/val.txt" || fail "validate"
+[ "$(j "$T/val.json" '.rows | length')" = 3 ] && ok "validate: 3 rows" || fail "validate rows: $(cat "$T/val.txt")"
+for m in linear default; do
+  v=$(j "$T/val.json" ".summary.$m.mean_abs_err_pct")
+  [[ "$v" =~ ^[0-9.e+-]+$ ]] && ok "validate: $m mean error $v%" || fail "validate summary $m: $v"
+done
+grep -q "device gap" "$T/val.txt" && ok "validate prints the device gap" || fail "validate output"
+done_tests

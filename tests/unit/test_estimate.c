@@ -1,0 +1,458 @@
+/* Estimator: alignment, the linear model against hand-computed results,
+ * exact all-on-one-device estimates, monotonicity, the interval, incremental
+ * moves against full estimates, saved summaries and bad input. Traces are
+ * written with the trace writer, so every figure is known. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "common/common.h"
+#include "hetmem/estimate.h"
+#include "hetmem/trace.h"
+
+static char dir[256];
+
+/* A synthetic run: phases p1 then p2 (after 1 ms outside any phase), object A
+ * (hot in p1), object B (hot in p2), one untracked sample stream. Per phase,
+ * samples are spread evenly in time; `weight` is the latency weight of A's
+ * and B's samples in this run. */
+typedef struct {
+    const char *device;
+    const char *argv0;
+    double p1_ms, p2_ms;   /* phase durations */
+    int wa, wb;            /* load weights of A and B samples */
+    int n1, n2;            /* samples per phase (A+untracked in p1, B+untracked in p2) */
+    uint64_t period;
+    int phases_swapped;    /* p2 before p1 (a run of another program) */
+    int no_end;            /* leave out the end record */
+    int no_samples;
+} run_spec_t;
+
+#define A_ADDR 0x100000000ull
+#define B_ADDR 0x200000000ull
+#define U_ADDR 0x700000000ull
+#define OBJ_SIZE (64ull << 20)
+
+static void write_run(const char *path, const run_spec_t *r)
+{
+    const char *argv[] = {r->argv0 ? r->argv0 : "./app.sim", "--size", "tiny", NULL};
+    hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", r->period ? r->period : 1000, r->device, NULL, argv};
+    hm_trace_writer_t *w;
+    CHECK_EQ_INT(hm_trace_writer_open(&w, path, &m), 0);
+    hm_trace_write_site(w, 0xa, "app.sim+0x10 alloc_a");
+    hm_trace_write_site(w, 0xb, "app.sim+0x20 alloc_b");
+    hm_alloc_t a = {10, A_ADDR, OBJ_SIZE, 0xa, 0}, b = {20, B_ADDR, OBJ_SIZE / 2, 0xb, 0};
+    hm_trace_write_alloc(w, &a);
+    hm_trace_write_alloc(w, &b);
+    hm_trace_write_name(w, 11, A_ADDR, "A");
+    uint64_t t = 1000000; /* 1 ms before the first phase */
+    double instr = 0;
+    const char *first = r->phases_swapped ? "p2" : "p1", *second = r->phases_swapped ? "p1" : "p2";
+    for (int ph = 0; ph < 2; ph++) {
+        const char *name = ph ? second : first;
+        int is_p1 = !strcmp(name, "p1");
+        double dur = (is_p1 ? r->p1_ms : r->p2_ms) * 1e6;
+        int n = is_p1 ? r->n1 : r->n2;
+        hm_trace_write_phase(w, 1, t, 0, name);
+        for (int i = 0; i < n && !r->no_samples; i++) {
+            uint64_t st = t + (uint64_t)((i + 0.5) * dur / n);
+            /* 3 of 4 samples on the phase's object, 1 untracked */
+            int untracked = i % 4 == 3;
+            uint64_t base = untracked ? U_ADDR : is_p1 ? A_ADDR : B_ADDR;
+            hm_sample_t s = {st, base + (uint64_t)(i * 4096 % (OBJ_SIZE / 2)), 0x1234, 0,
+                             (uint32_t)(untracked ? 4 : is_p1 ? r->wa : r->wb),
+                             (uint16_t)(untracked ? HM_DSRC_L1 : HM_DSRC_MAKE_MEM(0)), HM_ACCESS_LOAD};
+            hm_trace_write_sample(w, &s);
+            /* Instructions grow at the same rate per phase on every device. */
+            if (i % 16 == 0) {
+                hm_counter_t c = {st, (uint64_t)(instr + (is_p1 ? 2e6 : 1e6) * (i + 0.5) / n), HM_COUNTER_INSTRUCTIONS, 0};
+                hm_trace_write_counter(w, &c);
+            }
+        }
+        instr += is_p1 ? 2e6 : 1e6;
+        t += (uint64_t)dur;
+        hm_trace_write_phase(w, 0, t, 0, name);
+    }
+    hm_trace_write_free(w, t + 10, A_ADDR, 0);
+    hm_trace_end_t end = {t + 1000000, 0};
+    CHECK_EQ_INT(hm_trace_writer_close(w, r->no_end ? NULL : &end), 0);
+}
+
+static char *path_of(const char *name)
+{
+    char *p;
+    if (asprintf(&p, "%s/%s", dir, name) < 0)
+        abort();
+    return p;
+}
+
+static hm_estimator_t *open2(const run_spec_t *slow, const run_spec_t *fast, const char *tag)
+{
+    char n1[64], n2[64];
+    snprintf(n1, sizeof n1, "%s-slow.hmt", tag);
+    snprintf(n2, sizeof n2, "%s-fast.hmt", tag);
+    char *p1 = path_of(n1), *p2 = path_of(n2);
+    write_run(p1, slow);
+    write_run(p2, fast);
+    const char *paths[] = {p1, p2};
+    hm_estimator_t *e = NULL;
+    int rc = hm_estimator_open(&e, paths, 2, NULL);
+    if (rc < 0)
+        fprintf(stderr, "open %s: %s: %s\n", tag, hm_strerror(rc), hm_errdetail());
+    CHECK_EQ_INT(rc, 0);
+    free(p1);
+    free(p2);
+    return e;
+}
+
+static double est_json(hm_estimator_t *e, hm_est_model_t m, const char *json, hm_estimate_t *out)
+{
+    const char *devs[] = {hm_estimator_device_name(e, 0), hm_estimator_device_name(e, 1)};
+    hm_placement_t *p = NULL;
+    int rc = hm_placement_parse(&p, "test", json, devs, 2);
+    CHECK_EQ_INT(rc, 0);
+    if (rc < 0)
+        return NAN;
+    hm_estimate_t r;
+    CHECK_EQ_INT(hm_estimator_estimate(e, p, m, &r, NULL), 0);
+    hm_placement_close(p);
+    if (out)
+        *out = r;
+    return r.runtime_ns;
+}
+
+static const run_spec_t SLOW = {"slow", NULL, 200, 100, 400, 300, 4000, 2000, 1000, 0, 0, 0};
+static const run_spec_t FAST = {"fast", NULL, 100, 90, 200, 270, 4000, 2000, 1000, 0, 0, 0};
+
+static void test_alignment(void)
+{
+    hm_estimator_t *e = open2(&SLOW, &FAST, "align");
+    if (!e)
+        return;
+    CHECK_EQ_INT(hm_estimator_ndevices(e), 2);
+    CHECK_STR_EQ(hm_estimator_device_name(e, 0), "slow");
+    CHECK_EQ_INT(hm_estimator_nphases(e), 3);
+    CHECK_STR_EQ(hm_estimator_phase_name(e, 0), "(no phase)");
+    CHECK_STR_EQ(hm_estimator_phase_name(e, 1), "p1");
+    CHECK_STR_EQ(hm_estimator_phase_name(e, 2), "p2");
+    /* Objects: A (named), B (site), the untracked pseudo-object last. */
+    CHECK_EQ_INT(hm_estimator_nobjects(e), 3);
+    hm_est_object_t o;
+    int ia = hm_estimator_find_object(e, 0, "A"), ib = hm_estimator_find_object(e, 0xb, NULL);
+    CHECK(ia >= 0 && ib >= 0 && ia != ib);
+    hm_estimator_object(e, ia, &o);
+    CHECK_EQ_U64(o.size, OBJ_SIZE);
+    CHECK_EQ_U64(o.site, 0xa);
+    hm_estimator_object(e, 2, &o);
+    CHECK_EQ_INT(o.movable, 0);
+    CHECK_NEAR(hm_estimator_measured_ns(e, 0), 302e6, 1e-9);
+    CHECK_NEAR(hm_estimator_measured_ns(e, 1), 192e6, 1e-9);
+    /* Windows follow the slow run's time: about 1000, at least one per region. */
+    int nw = hm_estimator_nwindows(e);
+    CHECK(nw >= 995 && nw <= 1010);
+    /* Phase breakdown of all-on-slow equals the phases' durations. */
+    const char *devs[] = {"slow", "fast"};
+    hm_placement_t *p;
+    CHECK_EQ_INT(hm_placement_parse(&p, "t", "{\"default\": \"slow\", \"rules\": []}", devs, 2), 0);
+    hm_estimate_t r;
+    const hm_est_breakdown_t *bd;
+    for (int m = 0; m < HM_EST_NMODELS; m++) {
+        CHECK_EQ_INT(hm_estimator_estimate(e, p, (hm_est_model_t)m, &r, &bd), 0);
+        CHECK_EQ_INT(bd->nphases, 3);
+        CHECK_NEAR(bd->phase_ns[1], 200e6, 1e-6);
+        CHECK_NEAR(bd->phase_ns[2], 100e6, 1e-6);
+        CHECK_NEAR(bd->phase_ns[0], 2e6, 1e-3);
+    }
+    hm_placement_close(p);
+    hm_estimator_close(e);
+}
+
+static void test_corners(void)
+{
+    hm_estimator_t *e = open2(&SLOW, &FAST, "corner");
+    if (!e)
+        return;
+    for (int m = 0; m < HM_EST_NMODELS; m++) {
+        double s = est_json(e, (hm_est_model_t)m, "{\"default\": \"slow\", \"rules\": []}", NULL);
+        double f = est_json(e, (hm_est_model_t)m, "{\"default\": \"fast\", \"rules\": []}", NULL);
+        CHECK_NEAR(s, 302e6, 0.005);
+        CHECK_NEAR(f, 192e6, 0.005);
+        /* Every object moved, untracked left on slow: the untracked data's share remains. */
+        double g = est_json(e, (hm_est_model_t)m, "{\"default\": \"slow\", \"rules\": [{\"device\": \"fast\"}]}", NULL);
+        CHECK(g < s && g >= f * 0.999);
+    }
+    hm_estimator_close(e);
+}
+
+/* The published method by hand: in p1 the slow run takes 200 ms against
+ * 100 ms, and all of its memory samples there are on A (the untracked
+ * samples hit L1, which a load-latency event does not sample); in p2 (100
+ * vs 90 ms, more than the 3% cut-off) all are on B. So A on fast saves
+ * 100 ms, B on fast 10 ms. */
+static void test_linear_by_hand(void)
+{
+    hm_estimator_t *e = open2(&SLOW, &FAST, "linear");
+    if (!e)
+        return;
+    double a = est_json(e, HM_EST_LINEAR, "{\"default\": \"slow\", \"rules\": [{\"name\": \"A\", \"device\": \"fast\"}]}", NULL);
+    CHECK_NEAR(a, 302e6 - 100e6, 1e-3);
+    double b = est_json(e, HM_EST_LINEAR, "{\"default\": \"slow\", \"rules\": [{\"site\": \"0xb\", \"device\": \"fast\"}]}", NULL);
+    CHECK_NEAR(b, 302e6 - 10e6, 1e-3);
+    /* Half of A's pages: half of its samples' pages are below 50% by page number. */
+    double h = est_json(e, HM_EST_LINEAR, "{\"default\": \"slow\", \"rules\": [{\"name\": \"A\", \"pages_percent\": 50, \"device\": \"fast\"}]}", NULL);
+    CHECK_NEAR(h, 302e6 - 50e6, 0.01);
+    hm_estimator_close(e);
+
+    /* The 3% cut-off: p2 differs by 2%, so moving B changes nothing. */
+    run_spec_t fast = FAST;
+    fast.p2_ms = 98;
+    e = open2(&SLOW, &fast, "cutoff");
+    if (!e)
+        return;
+    b = est_json(e, HM_EST_LINEAR, "{\"default\": \"slow\", \"rules\": [{\"site\": \"0xb\", \"device\": \"fast\"}]}", NULL);
+    CHECK_NEAR(b, 302e6, 1e-3); /* against 10 ms (3.3%) without the cut-off */
+    hm_estimator_close(e);
+}
+
+/* Latency-bound runs (no bandwidth figures): moving a hot object to the
+ * lower-latency device never makes the estimate worse. */
+static void test_monotonic(void)
+{
+    hm_estimator_t *e = open2(&SLOW, &FAST, "mono");
+    if (!e)
+        return;
+    for (int m = 0; m < HM_EST_NMODELS; m++) {
+        double none = est_json(e, (hm_est_model_t)m, "{\"default\": \"slow\", \"rules\": []}", NULL);
+        double a = est_json(e, (hm_est_model_t)m, "{\"default\": \"slow\", \"rules\": [{\"name\": \"A\", \"device\": \"fast\"}]}", NULL);
+        double ab = est_json(e, (hm_est_model_t)m, "{\"default\": \"slow\", \"rules\": [{\"name\": \"A\", \"device\": \"fast\"}, {\"site\": \"0xb\", \"device\": \"fast\"}]}", NULL);
+        CHECK(a < none);
+        CHECK(ab <= a);
+        for (int pct = 10; pct <= 100; pct += 10) {
+            char js[160];
+            snprintf(js, sizeof js, "{\"default\": \"slow\", \"rules\": [{\"name\": \"A\", \"pages_percent\": %d, \"device\": \"fast\"}]}", pct);
+            double v = est_json(e, (hm_est_model_t)m, js, NULL);
+            CHECK(v <= none * (1 + 1e-12) && v >= a * (1 - 1e-12));
+        }
+    }
+    hm_estimator_close(e);
+}
+
+/* Ten times as many samples: the interval narrows (by about sqrt(10)). */
+static void test_interval(void)
+{
+    run_spec_t s10 = SLOW, f10 = FAST;
+    s10.n1 *= 10, s10.n2 *= 10, f10.n1 *= 10, f10.n2 *= 10, s10.period = f10.period = 100;
+    hm_estimator_t *sparse = open2(&SLOW, &FAST, "sparse"), *dense = open2(&s10, &f10, "dense");
+    if (!sparse || !dense)
+        return;
+    const char *js = "{\"default\": \"slow\", \"rules\": [{\"name\": \"A\", \"device\": \"fast\"}]}";
+    for (int m = 0; m < HM_EST_NMODELS; m++) {
+        hm_estimate_t a, b;
+        est_json(sparse, (hm_est_model_t)m, js, &a);
+        est_json(dense, (hm_est_model_t)m, js, &b);
+        double wa = a.hi_ns - a.lo_ns, wb = b.hi_ns - b.lo_ns;
+        CHECK(wa > 0 && wb > 0);
+        CHECK(wb < wa / 2);
+        CHECK(a.lo_ns <= a.runtime_ns && a.runtime_ns <= a.hi_ns);
+        CHECK_NEAR(a.runtime_ns, b.runtime_ns, 0.02);
+    }
+    hm_estimator_close(sparse);
+    hm_estimator_close(dense);
+}
+
+/* Random moves on a state equal a fresh estimate of the same assignment. */
+static void test_incremental(void)
+{
+    hm_estimator_t *e = open2(&SLOW, &FAST, "incr");
+    if (!e)
+        return;
+    uint64_t rng = 42;
+    for (int m = 0; m < HM_EST_NMODELS; m++)
+        for (int phased = 0; phased < 2; phased++) {
+            hm_est_state_t *s, *t;
+            CHECK_EQ_INT(hm_est_state_open(&s, e, (hm_est_model_t)m, phased), 0);
+            CHECK_EQ_INT(hm_est_state_open(&t, e, (hm_est_model_t)m, phased), 0);
+            double rt = 0;
+            for (int i = 0; i < 200; i++) {
+                rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                int obj = (int)((rng >> 33) % 2), dev = (int)((rng >> 40) % 2), pct = (int)((rng >> 20) % 5) * 25;
+                int ph = phased ? (int)((rng >> 50) % 3) : -1;
+                CHECK_EQ_INT(hm_est_state_move(s, ph, obj, dev, pct, &rt), 0);
+            }
+            CHECK_NEAR(rt, hm_est_state_runtime(s), 1e-12);
+            /* Rebuild on a fresh state from the final assignment. */
+            int np = phased ? 3 : 1;
+            for (int p = 0; p < np; p++)
+                for (int o = 0; o < 2; o++) {
+                    int pct, dev = hm_est_state_device(s, phased ? p : -1, o, &pct);
+                    CHECK_EQ_INT(hm_est_state_move(t, phased ? p : -1, o, dev, pct, NULL), 0);
+                }
+            CHECK_NEAR(hm_est_state_runtime(t), rt, 1e-9);
+            /* And through the placement file it writes. */
+            char *js = hm_est_state_placement_json(s);
+            CHECK(js != NULL);
+            if (js) {
+                hm_estimate_t r;
+                double v = est_json(e, (hm_est_model_t)m, js, &r);
+                CHECK_NEAR(v, rt, 1e-9);
+                hm_estimate_t se;
+                hm_est_state_estimate(s, &se);
+                CHECK_NEAR(r.migration_ns, se.migration_ns, 1e-9);
+                free(js);
+            }
+            /* Copies carry the assignment. */
+            hm_est_state_t *c;
+            CHECK_EQ_INT(hm_est_state_open(&c, e, (hm_est_model_t)m, phased), 0);
+            CHECK_EQ_INT(hm_est_state_copy(c, s), 0);
+            CHECK_NEAR(hm_est_state_runtime(c), rt, 1e-12);
+            hm_est_state_close(c);
+            hm_est_state_close(s);
+            hm_est_state_close(t);
+        }
+    /* Phased states pay for moving pages at phase boundaries. */
+    hm_est_state_t *s;
+    CHECK_EQ_INT(hm_est_state_open(&s, e, HM_EST_DEFAULT, 1), 0);
+    hm_estimate_t r0, r1;
+    hm_est_state_estimate(s, &r0);
+    CHECK_EQ_INT(hm_est_state_move(s, 1, hm_estimator_find_object(e, 0, "A"), 1, 100, NULL), 0);
+    hm_est_state_estimate(s, &r1);
+    CHECK(r0.migration_ns == 0);
+    hm_est_state_close(s);
+    /* Errors. */
+    CHECK_EQ_INT(hm_est_state_open(&s, e, HM_EST_DEFAULT, 0), 0);
+    CHECK_EQ_INT(hm_est_state_move(s, -1, 2, 1, 100, NULL), HM_EUSAGE); /* untracked */
+    CHECK_EQ_INT(hm_est_state_move(s, -1, 5, 1, 100, NULL), HM_ERANGE);
+    CHECK_EQ_INT(hm_est_state_move(s, -1, 0, 7, 100, NULL), HM_ERANGE);
+    CHECK_EQ_INT(hm_est_state_move(s, -1, 0, 1, 101, NULL), HM_ERANGE);
+    CHECK_EQ_INT(hm_est_state_move(s, 1, 0, 1, 100, NULL), HM_EUSAGE); /* phase on an unphased state */
+    CHECK_EQ_U64(hm_est_state_bytes(s, 1), 0);
+    CHECK_EQ_INT(hm_est_state_move(s, -1, 0, 1, 100, NULL), 0);
+    hm_est_object_t o;
+    hm_estimator_object(e, 0, &o);
+    CHECK_EQ_U64(hm_est_state_bytes(s, 1), o.size);
+    hm_est_state_close(s);
+    hm_estimator_close(e);
+}
+
+static void test_summary_roundtrip(void)
+{
+    hm_estimator_t *e = open2(&SLOW, &FAST, "save");
+    if (!e)
+        return;
+    char *p = path_of("summary.json");
+    CHECK_EQ_INT(hm_estimator_save(e, p), 0);
+    hm_estimator_t *f = NULL;
+    CHECK_EQ_INT(hm_estimator_open_summary(&f, p), 0);
+    if (f) {
+        const char *js = "{\"default\": \"slow\", \"rules\": [{\"name\": \"A\", \"pages_percent\": 30, \"device\": \"fast\"}]}";
+        for (int m = 0; m < HM_EST_NMODELS; m++)
+            CHECK_NEAR(est_json(f, (hm_est_model_t)m, js, NULL), est_json(e, (hm_est_model_t)m, js, NULL), 1e-6);
+        hm_estimator_close(f);
+    }
+    free(p);
+    hm_estimator_close(e);
+    /* Malformed summaries are refused with a detail. */
+    static const char *bad[] = {
+        "{",
+        "{\"format\": \"x\", \"version\": 1}",
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 2}",
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"devices\": [{\"name\": \"a\", \"runtime_ns\": 1}], \"objects\": [], \"windows\": [{}]}",
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0, \"devices\": [{\"name\": \"a\", \"runtime_ns\": 1}, {\"name\": \"a\", \"runtime_ns\": 2}], \"objects\": [], \"windows\": [{\"phase\": 0, \"t_ns\": [1, 2]}]}",
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0, \"devices\": [{\"name\": \"a\", \"runtime_ns\": 1}, {\"name\": \"b\", \"runtime_ns\": 2}], \"objects\": [], \"windows\": [{\"phase\": 0, \"t_ns\": [1]}]}",
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0, \"devices\": [{\"name\": \"a\", \"runtime_ns\": 1}, {\"name\": \"b\", \"runtime_ns\": 2}], \"objects\": [{\"size\": 4}], \"windows\": [{\"phase\": 0, \"t_ns\": [1, 2], \"stats\": [[3, 0, 1, 1, 1]]}]}",
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0, \"devices\": [{\"name\": \"a\", \"runtime_ns\": 1}, {\"name\": \"b\", \"runtime_ns\": 2}], \"objects\": [{\"size\": 4}], \"windows\": [{\"phase\": 0, \"t_ns\": [1, 2], \"stats\": [[0, 0, -1, 1, 1]]}]}",
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 5, \"devices\": [{\"name\": \"a\", \"runtime_ns\": 1}, {\"name\": \"b\", \"runtime_ns\": 2}], \"objects\": [], \"windows\": [{\"phase\": 0, \"t_ns\": [1, 2]}]}",
+    };
+    for (size_t i = 0; i < HM_ARRAY_LEN(bad); i++) {
+        hm_estimator_t *x = NULL;
+        int rc = hm_estimator_parse_summary(&x, "bad.json", bad[i]);
+        CHECK(rc < 0 && x == NULL);
+        if (rc < 0)
+            CHECK(strstr(hm_errdetail(), "bad.json") != NULL);
+    }
+}
+
+static void test_bad_input(void)
+{
+    char *a = path_of("bad-a.hmt"), *b = path_of("bad-b.hmt"), *c = path_of("bad-c.hmt");
+    hm_estimator_t *e = NULL;
+    const char *paths[] = {a, b};
+    write_run(a, &SLOW);
+
+    CHECK_EQ_INT(hm_estimator_open(&e, paths, 1, NULL), HM_EUSAGE);
+
+    run_spec_t r = FAST;
+    r.device = "slow";
+    write_run(b, &r);
+    CHECK_EQ_INT(hm_estimator_open(&e, paths, 2, NULL), HM_EMISMATCH);
+    CHECK(strstr(hm_errdetail(), "both runs on device 'slow'") != NULL);
+
+    r = FAST;
+    r.argv0 = "./other.sim";
+    write_run(b, &r);
+    CHECK_EQ_INT(hm_estimator_open(&e, paths, 2, NULL), HM_EMISMATCH);
+    CHECK(strstr(hm_errdetail(), "different command lines") != NULL);
+
+    r = FAST;
+    r.phases_swapped = 1;
+    write_run(b, &r);
+    CHECK_EQ_INT(hm_estimator_open(&e, paths, 2, NULL), HM_EMISMATCH);
+    CHECK(strstr(hm_errdetail(), "phase marker") != NULL);
+
+    r = FAST;
+    r.no_end = 1;
+    write_run(b, &r);
+    CHECK_EQ_INT(hm_estimator_open(&e, paths, 2, NULL), HM_ETRUNC);
+    CHECK(strstr(hm_errdetail(), b) != NULL);
+
+    r = FAST;
+    r.no_samples = 1;
+    write_run(b, &r);
+    CHECK_EQ_INT(hm_estimator_open(&e, paths, 2, NULL), HM_ETRUNC);
+    CHECK(strstr(hm_errdetail(), "no samples") != NULL);
+
+    /* Not a trace, and a trace cut in half. */
+    FILE *f = fopen(b, "w");
+    fputs("not a trace\n", f);
+    fclose(f);
+    CHECK(hm_estimator_open(&e, paths, 2, NULL) < 0);
+    CHECK(strstr(hm_errdetail(), b) != NULL);
+    write_run(c, &FAST);
+    FILE *in = fopen(c, "rb"), *out = fopen(b, "wb");
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf, in);
+    fwrite(buf, 1, n / 2, out);
+    fclose(in);
+    fclose(out);
+    CHECK(hm_estimator_open(&e, paths, 2, NULL) < 0);
+    const char *missing[] = {a, "/nonexistent/x.hmt"};
+    CHECK_EQ_INT(hm_estimator_open(&e, missing, 2, NULL), -ENOENT);
+    CHECK(e == NULL);
+    free(a);
+    free(b);
+    free(c);
+}
+
+int main(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/hm-test-estimate.XXXXXX");
+    if (!mkdtemp(dir))
+        return 1;
+    test_alignment();
+    test_corners();
+    test_linear_by_hand();
+    test_monotonic();
+    test_interval();
+    test_incremental();
+    test_summary_roundtrip();
+    test_bad_input();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return check_done();
+}
