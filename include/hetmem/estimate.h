@@ -50,7 +50,8 @@
  * load's weight; what a cache hit waited beyond that level's usual latency);
  * rows left out are zero, and MEMORY_WEIGHT may be left out (it is then
  * WEIGHT_SUM). Optional per object: "pages", 100 counts of
- * sampled pages by (page number % 100), for pages_percent splits.
+ * sampled L1 misses by (page number % 100), for pages_percent splits
+ * (without it a split moves its percentage of the object's accesses).
  *
  * Thread safety: an estimator is read-only after open, so estimates and
  * states on one estimator may run on several threads, one state per thread.

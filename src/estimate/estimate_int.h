@@ -23,7 +23,8 @@ typedef struct {
     char *name;
     uint64_t size, allocations;
     double samples;
-    float pages[100]; /* sampled pages by page number % 100 (all runs) */
+    float pages[100]; /* pages of sampled L1 misses by page number % 100 (all runs) */
+    float cum[101];   /* share of those below each percentage (hm__est_prepare) */
 } hm__est_obj_t;
 
 typedef struct {
@@ -39,7 +40,9 @@ typedef struct {
     double *k;            /* ns per latency-weight unit, per (class, device) */
     double *resid;        /* corner residual per (class, device) */
     double *lat;          /* per (class, object, device): latency cost (weight x period) */
-    double *bytes;        /* per (class, object): bytes moved to memory */
+    double *bytes;        /* per (class, object): sampled bytes moved to memory */
+    double *bytes_x;      /* per (class, object): traffic the samples do not show
+                           * (prefetches), which covers an object's pages evenly */
     double *latsum;       /* per (class, device): sum over objects of lat */
     double *xw, *xwsum;   /* weights that spread the residuals: per (class, object,
                            * device) and their sum per (class, device) */

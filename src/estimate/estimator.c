@@ -40,6 +40,7 @@ HM_API void hm_estimator_close(hm_estimator_t *e)
     free(m->resid);
     free(m->lat);
     free(m->bytes);
+    free(m->bytes_x);
     free(m->latsum);
     free(m->xw);
     free(m->xwsum);

@@ -109,6 +109,7 @@ static void prepare_default(hm_estimator_t *e)
     m->resid = hm__xcalloc((size_t)C * D, sizeof(double));
     m->lat = hm__xcalloc((size_t)C * O * D, sizeof(double));
     m->bytes = hm__xcalloc((size_t)C * O, sizeof(double));
+    m->bytes_x = hm__xcalloc((size_t)C * O, sizeof(double));
     m->latsum = hm__xcalloc((size_t)C * D, sizeof(double));
     m->xw = hm__xcalloc((size_t)C * O * D, sizeof(double));
     m->xwsum = hm__xcalloc((size_t)C * D, sizeof(double));
@@ -160,48 +161,56 @@ static void prepare_default(hm_estimator_t *e)
         }
         for (int d = 0; d < D; d++)
             nu += !bound[d];
+        HM_DEBUG("estimate: class %s: sampled traffic %.4g bytes, from bound runs %.4g", e->phase_name[c], B, nb ? Bt / nb : 0.0);
         if (nb > 0 && B > 0) {
-            double scale = Bt / nb / B;
-            for (int o = 0; o < O; o++)
-                m->bytes[(size_t)c * O + o] *= scale;
+            /* Traffic the samples do not show is mostly hardware prefetches,
+             * which follow the accesses that wait for memory: it goes to the
+             * objects by their memory-bound latency cost in the bound runs.
+             * Sampled traffic beyond the bound runs' is scaled down. */
+            double extra = Bt / nb - B, lsum = 0;
+            for (int d = 0; d < D; d++)
+                if (bound[d])
+                    lsum += L[d];
+            for (int o = 0; o < O; o++) {
+                double *b = &m->bytes[(size_t)c * O + o], lo = 0;
+                for (int d = 0; d < D; d++)
+                    if (bound[d])
+                        lo += raw[ix3(e, c, o, d)];
+                if (extra < 0)
+                    *b *= (Bt / nb) / B;
+                else
+                    m->bytes_x[(size_t)c * O + o] = lsum > 0 ? extra * lo / lsum : extra * *b / B;
+            }
             B = Bt / nb;
         }
-        /* Fit t = C + k L on the unbound runs (least squares). */
+        /* Fit t = C + k L (least squares): first over every run, whose
+         * measured latencies include what queueing added, so that a run
+         * near its bandwidth still says how much of the time the memory
+         * accesses took; if that gives no sensible split (a negative part),
+         * over the unbound runs only; with one such run, its whole time is
+         * charged to its latency cost. */
         double cc = 0, k = 0;
         int fitted = 0;
-        if (nu >= 2) {
+        for (int pass = 0; pass < 2 && !fitted; pass++) {
             double sl = 0, st = 0, sll = 0, slt = 0;
+            int np = 0;
             for (int d = 0; d < D; d++)
-                if (!bound[d])
-                    sl += L[d], st += Tc[d], sll += L[d] * L[d], slt += L[d] * Tc[d];
-            double den = nu * sll - sl * sl;
-            if (den > 1e-12 * sll * nu) {
-                k = (nu * slt - sl * st) / den;
-                cc = (st - k * sl) / nu;
-                fitted = k > 0 && cc >= 0;
+                if (pass == 0 || !bound[d])
+                    sl += L[d], st += Tc[d], sll += L[d] * L[d], slt += L[d] * Tc[d], np++;
+            double den = np * sll - sl * sl;
+            if (np >= 2 && den > 1e-9 * sll * np) {
+                k = (np * slt - sl * st) / den;
+                cc = (st - k * sl) / np;
+                fitted = k > 0 && cc >= 0 ? pass + 1 : 0;
             }
         }
         if (!fitted) {
-            /* Runs that do not tell the two apart: the device-independent
-             * part is what no unbound run went below, less the smallest
-             * latency cost at the fitted rate... with one point, take the
-             * whole time of the fastest unbound run as latency-driven only
-             * above the common floor of all runs. */
-            double tmin = INFINITY;
             int u = -1;
             for (int d = 0; d < D; d++)
                 if (!bound[d] && (u < 0 || L[d] < L[u]))
                     u = d;
-            for (int d = 0; d < D; d++)
-                tmin = Tc[d] < tmin ? Tc[d] : tmin;
-            if (u >= 0 && L[u] > 0) {
-                cc = 0;
-                k = Tc[u] / L[u];
-            } else {
-                cc = 0;
-                k = 0;
-            }
-            (void)tmin;
+            cc = 0;
+            k = u >= 0 && L[u] > 0 ? Tc[u] / L[u] : 0;
         }
         m->c_ns[c] = cc;
         HM_DEBUG("estimate: class %s: bytes %.3g, C %.4g ns, k %.4g, fitted %d", e->phase_name[c], B, cc, k, fitted);
@@ -261,6 +270,19 @@ static void prepare_default(hm_estimator_t *e)
 
 int hm__est_prepare(hm_estimator_t *e)
 {
+    /* pages_percent splits: share of an object's sampled misses below each
+     * percentage; without samples, the percentage itself. */
+    for (int o = 0; o < e->nobj; o++) {
+        hm__est_obj_t *x = &e->obj[o];
+        double all = 0, acc = 0;
+        for (int b = 0; b < 100; b++)
+            all += x->pages[b];
+        for (int p = 0; p <= 100; p++) {
+            x->cum[p] = (float)(all > 0 ? acc / all : p / 100.0);
+            if (p < 100)
+                acc += x->pages[p];
+        }
+    }
     prepare_linear(e);
     prepare_default(e);
     /* Phase label transitions, for migration costs. */
@@ -289,6 +311,7 @@ typedef struct {
 struct hm_est_state {
     hm_estimator_t *e;
     hm_est_model_t model;
+    int def;                 /* default device: where the rest of split objects and untracked data go */
     int phased, np;          /* np: assignments (phases when phased, else 1) */
     slot_t *a;               /* per (assignment, object) */
     /* default model: per class */
@@ -305,20 +328,9 @@ struct hm_est_state {
 };
 
 /* Fraction of object o's accesses on its slot's device (by sampled pages). */
-static double frac(const hm_estimator_t *e, int o, int pct)
+static inline double frac(const hm_estimator_t *e, int o, int pct)
 {
-    if (pct >= 100)
-        return 1;
-    if (pct <= 0)
-        return 0;
-    const float *h = e->obj[o].pages;
-    double in = 0, all = 0;
-    for (int b = 0; b < 100; b++) {
-        all += h[b];
-        if (b < pct)
-            in += h[b];
-    }
-    return all > 0 ? in / all : pct / 100.0;
+    return pct >= 100 ? 1 : pct <= 0 ? 0 : e->obj[o].cum[pct];
 }
 
 static int slot_of(const hm_est_state_t *s, int c)
@@ -330,20 +342,20 @@ static int slot_of(const hm_est_state_t *s, int c)
 static void apply(hm_est_state_t *s, int c, int o, slot_t sl, double sign)
 {
     hm_estimator_t *e = s->e;
-    int D = e->ndev, def = e->def;
-    double f = frac(e, o, sl.pct);
-    double share[2] = {f, 1 - f};
+    int D = e->ndev, def = s->def;
+    double f = frac(e, o, sl.pct), u = sl.pct >= 100 ? 1 : sl.pct / 100.0;
+    double share[2] = {f, 1 - f}, even[2] = {u, 1 - u};
     int devs[2] = {sl.dev, def};
     for (int i = 0; i < 2; i++) {
         double x = share[i] * sign;
         int d = devs[i];
-        if (x == 0)
+        if (x == 0 && even[i] == 0)
             continue;
         if (s->model == HM_EST_DEFAULT) {
             const hm__est_default_t *m = &e->dm;
             double l = m->lat[ix3(e, c, o, d)];
             s->lp[c] += x * m->k[(size_t)c * D + d] * l;
-            s->y[(size_t)c * D + d] += x * m->bytes[(size_t)c * e->nobj + o];
+            s->y[(size_t)c * D + d] += x * m->bytes[(size_t)c * e->nobj + o] + even[i] * sign * m->bytes_x[(size_t)c * e->nobj + o];
             s->xi[(size_t)c * D + d] += x * m->xw[ix3(e, c, o, d)];
             s->var[c] += fabs(x) * m->var[ix3(e, c, o, d)] * (sign > 0 ? 1 : -1);
         } else {
@@ -373,7 +385,7 @@ static double class_time(hm_est_state_t *s, int c)
 }
 
 /* Time to move object o's pages between two slots at one boundary. */
-static double move_cost(const hm_estimator_t *e, int o, slot_t a, slot_t b)
+static double move_cost(const hm_estimator_t *e, int def, int o, slot_t a, slot_t b)
 {
     if (a.dev == b.dev && a.pct == b.pct)
         return 0;
@@ -382,17 +394,17 @@ static double move_cost(const hm_estimator_t *e, int o, slot_t a, slot_t b)
     double size = (double)e->obj[o].size, moved;
     if (a.dev == b.dev)
         moved = fabs(fa - fb) * size;
-    else if (a.dev == e->def)
+    else if (a.dev == def)
         moved = fb * size;
-    else if (b.dev == e->def)
+    else if (b.dev == def)
         moved = fa * size;
     else
         moved = (fa > fb ? fa : fb) * size;
     /* The copy is read from where the pages were and written where they go;
      * the slower of the two sets its pace (as move_pages on a busy node). */
-    int src = a.dev != e->def || b.dev == e->def ? a.dev : e->def, dst = src == a.dev ? b.dev : a.dev;
+    int src = a.dev != def || b.dev == def ? a.dev : def, dst = src == a.dev ? b.dev : a.dev;
     if (src == dst)
-        dst = e->def;
+        dst = def;
     double rd = e->bw[src] > 0 ? moved / e->bw[src] : 0, wr = e->wbw[dst] > 0 ? moved / e->wbw[dst] : 0;
     return rd > wr ? rd : wr;
 }
@@ -410,7 +422,7 @@ static double migration(const hm_est_state_t *s)
             if (!n)
                 continue;
             for (int o = 0; o < e->nobj - 1; o++)
-                t += n * move_cost(e, o, s->a[(size_t)a * e->nobj + o], s->a[(size_t)b * e->nobj + o]);
+                t += n * move_cost(e, s->def, o, s->a[(size_t)a * e->nobj + o], s->a[(size_t)b * e->nobj + o]);
         }
     return t;
 }
@@ -445,12 +457,13 @@ HM_API int hm_est_state_open(hm_est_state_t **out, hm_estimator_t *e, hm_est_mod
     hm_est_state_t *s = hm__xcalloc(1, sizeof *s);
     int C = e->nphase, D = e->ndev, O = e->nobj;
     s->e = e;
+    s->def = e->def;
     s->model = model;
     s->phased = phased != 0;
     s->np = s->phased ? C : 1;
     s->a = hm__xcalloc((size_t)s->np * O, sizeof *s->a);
     for (size_t i = 0; i < (size_t)s->np * O; i++)
-        s->a[i] = (slot_t){(int16_t)e->def, 100};
+        s->a[i] = (slot_t){(int16_t)s->def, 100};
     s->lp = hm__xcalloc((size_t)C, sizeof(double));
     s->y = hm__xcalloc((size_t)C * D, sizeof(double));
     s->xi = hm__xcalloc((size_t)C * D, sizeof(double));
@@ -507,8 +520,8 @@ HM_API int hm_est_state_move(hm_est_state_t *s, int phase, int obj, int dev, int
         return hm__errf(HM_EUSAGE, "the untracked pseudo-object cannot be moved");
     if (phase >= 0 && !s->phased)
         return hm__errf(HM_EUSAGE, "a phase was given to a state without phases");
-    if (pct == 0 || dev == e->def)
-        dev = e->def, pct = 100;
+    if (pct == 0 || dev == s->def)
+        dev = s->def, pct = 100;
     slot_t nw = {(int16_t)dev, (int16_t)pct};
     int p0 = phase < 0 ? 0 : phase, p1 = phase < 0 ? s->np : phase + 1;
     for (int p = p0; p < p1; p++) {
@@ -524,8 +537,8 @@ HM_API int hm_est_state_move(hm_est_state_t *s, int phase, int obj, int dev, int
                 slot_t other = s->a[(size_t)b * O + obj];
                 if (b == p)
                     continue;
-                s->mig += nin * (move_cost(e, obj, other, nw) - move_cost(e, obj, other, *cur));
-                s->mig += nout * (move_cost(e, obj, nw, other) - move_cost(e, obj, *cur, other));
+                s->mig += nin * (move_cost(e, s->def, obj, other, nw) - move_cost(e, s->def, obj, other, *cur));
+                s->mig += nout * (move_cost(e, s->def, obj, nw, other) - move_cost(e, s->def, obj, *cur, other));
             }
         int c0 = s->phased ? p : 0, c1 = s->phased ? p + 1 : e->nphase;
         for (int c = c0; c < c1; c++) {
@@ -588,7 +601,7 @@ HM_API uint64_t hm_est_state_bytes(const hm_est_state_t *s, int dev)
             uint64_t size = e->obj[o].size;
             if (sl.dev == dev)
                 b += sl.pct >= 100 ? size : (uint64_t)((double)size * sl.pct / 100.0 + 0.5);
-            else if (dev == e->def)
+            else if (dev == s->def)
                 b += (uint64_t)((double)size * (100 - sl.pct) / 100.0 + 0.5);
         }
         peak = b > peak ? b : peak;
@@ -606,7 +619,7 @@ static json_t *rules_json(const hm_est_state_t *s, int p)
         slot_t sl = s->a[(size_t)p * e->nobj + o], top = s->a[o];
         /* Phase lists fall back to the top-level rules, so they name every
          * object placed otherwise than there, the default device included. */
-        if (p == 0 ? sl.dev == e->def : sl.dev == top.dev && sl.pct == top.pct)
+        if (p == 0 ? sl.dev == s->def : sl.dev == top.dev && sl.pct == top.pct)
             continue;
         json_t *r = json_object();
         if (e->obj[o].name) {
@@ -628,7 +641,7 @@ HM_API char *hm_est_state_placement_json(const hm_est_state_t *s)
 {
     const hm_estimator_t *e = s->e;
     json_t *root = json_object();
-    json_object_set_new(root, "default", json_string(e->dev_name[e->def]));
+    json_object_set_new(root, "default", json_string(e->dev_name[s->def]));
     json_object_set_new(root, "rules", rules_json(s, 0));
     if (s->phased) {
         json_t *ph = json_object();
@@ -663,8 +676,7 @@ HM_API int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *pl, hm_est_m
         return rc;
     /* The untracked data and unmatched objects go to the placement's default
      * device, which may differ from the machine's first device. */
-    int saved_def = e->def;
-    e->def = pdef;
+    s->def = pdef;
     for (int p = 0; p < s->np; p++)
         for (int o = 0; o < O; o++)
             s->a[(size_t)p * O + o] = (slot_t){(int16_t)pdef, 100};
@@ -675,7 +687,6 @@ HM_API int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *pl, hm_est_m
             hm_place_t m;
             hm_placement_match(pl, phase, &d, &m);
             if (m.device < 0 || m.device >= e->ndev) {
-                e->def = saved_def;
                 hm_est_state_close(s);
                 return hm__errf(HM_ENODEV, "placement device %d is not one of the traces' devices", m.device);
             }
@@ -709,7 +720,6 @@ HM_API int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *pl, hm_est_m
         }
         *bd = &e->bd;
     }
-    e->def = saved_def;
     hm_est_state_close(s);
     return 0;
 }

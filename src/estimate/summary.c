@@ -7,7 +7,9 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/objtab.h"
 #include "estimate/estimate_int.h"
@@ -36,6 +38,12 @@ typedef struct {
     uint64_t *bound;          /* window boundaries (nwin + 1 times) */
     uint32_t hist[4][512];    /* load weights per cache level (first pass) */
     float base[4];            /* usual latency of a hit per level: 5th percentile */
+    struct oset *os;          /* this run's objects (first pass) */
+    int *map;                 /* this run's object -> the union's */
+    float (*pages)[100];      /* per union object: pages of sampled misses */
+    hm_estimator_t *e;        /* second pass: where samples go */
+    int rc;                   /* a worker's result, and its detail: */
+    char err[512];
 } run_t;
 
 /* ------------------------------------------------------------ objects */
@@ -46,7 +54,7 @@ typedef struct {
     uint64_t live, peak, allocations;
 } okey_t;
 
-typedef struct {
+typedef struct oset {
     okey_t *v;
     int n, cap;
 } oset_t;
@@ -83,6 +91,14 @@ static void run_free(run_t *r)
     free(r->ev_time);
     free(r->ip);
     free(r->bound);
+    if (r->os) {
+        for (int k = 0; k < r->os->n; k++)
+            free(r->os->v[k].name);
+        free(r->os->v);
+        free(r->os);
+    }
+    free(r->map);
+    free(r->pages);
 }
 
 static const char *base(const char *p)
@@ -131,38 +147,64 @@ static uint64_t time_at(const run_t *r, double instr, uint64_t t0, uint64_t t1)
     return hi;
 }
 
-/* First pass: header checks, phase events and instruction counters. */
-static int read_events(run_t *r)
+/* Phase markers and instruction counters, kept on the first pass. */
+static void add_event(run_t *r, const hm_record_t *ev)
 {
-    uint32_t nb = hm_trace_nblocks(r->t);
-    for (uint32_t b = 0; b < nb; b++) {
-        const hm_block_t *blk;
-        int rc = hm_trace_read_block(r->t, b, &blk);
-        if (rc < 0)
-            return hm__errf(rc, "%s: %s", r->path, hm_errdetail());
-        for (uint32_t i = 0; i < blk->nevents; i++) {
-            const hm_record_t *ev = &blk->events[i];
-            if (ev->kind == HM_REC_PHASE_BEGIN || ev->kind == HM_REC_PHASE_END) {
-                if (r->nev == r->cev) {
-                    r->cev = r->cev ? 2 * r->cev : 64;
-                    r->ev_kind = hm__xrealloc(r->ev_kind, (size_t)r->cev * sizeof *r->ev_kind);
-                    r->ev_name = hm__xrealloc(r->ev_name, (size_t)r->cev * sizeof *r->ev_name);
-                    r->ev_time = hm__xrealloc(r->ev_time, (size_t)r->cev * sizeof *r->ev_time);
-                }
-                r->ev_kind[r->nev] = ev->kind == HM_REC_PHASE_BEGIN;
-                r->ev_name[r->nev] = hm__xstrdup(ev->u.phase.name ? ev->u.phase.name : "");
-                r->ev_time[r->nev++] = ev->u.phase.time;
-            } else if (ev->kind == HM_REC_COUNTER && ev->u.counter.counter == HM_COUNTER_INSTRUCTIONS) {
-                if (r->nip == r->cip) {
-                    r->cip = r->cip ? 2 * r->cip : 1024;
-                    r->ip = hm__xrealloc(r->ip, (size_t)r->cip * sizeof *r->ip);
-                }
-                if (r->nip && ev->u.counter.time <= r->ip[r->nip - 1].time)
-                    continue; /* keep the points strictly increasing in time */
-                r->ip[r->nip++] = (ipoint_t){ev->u.counter.time, ev->u.counter.value};
-            }
+    if (ev->kind == HM_REC_PHASE_BEGIN || ev->kind == HM_REC_PHASE_END) {
+        if (r->nev == r->cev) {
+            r->cev = r->cev ? 2 * r->cev : 64;
+            r->ev_kind = hm__xrealloc(r->ev_kind, (size_t)r->cev * sizeof *r->ev_kind);
+            r->ev_name = hm__xrealloc(r->ev_name, (size_t)r->cev * sizeof *r->ev_name);
+            r->ev_time = hm__xrealloc(r->ev_time, (size_t)r->cev * sizeof *r->ev_time);
         }
+        r->ev_kind[r->nev] = ev->kind == HM_REC_PHASE_BEGIN;
+        r->ev_name[r->nev] = hm__xstrdup(ev->u.phase.name ? ev->u.phase.name : "");
+        r->ev_time[r->nev++] = ev->u.phase.time;
+    } else if (ev->u.counter.counter == HM_COUNTER_INSTRUCTIONS) {
+        if (r->nip == r->cip) {
+            r->cip = r->cip ? 2 * r->cip : 1024;
+            r->ip = hm__xrealloc(r->ip, (size_t)r->cip * sizeof *r->ip);
+        }
+        if (r->nip && ev->u.counter.time <= r->ip[r->nip - 1].time)
+            return; /* keep the points strictly increasing in time */
+        r->ip[r->nip++] = (ipoint_t){ev->u.counter.time, ev->u.counter.value};
     }
+}
+
+static int walk_run(run_t *r);
+
+/* Runs walk_run() on every run, one thread per run up to the online CPUs:
+ * the runs are independent until their objects are merged. */
+static void *worker(void *arg)
+{
+    run_t *r = arg;
+    r->rc = walk_run(r);
+    if (r->rc < 0)
+        snprintf(r->err, sizeof r->err, "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(r->rc));
+    return NULL;
+}
+
+static int walk_all(run_t *runs, int n)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int par = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu;
+    for (int i = 0; i < n;) {
+        pthread_t th[64];
+        int started[64] = {0}, m = n - i < par ? n - i : par;
+        for (int j = 1; j < m; j++)
+            started[j] = pthread_create(&th[j], NULL, worker, &runs[i + j]) == 0;
+        worker(&runs[i]);
+        for (int j = 1; j < m; j++) {
+            if (started[j])
+                pthread_join(th[j], NULL);
+            else
+                worker(&runs[i + j]); /* no thread to be had: do it here */
+        }
+        i += m;
+    }
+    for (int i = 0; i < n; i++)
+        if (runs[i].rc < 0)
+            return hm__errf(runs[i].rc, "%s", runs[i].err);
     return 0;
 }
 
@@ -252,8 +294,10 @@ static void live_add(oset_t *os, int o, uint64_t size, int count)
         os->v[o].peak = os->v[o].live;
 }
 
-static int walk_run(hm_estimator_t *e, run_t *r, oset_t *os)
+static int walk_run(run_t *r)
 {
+    hm_estimator_t *e = r->e;
+    oset_t *os = r->os;
     hm_objtab_t *tab;
     if (hm__objtab_open(&tab) < 0)
         return -ENOMEM;
@@ -276,6 +320,8 @@ static int walk_run(hm_estimator_t *e, run_t *r, oset_t *os)
             uint64_t st = i < blk->n ? blk->time[i] : UINT64_MAX;
             for (; ei < blk->nevents && ev_time(&blk->events[ei]) <= st; ei++) {
                 const hm_record_t *ev = &blk->events[ei];
+                if (first && (ev->kind == HM_REC_PHASE_BEGIN || ev->kind == HM_REC_PHASE_END || ev->kind == HM_REC_COUNTER))
+                    add_event(r, ev);
                 if (ev->kind == HM_REC_ALLOC) {
                     const hm_alloc_t *a = &ev->u.alloc;
                     int o = oset_get(os, a->site, NULL);
@@ -324,7 +370,7 @@ static int walk_run(hm_estimator_t *e, run_t *r, oset_t *os)
             while (w < e->nwin - 1 && st >= r->bound[w + 1])
                 w++;
             const hm_objtab_entry_t *ent = hm__objtab_find(tab, blk->addr[i]);
-            int o = ent ? allocs[ent->id].obj : e->nobj - 1;
+            int o = ent ? r->map[allocs[ent->id].obj] : e->nobj - 1;
 
             hm__est_cell_t *c = hm__est_cell(e, w, o, d);
             unsigned lv = HM_DSRC_LEVEL(blk->dsrc[i]);
@@ -342,8 +388,10 @@ static int walk_run(hm_estimator_t *e, run_t *r, oset_t *os)
                 else if (lv >= HM_DSRC_L2 && lv <= HM_DSRC_L3 && wt > 2 * r->base[lv])
                     c->x += wt - r->base[lv];
             }
-            if (ent)
-                e->obj[o].pages[(blk->addr[i] >> 12) % 100] += 1;
+            /* Pages of the accesses that reach memory: a pages_percent split
+             * moves those, whatever the cache hits do. */
+            if (ent && (blk->access[i] == HM_ACCESS_STORE ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2))
+                r->pages[o][(blk->addr[i] >> 12) % 100] += 1;
         }
     }
     free(allocs);
@@ -467,9 +515,23 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
         e->runtime_ns[i] = (double)r->st.end.total_time * (r->meta->clock_ns_per_unit > 0 ? r->meta->clock_ns_per_unit : 1.0);
         e->period[i] = r->meta->period ? (double)r->meta->period : 1.0;
         device_figures(e, i, r->meta->machine_json, r->meta->device);
-        if ((rc = read_events(r)) < 0)
-            goto fail;
+        r->os = hm__xcalloc(1, sizeof *r->os);
     }
+    /* First pass over every run: phase markers, counters, objects, and the
+     * usual latency of hits per cache level. */
+    if ((rc = walk_all(runs, n)) < 0)
+        goto fail;
+    for (int i = 0; i < n; i++)
+        for (int lv = 1; lv < 4; lv++) {
+            uint64_t tot = 0, acc = 0;
+            for (int b = 0; b < 512; b++)
+                tot += runs[i].hist[lv][b];
+            for (int b = 0; b < 512 && tot; b++)
+                if ((acc += runs[i].hist[lv][b]) * 20 >= tot) {
+                    runs[i].base[lv] = (float)b;
+                    break;
+                }
+        }
     /* The default device is the machine's first device when the traces say;
      * otherwise the first trace's. Devices keep the traces' order. */
     e->def = 0;
@@ -505,23 +567,18 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
             nw[g] = 1;
         e->nwin += nw[g];
     }
-    /* Objects: the union over runs of (site, name), hottest first. */
-    for (int i = 0; i < n && rc == 0; i++) {
-        rc = walk_run(NULL, &runs[i], &os);
-        for (int lv = 1; lv < 4; lv++) {
-            uint64_t tot = 0, acc = 0;
-            for (int b = 0; b < 512; b++)
-                tot += runs[i].hist[lv][b];
-            for (int b = 0; b < 512 && tot; b++)
-                if ((acc += runs[i].hist[lv][b]) * 20 >= tot) {
-                    runs[i].base[lv] = (float)b;
-                    break;
-                }
+    /* Objects: the union over runs of (site, name); peak sizes are the
+     * largest of the runs', allocation counts their sum (divided later). */
+    for (int i = 0; i < n; i++) {
+        oset_t *lo = runs[i].os;
+        runs[i].map = hm__xcalloc((size_t)lo->n + 1, sizeof *runs[i].map);
+        for (int k = 0; k < lo->n; k++) {
+            int g = oset_get(&os, lo->v[k].site, lo->v[k].name);
+            runs[i].map[k] = g;
+            if (lo->v[k].peak > os.v[g].peak)
+                os.v[g].peak = lo->v[k].peak;
+            os.v[g].allocations += lo->v[k].allocations;
         }
-    }
-    if (rc < 0) {
-        free(nw);
-        goto fail;
     }
     e->nobj = os.n + 1;
     e->obj = hm__xcalloc((size_t)e->nobj, sizeof *e->obj);
@@ -557,11 +614,18 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
     }
     free(nw);
 
-    /* Samples into cells (objects in the union set's order, sorted afterwards). */
-    for (int i = 0; i < n && rc == 0; i++)
-        rc = walk_run(e, &runs[i], &os);
-    if (rc < 0)
+    /* Second pass: samples into cells (objects in the union's order, sorted
+     * afterwards). */
+    for (int i = 0; i < n; i++) {
+        runs[i].e = e;
+        runs[i].pages = hm__xcalloc((size_t)e->nobj, sizeof *runs[i].pages);
+    }
+    if ((rc = walk_all(runs, n)) < 0)
         goto fail;
+    for (int i = 0; i < n; i++)
+        for (int o = 0; o < e->nobj; o++)
+            for (int b = 0; b < 100; b++)
+                e->obj[o].pages[b] += runs[i].pages[o][b];
 
     /* Sort objects by samples in the reference run, hottest first. */
     {
