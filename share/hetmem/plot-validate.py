@@ -4,6 +4,7 @@
 usage: plot-validate.py VALIDATE.json OUT.png
 """
 import json
+import os
 import sys
 
 import matplotlib
@@ -30,7 +31,7 @@ def main(argv):
     ax.plot([lo, hi], [lo, hi], "k--", lw=0.8, label="exact")
     ax.set_xlabel("measured runtime (s)")
     ax.set_ylabel("estimated runtime (s)")
-    cmd = " ".join(doc.get("command", [])[:1])
+    cmd = os.path.basename(doc.get("command", [""])[0])
     ax.set_title(f"{cmd} on {doc.get('machine', '')} (gap {doc.get('gap', 1):.2f}x)", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()

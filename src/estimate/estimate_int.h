@@ -12,7 +12,10 @@
 typedef struct {
     float n;    /* samples */
     float w;    /* sum of latency weights (core cycles) */
-    float m;    /* samples that missed L1 */
+    float m;    /* samples that missed L1 (loads and stores) */
+    float sm;   /* store samples that missed L1: each will also write a line back */
+    float mm;   /* load samples that reached memory: served by it, or a cache hit
+                 * that waited for a line on its way from memory */
     float x;    /* memory-bound part of the weights: all of a memory-served
                  * load's, and what a cache hit waited beyond that level's usual
                  * latency (a line still on its way from memory) */
@@ -37,10 +40,12 @@ typedef struct {
     int nclass;
     /* default model: per class */
     double *c_ns;         /* device-independent time */
+    double *tmax;         /* per class: the slowest run's time there (no placement is slower) */
     double *k;            /* ns per latency-weight unit, per (class, device) */
     double *resid;        /* corner residual per (class, device) */
     double *lat;          /* per (class, object, device): latency cost (weight x period) */
-    double *bytes;        /* per (class, object): sampled bytes moved to memory */
+    double *bytes;        /* per (class, object): sampled bytes read from memory */
+    double *wbytes;       /* per (class, object): sampled bytes written back */
     double *bytes_x;      /* per (class, object): traffic the samples do not show
                            * (prefetches), which covers an object's pages evenly */
     double *latsum;       /* per (class, device): sum over objects of lat */
@@ -56,6 +61,9 @@ struct hm_estimator {
     char **dev_name;
     double *runtime_ns, *period, *bw, *wbw, *lat_ns; /* bw, wbw: read and write bytes per ns for this thread (0: unknown) */
     uint64_t *cap;
+    /* loaded latency per device: ll_n points (utilisation, ns) after (0, lat_ns) */
+    int *ll_n;
+    double (*ll)[2][16];
     int nphase;
     char **phase_name;
     int nobj;             /* including the untracked pseudo-object (last) */

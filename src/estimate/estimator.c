@@ -25,6 +25,8 @@ HM_API void hm_estimator_close(hm_estimator_t *e)
     free(e->wbw);
     free(e->lat_ns);
     free(e->cap);
+    free(e->ll_n);
+    free(e->ll);
     free(e->phase_name);
     free(e->obj);
     free(e->win);
@@ -36,11 +38,13 @@ HM_API void hm_estimator_close(hm_estimator_t *e)
     free(e->lin_phase_gain);
     hm__est_default_t *m = &e->dm;
     free(m->c_ns);
+    free(m->tmax);
     free(m->k);
     free(m->resid);
     free(m->lat);
     free(m->bytes);
     free(m->bytes_x);
+    free(m->wbytes);
     free(m->latsum);
     free(m->xw);
     free(m->xwsum);
@@ -113,11 +117,19 @@ HM_API int hm_estimator_save(const hm_estimator_t *e, const char *path)
     json_object_set_new(root, "version", json_integer(1));
     json_object_set_new(root, "default", json_integer(e->def));
     json_t *devs = json_array();
-    for (int d = 0; d < D; d++)
-        json_array_append_new(devs, json_pack("{s:s, s:f, s:f, s:I, s:f, s:f, s:f}", "name", e->dev_name[d], "runtime_ns",
+    for (int d = 0; d < D; d++) {
+        json_t *dv = json_pack("{s:s, s:f, s:f, s:I, s:f, s:f, s:f}", "name", e->dev_name[d], "runtime_ns",
                                               e->runtime_ns[d], "period", e->period[d], "capacity",
                                               (json_int_t)e->cap[d], "bandwidth_gbs", e->bw[d], "write_bandwidth_gbs",
-                                              e->wbw[d], "read_latency_ns", e->lat_ns[d]));
+                                              e->wbw[d], "read_latency_ns", e->lat_ns[d]);
+        if (e->ll_n[d]) {
+            json_t *ll = json_array();
+            for (int k = 0; k < e->ll_n[d]; k++)
+                json_array_append_new(ll, json_pack("[f, f]", e->ll[d][0][k], e->ll[d][1][k]));
+            json_object_set_new(dv, "loaded_latency", ll);
+        }
+        json_array_append_new(devs, dv);
+    }
     json_object_set_new(root, "devices", devs);
     json_t *ph = json_array();
     for (int p = 0; p < e->nphase; p++)
@@ -147,8 +159,8 @@ HM_API int hm_estimator_save(const hm_estimator_t *e, const char *path)
             for (int d = 0; d < D; d++) {
                 const hm__est_cell_t *c = hm__est_cell(e, w, o, d);
                 if (c->n > 0 || c->w > 0 || c->m > 0)
-                    json_array_append_new(st, json_pack("[i, i, f, f, f, f]", o, d, (double)c->n, (double)c->w,
-                                                        (double)c->m, (double)c->x));
+                    json_array_append_new(st, json_pack("[i, i, f, f, f, f, f, f]", o, d, (double)c->n, (double)c->w,
+                                                        (double)c->m, (double)c->x, (double)c->sm, (double)c->mm));
             }
         json_array_append_new(wins, json_pack("{s:i, s:f, s:o, s:o}", "phase", e->win[w].phase, "instructions",
                                               e->win[w].instructions, "t_ns", t, "stats", st));
@@ -188,6 +200,8 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
     e->wbw = hm__xcalloc((size_t)e->ndev, sizeof(double));
     e->lat_ns = hm__xcalloc((size_t)e->ndev, sizeof(double));
     e->cap = hm__xcalloc((size_t)e->ndev, sizeof(uint64_t));
+    e->ll_n = hm__xcalloc((size_t)e->ndev, sizeof *e->ll_n);
+    e->ll = hm__xcalloc((size_t)e->ndev, sizeof *e->ll);
     for (int d = 0; d < e->ndev; d++) {
         json_t *x = json_array_get(devs, (size_t)d);
         char where[64];
@@ -212,6 +226,18 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
         e->period[d] = per;
         if (!json_object_get(x, "write_bandwidth_gbs"))
             e->wbw[d] = e->bw[d];
+        json_t *ll = json_object_get(x, "loaded_latency"), *pt;
+        size_t k;
+        if (ll && (!json_is_array(ll) || json_array_size(ll) > 16))
+            BAD("%s: \"loaded_latency\" must be an array of at most 16 [utilisation, ns] pairs", where);
+        json_array_foreach(ll, k, pt) {
+            double u = json_number_value(json_array_get(pt, 0)), ns = json_number_value(json_array_get(pt, 1));
+            double pu = k ? e->ll[d][0][k - 1] : 0, pn = k ? e->ll[d][1][k - 1] : e->lat_ns[d];
+            if (!json_is_array(pt) || json_array_size(pt) != 2 || !(u > pu && u <= 1) || !(ns >= pn))
+                BAD("%s: loaded_latency[%zu] must be [utilisation, ns], utilisation rising in (0, 1], ns not falling", where, k);
+            e->ll[d][0][k] = u, e->ll[d][1][k] = ns;
+            e->ll_n[d] = (int)k + 1;
+        }
         e->cap[d] = cap;
     }
     json_int_t def = json_integer_value(json_object_get(root, "default"));
@@ -275,13 +301,13 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
         json_t *row;
         json_array_foreach(st, i, row) {
             size_t cols = json_array_size(row);
-            if (!json_is_array(row) || (cols != 5 && cols != 6))
-                BAD("%s: windows[%d].stats[%zu] must be [OBJ, DEV, SAMPLES, WEIGHT_SUM, L1_MISSES(, MEMORY_WEIGHT)]", what, w, i);
+            if (!json_is_array(row) || cols < 5 || cols > 8)
+                BAD("%s: windows[%d].stats[%zu] must be [OBJ, DEV, SAMPLES, WEIGHT_SUM, L1_MISSES(, MEMORY_WEIGHT(, STORE_MISSES(, MEMORY_LOADS)))]", what, w, i);
             json_int_t o = json_integer_value(json_array_get(row, 0)), d = json_integer_value(json_array_get(row, 1));
             if (!json_is_integer(json_array_get(row, 0)) || o < 0 || o >= e->nobj || !json_is_integer(json_array_get(row, 1)) ||
                 d < 0 || d >= e->ndev)
                 BAD("%s: windows[%d].stats[%zu]: object or device index out of range", what, w, i);
-            double v[4];
+            double v[6];
             for (int k = 0; k < (int)cols - 2; k++) {
                 v[k] = json_number_value(json_array_get(row, (size_t)k + 2));
                 if (!(v[k] >= 0) || !isfinite(v[k]))
@@ -289,7 +315,12 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
             }
             hm__est_cell_t *c = hm__est_cell(e, w, (int)o, (int)d);
             c->n += (float)v[0], c->w += (float)v[1], c->m += (float)v[2];
-            c->x += (float)(cols == 6 ? v[3] : v[1]); /* without it, all weight counts as memory-bound */
+            c->x += (float)(cols >= 6 ? v[3] : v[1]); /* without it, all weight counts as memory-bound */
+            c->sm += (float)(cols >= 7 ? v[4] : 0);
+            /* Without it, every load that missed L1 reached memory. */
+            c->mm += (float)(cols == 8 ? v[5] : v[2] - (cols >= 7 ? v[4] : 0));
+            if (c->sm > c->m || c->mm > c->m - c->sm)
+                BAD("%s: windows[%d].stats[%zu]: more store misses or memory loads than L1 misses", what, w, i);
         }
     }
     for (int o = 0; o < e->nobj; o++)

@@ -35,6 +35,7 @@
 #define LINE_BYTES 64.0
 #define BOUND_UTIL 0.8  /* a run at this share of its bandwidth is bandwidth-bound */
 #define CUTOFF 1.03     /* the published method's cut-off */
+#define STREAMED 0.1    /* share of missing loads reaching memory that marks a streamed object */
 
 static const char *const model_names[HM_EST_NMODELS] = {"linear", "default"};
 
@@ -99,17 +100,83 @@ static void prepare_linear(hm_estimator_t *e)
     }
 }
 
+/* Channel time of device d for this thread to read and write back bytes. */
+static inline double chan_time(const hm_estimator_t *e, int d, double rd, double wr)
+{
+    if (!(e->bw[d] > 0))
+        return 0;
+    return rd / e->bw[d] + wr / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d]);
+}
+
+/* Device d's latency at utilisation u over its idle latency: its
+ * loaded-latency curve (from the machine description, as MLC measures it),
+ * linear between points, flat past the last; 1 without a curve. */
+static double ll_factor(const hm_estimator_t *e, int d, double u)
+{
+    int n = e->ll_n[d];
+    if (!n || !(e->lat_ns[d] > 0))
+        return 1;
+    double pu = 0, pn = e->lat_ns[d];
+    for (int k = 0; k < n; k++) {
+        double ku = e->ll[d][0][k], kn = e->ll[d][1][k];
+        if (u <= ku)
+            return (pn + (kn - pn) * (u - pu) / (ku - pu)) / e->lat_ns[d];
+        pu = ku, pn = kn;
+    }
+    return pn / e->lat_ns[d];
+}
+
+/* A phase's time from its latency terms per device (unloaded: lpd, ns) and
+ * the channel time of its traffic per device (y): max(C + sum_d lpd_d x
+ * loaded factor at the device's utilisation y_d / t, max_d y_d). The
+ * utilisation depends on the time, so with loaded-latency curves t is the
+ * fixed point, found by bisection (the latency part falls as t grows). */
+static double lat_bw_time(const hm_estimator_t *e, double C, const double *lpd, const double *y)
+{
+    int D = e->ndev, curves = 0;
+    double lp0 = C, bp = 0;
+    for (int d = 0; d < D; d++) {
+        lp0 += lpd[d];
+        bp = y[d] > bp ? y[d] : bp;
+        curves |= e->ll_n[d] > 0 && lpd[d] > 0;
+    }
+    if (!curves || lp0 <= bp)
+        return lp0 > bp ? lp0 : bp;
+    double lo = lp0, hi = 0;
+    for (int it = 0; it < 40; it++) {
+        double t = it ? (lo + hi) / 2 : lo, lp = C;
+        for (int d = 0; d < D; d++)
+            lp += lpd[d] > 0 ? lpd[d] * ll_factor(e, d, y[d] < t ? y[d] / t : 1) : 0;
+        if (it == 0) {
+            hi = lp; /* lp(lo) >= the fixed point >= lo */
+            if (hi - lo <= 1e-9 * lo)
+                return hi > bp ? hi : bp;
+            continue;
+        }
+        if (lp > t)
+            lo = t;
+        else
+            hi = t;
+        if (hi - lo <= 1e-7 * hi)
+            break;
+    }
+    double t = (lo + hi) / 2;
+    return t > bp ? t : bp;
+}
+
 static void prepare_default(hm_estimator_t *e)
 {
     int D = e->ndev, O = e->nobj, C = e->nphase;
     hm__est_default_t *m = &e->dm;
     m->nclass = C;
     m->c_ns = hm__xcalloc((size_t)C, sizeof(double));
+    m->tmax = hm__xcalloc((size_t)C, sizeof(double));
     m->k = hm__xcalloc((size_t)C * D, sizeof(double));
     m->resid = hm__xcalloc((size_t)C * D, sizeof(double));
     m->lat = hm__xcalloc((size_t)C * O * D, sizeof(double));
     m->bytes = hm__xcalloc((size_t)C * O, sizeof(double));
     m->bytes_x = hm__xcalloc((size_t)C * O, sizeof(double));
+    m->wbytes = hm__xcalloc((size_t)C * O, sizeof(double));
     m->latsum = hm__xcalloc((size_t)C * D, sizeof(double));
     m->xw = hm__xcalloc((size_t)C * O * D, sizeof(double));
     m->xwsum = hm__xcalloc((size_t)C * D, sizeof(double));
@@ -117,6 +184,9 @@ static void prepare_default(hm_estimator_t *e)
     double *T = hm__xcalloc((size_t)C * D, sizeof(double));
     double *raw = hm__xcalloc((size_t)C * O * D, sizeof(double)); /* measured latency cost */
     double *nsamp = hm__xcalloc((size_t)C * O * D, sizeof(double));
+    double *nmiss = hm__xcalloc((size_t)C * O * D, sizeof(double));
+    double *lmiss = hm__xcalloc((size_t)C * O * D, sizeof(double)), *lmem = hm__xcalloc((size_t)C * O * D, sizeof(double));
+    double *smiss = hm__xcalloc((size_t)C * O * D, sizeof(double));
 
     for (int w = 0; w < e->nwin; w++) {
         int c = e->win[w].phase;
@@ -126,62 +196,119 @@ static void prepare_default(hm_estimator_t *e)
                 const hm__est_cell_t *x = hm__est_cell(e, w, o, d);
                 raw[ix3(e, c, o, d)] += x->x * e->period[d];
                 nsamp[ix3(e, c, o, d)] += x->n;
-                m->bytes[(size_t)c * O + o] += x->m * e->period[d] * LINE_BYTES / D;
+                nmiss[ix3(e, c, o, d)] += x->m;
+                lmiss[ix3(e, c, o, d)] += (x->m - x->sm) * e->period[d];
+                lmem[ix3(e, c, o, d)] += x->mm * e->period[d];
+                smiss[ix3(e, c, o, d)] += x->sm * e->period[d];
             }
         }
     }
+    /* Sampled traffic per object. A load that missed L1 and hit a lower
+     * level is either a cache hit or a line a prefetcher brought from memory
+     * in time; samples cannot tell them apart, but an object streamed from
+     * memory has some of its missing loads wait for memory in some run (the
+     * prefetcher falls behind), while a cache-resident one has almost none.
+     * So an object whose missing loads reached memory at least STREAMED of
+     * the time in the run where the most did is streamed: all its misses are
+     * traffic; below that, only those that reached memory are. Store misses
+     * (a store sample says only that it missed L1) count at the same share,
+     * and each reads the line and later writes it back. An object with no
+     * missing loads counts all its store misses. */
+    for (int c = 0; c < C; c++)
+        for (int o = 0; o < O; o++) {
+            double rd = 0, sm = 0, ld = 0;
+            for (int d = 0; d < D; d++) {
+                size_t i = ix3(e, c, o, d);
+                if (lmem[i] > rd)
+                    rd = lmem[i];
+                sm += smiss[i] / D;
+                ld += lmiss[i] / D;
+            }
+            double rho = ld > 0 ? rd / ld : 1.0;
+            if (rho >= STREAMED)
+                rho = 1;
+            m->bytes[(size_t)c * O + o] = rho * (ld + sm) * LINE_BYTES;
+            m->wbytes[(size_t)c * O + o] = rho * sm * LINE_BYTES;
+        }
     for (int c = 0; c < C; c++) {
-        double B = 0, L[64], Tc[64];
+        double Br = 0, Bw = 0, L[64], Tc[64], tau[64];
         int bound[64], nu = 0;
-        for (int o = 0; o < O; o++)
-            B += m->bytes[(size_t)c * O + o];
+        for (int o = 0; o < O; o++) {
+            Br += m->bytes[(size_t)c * O + o];
+            Bw += m->wbytes[(size_t)c * O + o];
+        }
         for (int d = 0; d < D && d < 64; d++) {
             L[d] = 0;
             for (int o = 0; o < O; o++)
                 L[d] += raw[ix3(e, c, o, d)];
             Tc[d] = T[(size_t)c * D + d];
+            m->tmax[c] = Tc[d] > m->tmax[c] ? Tc[d] : m->tmax[c];
+            /* Time the device's channels were busy for this thread: reads at
+             * the read share, write-backs at the write share. */
+            tau[d] = e->bw[d] > 0 ? Br / e->bw[d] + Bw / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d]) : 0;
+        }
+        /* No run can have kept its channels busy longer than it ran: sampled
+         * traffic beyond that (store misses to a line already on its way
+         * count again, for one) is scaled down until every run fits. */
+        double fit = 1;
+        for (int d = 0; d < D; d++)
+            if (tau[d] > Tc[d] && Tc[d] > 0)
+                fit = fmin(fit, Tc[d] / tau[d]);
+        if (fit < 1) {
+            for (int o = 0; o < O; o++) {
+                m->bytes[(size_t)c * O + o] *= fit;
+                m->wbytes[(size_t)c * O + o] *= fit;
+            }
+            Br *= fit, Bw *= fit;
+            for (int d = 0; d < D; d++)
+                tau[d] *= fit;
         }
         /* A run is bandwidth-bound when its sampled traffic is near the
          * device's share, or when it is slower than another run by more than
          * their latencies explain (latency alone can slow a run at most by
-         * the ratio of latencies). Its traffic is then the device's share
-         * times its time, a better figure than sampled misses give. */
-        double Bt = 0;
+         * the ratio of latencies). Its channels were then busy all the time,
+         * a better figure than sampled misses give. */
+        double extra = 0, shrink = 0;
         int nb = 0;
         for (int d = 0; d < D && d < 64; d++) {
-            bound[d] = e->bw[d] > 0 && Tc[d] > 0 && B / (e->bw[d] * Tc[d]) >= BOUND_UTIL;
+            bound[d] = e->bw[d] > 0 && Tc[d] > 0 && tau[d] / Tc[d] >= BOUND_UTIL;
             for (int j = 0; j < D && !bound[d]; j++)
                 if (j != d && e->lat_ns[d] > 0 && e->lat_ns[j] > 0 && Tc[j] > 0 &&
                     Tc[d] / Tc[j] > 1.1 * fmax(1.0, e->lat_ns[d] / e->lat_ns[j]))
                     bound[d] = e->bw[d] > 0;
             if (bound[d]) {
-                Bt += e->bw[d] * Tc[d];
+                extra += (Tc[d] - tau[d]) * e->bw[d]; /* read bytes the samples missed */
+                shrink += tau[d] > 0 ? Tc[d] / tau[d] : 1;
                 nb++;
             }
         }
         for (int d = 0; d < D; d++)
             nu += !bound[d];
-        HM_DEBUG("estimate: class %s: sampled traffic %.4g bytes, from bound runs %.4g", e->phase_name[c], B, nb ? Bt / nb : 0.0);
-        if (nb > 0 && B > 0) {
+        HM_DEBUG("estimate: class %s: sampled traffic %.4g read, %.4g written; unsampled from bound runs %.4g",
+                 e->phase_name[c], Br, Bw, nb ? extra / nb : 0.0);
+        if (nb > 0 && Br + Bw > 0) {
             /* Traffic the samples do not show is mostly hardware prefetches,
              * which follow the accesses that wait for memory: it goes to the
              * objects by their memory-bound latency cost in the bound runs.
-             * Sampled traffic beyond the bound runs' is scaled down. */
-            double extra = Bt / nb - B, lsum = 0;
+             * Sampled traffic beyond what the bound runs moved is scaled down. */
+            extra /= nb;
+            shrink /= nb;
+            double lsum = 0;
             for (int d = 0; d < D; d++)
                 if (bound[d])
                     lsum += L[d];
             for (int o = 0; o < O; o++) {
-                double *b = &m->bytes[(size_t)c * O + o], lo = 0;
+                double lo = 0;
                 for (int d = 0; d < D; d++)
                     if (bound[d])
                         lo += raw[ix3(e, c, o, d)];
-                if (extra < 0)
-                    *b *= (Bt / nb) / B;
-                else
-                    m->bytes_x[(size_t)c * O + o] = lsum > 0 ? extra * lo / lsum : extra * *b / B;
+                if (extra < 0) {
+                    m->bytes[(size_t)c * O + o] *= shrink;
+                    m->wbytes[(size_t)c * O + o] *= shrink;
+                } else {
+                    m->bytes_x[(size_t)c * O + o] = lsum > 0 ? extra * lo / lsum : extra * m->bytes[(size_t)c * O + o] / (Br > 0 ? Br : 1);
+                }
             }
-            B = Bt / nb;
         }
         /* Fit t = C + k L (least squares): first over every run, whose
          * measured latencies include what queueing added, so that a run
@@ -213,12 +340,16 @@ static void prepare_default(hm_estimator_t *e)
             k = u >= 0 && L[u] > 0 ? Tc[u] / L[u] : 0;
         }
         m->c_ns[c] = cc;
-        HM_DEBUG("estimate: class %s: bytes %.3g, C %.4g ns, k %.4g, fitted %d", e->phase_name[c], B, cc, k, fitted);
+        HM_DEBUG("estimate: class %s: C %.4g ns, k %.4g, fitted %d", e->phase_name[c], cc, k, fitted);
         for (int d = 0; d < D; d++)
-            HM_DEBUG("estimate:   run %s: T %.4g ns, L %.4g, util %.2f%s", e->dev_name[d], Tc[d], L[d],
-                     e->bw[d] > 0 && Tc[d] > 0 ? B / (e->bw[d] * Tc[d]) : 0.0, bound[d] ? " (bandwidth-bound)" : "");
-        /* Latency terms per device: measured for unbound runs, scaled from the
-         * nearest unbound run by the devices' idle latencies for bound ones. */
+            HM_DEBUG("estimate:   run %s: T %.4g ns, L %.4g, sampled util %.2f%s", e->dev_name[d], Tc[d], L[d],
+                     Tc[d] > 0 ? tau[d] / Tc[d] : 0.0, bound[d] ? " (bandwidth-bound)" : "");
+        /* Latency terms per device: measured for unbound runs; for bound ones,
+         * the unloaded cost, scaled from the nearest unbound run by the
+         * devices' idle latencies. When every run was bandwidth-bound, the
+         * latencies say only how much queueing there was, which a placement
+         * that splits the traffic changes: the phase is then timed by its
+         * channels alone (plus C). */
         for (int d = 0; d < D; d++) {
             int src = d;
             double scale = 1;
@@ -230,18 +361,23 @@ static void prepare_default(hm_estimator_t *e)
                 if (u >= 0 && e->lat_ns[u] > 0 && e->lat_ns[d] > 0) {
                     src = u;
                     scale = e->lat_ns[d] / e->lat_ns[u];
+                } else {
+                    scale = 0;
                 }
             }
-            double kd = k;
-            if (src == d && bound[d] && L[d] > 0)
-                kd = (Tc[d] - cc) / L[d]; /* every run bound: interpolate between runs */
-            m->k[(size_t)c * D + d] = kd;
+            m->k[(size_t)c * D + d] = k;
+            /* Measured latencies carry the run's own load: unloaded, they
+             * are what a placement's load then raises again. */
+            scale /= ll_factor(e, src, Tc[src] > 0 ? fmin(1.0, tau[src] / Tc[src]) : 0);
             for (int o = 0; o < O; o++) {
                 double l = raw[ix3(e, c, o, src)] * scale;
                 m->lat[ix3(e, c, o, d)] = l;
                 m->latsum[(size_t)c * D + d] += l;
-                double n = nsamp[ix3(e, c, o, src)];
-                m->var[ix3(e, c, o, d)] = n > 0 ? (kd * l) * (kd * l) / n : 0;
+                /* Sampling error: relative 1/sqrt(n) on the object's latency
+                 * cost and on its traffic (from its sampled misses). */
+                double n = nsamp[ix3(e, c, o, src)], nm = nmiss[ix3(e, c, o, d)];
+                double ct = chan_time(e, d, m->bytes[(size_t)c * O + o], m->wbytes[(size_t)c * O + o]);
+                m->var[ix3(e, c, o, d)] = (n > 0 ? (k * l) * (k * l) / n : 0) + (nm > 0 ? ct * ct / nm : 0);
             }
         }
         /* Residual weights: the latency cost, else the samples, else the
@@ -258,14 +394,21 @@ static void prepare_default(hm_estimator_t *e)
         }
         /* Residuals: all on d must give the measured time. */
         for (int d = 0; d < D; d++) {
-            double lp = cc + m->k[(size_t)c * D + d] * m->latsum[(size_t)c * D + d];
-            double bp = e->bw[d] > 0 ? B / e->bw[d] : 0;
-            m->resid[(size_t)c * D + d] = Tc[d] - (lp > bp ? lp : bp);
+            double lpd[64] = {0}, y[64] = {0};
+            lpd[d] = m->k[(size_t)c * D + d] * m->latsum[(size_t)c * D + d];
+            for (int o = 0; o < O; o++)
+                y[d] += chan_time(e, d, m->bytes[(size_t)c * O + o] + m->bytes_x[(size_t)c * O + o],
+                                  m->wbytes[(size_t)c * O + o]);
+            m->resid[(size_t)c * D + d] = Tc[d] - lat_bw_time(e, cc, lpd, y);
         }
     }
     free(T);
     free(raw);
     free(nsamp);
+    free(nmiss);
+    free(lmiss);
+    free(lmem);
+    free(smiss);
 }
 
 int hm__est_prepare(hm_estimator_t *e)
@@ -315,8 +458,8 @@ struct hm_est_state {
     int phased, np;          /* np: assignments (phases when phased, else 1) */
     slot_t *a;               /* per (assignment, object) */
     /* default model: per class */
-    double *lp;              /* sum_d k sum_o x L */
-    double *y;               /* per (class, device): bytes */
+    double *lp;              /* per (class, device): k sum_o x L (unloaded latency terms) */
+    double *y;               /* per (class, device): channel time of the traffic sent there */
     double *xi;              /* per (class, device): latency cost placed there */
     double *var;             /* per class: variance */
     /* linear model */
@@ -354,8 +497,9 @@ static void apply(hm_est_state_t *s, int c, int o, slot_t sl, double sign)
         if (s->model == HM_EST_DEFAULT) {
             const hm__est_default_t *m = &e->dm;
             double l = m->lat[ix3(e, c, o, d)];
-            s->lp[c] += x * m->k[(size_t)c * D + d] * l;
-            s->y[(size_t)c * D + d] += x * m->bytes[(size_t)c * e->nobj + o] + even[i] * sign * m->bytes_x[(size_t)c * e->nobj + o];
+            s->lp[(size_t)c * D + d] += x * m->k[(size_t)c * D + d] * l;
+            size_t co = (size_t)c * e->nobj + o;
+            s->y[(size_t)c * D + d] += chan_time(e, d, x * m->bytes[co] + even[i] * sign * m->bytes_x[co], x * m->wbytes[co]);
             s->xi[(size_t)c * D + d] += x * m->xw[ix3(e, c, o, d)];
             s->var[c] += fabs(x) * m->var[ix3(e, c, o, d)] * (sign > 0 ? 1 : -1);
         } else {
@@ -372,15 +516,14 @@ static double class_time(hm_est_state_t *s, int c)
         return s->lin_t[c];
     const hm__est_default_t *m = &e->dm;
     int D = e->ndev;
-    double lp = m->c_ns[c] + s->lp[c], bp = 0, r = 0;
-    for (int d = 0; d < D; d++) {
-        if (e->bw[d] > 0) {
-            double b = s->y[(size_t)c * D + d] / e->bw[d];
-            bp = b > bp ? b : bp;
-        }
+    double r = 0;
+    for (int d = 0; d < D; d++)
         r += s->xi[(size_t)c * D + d] / m->xwsum[(size_t)c * D + d] * m->resid[(size_t)c * D + d];
-    }
-    double t = (lp > bp ? lp : bp) + r;
+    double t = lat_bw_time(e, m->c_ns[c], &s->lp[(size_t)c * D], &s->y[(size_t)c * D]) + r;
+    /* No placement is slower than all data on the slowest device: each
+     * object's latency and each device's traffic are at most what they were
+     * there. */
+    t = t < m->tmax[c] ? t : m->tmax[c];
     return t > 0 ? t : 0;
 }
 
@@ -431,7 +574,7 @@ static void recompute(hm_est_state_t *s)
 {
     hm_estimator_t *e = s->e;
     int C = e->nphase, D = e->ndev, O = e->nobj;
-    memset(s->lp, 0, (size_t)C * sizeof(double));
+    memset(s->lp, 0, (size_t)C * D * sizeof(double));
     memset(s->y, 0, (size_t)C * D * sizeof(double));
     memset(s->xi, 0, (size_t)C * D * sizeof(double));
     memset(s->var, 0, (size_t)C * sizeof(double));
@@ -464,7 +607,7 @@ HM_API int hm_est_state_open(hm_est_state_t **out, hm_estimator_t *e, hm_est_mod
     s->a = hm__xcalloc((size_t)s->np * O, sizeof *s->a);
     for (size_t i = 0; i < (size_t)s->np * O; i++)
         s->a[i] = (slot_t){(int16_t)s->def, 100};
-    s->lp = hm__xcalloc((size_t)C, sizeof(double));
+    s->lp = hm__xcalloc((size_t)C * D, sizeof(double));
     s->y = hm__xcalloc((size_t)C * D, sizeof(double));
     s->xi = hm__xcalloc((size_t)C * D, sizeof(double));
     s->var = hm__xcalloc((size_t)C, sizeof(double));
@@ -498,7 +641,7 @@ HM_API int hm_est_state_copy(hm_est_state_t *dst, const hm_est_state_t *src)
     const hm_estimator_t *e = src->e;
     int C = e->nphase, D = e->ndev;
     memcpy(dst->a, src->a, (size_t)src->np * e->nobj * sizeof *dst->a);
-    memcpy(dst->lp, src->lp, (size_t)C * sizeof(double));
+    memcpy(dst->lp, src->lp, (size_t)C * D * sizeof(double));
     memcpy(dst->y, src->y, (size_t)C * D * sizeof(double));
     memcpy(dst->xi, src->xi, (size_t)C * D * sizeof(double));
     memcpy(dst->var, src->var, (size_t)C * sizeof(double));

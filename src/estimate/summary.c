@@ -235,6 +235,16 @@ static void device_figures(hm_estimator_t *e, int d, const char *machine_json, c
         e->wbw[d] = json_is_number(wbw) ? json_number_value(wbw) / cores : e->bw[d];
         if (json_is_number(lat))
             e->lat_ns[d] = json_number_value(lat);
+        /* A loaded-latency curve (as Intel MLC measures it): [[u, ns], ...]. */
+        json_t *ll = json_object_get(v, "loaded_latency"), *pt;
+        size_t k;
+        json_array_foreach(ll, k, pt) {
+            if (k >= 16 || !json_is_number(json_array_get(pt, 0)) || !json_is_number(json_array_get(pt, 1)))
+                break;
+            e->ll[d][0][k] = json_number_value(json_array_get(pt, 0));
+            e->ll[d][1][k] = json_number_value(json_array_get(pt, 1));
+            e->ll_n[d] = (int)k + 1;
+        }
         json_t *cap = json_object_get(v, "capacity");
         uint64_t bytes = 0;
         if (json_is_string(cap) && hm__parse_size(json_string_value(cap), &bytes) == 0)
@@ -302,6 +312,7 @@ static int walk_run(run_t *r)
     if (hm__objtab_open(&tab) < 0)
         return -ENOMEM;
     int first = e == NULL, d = r->dev, w = 0, rc = 0;
+    hm_objtab_entry_t last = {0, 0, UINT64_MAX};
     alloc_t *allocs = NULL;
     size_t nalloc = 0, cap = 0;
     for (int k = 0; k < os->n; k++)
@@ -320,6 +331,7 @@ static int walk_run(run_t *r)
             uint64_t st = i < blk->n ? blk->time[i] : UINT64_MAX;
             for (; ei < blk->nevents && ev_time(&blk->events[ei]) <= st; ei++) {
                 const hm_record_t *ev = &blk->events[ei];
+                last = (hm_objtab_entry_t){0, 0, UINT64_MAX}; /* the table may change */
                 if (first && (ev->kind == HM_REC_PHASE_BEGIN || ev->kind == HM_REC_PHASE_END || ev->kind == HM_REC_COUNTER))
                     add_event(r, ev);
                 if (ev->kind == HM_REC_ALLOC) {
@@ -369,8 +381,14 @@ static int walk_run(run_t *r)
             }
             while (w < e->nwin - 1 && st >= r->bound[w + 1])
                 w++;
-            const hm_objtab_entry_t *ent = hm__objtab_find(tab, blk->addr[i]);
-            int o = ent ? r->map[allocs[ent->id].obj] : e->nobj - 1;
+            /* Consecutive samples mostly fall in the object of the last one. */
+            uint64_t a = blk->addr[i];
+            if (!(a - last.addr < last.size || (last.size == 0 && a == last.addr && last.id != UINT64_MAX))) {
+                const hm_objtab_entry_t *ent = hm__objtab_find(tab, a);
+                last = ent ? *ent : (hm_objtab_entry_t){0, 0, UINT64_MAX};
+            }
+            int ent = last.id != UINT64_MAX;
+            int o = ent ? r->map[allocs[last.id].obj] : e->nobj - 1;
 
             hm__est_cell_t *c = hm__est_cell(e, w, o, d);
             unsigned lv = HM_DSRC_LEVEL(blk->dsrc[i]);
@@ -380,13 +398,18 @@ static int walk_run(run_t *r)
             /* A store sample says only whether it hit L1 (as Intel's store event).
              * A store miss moves two lines: the read for ownership and, later,
              * the write-back of the dirty line. */
-            if (blk->access[i] == HM_ACCESS_STORE ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2)
-                c->m += blk->access[i] == HM_ACCESS_STORE ? 2 : 1;
+            if (blk->access[i] == HM_ACCESS_STORE ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2) {
+                c->m += 1;
+                c->sm += blk->access[i] == HM_ACCESS_STORE;
+            }
             if (blk->access[i] == HM_ACCESS_LOAD) {
-                if (lv == HM_DSRC_MEM || lv == HM_DSRC_LFB || lv == HM_DSRC_REMOTE)
+                if (lv == HM_DSRC_MEM || lv == HM_DSRC_LFB || lv == HM_DSRC_REMOTE) {
                     c->x += wt;
-                else if (lv >= HM_DSRC_L2 && lv <= HM_DSRC_L3 && wt > 2 * r->base[lv])
+                    c->mm += 1;
+                } else if (lv >= HM_DSRC_L2 && lv <= HM_DSRC_L3 && wt > 2 * r->base[lv]) {
                     c->x += wt - r->base[lv];
+                    c->mm += 1;
+                }
             }
             /* Pages of the accesses that reach memory: a pages_percent split
              * moves those, whatever the cache hits do. */
@@ -460,6 +483,8 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
     if (n < 2)
         return hm__errf(HM_EUSAGE, "%d trace%s given: one trace per device is needed, at least two", n,
                         n == 1 ? "" : "s");
+    if (n > 64)
+        return hm__errf(HM_EUSAGE, "%d traces given: at most 64 devices", n);
     uint32_t target = opts && opts->windows ? opts->windows : 1000;
     hm_estimator_t *e = hm__xcalloc(1, sizeof *e);
     run_t *runs = hm__xcalloc((size_t)n, sizeof *runs);
@@ -475,6 +500,8 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
     e->wbw = hm__xcalloc((size_t)n, sizeof(double));
     e->lat_ns = hm__xcalloc((size_t)n, sizeof(double));
     e->cap = hm__xcalloc((size_t)n, sizeof(uint64_t));
+    e->ll_n = hm__xcalloc((size_t)n, sizeof *e->ll_n);
+    e->ll = hm__xcalloc((size_t)n, sizeof *e->ll);
 
     /* Open and check each run. */
     for (int i = 0; i < n; i++) {

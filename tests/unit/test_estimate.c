@@ -376,6 +376,55 @@ static void test_summary_roundtrip(void)
     }
 }
 
+/* A loaded-latency curve: corners stay exact, and a placement that loads a
+ * device pays more than it would at idle latency. */
+static void test_loaded_latency(void)
+{
+    const char *fmt =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 1e6, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100%s},"
+        "               {\"name\": \"far\", \"runtime_ns\": 2e6, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 200}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 1048576}, {\"site\": \"0x2\", \"size\": 1048576}],"
+        " \"windows\": [{\"phase\": 0, \"t_ns\": [1e6, 2e6], \"stats\": ["
+        "   [0, 0, 100, 20000, 100, 20000, 0], [1, 0, 100, 20000, 100, 20000, 0],"
+        "   [0, 1, 100, 40000, 100, 40000, 0], [1, 1, 100, 40000, 100, 40000, 0]]}]}";
+    char flat[2048], curve[2048];
+    snprintf(flat, sizeof flat, fmt, "");
+    snprintf(curve, sizeof curve, fmt, ", \"loaded_latency\": [[0.5, 150], [0.9, 400]]");
+    hm_estimator_t *a = NULL, *b = NULL;
+    CHECK_EQ_INT(hm_estimator_parse_summary(&a, "flat", flat), 0);
+    CHECK_EQ_INT(hm_estimator_parse_summary(&b, "curve", curve), 0);
+    if (!a || !b)
+        return;
+    hm_est_state_t *sa, *sb;
+    CHECK_EQ_INT(hm_est_state_open(&sa, a, HM_EST_DEFAULT, 0), 0);
+    CHECK_EQ_INT(hm_est_state_open(&sb, b, HM_EST_DEFAULT, 0), 0);
+    CHECK_NEAR(hm_est_state_runtime(sa), 1e6, 1e-6);
+    CHECK_NEAR(hm_est_state_runtime(sb), 1e6, 1e-6);
+    double ra, rb;
+    hm_est_state_move(sa, -1, 0, 1, 100, NULL);
+    hm_est_state_move(sb, -1, 0, 1, 100, NULL);
+    hm_est_state_move(sa, -1, 1, 1, 100, &ra);
+    hm_est_state_move(sb, -1, 1, 1, 100, &rb);
+    CHECK_NEAR(ra, 2e6, 1e-6);
+    CHECK_NEAR(rb, 2e6, 1e-6);
+    hm_est_state_move(sa, -1, 1, 0, 100, &ra);
+    hm_est_state_move(sb, -1, 1, 0, 100, &rb);
+    CHECK(ra > 1e6 && ra < 2e6);
+    CHECK(rb > 1e6 && rb < 2e6);
+    /* Half the traffic leaves "near" (64% busy in its run): its latency
+     * falls along the curve, which the flat model cannot see. */
+    CHECK(rb < ra * 0.999);
+    hm_est_state_close(sa);
+    hm_est_state_close(sb);
+    hm_estimator_close(a);
+    hm_estimator_close(b);
+    /* A curve that falls is refused. */
+    snprintf(curve, sizeof curve, fmt, ", \"loaded_latency\": [[0.5, 150], [0.9, 120]]");
+    CHECK(hm_estimator_parse_summary(&b, "bad", curve) < 0);
+    CHECK(strstr(hm_errdetail(), "loaded_latency[1]") != NULL);
+}
+
 static void test_bad_input(void)
 {
     char *a = path_of("bad-a.hmt"), *b = path_of("bad-b.hmt"), *c = path_of("bad-c.hmt");
@@ -449,6 +498,7 @@ int main(void)
     test_interval();
     test_incremental();
     test_summary_roundtrip();
+    test_loaded_latency();
     test_bad_input();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

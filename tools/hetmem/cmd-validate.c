@@ -572,7 +572,10 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
                 goto out;
             }
             job_t pjob = {0};
-            pjob.argv = vec("python3", script, jpath, plot, NULL);
+            /* Debian's interpreter has python3-matplotlib; another one first
+             * on PATH may not. */
+            pjob.argv = vec(access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3", script, jpath,
+                            plot, NULL);
             snprintf(pjob.log, sizeof pjob.log, "%s/plot.log", dir);
             int prc = run_jobs(&pjob, 1, 1, "plot");
             vec_free(pjob.argv);
