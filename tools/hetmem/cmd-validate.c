@@ -198,14 +198,25 @@ static json_t *site_rule(const hm_est_object_t *o, const char *dev)
 }
 
 /* Draws placement @p i: kinds rotate through random objects, page
- * percentages (10..90% on the fastest device) and hot objects first. */
+ * percentages (10..90% on another device than the default) and hot objects
+ * first (on that device). */
 static json_t *draw(hm_estimator_t *e, int i, uint64_t *rng, char *kind, size_t klen)
 {
     int nd = hm_estimator_ndevices(e), no = hm_estimator_nobjects(e) - 1, def = hm_estimator_default_device(e);
-    int fast = 0;
-    for (int d = 1; d < nd; d++)
-        if (hm_estimator_measured_ns(e, d) < hm_estimator_measured_ns(e, fast))
-            fast = d;
+    /* Page shares and hot objects go to a device other than the default one
+     * (else they would move nothing): the fastest such device, or, in turn,
+     * each of them when there are several. */
+    int others[64], no_ = 0;
+    for (int d = 0; d < nd && no_ < 64; d++)
+        if (d != def)
+            others[no_++] = d;
+    for (int a = 1; a < no_; a++) /* fastest first */
+        for (int b = a; b > 0 && hm_estimator_measured_ns(e, others[b]) < hm_estimator_measured_ns(e, others[b - 1]); b--) {
+            int t = others[b];
+            others[b] = others[b - 1];
+            others[b - 1] = t;
+        }
+    int fast = others[(i / 3) % no_];
     json_t *p = json_object(), *rules = json_array();
     json_object_set_new(p, "default", json_string(hm_estimator_device_name(e, def)));
     switch (i % 3) {
