@@ -25,7 +25,7 @@
 enum { OPT_DEVICE = 256, OPT_PLACEMENT, OPT_PERIOD, OPT_JSON };
 
 static const hm_cli_opt_t sim_opts[] = {
-    {'m', "machine", "MACHINE", "machine preset (ddr4, ddr5, knl-mcdram, spr-hbm, cxl, optane) or JSON file"},
+    {'m', "machine", "MACHINE", "machine preset (ddr4, ddr5, knl-mcdram, spr-hbm, cxl, optane, cxl3, spr-hbm-cxl) or JSON file"},
     {OPT_DEVICE, "device", "NAME", "put all data on this device, up to its capacity (the rest spills to the first device; default: the first device)"},
     {OPT_PLACEMENT, "placement", "FILE", "place objects by this placement file (docs/placement-format.md)"},
     {'o', "output", "TRACE", "write a sampled trace (trace format v1) of the run"},
