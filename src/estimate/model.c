@@ -35,6 +35,7 @@
 #define LINE_BYTES 64.0
 #define BOUND_UTIL 0.8  /* a run at this share of its bandwidth is bandwidth-bound */
 #define CUTOFF 1.03     /* the published method's cut-off */
+#define SATURATED 0.95  /* sampled utilisation of a run whose latencies are all queueing */
 #define STREAMED 0.1    /* share of missing loads reaching memory that marks a streamed object */
 
 static const char *const model_names[HM_EST_NMODELS] = {"linear", "default"};
@@ -347,9 +348,7 @@ static void prepare_default(hm_estimator_t *e)
         /* Latency terms per device: measured for unbound runs; for bound ones,
          * the unloaded cost, scaled from the nearest unbound run by the
          * devices' idle latencies. When every run was bandwidth-bound, the
-         * latencies say only how much queueing there was, which a placement
-         * that splits the traffic changes: the phase is then timed by its
-         * channels alone (plus C). */
+         * least loaded run is that reference. */
         for (int d = 0; d < D; d++) {
             int src = d;
             double scale = 1;
@@ -358,9 +357,24 @@ static void prepare_default(hm_estimator_t *e)
                 for (int j = 0; j < D; j++)
                     if (!bound[j] && (u < 0 || fabs(e->lat_ns[j] - e->lat_ns[d]) < fabs(e->lat_ns[u] - e->lat_ns[d])))
                         u = j;
-                if (u >= 0 && e->lat_ns[u] > 0 && e->lat_ns[d] > 0) {
+                /* Every run bound: the least loaded one is the reference. */
+                for (int j = 0; j < D && u < 0 && nu == 0; j++)
+                    if (Tc[j] > 0 && (u < 0 || tau[j] / Tc[j] < tau[u] / Tc[u]))
+                        u = j;
+                for (int j = 0; j < D && nu == 0; j++)
+                    if (Tc[j] > 0 && tau[j] / Tc[j] < tau[u] / Tc[u])
+                        u = j;
+                /* ...unless even that one kept its channels all but busy: the
+                 * latencies then measure only queueing, which a placement
+                 * that splits the traffic changes, and the phase is timed by
+                 * its channels (plus C). */
+                if (nu == 0 && u >= 0 && tau[u] >= SATURATED * Tc[u])
+                    u = -1;
+                if (u >= 0 && u != d && e->lat_ns[u] > 0 && e->lat_ns[d] > 0) {
                     src = u;
                     scale = e->lat_ns[d] / e->lat_ns[u];
+                } else if (u == d) {
+                    scale = 1; /* the least loaded run itself */
                 } else {
                     scale = 0;
                 }
