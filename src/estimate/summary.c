@@ -511,31 +511,31 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
         rc = hm_trace_open(&r->t, paths[i]);
         if (rc < 0) {
             rc = hm__errf(rc, "%s: %s%s%s", paths[i], hm_strerror(rc), *hm_errdetail() ? ": " : "", hm_errdetail());
-            goto fail;
+            goto out;
         }
         r->meta = hm_trace_meta(r->t);
         hm_trace_stats(r->t, &r->st);
         if (!r->st.has_end) {
             rc = hm__errf(HM_ETRUNC, "%s: the run has no end record (cut short?)", paths[i]);
-            goto fail;
+            goto out;
         }
         if (r->st.records[HM_REC_SAMPLE] == 0) {
             rc = hm__errf(HM_ETRUNC, "%s: the trace holds no samples", paths[i]);
-            goto fail;
+            goto out;
         }
         if (!r->meta->device || !*r->meta->device) {
             rc = hm__errf(HM_EMISMATCH, "%s: the trace does not say which device held the data (record with --bind or sim --device)", paths[i]);
-            goto fail;
+            goto out;
         }
         for (int j = 0; j < i; j++) {
             if (!strcmp(runs[j].meta->device, r->meta->device)) {
                 rc = hm__errf(HM_EMISMATCH, "%s and %s are both runs on device '%s': give one trace per device",
                               paths[j], paths[i], r->meta->device);
-                goto fail;
+                goto out;
             }
             if (!same_argv(runs[j].meta->argv, r->meta->argv)) {
                 rc = hm__errf(HM_EMISMATCH, "%s and %s are runs of different command lines", paths[j], paths[i]);
-                goto fail;
+                goto out;
             }
         }
         e->dev_name[i] = hm__xstrdup(r->meta->device);
@@ -547,7 +547,7 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
     /* First pass over every run: phase markers, counters, objects, and the
      * usual latency of hits per cache level. */
     if ((rc = walk_all(runs, n)) < 0)
-        goto fail;
+        goto out;
     for (int i = 0; i < n; i++)
         for (int lv = 1; lv < 4; lv++) {
             uint64_t tot = 0, acc = 0;
@@ -577,7 +577,7 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
             e->ref = i;
 
     if ((rc = check_phases(e, runs, n, &labels)) < 0)
-        goto fail;
+        goto out;
 
     /* Regions between phase markers; windows in proportion to the slowest
      * run's time in each, at least one per region. */
@@ -611,7 +611,7 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
     e->obj = hm__xcalloc((size_t)e->nobj, sizeof *e->obj);
     if ((rc = hm__est_alloc(e)) < 0) {
         free(nw);
-        goto fail;
+        goto out;
     }
     /* Window boundaries per run. */
     for (int i = 0; i < n; i++) {
@@ -648,7 +648,7 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
         runs[i].pages = hm__xcalloc((size_t)e->nobj, sizeof *runs[i].pages);
     }
     if ((rc = walk_all(runs, n)) < 0)
-        goto fail;
+        goto out;
     for (int i = 0; i < n; i++)
         for (int o = 0; o < e->nobj; o++)
             for (int b = 0; b < 100; b++)
@@ -679,7 +679,7 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
             free(ord);
             free(nobj);
             rc = -ENOMEM;
-            goto fail;
+            goto out;
         }
         for (int j = 0; j < keep; j++) {
             int o = ord[j];
@@ -718,19 +718,11 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
         free(ord);
     }
     if ((rc = hm__est_prepare(e)) < 0)
-        goto fail;
-
-    for (int k = 0; k < os.n; k++)
-        free(os.v[k].name);
-    free(os.v);
-    for (int i = 0; i < n; i++)
-        run_free(&runs[i]);
-    free(runs);
-    free(labels);
+        goto out;
     *out = e;
-    return 0;
+    e = NULL; /* the caller's now; the rest is scratch */
 
-fail:
+out:
     for (int k = 0; k < os.n; k++)
         free(os.v[k].name);
     free(os.v);
