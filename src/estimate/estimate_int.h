@@ -35,9 +35,9 @@ typedef struct {
     double instructions;  /* in the reference run (0 when unknown) */
 } hm__est_win_t;
 
-/* Per model, terms that do not depend on the placement. */
+/* The default model's terms that do not depend on the placement, per phase
+ * label (the model's classes of windows). */
 typedef struct {
-    int nclass;
     /* default model: per class */
     double *c_ns;         /* device-independent time */
     double *tmax;         /* per class: the slowest run's time there (no placement is slower) */
@@ -52,8 +52,6 @@ typedef struct {
     double *xw, *xwsum;   /* weights that spread the residuals: per (class, object,
                            * device) and their sum per (class, device) */
     double *var;          /* per (object, device): variance of the object's cost, ns^2 */
-    int *win_class;       /* class of each window */
-    int *class_phase;     /* phase label of each class */
 } hm__est_default_t;
 
 struct hm_estimator {
@@ -72,9 +70,9 @@ struct hm_estimator {
     hm__est_win_t *win;
     double *t;            /* per (window, device): time in the run on that device */
     hm__est_cell_t *cell; /* per (window, object, device) */
-    /* linear model: runtime of the slowest run minus per-(object, device) savings */
-    double lin_base, *lin_gain, *lin_var;
-    double *lin_phase_base, *lin_phase_gain; /* per (phase, object, device) for phased use */
+    /* linear model, per phase label: the slowest run's time, and per (phase,
+     * object, device) the saving of placing the object there and its variance */
+    double *lin_phase_base, *lin_phase_gain, *lin_var;
     hm__est_default_t dm;
     /* phase label transitions: count of boundaries from label a to label b */
     int *trans;           /* nphase x nphase */

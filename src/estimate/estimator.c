@@ -32,7 +32,6 @@ HM_API void hm_estimator_close(hm_estimator_t *e)
     free(e->win);
     free(e->t);
     free(e->cell);
-    free(e->lin_gain);
     free(e->lin_var);
     free(e->lin_phase_base);
     free(e->lin_phase_gain);
@@ -49,8 +48,6 @@ HM_API void hm_estimator_close(hm_estimator_t *e)
     free(m->xw);
     free(m->xwsum);
     free(m->var);
-    free(m->win_class);
-    free(m->class_phase);
     free(e->trans);
     free(e->bd_phase);
     free(e->bd_obj);

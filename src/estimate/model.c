@@ -65,14 +65,12 @@ static size_t ix3(const hm_estimator_t *e, int a, int o, int d)
 static void prepare_linear(hm_estimator_t *e)
 {
     int D = e->ndev, O = e->nobj, P = e->nphase, s = e->ref;
-    e->lin_base = 0;
     e->lin_phase_base = hm__xcalloc((size_t)P, sizeof(double));
     e->lin_phase_gain = hm__xcalloc((size_t)P * O * D, sizeof(double));
     e->lin_var = hm__xcalloc((size_t)P * O * D, sizeof(double));
     for (int w = 0; w < e->nwin; w++) {
         int p = e->win[w].phase;
         double ts = e->t[(size_t)w * D + s], n = 0;
-        e->lin_base += ts;
         e->lin_phase_base[p] += ts;
         /* Memory samples, or all samples in a window that has none. */
         int all = 0;
@@ -169,7 +167,6 @@ static void prepare_default(hm_estimator_t *e)
 {
     int D = e->ndev, O = e->nobj, C = e->nphase;
     hm__est_default_t *m = &e->dm;
-    m->nclass = C;
     m->c_ns = hm__xcalloc((size_t)C, sizeof(double));
     m->tmax = hm__xcalloc((size_t)C, sizeof(double));
     m->k = hm__xcalloc((size_t)C * D, sizeof(double));
@@ -400,9 +397,9 @@ static void prepare_default(hm_estimator_t *e)
             double *ws = &m->xwsum[(size_t)c * D + d];
             for (int o = 0; o < O; o++)
                 *ws += m->xw[ix3(e, c, o, d)] = m->lat[ix3(e, c, o, d)];
-            for (int o = 0; o < O && *ws <= 0; o++)
-                for (int o2 = 0; o2 < O; o2++)
-                    *ws += m->xw[ix3(e, c, o2, d)] = nsamp[ix3(e, c, o2, d)];
+            if (*ws <= 0)
+                for (int o = 0; o < O; o++)
+                    *ws += m->xw[ix3(e, c, o, d)] = nsamp[ix3(e, c, o, d)];
             if (*ws <= 0)
                 *ws = m->xw[ix3(e, c, O - 1, d)] = 1;
         }
