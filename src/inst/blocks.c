@@ -247,13 +247,133 @@ static int is_cover_call(const ZydisDecoder *dec, uintptr_t p)
     return hm__inst_is_hook(p + 5 + (uintptr_t)ops[0].imm.value.s) == 2;
 }
 
+/* Select dependences. A binary search compiled to a conditional move
+ * (base = a[mid] < key ? base + half : base) computes its next probe's
+ * address from a comparison of the value just loaded: no pointer or index
+ * is loaded, yet the next load cannot issue before this one completes. A
+ * block is marked when a register written by a cmov whose condition
+ * compares a loaded value (directly from memory, or a register loaded
+ * from memory) reaches the address passed to an access hook, through
+ * register moves and arithmetic, within the block or in the block's next
+ * execution (the register carried around a loop). The runtime then makes
+ * the first load of each execution of the block wait for the loads issued
+ * since the previous one (hm__sim_select_mark()). */
+typedef struct {
+    uint32_t sel, loaded; /* per general register: select-derived, loaded */
+    int flags_loaded;     /* the flags come from a comparison of a loaded value */
+    int rdi_sel;          /* rdi holds a select-derived address */
+    int found;
+} sel_t;
+
+static int writes_flags(ZydisMnemonic m)
+{
+    switch (m) {
+    case ZYDIS_MNEMONIC_CMP: case ZYDIS_MNEMONIC_TEST: case ZYDIS_MNEMONIC_SUB:
+    case ZYDIS_MNEMONIC_ADD: case ZYDIS_MNEMONIC_AND: case ZYDIS_MNEMONIC_OR:
+    case ZYDIS_MNEMONIC_XOR: case ZYDIS_MNEMONIC_INC: case ZYDIS_MNEMONIC_DEC:
+    case ZYDIS_MNEMONIC_NEG: case ZYDIS_MNEMONIC_SHR: case ZYDIS_MNEMONIC_SHL:
+    case ZYDIS_MNEMONIC_SAR: case ZYDIS_MNEMONIC_UCOMISD: case ZYDIS_MNEMONIC_COMISD:
+    case ZYDIS_MNEMONIC_UCOMISS: case ZYDIS_MNEMONIC_COMISS: case ZYDIS_MNEMONIC_VUCOMISD:
+    case ZYDIS_MNEMONIC_VCOMISD: case ZYDIS_MNEMONIC_VUCOMISS: case ZYDIS_MNEMONIC_VCOMISS:
+    case ZYDIS_MNEMONIC_BT:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Follows the select taint from @p p to @p stop (or the block's end). */
+static void sel_scan(const ZydisDecoder *dec, sel_t *t, uintptr_t p, uintptr_t stop)
+{
+    ZydisDecodedInstruction ins;
+    ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+    for (int k = 0; k < MAX_BLOCK && p != stop; k++) {
+        if (!decode(dec, p, &ins, ops))
+            return;
+        uintptr_t next = p + ins.length;
+        if (ins.meta.category == ZYDIS_CATEGORY_CALL) {
+            uintptr_t target = 0;
+            if (ins.operand_count > 0 && ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE && ops[0].imm.is_relative)
+                target = next + (uintptr_t)ops[0].imm.value.s;
+            int h = target ? hm__inst_is_hook(target) : 0;
+            if (h == 2)
+                return;
+            if (h == 1 && t->rdi_sel)
+                t->found = 1;
+            t->rdi_sel = 0;
+            p = next;
+            continue; /* a hook preserves what the program keeps in registers */
+        }
+        switch (ins.meta.category) {
+        case ZYDIS_CATEGORY_COND_BR: case ZYDIS_CATEGORY_UNCOND_BR: case ZYDIS_CATEGORY_RET:
+        case ZYDIS_CATEGORY_INTERRUPT: case ZYDIS_CATEGORY_SYSTEM:
+            return;
+        default:
+            break;
+        }
+        int rs = 0, rl = 0, mem = 0, dst = -1, is_lea = ins.mnemonic == ZYDIS_MNEMONIC_LEA;
+        for (int o = 0; o < ins.operand_count; o++) {
+            const ZydisDecodedOperand *op = &ops[o];
+            if (op->visibility == ZYDIS_OPERAND_VISIBILITY_HIDDEN)
+                continue;
+            if (op->type == ZYDIS_OPERAND_TYPE_REGISTER) {
+                int g = gpr(op->reg.value);
+                if (g < 0)
+                    continue;
+                if (op->actions & ZYDIS_OPERAND_ACTION_MASK_READ) {
+                    rs |= (int)(t->sel >> g & 1);
+                    rl |= (int)(t->loaded >> g & 1);
+                }
+                if ((op->actions & ZYDIS_OPERAND_ACTION_MASK_WRITE) && dst < 0)
+                    dst = g;
+            } else if (op->type == ZYDIS_OPERAND_TYPE_MEMORY) {
+                int b = gpr(op->mem.base), x = gpr(op->mem.index);
+                if (is_lea)
+                    rs |= (b >= 0 && (t->sel >> b & 1)) || (x >= 0 && (t->sel >> x & 1));
+                else if (!is_frame_reg(op->mem.base) && op->mem.base != ZYDIS_REGISTER_RIP)
+                    mem = 1; /* a program load (stack slots are spills) */
+            }
+        }
+        if (ins.meta.category == ZYDIS_CATEGORY_CMOV) {
+            rs |= t->flags_loaded;
+        } else if (writes_flags(ins.mnemonic)) {
+            t->flags_loaded = mem || rl;
+        }
+        if (dst >= 0) {
+            if (dst == 7) /* rdi: a hook's argument */
+                t->rdi_sel = rs;
+            t->sel = (t->sel & ~(1u << dst)) | (uint32_t)rs << dst;
+            t->loaded = (t->loaded & ~(1u << dst)) | (uint32_t)((mem && !is_lea) || rl) << dst;
+        }
+        p = next;
+    }
+}
+
+/* Whether the block at @p pc (with its loop head @p head, or 0) has a
+ * select dependence; twice round, for a register carried to the block's
+ * next execution. */
+static int select_dep(const ZydisDecoder *dec, uintptr_t pc, uintptr_t head)
+{
+    sel_t t = {0};
+    for (int round = 0; round < 2 && !t.found; round++) {
+        if (head)
+            sel_scan(dec, &t, head, pc - 5);
+        sel_scan(dec, &t, pc, 0);
+        if (!t.sel)
+            break;
+        t.rdi_sel = 0;
+        t.flags_loaded = 0;
+    }
+    return t.found;
+}
+
 /* The block's native instruction count: the instructions decoded from @p pc
  * to the block's end, less what exists only because of the hooks (see the
  * comment at the top). gcc may schedule some of a block's instructions
  * before its coverage call; when the block is a loop whose back edge jumps
  * to such a head (a target just before the call, reached from it without a
  * branch), the head's instructions run once per trip and are counted. */
-static uint32_t count_block(uintptr_t pc)
+static hm__bb_t count_block(uintptr_t pc)
 {
     static ZydisDecoder dec;
     static int ready;
@@ -275,8 +395,12 @@ static uint32_t count_block(uintptr_t pc)
             memset(&st, 0, sizeof st);
             st.rdi_reg = -1;
             scan(&dec, &st, pc, 0);
+            head = 0;
         }
+    } else {
+        head = 0;
     }
+    hm__bb_t b = {pc, 0, (uint32_t)select_dep(&dec, pc, head)};
     int64_t n = st.n;
     /* Spills and reloads: stack moves other than the accesses of an
      * addressable local whose address a hook was given. */
@@ -291,29 +415,29 @@ static uint32_t count_block(uintptr_t pc)
     for (int r = 0; r < 16; r++)
         if ((st.arg_regs >> r & 1) && !(st.cmp_regs >> r & 1))
             n -= st.bumps[r];
-    return n > 0 ? (uint32_t)n : 0;
+    b.n = n > 0 ? (uint32_t)n : 0;
+    return b;
 }
 
-static void insert(hm__bb_t *tab, unsigned shift, uintptr_t pc, uint32_t n)
+static void insert(hm__bb_t *tab, unsigned shift, hm__bb_t b)
 {
     uint64_t mask = (1ull << (64 - shift)) - 1;
-    uint64_t i = (pc * 0x9e3779b97f4a7c15ull) >> shift;
-    while (tab[i].pc && tab[i].pc != pc)
+    uint64_t i = (b.pc * 0x9e3779b97f4a7c15ull) >> shift;
+    while (tab[i].pc && tab[i].pc != b.pc)
         i = (i + 1) & mask;
-    tab[i].pc = pc;
-    tab[i].n = n;
+    tab[i] = b;
 }
 
-uint32_t hm__inst_block_slow(uintptr_t pc)
+hm__bb_t hm__inst_block_slow(uintptr_t pc)
 {
     uint64_t mask = (1ull << (64 - hm__bb_shift)) - 1;
     uint64_t i = (pc * 0x9e3779b97f4a7c15ull) >> hm__bb_shift;
     while (hm__bb_tab[i].pc) {
         if (hm__bb_tab[i].pc == pc)
-            return hm__bb_tab[i].n;
+            return hm__bb_tab[i];
         i = (i + 1) & mask;
     }
-    uint32_t n = count_block(pc);
+    hm__bb_t n = count_block(pc);
     int busy = hm__inst_busy;
     hm__inst_busy = 1;
     /* Keep the table at most half full so that probes stay short. */
@@ -323,7 +447,7 @@ uint32_t hm__inst_block_slow(uintptr_t pc)
         if (nt) {
             for (uint64_t k = 0; k <= mask; k++)
                 if (hm__bb_tab[k].pc)
-                    insert(nt, nshift, hm__bb_tab[k].pc, hm__bb_tab[k].n);
+                    insert(nt, nshift, hm__bb_tab[k]);
             if (hm__bb_tab != init_tab)
                 free(hm__bb_tab);
             hm__bb_tab = nt;
@@ -333,7 +457,7 @@ uint32_t hm__inst_block_slow(uintptr_t pc)
             return n; /* table full and no memory: count without caching */
         }
     }
-    insert(hm__bb_tab, hm__bb_shift, pc, n);
+    insert(hm__bb_tab, hm__bb_shift, n);
     bb_used++;
     hm__inst_busy = busy;
     return n;

@@ -165,8 +165,12 @@ HM_HOOK void __tsan_atomic_signal_fence(int mo) { __atomic_signal_fence(__ATOMIC
 HM_HOOK void __sanitizer_cov_trace_pc(void)
 {
     hm_sim_t *s = hm__inst_sim;
-    if (HM_LIKELY(s != NULL))
-        hm__sim_instr(s, hm__inst_block_count(HM_RET_IP));
+    if (HM_LIKELY(s != NULL)) {
+        hm__bb_t b = hm__inst_block(HM_RET_IP);
+        hm__sim_instr(s, b.n);
+        if (HM_UNLIKELY(b.sel))
+            hm__sim_select_mark(s);
+    }
 }
 
 /* Entry points whose calls are instrumentation (2: the coverage hook), not program instructions. */

@@ -16,16 +16,17 @@ void hm__inst_init(void);
  * address: open addressing, decoded once per block (blocks.c). */
 typedef struct {
     uintptr_t pc;
-    uint32_t n;
+    uint32_t n;   /* native instructions */
+    uint32_t sel; /* 1: a select of a loaded value feeds its next load's address */
 } hm__bb_t;
 extern hm__bb_t *hm__bb_tab;
 extern unsigned hm__bb_shift;
-uint32_t hm__inst_block_slow(uintptr_t pc);
-static inline uint32_t hm__inst_block_count(uintptr_t pc)
+hm__bb_t hm__inst_block_slow(uintptr_t pc);
+static inline hm__bb_t hm__inst_block(uintptr_t pc)
 {
     const hm__bb_t *e = &hm__bb_tab[(pc * 0x9e3779b97f4a7c15ull) >> hm__bb_shift];
     if (HM_LIKELY(e->pc == pc))
-        return e->n;
+        return *e;
     return hm__inst_block_slow(pc);
 }
 /* Whether @p addr is the entry of one of the runtime's hooks. */

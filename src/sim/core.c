@@ -448,10 +448,16 @@ static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr
 {
     hm__cache_t *c0 = &s->c[0];
     double dep = 0;
-    if (!st && (s->dep_latest > s->t || s->idx_latest > s->t)) {
+    if (!st && (s->dep_latest > s->t || s->idx_latest > s->t || s->sel_wait > s->t)) {
         double now = core_now(s);
-        if (s->dep_latest > now)
-            dep = dep_check(s, addr, now);
+        if (s->sel_wait > 0) { /* the first load after a select mark */
+            dep = s->sel_wait > now ? s->sel_wait : 0;
+            s->sel_wait = 0;
+        }
+        if (s->dep_latest > now) {
+            double w = dep_check(s, addr, now);
+            dep = w > dep ? w : dep;
+        }
         if (s->idx_latest > now) {
             double w = idx_check(s, addr, size, now);
             dep = w > dep ? w : dep;
@@ -530,8 +536,10 @@ __attribute__((noinline)) static void access_miss(hm_sim_t *s, uint64_t line, in
         s->last_idx = l1;
     }
     win_push(s, done);
-    if (!st)
+    if (!st) {
         val_record(s, value, done);
+        s->sel_acc = done > s->sel_acc ? done : s->sel_acc;
+    }
     sv->level = lvl;
     sv->issue = issue;
     sv->done = done;
@@ -648,17 +656,31 @@ void hm__sim_drain(hm_sim_t *s)
         if (HM_UNLIKELY(s->icount >= s->rob_limit))
             hm__sim_rob_stall(s);
         int st = (int)(e->ipx >> 63);
+        unsigned size = (unsigned)(e->ipx >> 48) & 0x7fff;
+        if (HM_UNLIKELY(size == 0)) { /* a select mark */
+            s->sel_wait = s->sel_acc;
+            s->sel_acc = 0;
+            continue;
+        }
         if (st)
             s->stores++;
         else
             s->loads++;
-        sim_access(s, e->addr, (unsigned)(e->ipx >> 48) & 0x7fff, st, e->value, e->ipx & 0xffffffffffffull);
+        sim_access(s, e->addr, size, st, e->value, e->ipx & 0xffffffffffffull);
     }
     s->qn = 0;
     s->icount = s->live_icount;
     if (HM_UNLIKELY(s->icount >= s->rob_limit))
         hm__sim_rob_stall(s);
     s->draining = 0;
+}
+
+/* Queued like an access (size 0), so that it falls between the right
+ * loads: the ones before it are those the next load waits for. */
+void hm__sim_select_mark(hm_sim_t *s)
+{
+    if (!s->done)
+        sim_enqueue(s, 0, 0, 0, 0, 0);
 }
 
 void hm_sim_load(hm_sim_t *s, uint64_t addr, unsigned size, uint64_t value, uint64_t ip)

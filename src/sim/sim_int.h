@@ -151,6 +151,10 @@ struct hm_sim {
     uint32_t idx_next;
     double idx_latest;
     uint64_t idx_obj_base, idx_obj_size; /* the object of the last index check */
+    /* selects (cmov) of a loaded value that feed the next address: the
+     * latest completion of the loads since the last select mark, and the
+     * time the next load must wait for (hm__sim_select_mark()) */
+    double sel_acc, sel_wait;
 
     /* stream prefetcher: ascending line streams within a page */
     struct {
@@ -244,6 +248,10 @@ static inline void hm__sim_instr(hm_sim_t *s, uint64_t n)
 {
     s->live_icount += n; /* the model catches up in hm__sim_drain() */
 }
+/* Queues a select mark: the block about to run computes its next load's
+ * address from a comparison of a value loaded by the previous loads (a
+ * binary search compiled to cmov), so that load waits for them. */
+void hm__sim_select_mark(hm_sim_t *s);
 /* Size of the live allocation starting at @p addr, or 0. */
 uint64_t hm__sim_alloc_size(const hm_sim_t *s, uint64_t addr);
 #endif

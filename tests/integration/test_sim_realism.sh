@@ -82,4 +82,29 @@ for k in 3 5 8; do
   lt 0.45 "$u" "chase + $k stream lines: utilisation"
   near "$step" "$curve" 0.10 "chase + $k stream lines at utilisation $u: ns per step vs the machine's loaded latency"
 done
+
+# 6. Dependences through a select: a branch-free binary search (cmov) over
+#    32 MiB computes each probe's address from the comparison of the value
+#    the previous probe loaded, so every probe served by the device waits a
+#    full latency. On the miss-window machine with a 64-entry ROB (so that
+#    successive lookups do not overlap), moving the array from the 100 ns to
+#    the 300 ns device adds 200 ns per device-served probe: per lookup,
+#    (log2 n - cached levels) x 200 ns, the device-served probes being
+#    counted from the device's lines read (difference of two lookup counts).
+jq '.core.rob = 64' "$MM/mlp.json" > "$T/rob.json"
+M="$T/rob.json"
+for d in fast slow; do
+  for l in 20000 40000; do
+    "$H" sim -m "$M" --device $d --json "$T/bs_${d}_$l.json" -- "$K/bsearch.sim" 4194304 $l >/dev/null
+  done
+done
+per_lookup() { awk -v a="$(phase_ns "$T/bs_$1_20000.json" search)" -v b="$(phase_ns "$T/bs_$1_40000.json" search)" 'BEGIN { print (b - a) / 20000 }'; }
+lines() { jq -n --slurpfile a "$T/bs_$1_20000.json" --slurpfile b "$T/bs_$1_40000.json" --arg d "$1" \
+  '[$b[0], $a[0]] | map(.devices[] | select(.name == $d) | .bytes_read) | (.[0] - .[1]) / 64 / 20000'; }
+levels=$(lines slow)
+lt 8 "$levels" "binary search over 32 MiB: device-served probes per lookup"
+near "$(lines fast)" "$levels" 0.01 "binary search: same probes served by either device"
+dt=$(awk -v s="$(per_lookup slow)" -v f="$(per_lookup fast)" 'BEGIN { print s - f }')
+near "$dt" "$(awk -v l="$levels" 'BEGIN { print l * 200 }')" 0.10 \
+  "binary search: slow - fast ns per lookup vs device-served probes x 200 ns"
 done_tests
