@@ -479,12 +479,14 @@ static int walk_run(run_t *r)
             if (r->cbuf - r->nbuf < (size_t)(j - i) && (rc = buf_grow(r, j - i)) < 0)
                 break;
             samp_t *out = r->buf + r->nbuf;
+            uint32_t(*hist)[512] = r->hist;
+            float(*pages)[100] = r->pages;
             for (; i < j; i++) {
                 unsigned lv = HM_DSRC_LEVEL(blk->dsrc[i]);
                 uint32_t wt = blk->weight[i];
                 int store = blk->access[i] == HM_ACCESS_STORE, load = blk->access[i] == HM_ACCESS_LOAD;
                 if (load && lv >= HM_DSRC_L1 && lv <= HM_DSRC_L3)
-                    r->hist[lv][wt < 511 ? wt : 511]++;
+                    hist[lv][wt < 511 ? wt : 511]++;
                 uint64_t a = blk->addr[i];
                 int o = -2;
                 for (int x = 0; x < RECENT; x++)
@@ -507,7 +509,7 @@ static int walk_run(run_t *r)
                     /* Pages of the accesses that reach memory: a pages_percent
                      * split moves those, whatever the cache hits do. */
                     if (store ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2)
-                        r->pages[o][(a >> 12) % 100] += 1;
+                        pages[o][(a >> 12) % 100] += 1;
                 }
                 uint64_t st = blk->time[i], dt = st - prev;
                 prev = st;
@@ -537,8 +539,13 @@ static int walk_run(run_t *r)
  * order); each run fills only its own device's cells. */
 static int bin_run(run_t *r)
 {
-    hm_estimator_t *e = r->e;
-    int d = r->dev, w = 0;
+    const hm_estimator_t *e = r->e;
+    const int d = r->dev, last = e->nwin - 1, O = e->nobj, D = e->ndev;
+    const uint64_t *bound = r->bound;
+    const int *map = r->map;
+    const float base[4] = {r->base[0], r->base[1], r->base[2], r->base[3]};
+    hm__est_cell_t *cw = e->cell + d; /* window w's cells, this run's device */
+    int w = 0;
     uint64_t st = 0;
     for (size_t i = 0; i < r->nbuf; i++) {
         samp_t s = r->buf[i];
@@ -547,13 +554,15 @@ static int bin_run(run_t *r)
             continue;
         }
         st += s.dt;
-        while (w < e->nwin - 1 && st >= r->bound[w + 1])
-            w++;
+        if (w < last && st >= bound[w + 1]) {
+            while (w < last && st >= bound[w + 1])
+                w++;
+            cw = e->cell + (size_t)w * (size_t)O * (size_t)D + d;
+        }
         uint32_t o1 = s.tag >> 5;
         unsigned lv = s.tag >> 2 & 7; /* levels past 7 are unknown ones, all alike below */
         int store = s.tag & 1, load = s.tag >> 1 & 1;
-        int o = o1 ? r->map[o1 - 1] : e->nobj - 1;
-        hm__est_cell_t *c = hm__est_cell(e, w, o, d);
+        hm__est_cell_t *c = cw + (size_t)(o1 ? map[o1 - 1] : O - 1) * (size_t)D;
         float wt = (float)s.weight;
         c->n += 1;
         c->w += wt;
@@ -568,8 +577,8 @@ static int bin_run(run_t *r)
             if (lv == HM_DSRC_MEM || lv == HM_DSRC_LFB || lv == HM_DSRC_REMOTE) {
                 c->x += wt;
                 c->mm += 1;
-            } else if (lv >= HM_DSRC_L2 && lv <= HM_DSRC_L3 && wt > 2 * r->base[lv]) {
-                c->x += wt - r->base[lv];
+            } else if (lv >= HM_DSRC_L2 && lv <= HM_DSRC_L3 && wt > 2 * base[lv]) {
+                c->x += wt - base[lv];
                 c->mm += 1;
             }
         }
