@@ -133,4 +133,14 @@ cp "$T/fast.hmt" "$T/keep/dev-slow.hmt"
 "$H" validate --machine "$M" --placements 1 -j 2 --keep "$T/keep" --reuse -- "$P" "${ARGS[@]}" > /dev/null || fail "validate --reuse (wrong device)"
 [ -e "$T/keep/dev-slow.log" ] && [ ! -e "$T/keep/dev-fast.log" ] && ok "validate --reuse: a run of another device is redone" || fail "validate --reuse kept a run of another device"
 bad 2 "--reuse needs --keep" validate --machine "$M" --reuse -- "$P" "${ARGS[@]}"
+
+# A placement drawn twice is simulated once, and both rows carry its runtime.
+mkdir -p "$T/keep8"
+cp "$T/slow.hmt" "$T/keep8/dev-slow.hmt"; cp "$T/fast.hmt" "$T/keep8/dev-fast.hmt"
+"$H" validate --machine "$M" --placements 8 -j 2 --json "$T/val8.json" --keep "$T/keep8" --reuse -- "$P" "${ARGS[@]}" > /dev/null || fail "validate 8"
+runs=$(ls "$T/keep8"/placement-*.report.json | wc -l)
+distinct=$(j "$T/val8.json" '[.rows[].placement] | unique | length')
+[ "$runs" = "$distinct" ] && ok "validate: $distinct distinct placements of 8 simulated once each" || fail "validate: $runs runs for $distinct distinct placements"
+[ "$(j "$T/val8.json" '[.rows | group_by(.placement)[] | map(.measured_s) | unique | length] | max')" = 1 ] \
+  && ok "validate: equal placements, equal measured runtimes" || fail "validate: equal placements measured differently"
 done_tests
