@@ -56,8 +56,9 @@
  * sampled L1 misses by (page number % 100), for pages_percent splits
  * (without it a split moves its percentage of the object's accesses).
  *
- * Thread safety: an estimator is read-only after open, so estimates and
- * states on one estimator may run on several threads, one state per thread.
+ * Thread safety: an estimator is read-only after open (but for the
+ * placements it keeps compiled, under a lock), so estimates and states on
+ * one estimator may run on several threads, one state per thread.
  */
 #ifndef HETMEM_ESTIMATE_H
 #define HETMEM_ESTIMATE_H
@@ -165,6 +166,10 @@ typedef struct {
  * migration cost from bytes moved and device bandwidth); pages_percent splits
  * use the sampled pages of the object. With @p bd non-NULL, *bd points to a
  * breakdown owned by the estimator (not thread-safe then).
+ * The rules are matched to the objects on the first estimate of @p p and
+ * kept by the estimator (the last 8 placements used), so that estimating
+ * the same handle again costs only the model's arithmetic; the rules' hit
+ * counts (hm_placement_unmatched()) are those of that first match.
  * Errors: HM_EUSAGE (model), HM_ENODEV (device index out of range).
  */
 int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *p, hm_est_model_t model,

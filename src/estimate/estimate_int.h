@@ -3,6 +3,7 @@
 #ifndef HETMEM_ESTIMATE_INT_H
 #define HETMEM_ESTIMATE_INT_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "common/common.h"
@@ -54,6 +55,24 @@ typedef struct {
     double *var;          /* per (object, device): variance of the object's cost, ns^2 */
 } hm__est_default_t;
 
+/* A placement of one object in one phase: pct percent of its pages on dev,
+ * the rest on the default device. */
+typedef struct {
+    int16_t dev, pct;
+} hm__est_slot_t;
+
+/* A placement file compiled against the summary: its rules matched to the
+ * objects once, so that estimating it again is numeric only. Keyed by the
+ * placement handle's serial (placement/placement_int.h), which no other
+ * handle ever has. */
+#define HM__EST_PCACHE 8
+typedef struct {
+    uint64_t serial;      /* 0: empty */
+    uint64_t used;        /* last use, for replacing the least recent */
+    int np;               /* assignments: phases when the placement has any, else 1 */
+    hm__est_slot_t *a;    /* per (assignment, object) */
+} hm__est_pcache_t;
+
 struct hm_estimator {
     int ndev, def, ref;
     char **dev_name;
@@ -76,6 +95,11 @@ struct hm_estimator {
     hm__est_default_t dm;
     /* phase label transitions: count of boundaries from label a to label b */
     int *trans;           /* nphase x nphase */
+    /* compiled placements; the lock makes estimates safe on several threads */
+    pthread_mutex_t pc_mu;
+    int pc_ready;         /* pc_mu initialised */
+    uint64_t pc_clock;
+    hm__est_pcache_t pc[HM__EST_PCACHE];
     /* scratch for breakdowns */
     double *bd_phase, *bd_obj;
     hm_est_breakdown_t bd;

@@ -51,6 +51,10 @@ HM_API void hm_estimator_close(hm_estimator_t *e)
     free(e->trans);
     free(e->bd_phase);
     free(e->bd_obj);
+    for (int i = 0; i < HM__EST_PCACHE; i++)
+        free(e->pc[i].a);
+    if (e->pc_ready)
+        pthread_mutex_destroy(&e->pc_mu);
     free(e);
 }
 

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "estimate/estimate_int.h"
+#include "placement/placement_int.h"
 
 #define LINE_BYTES 64.0
 #define BOUND_UTIL 0.8  /* a run at this share of its bandwidth is bandwidth-bound */
@@ -451,16 +452,15 @@ int hm__est_prepare(hm_estimator_t *e)
     e->bd.phase_ns = e->bd_phase;
     e->bd.nobjects = e->nobj;
     e->bd.object_ns = e->bd_obj;
+    if (pthread_mutex_init(&e->pc_mu, NULL) != 0)
+        return hm__errf(-ENOMEM, "cannot create the estimator's lock");
+    e->pc_ready = 1;
     return 0;
 }
 
 /* -------------------------------------------------------------- states */
 
-/* A placement of one object in one phase: pct percent of its pages on dev,
- * the rest on the default device. */
-typedef struct {
-    int16_t dev, pct;
-} slot_t;
+typedef hm__est_slot_t slot_t;
 
 struct hm_est_state {
     hm_estimator_t *e;
@@ -602,29 +602,40 @@ static void recompute(hm_est_state_t *s)
     s->total += s->mig;
 }
 
+/* A state in one allocation, its assignment left for the caller to fill
+ * and recompute(). */
+static hm_est_state_t *state_new(hm_estimator_t *e, hm_est_model_t model, int phased, int def)
+{
+    int C = e->nphase, D = e->ndev, O = e->nobj, np = phased ? C : 1;
+    size_t nd = (size_t)C * D * 3 + (size_t)C * 4;
+    /* The struct holds pointers and doubles, so the doubles after it are aligned. */
+    hm_est_state_t *s = hm__xcalloc(1, sizeof *s + nd * sizeof(double) + (size_t)np * O * sizeof(slot_t));
+    double *p = (double *)(s + 1);
+    s->lp = p, p += (size_t)C * D;
+    s->y = p, p += (size_t)C * D;
+    s->xi = p, p += (size_t)C * D;
+    s->var = p, p += C;
+    s->lin_t = p, p += C;
+    s->lin_var = p, p += C;
+    s->t = p, p += C;
+    s->a = (slot_t *)p;
+    s->e = e;
+    s->def = def;
+    s->model = model;
+    s->phased = phased != 0;
+    s->np = np;
+    return s;
+}
+
 HM_API int hm_est_state_open(hm_est_state_t **out, hm_estimator_t *e, hm_est_model_t model, int phased)
 {
     *out = NULL;
     hm__errclear();
     if ((unsigned)model >= HM_EST_NMODELS)
         return hm__errf(HM_EUSAGE, "unknown model %d", (int)model);
-    hm_est_state_t *s = hm__xcalloc(1, sizeof *s);
-    int C = e->nphase, D = e->ndev, O = e->nobj;
-    s->e = e;
-    s->def = e->def;
-    s->model = model;
-    s->phased = phased != 0;
-    s->np = s->phased ? C : 1;
-    s->a = hm__xcalloc((size_t)s->np * O, sizeof *s->a);
-    for (size_t i = 0; i < (size_t)s->np * O; i++)
+    hm_est_state_t *s = state_new(e, model, phased, e->def);
+    for (size_t i = 0; i < (size_t)s->np * e->nobj; i++)
         s->a[i] = (slot_t){(int16_t)s->def, 100};
-    s->lp = hm__xcalloc((size_t)C * D, sizeof(double));
-    s->y = hm__xcalloc((size_t)C * D, sizeof(double));
-    s->xi = hm__xcalloc((size_t)C * D, sizeof(double));
-    s->var = hm__xcalloc((size_t)C, sizeof(double));
-    s->lin_t = hm__xcalloc((size_t)C, sizeof(double));
-    s->lin_var = hm__xcalloc((size_t)C, sizeof(double));
-    s->t = hm__xcalloc((size_t)C, sizeof(double));
     recompute(s);
     *out = s;
     return 0;
@@ -632,17 +643,7 @@ HM_API int hm_est_state_open(hm_est_state_t **out, hm_estimator_t *e, hm_est_mod
 
 HM_API void hm_est_state_close(hm_est_state_t *s)
 {
-    if (!s)
-        return;
-    free(s->a);
-    free(s->lp);
-    free(s->y);
-    free(s->xi);
-    free(s->var);
-    free(s->lin_t);
-    free(s->lin_var);
-    free(s->t);
-    free(s);
+    free(s); /* one allocation (state_new) */
 }
 
 HM_API int hm_est_state_copy(hm_est_state_t *dst, const hm_est_state_t *src)
@@ -813,6 +814,71 @@ HM_API char *hm_est_state_placement_json(const hm_est_state_t *s)
 
 /* ------------------------------------------------------ placement files */
 
+/* Matches every object to the placement's rules, in each assignment (phase
+ * label when the placement has phases), into @p a: what a placement file
+ * means for this summary. Rules are matched as the simulator and `hetmem
+ * run` do, per object in the innermost phase; this counts the rules' hits. */
+static int compile_placement(hm_estimator_t *e, hm_placement_t *pl, int phased, int np, slot_t *a)
+{
+    int O = e->nobj, pdef = hm_placement_default_device(pl);
+    /* The untracked data and unmatched objects go to the placement's default
+     * device, which may differ from the machine's first device. */
+    for (int p = 0; p < np; p++)
+        for (int o = 0; o < O; o++)
+            a[(size_t)p * O + o] = (slot_t){(int16_t)pdef, 100};
+    for (int p = 0; p < np; p++) {
+        const char *phase = phased && p > 0 ? e->phase_name[p] : NULL;
+        for (int o = 0; o < O - 1; o++) {
+            hm_object_desc_t d = {e->obj[o].site, e->obj[o].name, 0, e->obj[o].size};
+            hm_place_t m;
+            hm_placement_match(pl, phase, &d, &m);
+            if (m.device < 0 || m.device >= e->ndev)
+                return hm__errf(HM_ENODEV, "placement device %d is not one of the traces' devices", m.device);
+            int pct = m.pages_percent >= 100 ? 100 : m.pages_percent;
+            /* A split whose other part is not on the default device is
+             * estimated as its larger part. */
+            if (pct < 100 && m.default_device != pdef && pct < 50)
+                m.device = m.default_device, pct = 100;
+            a[(size_t)p * O + o] = m.device == pdef || pct == 0 ? (slot_t){(int16_t)pdef, 100}
+                                                                : (slot_t){(int16_t)m.device, (int16_t)pct};
+        }
+    }
+    return 0;
+}
+
+/* The compiled placement of @p serial into @p a, when the estimator has it. */
+static int pcache_get(hm_estimator_t *e, uint64_t serial, int np, slot_t *a)
+{
+    int hit = 0;
+    pthread_mutex_lock(&e->pc_mu);
+    for (int i = 0; i < HM__EST_PCACHE && !hit; i++)
+        if (e->pc[i].serial == serial && e->pc[i].np == np) {
+            memcpy(a, e->pc[i].a, (size_t)np * e->nobj * sizeof *a);
+            e->pc[i].used = ++e->pc_clock;
+            hit = 1;
+        }
+    pthread_mutex_unlock(&e->pc_mu);
+    return hit;
+}
+
+/* Keeps a compiled placement, in place of the least recently used one. */
+static void pcache_put(hm_estimator_t *e, uint64_t serial, int np, const slot_t *a)
+{
+    size_t bytes = (size_t)np * e->nobj * sizeof *a;
+    slot_t *copy = malloc(bytes);
+    if (!copy)
+        return; /* only a cache */
+    memcpy(copy, a, bytes);
+    pthread_mutex_lock(&e->pc_mu);
+    int v = 0;
+    for (int i = 1; i < HM__EST_PCACHE; i++)
+        if (e->pc[i].used < e->pc[v].used)
+            v = i;
+    free(e->pc[v].a);
+    e->pc[v] = (hm__est_pcache_t){serial, ++e->pc_clock, np, copy};
+    pthread_mutex_unlock(&e->pc_mu);
+}
+
 HM_API int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *pl, hm_est_model_t model,
                                  hm_estimate_t *out, const hm_est_breakdown_t **bd)
 {
@@ -824,34 +890,17 @@ HM_API int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *pl, hm_est_m
     if (pdef < 0 || pdef >= e->ndev)
         return hm__errf(HM_ENODEV, "placement default device %d is not one of the traces' %d devices", pdef, e->ndev);
     int phased = hm_placement_has_phases(pl);
-    hm_est_state_t *s;
-    int rc = hm_est_state_open(&s, e, model, phased);
-    if (rc < 0)
-        return rc;
-    /* The untracked data and unmatched objects go to the placement's default
-     * device, which may differ from the machine's first device. */
-    s->def = pdef;
-    for (int p = 0; p < s->np; p++)
-        for (int o = 0; o < O; o++)
-            s->a[(size_t)p * O + o] = (slot_t){(int16_t)pdef, 100};
-    for (int p = 0; p < s->np; p++) {
-        const char *phase = phased && p > 0 ? e->phase_name[p] : NULL;
-        for (int o = 0; o < O - 1; o++) {
-            hm_object_desc_t d = {e->obj[o].site, e->obj[o].name, 0, e->obj[o].size};
-            hm_place_t m;
-            hm_placement_match(pl, phase, &d, &m);
-            if (m.device < 0 || m.device >= e->ndev) {
-                hm_est_state_close(s);
-                return hm__errf(HM_ENODEV, "placement device %d is not one of the traces' devices", m.device);
-            }
-            int pct = m.pages_percent >= 100 ? 100 : m.pages_percent;
-            /* A split whose other part is not on the default device is
-             * estimated as its larger part. */
-            if (pct < 100 && m.default_device != pdef && pct < 50)
-                m.device = m.default_device, pct = 100;
-            s->a[(size_t)p * O + o] = m.device == pdef || pct == 0 ? (slot_t){(int16_t)pdef, 100}
-                                                                   : (slot_t){(int16_t)m.device, (int16_t)pct};
+    hm_est_state_t *s = state_new(e, model, phased, pdef);
+    /* A placement is matched to the objects once per estimator; estimating
+     * it again (a search that re-reads its candidates) reuses the match. */
+    uint64_t serial = hm__placement_serial(pl);
+    if (!pcache_get(e, serial, s->np, s->a)) {
+        int rc = compile_placement(e, pl, phased, s->np, s->a);
+        if (rc < 0) {
+            hm_est_state_close(s);
+            return rc;
         }
+        pcache_put(e, serial, s->np, s->a);
     }
     recompute(s);
     hm_est_state_estimate(s, out);

@@ -21,6 +21,20 @@ typedef struct {
     uint64_t time, instr;
 } ipoint_t;
 
+/* A sample as the binning needs it, kept from the one decoding pass:
+ * 12 bytes instead of the decoded record's 35, since the window bounds are
+ * known only once every run has been read. Times are deltas from the
+ * previous sample; a delta that does not fit in 32 bits is carried by an
+ * escape entry (tag SAMP_ESC, high bits in weight) before the sample. */
+typedef struct {
+    uint32_t dt;
+    uint32_t weight;
+    uint32_t tag;             /* (object of this run + 1, 0: untracked) << 5 | level << 2 | load << 1 | store */
+} samp_t;
+
+#define SAMP_ESC UINT32_MAX
+#define SAMP_MAX_OBJ ((1u << 27) - 2)
+
 /* One run while it is read. */
 typedef struct {
     const char *path;
@@ -38,10 +52,13 @@ typedef struct {
     uint64_t *bound;          /* window boundaries (nwin + 1 times) */
     uint32_t hist[4][512];    /* load weights per cache level (first pass) */
     float base[4];            /* usual latency of a hit per level: 5th percentile */
-    struct oset *os;          /* this run's objects (first pass) */
+    struct oset *os;          /* this run's objects */
     int *map;                 /* this run's object -> the union's */
-    float (*pages)[100];      /* per union object: pages of sampled misses */
-    hm_estimator_t *e;        /* second pass: where samples go */
+    float (*pages)[100];      /* per object of this run: pages of sampled misses */
+    int npages;               /* objects that pages has room for */
+    samp_t *buf;              /* the samples, compact, in time order */
+    size_t nbuf, cbuf;
+    hm_estimator_t *e;        /* where bin_run() puts the samples */
     int rc;                   /* a worker's result, and its detail: */
     char err[512];
 } run_t;
@@ -99,12 +116,21 @@ static void run_free(run_t *r)
     }
     free(r->map);
     free(r->pages);
+    free(r->buf);
 }
 
 static const char *base(const char *p)
 {
     const char *s = strrchr(p, '/');
     return s ? s + 1 : p;
+}
+
+/* Instructions at @p time between counter points k and k + 1. */
+static inline double seg_instr(const run_t *r, int k, uint64_t time)
+{
+    const ipoint_t *a = &r->ip[k], *b = &r->ip[k + 1];
+    double f = b->time > a->time ? (double)(time - a->time) / (double)(b->time - a->time) : 0;
+    return (double)a->instr + f * (double)(b->instr - a->instr);
 }
 
 /* Instructions at @p time, interpolated between counter points (0 before the first). */
@@ -128,18 +154,39 @@ static double instr_at(const run_t *r, uint64_t time)
         else
             hi = mid;
     }
-    const ipoint_t *a = &r->ip[lo], *b = &r->ip[hi];
-    double f = b->time > a->time ? (double)(time - a->time) / (double)(b->time - a->time) : 0;
-    return (double)a->instr + f * (double)(b->instr - a->instr);
+    return seg_instr(r, lo, time);
 }
 
-/* Time at which the run reached @p instr within [t0, t1] (inverse of instr_at). */
+/* Time at which the run reached @p instr within [t0, t1] (inverse of
+ * instr_at): the first time in (t0, t1) at which instr_at() reaches it, else
+ * t1. instr_at() does not fall, and equals a counter point's value at its
+ * time, so the counter points first narrow the search down to one segment
+ * between points; the bisection inside it gives what a bisection over all of
+ * [t0, t1] would. */
 static uint64_t time_at(const run_t *r, double instr, uint64_t t0, uint64_t t1)
 {
     uint64_t lo = t0, hi = t1;
+    int seg = -1; /* the segment (lo, hi) lies in, when it lies in one */
+    if (r->nip > 0) {
+        /* Last point before the crossing, first point at or past it. */
+        int a = 0, b = r->nip;
+        while (a < b) {
+            int mid = (a + b) / 2;
+            if ((double)r->ip[mid].instr < instr)
+                a = mid + 1;
+            else
+                b = mid;
+        }
+        if (a > 0 && r->ip[a - 1].time > lo && r->ip[a - 1].time < hi)
+            lo = r->ip[a - 1].time;
+        if (a < r->nip && r->ip[a].time > lo && r->ip[a].time < hi)
+            hi = r->ip[a].time;
+        if (a > 0 && a < r->nip && lo >= r->ip[a - 1].time && hi <= r->ip[a].time)
+            seg = a - 1;
+    }
     while (hi - lo > 1) {
         uint64_t mid = lo + (hi - lo) / 2;
-        if (instr_at(r, mid) < instr)
+        if ((seg >= 0 ? seg_instr(r, seg, mid) : instr_at(r, mid)) < instr)
             lo = mid;
         else
             hi = mid;
@@ -172,36 +219,44 @@ static void add_event(run_t *r, const hm_record_t *ev)
 }
 
 static int walk_run(run_t *r);
+static int bin_run(run_t *r);
 
-/* Runs walk_run() on every run, one thread per run up to the online CPUs:
- * the runs are independent until their objects are merged. */
+/* Runs fn on every run, on up to one thread per online CPU, each taking the
+ * next run not yet taken (the runs are independent until their objects are
+ * merged, and a queue keeps every thread busy when runs outnumber CPUs). */
+typedef struct {
+    run_t *runs;
+    int n, next;
+    int (*fn)(run_t *);
+} queue_t;
+
 static void *worker(void *arg)
 {
-    run_t *r = arg;
-    r->rc = walk_run(r);
-    if (r->rc < 0)
-        snprintf(r->err, sizeof r->err, "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(r->rc));
+    queue_t *q = arg;
+    for (int i; (i = __atomic_fetch_add(&q->next, 1, __ATOMIC_RELAXED)) < q->n;) {
+        run_t *r = &q->runs[i];
+        r->rc = q->fn(r);
+        if (r->rc < 0)
+            snprintf(r->err, sizeof r->err, "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(r->rc));
+    }
     return NULL;
 }
 
-static int walk_all(run_t *runs, int n)
+static int for_runs(run_t *runs, int n, int (*fn)(run_t *))
 {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int par = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu;
-    for (int i = 0; i < n;) {
-        pthread_t th[64];
-        int started[64] = {0}, m = n - i < par ? n - i : par;
-        for (int j = 1; j < m; j++)
-            started[j] = pthread_create(&th[j], NULL, worker, &runs[i + j]) == 0;
-        worker(&runs[i]);
-        for (int j = 1; j < m; j++) {
-            if (started[j])
-                pthread_join(th[j], NULL);
-            else
-                worker(&runs[i + j]); /* no thread to be had: do it here */
-        }
-        i += m;
-    }
+    if (par > n)
+        par = n;
+    queue_t q = {runs, n, 0, fn};
+    pthread_t th[64];
+    int started[64] = {0};
+    for (int j = 1; j < par; j++)
+        started[j] = pthread_create(&th[j], NULL, worker, &q) == 0;
+    worker(&q); /* also does the runs of threads that could not be had */
+    for (int j = 1; j < par; j++)
+        if (started[j])
+            pthread_join(th[j], NULL);
     for (int i = 0; i < n; i++)
         if (runs[i].rc < 0)
             return hm__errf(runs[i].rc, "%s", runs[i].err);
@@ -304,19 +359,105 @@ static void live_add(oset_t *os, int o, uint64_t size, int count)
         os->v[o].peak = os->v[o].live;
 }
 
+/* Allocation tracking of one run while it is read. */
+typedef struct {
+    hm_objtab_t *tab;
+    alloc_t *allocs;
+    size_t nalloc, cap;
+} track_t;
+
+/* Applies one non-sample record: phase markers and counters are kept,
+ * allocations, frees and names update the live objects. */
+static int track_event(run_t *r, track_t *k, const hm_record_t *ev)
+{
+    oset_t *os = r->os;
+    if (ev->kind == HM_REC_PHASE_BEGIN || ev->kind == HM_REC_PHASE_END || ev->kind == HM_REC_COUNTER)
+        add_event(r, ev);
+    if (ev->kind == HM_REC_ALLOC) {
+        const hm_alloc_t *a = &ev->u.alloc;
+        int o = oset_get(os, a->site, NULL);
+        if (k->nalloc == k->cap) {
+            k->cap = k->cap ? 2 * k->cap : 256;
+            k->allocs = hm__xrealloc(k->allocs, k->cap * sizeof *k->allocs);
+        }
+        k->allocs[k->nalloc] = (alloc_t){a->size, o};
+        /* A live entry it overlaps was freed behind our back (realloc, munmap). */
+        const hm_objtab_entry_t *old;
+        while ((old = hm__objtab_overlap(k->tab, a->addr, a->size))) {
+            os->v[k->allocs[old->id].obj].live -= k->allocs[old->id].size;
+            hm__objtab_remove(k->tab, old->addr, NULL);
+        }
+        if (hm__objtab_insert(k->tab, a->addr, a->size, k->nalloc) < 0)
+            return -ENOMEM;
+        k->nalloc++;
+        live_add(os, o, a->size, 1);
+    } else if (ev->kind == HM_REC_FREE) {
+        hm_objtab_entry_t ent;
+        if (hm__objtab_remove(k->tab, ev->u.alloc.addr, &ent) == 0)
+            os->v[k->allocs[ent.id].obj].live -= k->allocs[ent.id].size;
+    } else if (ev->kind == HM_REC_NAME) {
+        const hm_objtab_entry_t *ent = hm__objtab_find(k->tab, ev->u.name.addr);
+        if (ent) {
+            alloc_t *al = &k->allocs[ent->id];
+            int o = oset_get(os, os->v[al->obj].site, ev->u.name.name);
+            os->v[al->obj].live -= al->size;
+            os->v[al->obj].allocations--;
+            al->obj = o;
+            live_add(os, o, al->size, 1);
+        }
+    }
+    if (os->n > r->npages) {
+        if ((unsigned)os->n > SAMP_MAX_OBJ)
+            return hm__errf(HM_ETOOBIG, "%s: more than %u objects", r->path, SAMP_MAX_OBJ);
+        int np = 2 * os->n;
+        r->pages = hm__xrealloc(r->pages, (size_t)np * sizeof *r->pages);
+        memset(r->pages + r->npages, 0, (size_t)(np - r->npages) * sizeof *r->pages);
+        r->npages = np;
+    }
+    return 0;
+}
+
+/* Makes room for @p more entries in the run's sample buffer. */
+static int buf_grow(run_t *r, size_t more)
+{
+    size_t c = r->nbuf + more + r->cbuf / 8 + 64;
+    samp_t *b = realloc(r->buf, c * sizeof *b);
+    if (!b)
+        return -ENOMEM;
+    r->buf = b;
+    r->cbuf = c;
+    return 0;
+}
+
+/* Objects of the last few samples: consecutive samples mostly fall in the
+ * objects of recent ones (a loop over a few arrays), which saves a lookup
+ * in the table. Emptied whenever the table changes. */
+#define RECENT 4
+typedef struct {
+    uint64_t addr[RECENT], size[RECENT];
+    int obj[RECENT]; /* this run's object, -1: none */
+    unsigned next;
+} recent_t;
+
+/* The one decoding pass over a run: phase markers and counters, objects
+ * (allocations, frees and names, keyed by site and name), the usual latency
+ * of hits per level, the pages of each object's misses, and every sample's
+ * object, kept compact for bin_run() once the window bounds are known. */
 static int walk_run(run_t *r)
 {
-    hm_estimator_t *e = r->e;
-    oset_t *os = r->os;
-    hm_objtab_t *tab;
-    if (hm__objtab_open(&tab) < 0)
+    track_t k = {0};
+    if (hm__objtab_open(&k.tab) < 0)
         return -ENOMEM;
-    int first = e == NULL, d = r->dev, w = 0, rc = 0;
-    hm_objtab_entry_t last = {0, 0, UINT64_MAX};
-    alloc_t *allocs = NULL;
-    size_t nalloc = 0, cap = 0;
-    for (int k = 0; k < os->n; k++)
-        os->v[k].live = 0;
+    int rc = 0;
+    recent_t rec;
+    memset(&rec, 0, sizeof rec);
+    uint64_t prev = 0;
+    r->nbuf = 0;
+    r->cbuf = r->st.records[HM_REC_SAMPLE] + 16;
+    if (!(r->buf = malloc(r->cbuf * sizeof *r->buf))) {
+        hm__objtab_close(k.tab);
+        return -ENOMEM;
+    }
     uint32_t nb = hm_trace_nblocks(r->t);
     for (uint32_t b = 0; b < nb && rc == 0; b++) {
         const hm_block_t *blk;
@@ -325,101 +466,124 @@ static int walk_run(run_t *r)
             rc = hm__errf(rc, "%s: %s", r->path, hm_errdetail());
             break;
         }
-        uint32_t ei = 0;
-        for (uint32_t i = 0; i <= blk->n && rc == 0; i++) {
-            /* Events at or before this sample's time come first. */
-            uint64_t st = i < blk->n ? blk->time[i] : UINT64_MAX;
-            for (; ei < blk->nevents && ev_time(&blk->events[ei]) <= st; ei++) {
-                const hm_record_t *ev = &blk->events[ei];
-                last = (hm_objtab_entry_t){0, 0, UINT64_MAX}; /* the table may change */
-                if (first && (ev->kind == HM_REC_PHASE_BEGIN || ev->kind == HM_REC_PHASE_END || ev->kind == HM_REC_COUNTER))
-                    add_event(r, ev);
-                if (ev->kind == HM_REC_ALLOC) {
-                    const hm_alloc_t *a = &ev->u.alloc;
-                    int o = oset_get(os, a->site, NULL);
-                    if (nalloc == cap) {
-                        cap = cap ? 2 * cap : 256;
-                        allocs = hm__xrealloc(allocs, cap * sizeof *allocs);
-                    }
-                    allocs[nalloc] = (alloc_t){a->size, o};
-                    /* A live entry it overlaps was freed behind our back (realloc, munmap). */
-                    const hm_objtab_entry_t *old;
-                    while ((old = hm__objtab_overlap(tab, a->addr, a->size))) {
-                        os->v[allocs[old->id].obj].live -= allocs[old->id].size;
-                        hm__objtab_remove(tab, old->addr, NULL);
-                    }
-                    if (hm__objtab_insert(tab, a->addr, a->size, nalloc) < 0) {
-                        rc = -ENOMEM;
+        /* Samples and events merged by time, events first at equal times:
+         * the samples before the next event in one tight loop. */
+        uint32_t i = 0, ei = 0, n = blk->n;
+        while (rc == 0 && (i < n || ei < blk->nevents)) {
+            uint64_t et = ei < blk->nevents ? ev_time(&blk->events[ei]) : UINT64_MAX;
+            uint32_t j = i;
+            while (j < n && blk->time[j] < et)
+                j++;
+            /* Room for these samples (sized from the index, it always is
+             * but for escape entries). */
+            if (r->cbuf - r->nbuf < (size_t)(j - i) && (rc = buf_grow(r, j - i)) < 0)
+                break;
+            samp_t *out = r->buf + r->nbuf;
+            uint32_t(*hist)[512] = r->hist;
+            float(*pages)[100] = r->pages;
+            for (; i < j; i++) {
+                unsigned lv = HM_DSRC_LEVEL(blk->dsrc[i]);
+                uint32_t wt = blk->weight[i];
+                int store = blk->access[i] == HM_ACCESS_STORE, load = blk->access[i] == HM_ACCESS_LOAD;
+                if (load && lv >= HM_DSRC_L1 && lv <= HM_DSRC_L3)
+                    hist[lv][wt < 511 ? wt : 511]++;
+                uint64_t a = blk->addr[i];
+                int o = -2;
+                for (int x = 0; x < RECENT; x++)
+                    if (a - rec.addr[x] < rec.size[x]) {
+                        o = rec.obj[x];
                         break;
                     }
-                    nalloc++;
-                    live_add(os, o, a->size, first);
-                } else if (ev->kind == HM_REC_FREE) {
-                    hm_objtab_entry_t ent;
-                    if (hm__objtab_remove(tab, ev->u.alloc.addr, &ent) == 0)
-                        os->v[allocs[ent.id].obj].live -= allocs[ent.id].size;
-                } else if (ev->kind == HM_REC_NAME) {
-                    const hm_objtab_entry_t *ent = hm__objtab_find(tab, ev->u.name.addr);
-                    if (ent) {
-                        alloc_t *al = &allocs[ent->id];
-                        int o = oset_get(os, os->v[al->obj].site, ev->u.name.name);
-                        os->v[al->obj].live -= al->size;
-                        if (first)
-                            os->v[al->obj].allocations--;
-                        al->obj = o;
-                        live_add(os, o, al->size, first);
-                    }
+                if (o == -2) {
+                    const hm_objtab_entry_t *ent = hm__objtab_find(k.tab, a);
+                    o = ent ? k.allocs[ent->id].obj : -1;
+                    /* A zero-size entry covers its first byte. */
+                    unsigned x = rec.next++ % RECENT;
+                    rec.addr[x] = ent ? ent->addr : a;
+                    rec.size[x] = ent ? (ent->size ? ent->size : 1) : 0;
+                    rec.obj[x] = o;
                 }
-            }
-            if (i == blk->n)
-                continue;
-            if (first) {
-                unsigned lv = HM_DSRC_LEVEL(blk->dsrc[i]);
-                if (blk->access[i] == HM_ACCESS_LOAD && lv >= HM_DSRC_L1 && lv <= HM_DSRC_L3)
-                    r->hist[lv][blk->weight[i] < 511 ? blk->weight[i] : 511]++;
-                continue;
-            }
-            while (w < e->nwin - 1 && st >= r->bound[w + 1])
-                w++;
-            /* Consecutive samples mostly fall in the object of the last one. */
-            uint64_t a = blk->addr[i];
-            if (!(a - last.addr < last.size || (last.size == 0 && a == last.addr && last.id != UINT64_MAX))) {
-                const hm_objtab_entry_t *ent = hm__objtab_find(tab, a);
-                last = ent ? *ent : (hm_objtab_entry_t){0, 0, UINT64_MAX};
-            }
-            int ent = last.id != UINT64_MAX;
-            int o = ent ? r->map[allocs[last.id].obj] : e->nobj - 1;
-
-            hm__est_cell_t *c = hm__est_cell(e, w, o, d);
-            unsigned lv = HM_DSRC_LEVEL(blk->dsrc[i]);
-            float wt = (float)blk->weight[i];
-            c->n += 1;
-            c->w += wt;
-            /* A store sample says only whether it hit L1 (as Intel's store event).
-             * A store miss moves two lines: the read for ownership and, later,
-             * the write-back of the dirty line. */
-            if (blk->access[i] == HM_ACCESS_STORE ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2) {
-                c->m += 1;
-                c->sm += blk->access[i] == HM_ACCESS_STORE;
-            }
-            if (blk->access[i] == HM_ACCESS_LOAD) {
-                if (lv == HM_DSRC_MEM || lv == HM_DSRC_LFB || lv == HM_DSRC_REMOTE) {
-                    c->x += wt;
-                    c->mm += 1;
-                } else if (lv >= HM_DSRC_L2 && lv <= HM_DSRC_L3 && wt > 2 * r->base[lv]) {
-                    c->x += wt - r->base[lv];
-                    c->mm += 1;
+                uint32_t o1 = 0;
+                if (o >= 0) {
+                    o1 = (uint32_t)o + 1;
+                    /* Pages of the accesses that reach memory: a pages_percent
+                     * split moves those, whatever the cache hits do. */
+                    if (store ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2)
+                        pages[o][(a >> 12) % 100] += 1;
                 }
+                uint64_t st = blk->time[i], dt = st - prev;
+                prev = st;
+                if (dt > UINT32_MAX) {
+                    r->nbuf = (size_t)(out - r->buf);
+                    if (r->cbuf - r->nbuf < (size_t)(j - i) + 1 && (rc = buf_grow(r, j - i + 1)) < 0)
+                        break;
+                    out = r->buf + r->nbuf;
+                    *out++ = (samp_t){(uint32_t)dt, (uint32_t)(dt >> 32), SAMP_ESC};
+                }
+                *out++ = (samp_t){dt > UINT32_MAX ? 0 : (uint32_t)dt, wt,
+                                  o1 << 5 | (lv > 7 ? 7 : lv) << 2 | (uint32_t)load << 1 | (uint32_t)store};
             }
-            /* Pages of the accesses that reach memory: a pages_percent split
-             * moves those, whatever the cache hits do. */
-            if (ent && (blk->access[i] == HM_ACCESS_STORE ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2))
-                r->pages[o][(blk->addr[i] >> 12) % 100] += 1;
+            r->nbuf = (size_t)(out - r->buf);
+            if (ei < blk->nevents) {
+                memset(&rec, 0, sizeof rec); /* the table may change */
+                rc = track_event(r, &k, &blk->events[ei++]);
+            }
         }
     }
-    free(allocs);
-    hm__objtab_close(tab);
+    free(k.allocs);
+    hm__objtab_close(k.tab);
     return rc;
+}
+
+/* Puts a run's kept samples into their windows and objects (the union's
+ * order); each run fills only its own device's cells. */
+static int bin_run(run_t *r)
+{
+    const hm_estimator_t *e = r->e;
+    const int d = r->dev, last = e->nwin - 1, O = e->nobj, D = e->ndev;
+    const uint64_t *bound = r->bound;
+    const int *map = r->map;
+    const float base[4] = {r->base[0], r->base[1], r->base[2], r->base[3]};
+    hm__est_cell_t *cw = e->cell + d; /* window w's cells, this run's device */
+    int w = 0;
+    uint64_t st = 0;
+    for (size_t i = 0; i < r->nbuf; i++) {
+        samp_t s = r->buf[i];
+        if (s.tag == SAMP_ESC) {
+            st += (uint64_t)s.weight << 32 | s.dt;
+            continue;
+        }
+        st += s.dt;
+        if (w < last && st >= bound[w + 1]) {
+            while (w < last && st >= bound[w + 1])
+                w++;
+            cw = e->cell + (size_t)w * (size_t)O * (size_t)D + d;
+        }
+        uint32_t o1 = s.tag >> 5;
+        unsigned lv = s.tag >> 2 & 7; /* levels past 7 are unknown ones, all alike below */
+        int store = s.tag & 1, load = s.tag >> 1 & 1;
+        hm__est_cell_t *c = cw + (size_t)(o1 ? map[o1 - 1] : O - 1) * (size_t)D;
+        float wt = (float)s.weight;
+        c->n += 1;
+        c->w += wt;
+        /* A store sample says only whether it hit L1 (as Intel's store event).
+         * A store miss moves two lines: the read for ownership and, later,
+         * the write-back of the dirty line. */
+        if (store ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2) {
+            c->m += 1;
+            c->sm += store;
+        }
+        if (load) {
+            if (lv == HM_DSRC_MEM || lv == HM_DSRC_LFB || lv == HM_DSRC_REMOTE) {
+                c->x += wt;
+                c->mm += 1;
+            } else if (lv >= HM_DSRC_L2 && lv <= HM_DSRC_L3 && wt > 2 * base[lv]) {
+                c->x += wt - base[lv];
+                c->mm += 1;
+            }
+        }
+    }
+    return 0;
 }
 
 static int cmp_obj(const void *a, const void *b, void *ctx)
@@ -544,9 +708,10 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
         device_figures(e, i, r->meta->machine_json, r->meta->device);
         r->os = hm__xcalloc(1, sizeof *r->os);
     }
-    /* First pass over every run: phase markers, counters, objects, and the
-     * usual latency of hits per cache level. */
-    if ((rc = walk_all(runs, n)) < 0)
+    /* The one decoding pass over every run: phase markers, counters,
+     * objects, the usual latency of hits per cache level, and the samples
+     * kept compact until the windows are known. */
+    if ((rc = for_runs(runs, n, walk_run)) < 0)
         goto out;
     for (int i = 0; i < n; i++)
         for (int lv = 1; lv < 4; lv++) {
@@ -641,18 +806,16 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
     }
     free(nw);
 
-    /* Second pass: samples into cells (objects in the union's order, sorted
+    /* The kept samples into cells (objects in the union's order, sorted
      * afterwards). */
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         runs[i].e = e;
-        runs[i].pages = hm__xcalloc((size_t)e->nobj, sizeof *runs[i].pages);
-    }
-    if ((rc = walk_all(runs, n)) < 0)
+    if ((rc = for_runs(runs, n, bin_run)) < 0)
         goto out;
     for (int i = 0; i < n; i++)
-        for (int o = 0; o < e->nobj; o++)
+        for (int k = 0; k < runs[i].os->n; k++)
             for (int b = 0; b < 100; b++)
-                e->obj[o].pages[b] += runs[i].pages[o][b];
+                e->obj[runs[i].map[k]].pages[b] += runs[i].pages[k][b];
 
     /* Sort objects by samples in the reference run, hottest first. */
     {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/common.h"
+#include "placement/placement_int.h"
 
 /* A rule with its selectors. Missing selectors match everything, so a rule
  * {"device": "hbm"} is a catch-all. The rule's JSON text is kept for the
@@ -40,6 +41,7 @@ struct hm_placement {
     rule_list_t top;
     phase_t *phases;
     int nphases;
+    uint64_t serial;     /* unique over the process's placements, never reused */
 };
 
 static void list_free(rule_list_t *l)
@@ -184,6 +186,8 @@ static int from_json(hm_placement_t **out, const char *what, json_t *root, const
 {
     int rc;
     hm_placement_t *p = hm__xcalloc(1, sizeof *p);
+    static uint64_t serials;
+    p->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
     if (devices) {
         if (ndevices <= 0) {
             rc = hm__errf(HM_EBADPLACE, "%s: machine has no devices", what);
@@ -348,6 +352,11 @@ int hm_placement_default_device(const hm_placement_t *p)
 int hm_placement_has_phases(const hm_placement_t *p)
 {
     return p->nphases > 0;
+}
+
+uint64_t hm__placement_serial(const hm_placement_t *p)
+{
+    return p->serial;
 }
 
 static void append_unmatched(const rule_list_t *l, char **buf, size_t *len)

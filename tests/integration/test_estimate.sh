@@ -120,4 +120,27 @@ for m in linear default; do
   [[ "$v" =~ ^[0-9.e+-]+$ ]] && ok "validate: $m mean error $v%" || fail "validate summary $m: $v"
 done
 grep -q "device gap" "$T/val.txt" && ok "validate prints the device gap" || fail "validate output"
+
+# --reuse takes kept device runs of the same program, device and period as
+# they are (no device run is made: no log), and redoes one that is not.
+mkdir -p "$T/keep"
+cp "$T/slow.hmt" "$T/keep/dev-slow.hmt"; cp "$T/fast.hmt" "$T/keep/dev-fast.hmt"
+"$H" validate --machine "$M" --placements 3 -j 2 --json "$T/val2.json" --keep "$T/keep" --reuse -- "$P" "${ARGS[@]}" > /dev/null || fail "validate --reuse"
+[ ! -e "$T/keep/dev-slow.log" ] && [ ! -e "$T/keep/dev-fast.log" ] && ok "validate --reuse: no device run made" || fail "validate --reuse ran the devices"
+[ "$(j "$T/val2.json" '[.rows[].estimates.default.runtime_s]')" = "$(j "$T/val.json" '[.rows[].estimates.default.runtime_s]')" ] \
+  && ok "validate --reuse: same estimates as fresh device runs" || fail "validate --reuse estimates differ"
+cp "$T/fast.hmt" "$T/keep/dev-slow.hmt"
+"$H" validate --machine "$M" --placements 1 -j 2 --keep "$T/keep" --reuse -- "$P" "${ARGS[@]}" > /dev/null || fail "validate --reuse (wrong device)"
+[ -e "$T/keep/dev-slow.log" ] && [ ! -e "$T/keep/dev-fast.log" ] && ok "validate --reuse: a run of another device is redone" || fail "validate --reuse kept a run of another device"
+bad 2 "--reuse needs --keep" validate --machine "$M" --reuse -- "$P" "${ARGS[@]}"
+
+# A placement drawn twice is simulated once, and both rows carry its runtime.
+mkdir -p "$T/keep8"
+cp "$T/slow.hmt" "$T/keep8/dev-slow.hmt"; cp "$T/fast.hmt" "$T/keep8/dev-fast.hmt"
+"$H" validate --machine "$M" --placements 8 -j 2 --json "$T/val8.json" --keep "$T/keep8" --reuse -- "$P" "${ARGS[@]}" > /dev/null || fail "validate 8"
+runs=$(ls "$T/keep8"/placement-*.report.json | wc -l)
+distinct=$(j "$T/val8.json" '[.rows[].placement] | unique | length')
+[ "$runs" = "$distinct" ] && ok "validate: $distinct distinct placements of 8 simulated once each" || fail "validate: $runs runs for $distinct distinct placements"
+[ "$(j "$T/val8.json" '[.rows | group_by(.placement)[] | map(.measured_s) | unique | length] | max')" = 1 ] \
+  && ok "validate: equal placements, equal measured runtimes" || fail "validate: equal placements measured differently"
 done_tests

@@ -1,10 +1,13 @@
 /* Estimator: alignment, the linear model against hand-computed results,
  * exact all-on-one-device estimates, monotonicity, the interval, incremental
- * moves against full estimates, saved summaries and bad input. Traces are
+ * moves against full estimates, saved summaries, placements compiled once
+ * and estimated again, and bad input. Traces are
  * written with the trace writer, so every figure is known. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -425,6 +428,292 @@ static void test_loaded_latency(void)
     CHECK(strstr(hm_errdetail(), "loaded_latency[1]") != NULL);
 }
 
+/* ------------------------------------------------ compiled placements */
+
+/* A synthetic summary: 3 devices, 3 phases, CP_OBJ objects (some named,
+ * two named objects sharing one site), windows with random statistics. */
+#define CP_OBJ 10
+#define CP_WIN 60
+static uint64_t cp_rng = 7;
+static unsigned cp_rand(unsigned n)
+{
+    cp_rng = cp_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (unsigned)(cp_rng >> 33) % n;
+}
+
+static const char *const cp_phase[] = {"(no phase)", "p1", "p2", "p3"};
+static const char *const cp_dev[] = {"d0", "d1", "d2"};
+
+static uint64_t cp_site(int o) { return o == 3 ? 0x102 : 0x100 + (uint64_t)o; } /* 2 and 3 share a site */
+static const char *cp_name(int o)
+{
+    static const char *const names[CP_OBJ] = {"alpha", NULL, "gamma", "delta", NULL, "zeta", NULL, "theta", "iota", NULL};
+    return names[o];
+}
+static uint64_t cp_size(int o) { return (uint64_t)(1 + o % 4) << 20; }
+
+static char *cp_summary(void)
+{
+    size_t cap = 1 << 18, len = 0;
+    char *s = calloc(cap, 1);
+#define CP_PUT(...) (len += (size_t)snprintf(s + len, cap - len, __VA_ARGS__))
+    CP_PUT("{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0, \"devices\": [");
+    for (int d = 0; d < 3; d++)
+        CP_PUT("%s{\"name\": \"%s\", \"runtime_ns\": %d, \"period\": 1000, \"bandwidth_gbs\": %d, \"read_latency_ns\": %d}",
+               d ? ", " : "", cp_dev[d], CP_WIN * 1000 * (2 + d), 8 / (1 + d), 100 + 80 * d);
+    CP_PUT("], \"phases\": [\"%s\", \"%s\", \"%s\", \"%s\"], \"objects\": [", cp_phase[0], cp_phase[1], cp_phase[2],
+           cp_phase[3]);
+    for (int o = 0; o < CP_OBJ; o++) {
+        CP_PUT("%s{\"site\": \"0x%llx\", \"size\": %llu, \"allocations\": 1", o ? ", " : "",
+               (unsigned long long)cp_site(o), (unsigned long long)cp_size(o));
+        if (cp_name(o))
+            CP_PUT(", \"name\": \"%s\"", cp_name(o));
+        CP_PUT(", \"pages\": [");
+        for (int b = 0; b < 100; b++)
+            CP_PUT("%s%u", b ? ", " : "", cp_rand(20));
+        CP_PUT("]}");
+    }
+    CP_PUT("], \"windows\": [");
+    for (int w = 0; w < CP_WIN; w++) {
+        /* Phases come and go, so that placements per phase migrate. */
+        CP_PUT("%s{\"phase\": %d, \"t_ns\": [%d, %d, %d], \"stats\": [", w ? ", " : "", (w / 7) % 4, 2000, 3000, 4000);
+        for (int o = 0; o <= CP_OBJ; o++)
+            for (int d = 0; d < 3; d++) {
+                unsigned n = 1 + cp_rand(40), m = cp_rand(n + 1);
+                CP_PUT("%s[%d, %d, %u, %u, %u]", o || d ? ", " : "", o, d, n, n * (20 + 60 * d + cp_rand(200)), m);
+            }
+        CP_PUT("]}");
+    }
+    CP_PUT("]}");
+#undef CP_PUT
+    return s;
+}
+
+/* A rule as the test draws it; pct 100 is a whole object. */
+typedef struct {
+    int site, name, min_size; /* the object whose selector it copies, -1: none */
+    int pct, dev;
+} cp_rule_t;
+
+typedef struct {
+    int def;
+    int nr[4];            /* rules per list: [0] the top level, [p] phase p's */
+    int has[4];           /* phase p has a rule list */
+    cp_rule_t r[4][5];
+} cp_place_t;
+
+static void cp_draw(cp_place_t *pl)
+{
+    memset(pl, 0, sizeof *pl);
+    pl->def = cp_rand(4) ? 0 : (int)cp_rand(3);
+    int phased = cp_rand(2);
+    for (int l = 0; l < 4; l++) {
+        pl->has[l] = l == 0 || (phased && cp_rand(2));
+        pl->nr[l] = pl->has[l] ? (int)cp_rand(l ? 4 : 6) : 0;
+        for (int i = 0; i < pl->nr[l]; i++) {
+            cp_rule_t *r = &pl->r[l][i];
+            int o = (int)cp_rand(CP_OBJ + 1); /* CP_OBJ: a site no object has */
+            r->site = r->name = r->min_size = -1;
+            switch (cp_rand(5)) {
+            case 0: r->site = o; break;
+            case 1: r->name = o < CP_OBJ && cp_name(o) ? o : -1; r->site = r->name < 0 ? o : -1; break;
+            case 2: r->min_size = o % CP_OBJ; break;
+            case 3: break; /* catch-all */
+            default: r->site = o, r->name = o < CP_OBJ && cp_name(o) && cp_rand(2) ? o : -1; break;
+            }
+            r->pct = cp_rand(3) ? 100 : (int)cp_rand(101);
+            r->dev = (int)cp_rand(3);
+        }
+    }
+}
+
+static char *cp_json(const cp_place_t *pl)
+{
+    size_t cap = 8192, len = 0;
+    char *s = calloc(cap, 1);
+#define CP_PUT(...) (len += (size_t)snprintf(s + len, cap - len, __VA_ARGS__))
+    CP_PUT("{\"default\": \"%s\", \"rules\": [", cp_dev[pl->def]);
+    for (int l = 0; l < 4; l++) {
+        if (l == 1)
+            CP_PUT("], \"phases\": {");
+        if (l > 0 && !pl->has[l])
+            continue;
+        if (l > 0)
+            CP_PUT("%s\"%s\": {\"rules\": [", len && s[len - 1] == '{' ? "" : ", ", cp_phase[l]);
+        for (int i = 0; i < pl->nr[l]; i++) {
+            const cp_rule_t *r = &pl->r[l][i];
+            CP_PUT("%s{", i ? ", " : "");
+            if (r->site >= 0)
+                CP_PUT("\"site\": \"0x%llx\", ", (unsigned long long)(r->site < CP_OBJ ? cp_site(r->site) : 0x999));
+            if (r->name >= 0)
+                CP_PUT("\"name\": \"%s\", ", cp_name(r->name));
+            if (r->min_size >= 0)
+                CP_PUT("\"min_size\": %llu, ", (unsigned long long)cp_size(r->min_size));
+            if (r->pct < 100)
+                CP_PUT("\"pages_percent\": %d, ", r->pct);
+            CP_PUT("\"device\": \"%s\"}", cp_dev[r->dev]);
+        }
+        if (l > 0)
+            CP_PUT("]}");
+    }
+    CP_PUT("}}");
+#undef CP_PUT
+    return s;
+}
+
+/* First matching rule of one list, or NULL; objects are matched by name
+ * when named, and a site rule also matches a named object of that site. */
+static const cp_rule_t *cp_match(const cp_place_t *pl, int l, int o)
+{
+    for (int i = 0; i < pl->nr[l]; i++) {
+        const cp_rule_t *r = &pl->r[l][i];
+        if (r->site >= 0 && (r->site >= CP_OBJ || cp_site(r->site) != cp_site(o)))
+            continue;
+        if (r->name >= 0 && (!cp_name(o) || strcmp(cp_name(r->name), cp_name(o))))
+            continue;
+        if (r->min_size >= 0 && cp_size(o) < cp_size(r->min_size))
+            continue;
+        return r;
+    }
+    return NULL;
+}
+
+static int cp_same(const hm_estimate_t *a, const hm_estimate_t *b)
+{
+    return a->runtime_ns == b->runtime_ns && a->lo_ns == b->lo_ns && a->hi_ns == b->hi_ns &&
+           a->migration_ns == b->migration_ns;
+}
+
+typedef struct {
+    hm_estimator_t *e;
+    hm_placement_t **p;
+    const hm_estimate_t *want;
+    int n, bad;
+} cp_thread_t;
+
+static void *cp_thread(void *arg)
+{
+    cp_thread_t *t = arg;
+    uint64_t r = (uint64_t)(uintptr_t)arg;
+    for (int i = 0; i < 400; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        int k = (int)((r >> 33) % (uint64_t)t->n);
+        hm_estimate_t got;
+        if (hm_estimator_estimate(t->e, t->p[k], HM_EST_DEFAULT, &got, NULL) < 0 || !cp_same(&got, &t->want[k]))
+            t->bad++;
+    }
+    return NULL;
+}
+
+/* A placement file is matched to the objects once per estimator and kept:
+ * estimates of it again, of other placements in between (more than are
+ * kept), of new placements whose handles may reuse a freed one's address,
+ * and on several threads at once, all equal its first estimate exactly;
+ * and every estimate equals that of a state given the assignment that the
+ * rules mean (matched here independently) through moves. */
+static void test_compiled_placements(void)
+{
+    char *js = cp_summary();
+    hm_estimator_t *e = NULL;
+    CHECK_EQ_INT(hm_estimator_parse_summary(&e, "cp", js), 0);
+    free(js);
+    if (!e)
+        return;
+    CHECK_EQ_INT(hm_estimator_nobjects(e), CP_OBJ + 1);
+    enum { POOL = 12 };
+    hm_placement_t *pool[POOL] = {0};
+    hm_estimate_t want[POOL][HM_EST_NMODELS];
+    int checked = 0, against_state = 0;
+    for (int iter = 0; iter < 300; iter++) {
+        int k = (int)cp_rand(POOL);
+        cp_place_t cp;
+        cp_draw(&cp);
+        char *pj = cp_json(&cp);
+        hm_placement_close(pool[k]); /* its address is free for the next handle */
+        pool[k] = NULL;
+        int rc = hm_placement_parse(&pool[k], "cp.json", pj, cp_dev, 3);
+        CHECK_EQ_INT(rc, 0);
+        if (rc < 0) {
+            fprintf(stderr, "%s: %s\n", pj, hm_errdetail());
+            free(pj);
+            continue;
+        }
+        free(pj);
+        int phased = hm_placement_has_phases(pool[k]);
+        for (int m = 0; m < HM_EST_NMODELS; m++) {
+            hm_estimate_t again;
+            CHECK_EQ_INT(hm_estimator_estimate(e, pool[k], (hm_est_model_t)m, &want[k][m], NULL), 0);
+            CHECK_EQ_INT(hm_estimator_estimate(e, pool[k], (hm_est_model_t)m, &again, NULL), 0);
+            CHECK(cp_same(&again, &want[k][m]));
+            if (cp.def != 0)
+                continue; /* a state's default device is the summary's */
+            hm_est_state_t *s;
+            CHECK_EQ_INT(hm_est_state_open(&s, e, (hm_est_model_t)m, phased), 0);
+            for (int p = 0; p < (phased ? 4 : 1); p++)
+                for (int o = 0; o < CP_OBJ; o++) {
+                    /* The phase's list first, then the top-level one. */
+                    const cp_rule_t *r = phased && p > 0 && cp.has[p] ? cp_match(&cp, p, o) : NULL;
+                    if (!r)
+                        r = cp_match(&cp, 0, o);
+                    if (r)
+                        CHECK_EQ_INT(hm_est_state_move(s, phased ? p : -1, o, r->dev, r->pct, NULL), 0);
+                }
+            hm_estimate_t st;
+            hm_est_state_estimate(s, &st);
+            CHECK_NEAR(want[k][m].runtime_ns, st.runtime_ns, 1e-6);
+            /* Incremental sums of migration costs keep rounding residue. */
+            CHECK(fabs(want[k][m].migration_ns - st.migration_ns) <= 1e-6 * st.migration_ns + 1e-3);
+            hm_est_state_close(s);
+            against_state++;
+        }
+        /* Another placement of the pool, kept or matched again. */
+        int j = (int)cp_rand(POOL);
+        if (pool[j]) {
+            hm_estimate_t got;
+            CHECK_EQ_INT(hm_estimator_estimate(e, pool[j], HM_EST_DEFAULT, &got, NULL), 0);
+            CHECK(cp_same(&got, &want[j][HM_EST_DEFAULT]));
+            checked++;
+        }
+    }
+    CHECK(checked > 100);
+    CHECK(against_state > 200);
+    /* Several threads on one estimator. */
+    int n = 0;
+    hm_placement_t *live[POOL];
+    hm_estimate_t lw[POOL];
+    for (int k = 0; k < POOL; k++)
+        if (pool[k]) {
+            live[n] = pool[k];
+            lw[n++] = want[k][HM_EST_DEFAULT];
+        }
+    cp_thread_t th[4];
+    pthread_t tid[4];
+    for (int i = 0; i < 4; i++) {
+        th[i] = (cp_thread_t){e, live, lw, n, 0};
+        CHECK_EQ_INT(pthread_create(&tid[i], NULL, cp_thread, &th[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(tid[i], NULL);
+        CHECK_EQ_INT(th[i].bad, 0);
+    }
+    for (int k = 0; k < POOL; k++)
+        hm_placement_close(pool[k]);
+    /* A rule that matches nothing is still reported after kept estimates. */
+    hm_placement_t *p = NULL;
+    CHECK_EQ_INT(hm_placement_parse(&p, "cp.json", "{\"default\": \"d0\", \"rules\": [{\"name\": \"alpha\", \"device\": \"d1\"},"
+                                                  " {\"name\": \"nobody\", \"device\": \"d2\"}]}", cp_dev, 3), 0);
+    if (p) {
+        hm_estimate_t r;
+        for (int i = 0; i < 3; i++)
+            CHECK_EQ_INT(hm_estimator_estimate(e, p, HM_EST_DEFAULT, &r, NULL), 0);
+        char *u = hm_placement_unmatched(p);
+        CHECK(u && strstr(u, "nobody") && !strstr(u, "alpha"));
+        free(u);
+        hm_placement_close(p);
+    }
+    hm_estimator_close(e);
+}
+
 static void test_bad_input(void)
 {
     char *a = path_of("bad-a.hmt"), *b = path_of("bad-b.hmt"), *c = path_of("bad-c.hmt");
@@ -499,6 +788,7 @@ int main(void)
     test_incremental();
     test_summary_roundtrip();
     test_loaded_latency();
+    test_compiled_placements();
     test_bad_input();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -23,10 +23,11 @@
 #include "hetmem/estimate.h"
 #include "hetmem/placement.h"
 #include "hetmem/sim.h"
+#include "hetmem/trace.h"
 
 extern char **environ;
 
-enum { OPT_MACHINE = 'm', OPT_PLACEMENTS = 256, OPT_PERIOD, OPT_SEED, OPT_JSON, OPT_PLOT, OPT_REAL, OPT_KEEP };
+enum { OPT_MACHINE = 'm', OPT_PLACEMENTS = 256, OPT_PERIOD, OPT_SEED, OPT_JSON, OPT_PLOT, OPT_REAL, OPT_KEEP, OPT_REUSE };
 
 static const hm_cli_opt_t val_opts[] = {
     {OPT_MACHINE, "machine", "MACHINE", "machine preset or JSON file (simulated runs)"},
@@ -38,6 +39,7 @@ static const hm_cli_opt_t val_opts[] = {
     {OPT_PLOT, "plot", "FILE.png", "scatter of estimated against measured runtime (needs python3-matplotlib)"},
     {OPT_REAL, "real", NULL, "run on this machine's memory devices (hetmem record --bind, hetmem run)"},
     {OPT_KEEP, "keep", "DIR", "keep traces, placements and reports in DIR"},
+    {OPT_REUSE, "reuse", NULL, "with --keep: reuse device runs already in DIR (dev-DEVICE.hmt of this program, device and period)"},
     {0},
 };
 
@@ -45,7 +47,8 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv);
 
 const hm_cmd_t hm_cmd_validate = {
     "validate", "Check the estimator against measured runtimes of drawn placements",
-    "hetmem validate --machine MACHINE [--placements K] [--period N] [-j JOBS] [--seed S] [--json FILE] [--plot FILE.png] -- ./app.sim ARGS\n"
+    "hetmem validate --machine MACHINE [--placements K] [--period N] [-j JOBS] [--seed S] [--json FILE] [--plot FILE.png]\n"
+    "                [--keep DIR [--reuse]] -- ./app.sim ARGS\n"
     "       hetmem validate --real --machine DEV,DEV... [...] -- CMD ARGS",
     "Errors are |estimate - measured| / measured; 'gap' errors are the same\n"
     "difference as a share of |slowest - fastest| device run, which says how\n"
@@ -62,6 +65,7 @@ typedef struct {
     int status, done;
     double wall_s;   /* wall time (for --real) */
     uint64_t t0;
+    uint64_t idx;    /* the placement it measures */
 } job_t;
 
 static char **vec(const char *first, ...)
@@ -291,12 +295,32 @@ static int rm_rf(const char *dir)
     return 0;
 }
 
+/* Whether @p path is a complete trace of @p prog on device @p dev of the
+ * machine described by @p mjson, sampled every @p period accesses: a device
+ * run that --reuse may take as it is. */
+static int reusable(const char *path, const char *mjson, const char *dev, uint64_t period, char **prog)
+{
+    hm_trace_t *t;
+    if (hm_trace_open(&t, path) < 0)
+        return 0;
+    const hm_trace_meta_t *m = hm_trace_meta(t);
+    hm_trace_stats_t st;
+    hm_trace_stats(t, &st);
+    int ok = st.has_end && m->period == period && m->device && !strcmp(m->device, dev) && m->argv &&
+             (!mjson || (m->machine_json && !strcmp(m->machine_json, mjson)));
+    for (int i = 0; ok && (prog[i] || m->argv[i]); i++)
+        ok = prog[i] && m->argv[i] && !strcmp(prog[i], m->argv[i]);
+    hm_trace_close(t);
+    return ok;
+}
+
 static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
 {
     hm_cli_t cli;
     const char *arg, *machine = NULL, *jsonf = NULL, *plot = NULL, *keep = NULL;
     uint64_t K = 12, period = 1000, jobs = 0, seed = 1;
-    int real = 0, key;
+    int real = 0, reuse = 0, key;
+    char *mjson = NULL; /* the machine as the simulator records it in traces */
     hm_cli_init(&cli, cmd, argc, argv, 1);
     while ((key = hm_cli_next(&cli, &arg)) != -1) {
         switch (key) {
@@ -327,6 +351,7 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
         case OPT_PLOT: plot = arg; break;
         case OPT_REAL: real = 1; break;
         case OPT_KEEP: keep = arg; break;
+        case OPT_REUSE: reuse = 1; break;
         case HM_CLI_HELP: return HM_EXIT_OK;
         default: return HM_EXIT_USAGE;
         }
@@ -335,6 +360,8 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
         return hm_cli_usage(cmd, real ? "--machine DEV,DEV... is required with --real" : "--machine MACHINE is required");
     if (cli.ind >= argc)
         return hm_cli_usage(cmd, "no program given (hetmem validate --machine M -- ./app.sim ARGS)");
+    if (reuse && !keep)
+        return hm_cli_usage(cmd, "--reuse needs --keep DIR (where the device runs are)");
     char **prog = argv + cli.ind;
     if (!jobs) {
         long nc = sysconf(_SC_NPROCESSORS_ONLN);
@@ -368,6 +395,7 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
         nd = hm_sim_machine_ndevices(m);
         for (int d = 0; d < nd && d < 64; d++)
             devs[d] = hm__xstrdup(hm_sim_machine_device_names(m)[d]);
+        mjson = hm__xstrdup(hm_sim_machine_json(m));
         hm_sim_machine_close(m);
         char *abs = realpath(mpath, NULL);
         if (abs) {
@@ -383,6 +411,7 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
     if (nd < 2) {
         for (int d = 0; d < nd; d++)
             free(devs[d]);
+        free(mjson);
         return hm_cli_failf(machine, "has %d memory device%s: validation needs at least two", nd, nd == 1 ? "" : "s");
     }
 
@@ -411,20 +440,25 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
     json_t **pls = NULL, *rows = json_array(), *sum = NULL;
     char **kinds = NULL;
     double *measured = NULL, *est = NULL;
+    uint64_t *first = NULL; /* per placement: the first one drawn equal to it */
 
-    /* 1. One run per device. */
+    /* 1. One run per device (kept ones reused with --reuse). */
+    int ndj = 0;
     for (int d = 0; d < nd; d++) {
         char tr[PATH_MAX + 64], rep[PATH_MAX + 64];
         snprintf(tr, sizeof tr, "%s/dev-%s.hmt", dir, devs[d]);
         snprintf(rep, sizeof rep, "%s/dev-%s.json", dir, devs[d]);
         traces[d] = hm__xstrdup(tr);
-        dj[d].argv = real ? vec(self, "record", "-b", "auto", "-p", per, "--bind", devs[d], "-o", tr, "--", NULL)
-                          : vec(self, "sim", "-m", mpath, "--device", devs[d], "-o", tr, "--sample-period", per,
-                                "--json", rep, "--", NULL);
-        dj[d].argv = vec_cat(dj[d].argv, prog);
-        snprintf(dj[d].log, sizeof dj[d].log, "%s/dev-%s.log", dir, devs[d]);
+        if (reuse && reusable(tr, mjson, devs[d], period, prog))
+            continue;
+        job_t *j = &dj[ndj++];
+        j->argv = real ? vec(self, "record", "-b", "auto", "-p", per, "--bind", devs[d], "-o", tr, "--", NULL)
+                       : vec(self, "sim", "-m", mpath, "--device", devs[d], "-o", tr, "--sample-period", per,
+                             "--json", rep, "--", NULL);
+        j->argv = vec_cat(j->argv, prog);
+        snprintf(j->log, sizeof j->log, "%s/dev-%s.log", dir, devs[d]);
     }
-    if (run_jobs(dj, nd, (int)jobs, "device runs") != 0)
+    if (ndj > 0 && run_jobs(dj, ndj, (int)jobs, "device runs") != 0)
         goto out;
     if ((rc = hm_estimator_open(&e, (const char *const *)traces, nd, NULL)) < 0) {
         hm_cli_failf("estimate", "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
@@ -442,6 +476,8 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
     pls = hm__xcalloc(K, sizeof *pls);
     kinds = hm__xcalloc(K, sizeof *kinds);
     pj = hm__xcalloc(K, sizeof *pj);
+    first = hm__xcalloc(K, sizeof *first);
+    uint64_t nj = 0;
     for (uint64_t i = 0; i < K; i++) {
         char kind[128], pf[PATH_MAX + 64], rep[PATH_MAX + 64];
         pls[i] = draw(e, (int)i, &rng, kind, sizeof kind);
@@ -452,12 +488,22 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
             hm_cli_failf(pf, "cannot write");
             goto out;
         }
-        pj[i].argv = real ? vec(self, "run", "--placement", pf, "--", NULL)
-                          : vec(self, "sim", "-m", mpath, "--placement", pf, "--json", rep, "--", NULL);
-        pj[i].argv = vec_cat(pj[i].argv, prog);
-        snprintf(pj[i].log, sizeof pj[i].log, "%s/placement-%03llu.log", dir, (unsigned long long)i);
+        /* A placement drawn again (a small program has few distinct ones) is
+         * measured once: its run's runtime serves both rows. */
+        first[i] = i;
+        for (uint64_t k = 0; k < i && first[i] == i; k++)
+            if (json_equal(pls[k], pls[i]))
+                first[i] = k;
+        if (first[i] != i)
+            continue;
+        job_t *j = &pj[nj++];
+        j->argv = real ? vec(self, "run", "--placement", pf, "--", NULL)
+                       : vec(self, "sim", "-m", mpath, "--placement", pf, "--json", rep, "--", NULL);
+        j->argv = vec_cat(j->argv, prog);
+        j->idx = i;
+        snprintf(j->log, sizeof j->log, "%s/placement-%03llu.log", dir, (unsigned long long)i);
     }
-    if (run_jobs(pj, (int)K, (int)jobs, "placement runs") != 0)
+    if (run_jobs(pj, (int)nj, (int)jobs, "placement runs") != 0)
         goto out;
 
     /* 3. Estimates. */
@@ -468,8 +514,11 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
     est = hm__xcalloc(K * HM_EST_NMODELS, sizeof *est);
     for (uint64_t i = 0; i < K; i++) {
         char rep[PATH_MAX + 64];
-        snprintf(rep, sizeof rep, "%s/placement-%03llu.report.json", dir, (unsigned long long)i);
-        measured[i] = real ? pj[i].wall_s : report_runtime(rep);
+        uint64_t f = first[i], jf = 0;
+        while (jf < nj && pj[jf].idx != f)
+            jf++;
+        snprintf(rep, sizeof rep, "%s/placement-%03llu.report.json", dir, (unsigned long long)f);
+        measured[i] = real ? (jf < nj ? pj[jf].wall_s : 0) : report_runtime(rep);
         if (!(measured[i] > 0)) {
             hm_cli_failf(rep, "no runtime_s in the run's report");
             goto out;
@@ -597,6 +646,7 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
     }
     status = HM_EXIT_OK;
 out:
+    free(mjson);
     json_decref(sum);
     json_decref(rows);
     hm_estimator_close(e);
@@ -612,6 +662,7 @@ out:
         free(kinds[i]);
     }
     free(pj);
+    free(first);
     free(pls);
     free(kinds);
     free(measured);
