@@ -2,6 +2,7 @@
 BUILD       ?= build
 ASAN_BUILD  ?= build-asan
 FUZZ_BUILD  ?= build-fuzz
+CROSS_BUILD ?= build-aarch64
 JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
 FUZZ_SECONDS ?= 300
 PREFIX      ?= /usr/local
@@ -11,7 +12,7 @@ ifneq ($(CI),)
 CMAKE_FLAGS += -DHETMEM_WERROR=ON
 endif
 
-.PHONY: all deps build test test-sanitize demo bench fuzz clean install uninstall
+.PHONY: all deps build test test-sanitize demo bench fuzz cross-aarch64 clean install uninstall
 
 all: build
 
@@ -56,5 +57,16 @@ fuzz: deps
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 	./tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
+# Compiles and links the whole tree for 64-bit Arm with Debian's cross gcc
+# and arm64 -dev packages (installed here on first use); runs nothing.
+cross-aarch64:
+	@./scripts/deps.sh scripts/packages-aarch64.txt
+	cmake -S . -B $(CROSS_BUILD) -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON $(CMAKE_FLAGS)
+	cmake --build $(CROSS_BUILD) -j $(JOBS)
+	@for f in bin/hetmem lib/libhetmem.so lib/libhetmem_preload.so; do \
+	  readelf -h $(CROSS_BUILD)/$$f | grep -q 'Machine: *AArch64' || { echo "cross-aarch64: $$f: not an AArch64 ELF" >&2; exit 1; }; \
+	done
+	@echo "cross-aarch64: built for AArch64 in $(CROSS_BUILD)"
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(CROSS_BUILD)

@@ -30,7 +30,6 @@
 #include <sys/mman.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
-#include <sys/ucontext.h>
 #include <time.h>
 #include <unistd.h>
 #include <unwind.h>
@@ -376,7 +375,7 @@ static void drain_thread(thr_t *t)
     h = atomic_load_explicit(&t->sh, memory_order_acquire);
     for (uint64_t i = atomic_load_explicit(&t->st, memory_order_relaxed); i < h; i++) {
         const hm__soft_raw_t *raw = &t->soft[i % SOFTN];
-        uint64_t addr = 0, ip = raw->gregs[REG_RIP];
+        uint64_t addr = 0, ip = hm__arch_raw_pc(raw);
         int acc = HM_ACCESS_LOAD;
         int ok = S.soft && hm__soft_resolve(S.soft, raw, &addr, &ip, &acc);
         if (!ok) {
@@ -563,16 +562,11 @@ static void on_sample(int sig, siginfo_t *si, void *ucv)
         t->soft_dropped++;
         goto out;
     }
-    ucontext_t *uc = ucv;
     hm__soft_raw_t *r = &t->soft[h % SOFTN];
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     r->time = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-    memcpy(r->gregs, uc->uc_mcontext.gregs, sizeof r->gregs);
-    r->has_xmm = uc->uc_mcontext.fpregs != NULL;
-    if (r->has_xmm)
-        for (int i = 0; i < 16; i++)
-            memcpy(&r->xmm_lo[i], &uc->uc_mcontext.fpregs->_xmm[i], 8);
+    hm__arch_save_context(r, ucv);
     r->tid = t->tid;
     atomic_store_explicit(&t->sh, h + 1, memory_order_release);
 out:
