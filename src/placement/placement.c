@@ -258,6 +258,7 @@ fail:
 int hm_placement_parse(hm_placement_t **out, const char *what, const char *json, const char *const *devices,
                        int ndevices)
 {
+    hm__errclear();
     json_t *root;
     *out = NULL;
     int rc = hm__json_load_string(what, json, &root);
@@ -270,6 +271,7 @@ int hm_placement_parse(hm_placement_t **out, const char *what, const char *json,
 
 int hm_placement_load(hm_placement_t **out, const char *path, const char *const *devices, int ndevices)
 {
+    hm__errclear();
     json_t *root;
     *out = NULL;
     int rc = hm__json_load_file(path, &root);
