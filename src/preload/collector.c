@@ -326,6 +326,8 @@ static void drain_all(int final)
     }
 }
 
+static void write_stats(void);
+
 static void *collector(void *arg)
 {
     (void)arg;
@@ -351,6 +353,16 @@ static void *collector(void *arg)
             spool_flush();
         pthread_mutex_unlock(&hm__S.drain_lock);
     }
+    /* Stopping (exit, _exit, exec): the last drain is done here rather than
+     * by the thread that is leaving, which may be in a signal handler that
+     * interrupted malloc or this very lock: decoding samples allocates and
+     * takes the loader's locks. If the lock's holder never comes back, the
+     * leaving thread stops waiting for us (hm__finish) and exits anyway. */
+    pthread_mutex_lock(&hm__S.drain_lock);
+    drain_all(1);
+    write_stats();
+    spool_flush();
+    pthread_mutex_unlock(&hm__S.drain_lock);
     return NULL;
 }
 
@@ -408,15 +420,17 @@ void hm__finish(int final)
     clock_gettime(CLOCK_REALTIME, &dl);
     dl.tv_sec += 2;
     if (atomic_load(&hm__S.running)) {
+        /* The collector drains, writes the statistics and flushes on its
+         * way out: nothing that allocates or decodes runs here. */
         atomic_store(&hm__S.stop, 1);
         atomic_store(&hm__S.wake, 1);
         syscall(SYS_futex, &hm__S.wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-        if (pthread_timedjoin_np(hm__S.collector, NULL, &dl) != 0) {
+        if (pthread_timedjoin_np(hm__S.collector, NULL, &dl) != 0)
             hm__pdiag("collector did not stop; the last samples are lost");
-            hm__guard--;
-            return;
-        }
-        atomic_store(&hm__S.running, 0);
+        else
+            atomic_store(&hm__S.running, 0);
+        hm__guard--;
+        return;
     }
     if (pthread_mutex_timedlock(&hm__S.drain_lock, &dl) != 0) {
         hm__pdiag("spool busy at exit; the last samples are lost");
