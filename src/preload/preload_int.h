@@ -54,7 +54,7 @@ extern hm__opts_t hm__opt;
 /* Writes a runtime diagnostic to stderr with write(2). */
 void hm__pdiag(const char *fmt, ...) HM_PRINTF(1, 2);
 
-/* Event stream (preload.c): queued on the calling thread, drained by the
+/* Event stream (collector.c): queued on the calling thread, drained by the
  * collector into the spool. Strings are copied (truncated to 80 bytes). */
 void hm__ev_alloc(uint64_t addr, uint64_t size, uint64_t site);
 void hm__ev_free(uint64_t addr);
