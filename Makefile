@@ -3,6 +3,7 @@ BUILD       ?= build
 ASAN_BUILD  ?= build-asan
 FUZZ_BUILD  ?= build-fuzz
 CROSS_BUILD ?= build-aarch64
+TSAN_BUILD  ?= build-tsan
 JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
 FUZZ_SECONDS ?= 300
 PREFIX      ?= /usr/local
@@ -12,7 +13,7 @@ ifneq ($(CI),)
 CMAKE_FLAGS += -DHETMEM_WERROR=ON
 endif
 
-.PHONY: all deps build test test-sanitize demo bench fuzz cross-aarch64 clean install uninstall
+.PHONY: all deps build test test-sanitize test-tsan demo bench fuzz cross-aarch64 clean install uninstall
 
 all: build
 
@@ -33,6 +34,18 @@ test-sanitize: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DHETMEM_SANITIZE=address,undefined $(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -LE 'nosan'
+
+# ThreadSanitizer on the threaded code that tests can reach: the estimator's
+# worker threads (unit tests) and pshuffle's progress thread (4 ranks,
+# --thread). The preload's collector is not covered: a TSan runtime cannot
+# be loaded into the uninstrumented programs it is injected into.
+test-tsan: deps
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DHETMEM_SANITIZE=thread $(CMAKE_FLAGS)
+	cmake --build $(TSAN_BUILD) -j $(JOBS)
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66 suppressions=$(CURDIR)/tests/tsan.supp" \
+	  ctest --test-dir $(TSAN_BUILD) --output-on-failure -j $(JOBS) -L unit
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66 suppressions=$(CURDIR)/tests/tsan.supp" \
+	  ctest --test-dir $(TSAN_BUILD) --output-on-failure -R 'pshuffle_mpi_invariants_thread_4'
 
 # Installs into $(DESTDIR)$(PREFIX); the prefix may be moved afterwards.
 # The list of installed files is $(BUILD)/install_manifest.txt.
@@ -69,4 +82,4 @@ cross-aarch64:
 	@echo "cross-aarch64: built for AArch64 in $(CROSS_BUILD)"
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(CROSS_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(CROSS_BUILD) $(TSAN_BUILD)

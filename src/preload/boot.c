@@ -62,6 +62,15 @@ int hm__is_boot(const void *p)
     return (const char *)p >= boot_buf && (const char *)p < boot_buf + sizeof boot_buf;
 }
 
+void *hm__boot_realloc(void *p, size_t n, void *(*alloc)(size_t))
+{
+    void *q = alloc(n);
+    size_t have = hm__boot_size(p);
+    if (q)
+        memcpy(q, p, have < n ? have : n);
+    return q;
+}
+
 int hm__resolving;
 
 void hm__resolve(void)

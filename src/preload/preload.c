@@ -335,13 +335,8 @@ HM_EXPORT void *realloc(void *p, size_t n)
     }
     if (!p)
         return malloc(n);
-    if (hm__is_boot(p)) {
-        void *q = malloc(n);
-        size_t have = hm__boot_size(p);
-        if (q)
-            memcpy(q, p, have < n ? have : n);
-        return q;
-    }
+    if (hm__is_boot(p))
+        return hm__boot_realloc(p, n, malloc);
     if (n == 0) {
         free(p);
         return NULL;

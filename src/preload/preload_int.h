@@ -155,6 +155,9 @@ extern int hm__resolving;
 void *hm__boot_alloc(size_t n);
 size_t hm__boot_size(const void *p);
 int hm__is_boot(const void *p);
+/* realloc of a bootstrap block: a new block from alloc holding what the
+ * old one held, never more than the old block's own size. */
+void *hm__boot_realloc(void *p, size_t n, void *(*alloc)(size_t));
 
 /* fork child handler (process.c). */
 void hm__atfork_child(void);
