@@ -150,7 +150,9 @@ endif()
 
 # -- man pages, from the programs' --help and --version ---------------------------
 find_program(HELP2MAN help2man)
-if(HELP2MAN)
+if(CMAKE_CROSSCOMPILING)
+  message(STATUS "cross-compiling: man pages are not built (they run the programs)")
+elseif(HELP2MAN)
   set(_hm_man ${PROJECT_BINARY_DIR}/man/man1)
   set(_hm_man_args $<TARGET_FILE:hetmem>)
   set(_hm_man_deps hetmem ${PROJECT_SOURCE_DIR}/scripts/gen-man.sh)

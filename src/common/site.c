@@ -2,7 +2,14 @@
 #include "common.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* Site ids must be equal across runs despite ASLR, so each frame is hashed
  * as (module basename, offset in module), never as a raw address. The call
@@ -26,6 +33,111 @@ uint64_t hm__site_id(const uintptr_t *pcs, int n)
     return h;
 }
 
+/* The static symbol table (.symtab) of a module: what names functions that
+ * are not exported, main among them, in any binary that is not stripped.
+ * Files are mapped read-only once and kept; a few modules cover a program. */
+typedef struct {
+    uintptr_t fbase;         /* dli_fbase: the module's identity here */
+    const uint8_t *map;
+    size_t len;
+    const ElfW(Sym) *syms;
+    size_t nsyms;
+    const char *str;
+    size_t strsz;
+    uintptr_t bias;
+    int bad;
+} symtab_t;
+
+static symtab_t symtabs[16];
+static pthread_mutex_t symtab_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void symtab_load(symtab_t *t, const char *path)
+{
+    t->bad = 1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct stat st;
+    void *m = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && st.st_size >= (off_t)sizeof(ElfW(Ehdr)))
+        m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return;
+    const uint8_t *b = m;
+    size_t n = (size_t)st.st_size;
+    const ElfW(Ehdr) *eh = m;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_shentsize != sizeof(ElfW(Shdr)) ||
+        eh->e_shoff > n || eh->e_shnum > (n - eh->e_shoff) / sizeof(ElfW(Shdr)) ||
+        eh->e_phoff > n || eh->e_phnum > (n - eh->e_phoff) / sizeof(ElfW(Phdr)))
+        goto fail;
+    const ElfW(Shdr) *sh = (const ElfW(Shdr) *)(b + eh->e_shoff);
+    for (int i = 0; i < eh->e_shnum; i++) {
+        if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum)
+            continue;
+        const ElfW(Shdr) *ss = &sh[sh[i].sh_link];
+        if (sh[i].sh_offset > n || sh[i].sh_size > n - sh[i].sh_offset || ss->sh_offset > n ||
+            ss->sh_size > n - ss->sh_offset || ss->sh_size == 0)
+            goto fail;
+        t->syms = (const ElfW(Sym) *)(b + sh[i].sh_offset);
+        t->nsyms = sh[i].sh_size / sizeof(ElfW(Sym));
+        t->str = (const char *)(b + ss->sh_offset);
+        t->strsz = ss->sh_size;
+        break;
+    }
+    if (!t->syms)
+        goto fail;
+    /* Symbol values are link-time addresses: a shared object or PIE is
+     * moved by (where it is) - (its lowest PT_LOAD), an ET_EXEC is not. */
+    uintptr_t lo = UINTPTR_MAX;
+    const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(b + eh->e_phoff);
+    for (int i = 0; i < eh->e_phnum; i++)
+        if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < lo)
+            lo = ph[i].p_vaddr & ~(uintptr_t)0xfff;
+    t->bias = eh->e_type == ET_DYN && lo != UINTPTR_MAX ? t->fbase - lo : 0;
+    t->map = b;
+    t->len = n;
+    t->bad = 0;
+    return;
+fail:
+    munmap(m, n);
+    t->syms = NULL;
+}
+
+/* Name of the function holding pc in the module at fbase, from its file. */
+static const char *symtab_name(const char *path, uintptr_t fbase, uintptr_t pc)
+{
+    pthread_mutex_lock(&symtab_lock);
+    symtab_t *t = NULL;
+    for (size_t i = 0; i < sizeof symtabs / sizeof symtabs[0]; i++) {
+        if (symtabs[i].fbase == fbase) {
+            t = &symtabs[i];
+            break;
+        }
+        if (!symtabs[i].fbase) {
+            t = &symtabs[i];
+            t->fbase = fbase;
+            symtab_load(t, path);
+            break;
+        }
+    }
+    const char *name = NULL;
+    if (t && !t->bad) {
+        uintptr_t v = pc - t->bias;
+        for (size_t i = 0; i < t->nsyms; i++) {
+            const ElfW(Sym) *y = &t->syms[i];
+            if (ELF64_ST_TYPE(y->st_info) != STT_FUNC || y->st_shndx == SHN_UNDEF || y->st_name >= t->strsz)
+                continue;
+            if (v >= y->st_value && v < y->st_value + (y->st_size ? y->st_size : 1)) {
+                name = t->str + y->st_name;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&symtab_lock);
+    return name;
+}
+
 int hm__site_frame(uintptr_t pc, char *buf, size_t len)
 {
     Dl_info info;
@@ -34,7 +146,15 @@ int hm__site_frame(uintptr_t pc, char *buf, size_t len)
     const char *base = strrchr(info.dli_fname, '/');
     base = base ? base + 1 : info.dli_fname;
     unsigned long long off = (unsigned long long)(pc - 1 - (uintptr_t)info.dli_fbase);
-    if (info.dli_sname)
-        return snprintf(buf, len, "%s+0x%llx %s", base, off, info.dli_sname);
+    const char *sym = info.dli_sname;
+    if (!sym) {
+        /* Not exported: the main program's own functions, static ones. The
+         * main program's dli_fname may be relative to a directory it left. */
+        struct link_map *lm = NULL;
+        int main_prog = dladdr1((void *)(pc - 1), &info, (void **)&lm, RTLD_DL_LINKMAP) && lm && !lm->l_name[0];
+        sym = symtab_name(main_prog ? "/proc/self/exe" : info.dli_fname, (uintptr_t)info.dli_fbase, pc - 1);
+    }
+    if (sym && strnlen(sym, 256) < 256)
+        return snprintf(buf, len, "%s+0x%llx %s", base, off, sym);
     return snprintf(buf, len, "%s+0x%llx", base, off);
 }

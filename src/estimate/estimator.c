@@ -93,6 +93,7 @@ HM_API int hm_estimator_nwindows(const hm_estimator_t *e) { return e->nwin; }
 
 HM_API int hm_estimator_object(const hm_estimator_t *e, int o, hm_est_object_t *out)
 {
+    hm__errclear();
     if (o < 0 || o >= e->nobj)
         return hm__errf(HM_ERANGE, "object %d of %d", o, e->nobj);
     const hm__est_obj_t *x = &e->obj[o];
@@ -102,6 +103,7 @@ HM_API int hm_estimator_object(const hm_estimator_t *e, int o, hm_est_object_t *
 
 HM_API int hm_estimator_find_object(const hm_estimator_t *e, uint64_t site, const char *name)
 {
+    hm__errclear();
     for (int o = 0; o < e->nobj - 1; o++)
         if (name ? e->obj[o].name && !strcmp(name, e->obj[o].name) : e->obj[o].site == site)
             return o;
@@ -112,6 +114,7 @@ HM_API int hm_estimator_find_object(const hm_estimator_t *e, uint64_t site, cons
 
 HM_API int hm_estimator_save(const hm_estimator_t *e, const char *path)
 {
+    hm__errclear();
     int D = e->ndev, O = e->nobj;
     json_t *root = json_object();
     json_object_set_new(root, "format", json_string("hetmem-estimate-summary"));

@@ -48,6 +48,7 @@ HM_API const char *hm_est_model_name(hm_est_model_t m)
 
 HM_API int hm_est_model_parse(const char *name, hm_est_model_t *out)
 {
+    hm__errclear();
     for (int i = 0; i < HM_EST_NMODELS; i++)
         if (name && !strcmp(name, model_names[i])) {
             *out = (hm_est_model_t)i;
@@ -648,6 +649,7 @@ HM_API void hm_est_state_close(hm_est_state_t *s)
 
 HM_API int hm_est_state_copy(hm_est_state_t *dst, const hm_est_state_t *src)
 {
+    hm__errclear();
     if (dst->e != src->e || dst->model != src->model || dst->phased != src->phased)
         return hm__errf(HM_EUSAGE, "states of different estimators, models or phasing");
     const hm_estimator_t *e = src->e;
@@ -667,6 +669,7 @@ HM_API int hm_est_state_copy(hm_est_state_t *dst, const hm_est_state_t *src)
 
 HM_API int hm_est_state_move(hm_est_state_t *s, int phase, int obj, int dev, int pct, double *runtime_ns)
 {
+    hm__errclear();
     hm_estimator_t *e = s->e;
     int O = e->nobj, P = e->nphase;
     if (obj < 0 || obj >= O || dev < 0 || dev >= e->ndev || pct < 0 || pct > 100 || phase < -1 || phase >= P)
@@ -722,6 +725,7 @@ HM_API double hm_est_state_runtime(const hm_est_state_t *s)
 
 HM_API int hm_est_state_estimate(hm_est_state_t *s, hm_estimate_t *out)
 {
+    hm__errclear();
     double var = 0;
     for (int c = 0; c < s->e->nphase; c++)
         var += s->model == HM_EST_DEFAULT ? s->var[c] : s->lin_var[c];

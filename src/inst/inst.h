@@ -13,7 +13,7 @@ extern int hm__inst_busy;
 
 void hm__inst_init(void);
 /* Per-block instruction counts, keyed by the coverage hook's return
- * address: open addressing, decoded once per block (blocks.c). */
+ * address: open addressing, decoded once per block (blocks.c, with src/arch). */
 typedef struct {
     uintptr_t pc;
     uint32_t n;   /* native instructions */

@@ -20,6 +20,7 @@ HM_API const char *hm_optimize_algo_name(hm_optimize_algo_t a)
 
 HM_API int hm_optimize_algo_parse(const char *name, hm_optimize_algo_t *out)
 {
+    hm__errclear();
     for (int i = 0; name && i < HM_OPT_NALGOS; i++)
         if (strcmp(name, algo_names[i]) == 0) {
             *out = (hm_optimize_algo_t)i;
@@ -396,6 +397,7 @@ static int fill_result(hm__opt_t *o, hm_optimize_result_t *res)
 
 HM_API int hm_optimize_run(hm_estimator_t *e, const hm_optimize_opts_t *opts, hm_optimize_result_t *res)
 {
+    hm__errclear();
     hm__opt_t o;
     memset(res, 0, sizeof *res);
     int rc = ctx_init(&o, e, opts);
@@ -426,6 +428,7 @@ out:
 HM_API int hm_optimize_reference(hm_estimator_t *e, const hm_optimize_opts_t *opts, hm_optimize_ref_t which,
                                  hm_optimize_result_t *res)
 {
+    hm__errclear();
     hm__opt_t o;
     memset(res, 0, sizeof *res);
     int rc = ctx_init(&o, e, opts);

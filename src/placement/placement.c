@@ -262,6 +262,7 @@ fail:
 int hm_placement_parse(hm_placement_t **out, const char *what, const char *json, const char *const *devices,
                        int ndevices)
 {
+    hm__errclear();
     json_t *root;
     *out = NULL;
     int rc = hm__json_load_string(what, json, &root);
@@ -274,6 +275,7 @@ int hm_placement_parse(hm_placement_t **out, const char *what, const char *json,
 
 int hm_placement_load(hm_placement_t **out, const char *path, const char *const *devices, int ndevices)
 {
+    hm__errclear();
     json_t *root;
     *out = NULL;
     int rc = hm__json_load_file(path, &root);

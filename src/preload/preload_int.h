@@ -2,7 +2,9 @@
 #ifndef HETMEM_PRELOAD_INT_H
 #define HETMEM_PRELOAD_INT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -52,7 +54,7 @@ extern hm__opts_t hm__opt;
 /* Writes a runtime diagnostic to stderr with write(2). */
 void hm__pdiag(const char *fmt, ...) HM_PRINTF(1, 2);
 
-/* Event stream (preload.c): queued on the calling thread, drained by the
+/* Event stream (collector.c): queued on the calling thread, drained by the
  * collector into the spool. Strings are copied (truncated to 80 bytes). */
 void hm__ev_alloc(uint64_t addr, uint64_t size, uint64_t site);
 void hm__ev_free(uint64_t addr);
@@ -77,5 +79,89 @@ int hm__bind_owns(void *p, size_t *size);
 void hm__bind_release(void *p, size_t size);
 void hm__bind_fini(void);
 void hm__bind_atfork_child(void);
+
+/* ------------------------------------------------------------ thread state
+ * (collector.c) */
+
+#define HM_EVN 1024       /* events per thread ring */
+#define HM_SOFTN 512      /* soft samples per thread ring */
+#define HM_PAYLOAD 88
+
+typedef struct {
+    hm__spool_rec_t r;
+    char payload[HM_PAYLOAD];
+} hm__ev_t;
+
+enum { HM_T_FREE = 0, HM_T_ACTIVE = 1, HM_T_DEAD = 2 };
+
+typedef struct hm__thr {
+    struct hm__thr *next;
+    _Atomic int state;
+    uint32_t tid;
+    _Atomic uint64_t eh, et;        /* event ring head (thread) / tail (collector) */
+    hm__ev_t ev[HM_EVN];
+    _Atomic uint64_t sh, st;        /* soft sample ring */
+    hm__soft_raw_t soft[HM_SOFTN];
+    uint64_t soft_dropped, ev_dropped;
+    int has_timer;
+    timer_t timer;
+    int nperf;
+    int perf_fd[HM_REC_MAX_EVENTS];
+    hm__perf_ring_t *ring[HM_REC_MAX_EVENTS];
+} hm__thr_t;
+
+/* Per-process runtime state. */
+typedef struct {
+    int ready;                  /* constructor finished */
+    int fd;                     /* spool file */
+    pid_t pid, pid_now;
+    pthread_t collector;
+    _Atomic int running, stop;
+    _Atomic int wake;           /* futex word: a producer wants a drain */
+    pthread_mutex_t drain_lock; /* one consumer at a time (collector or exec) */
+    char buf[256 * 1024];
+    size_t len;
+    hm__rec_events_t ev;        /* perf backends */
+    uint64_t sample_type;
+    hm__soft_cache_t *soft;
+    uint64_t samples, unresolved, lost;
+    uintptr_t self_lo, self_hi; /* our own text, skipped in call stacks */
+} hm__state_t;
+extern hm__state_t hm__S;
+extern _Atomic(hm__thr_t *) hm__threads;   /* every thread slot, never freed */
+extern __thread hm__thr_t *hm__t_thr HM_TLS; /* the calling thread's slot */
+extern pthread_key_t hm__thr_key;           /* destructor: hm__thr_exit */
+extern pthread_mutex_t hm__direct_lock;     /* hm__spool_direct writers */
+
+/* The calling thread's slot, created (and its sampler started) on first use. */
+hm__thr_t *hm__thr_get(void);
+void hm__thr_exit(void *slot);
+void *hm__raw_map(size_t n);
+void hm__tid_reset(void);
+void hm__open_spool(void);
+void hm__collector_start(void);
+/* Stops the collector and writes everything out (at exit, _exit, exec). */
+void hm__finish(int final);
+
+/* Samplers (sampler.c). */
+int hm__sampler_init(void);
+void hm__sampler_start(hm__thr_t *t);
+void hm__sampler_stop(hm__thr_t *t);
+
+/* Bootstrap (boot.c): the real functions, and a static buffer for what
+ * dlsym allocates before they are known. */
+void hm__resolve(void);
+extern int hm__resolving;
+void *hm__boot_alloc(size_t n);
+size_t hm__boot_size(const void *p);
+int hm__is_boot(const void *p);
+/* realloc of a bootstrap block: a new block from alloc holding what the
+ * old one held, never more than the old block's own size. */
+void *hm__boot_realloc(void *p, size_t n, void *(*alloc)(size_t));
+
+/* fork child handler (process.c). */
+void hm__atfork_child(void);
+
+#define HM_EXPORT __attribute__((visibility("default")))
 
 #endif

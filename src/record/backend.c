@@ -23,6 +23,7 @@ HM_API const char *hm_backend_name(hm_backend_t b)
 
 HM_API int hm_backend_parse(const char *name, hm_backend_t *out)
 {
+    hm__errclear();
     for (int i = 0; i < HM_BACKEND_COUNT; i++)
         if (name && !strcmp(name, names_[i])) {
             *out = (hm_backend_t)i;
@@ -136,6 +137,7 @@ static void put(char *dst, size_t len, const char *s)
 
 HM_API int hm_backend_probe(hm_backend_t b, int try_open, char *why, size_t whylen, char *remedy, size_t remlen)
 {
+    hm__errclear();
     char why_[256], rem_[256];
     if (!why || !whylen) {
         why = why_;

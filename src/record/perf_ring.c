@@ -106,6 +106,7 @@ int hm_perf_ring_decode(const uint8_t *data, uint64_t size, uint64_t tail, uint6
                         hm_perf_sample_cb cb, void *ctx, hm_perf_ring_stats_t *st,
                         uint64_t *new_tail)
 {
+    hm__errclear();
     *new_tail = tail;
     if (!hm_perf_sample_type_ok(sample_type))
         return hm__errf(HM_EUSAGE, "sample_type 0x%llx has fields the decoder cannot lay out",

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arch/arch.h"
 #include "common/common.h"
 #include "hetmem/record.h"
 
@@ -97,16 +98,9 @@ int hm__perf_sysfs_encode(const char *pmu, const char *terms, uint64_t cfg[3]);
 
 /* ----------------------------------------------------------- soft sampler */
 
-/* What the signal handler saves: the interrupted PC and the registers the
- * effective address may depend on. Decoding happens later, off the signal
- * path, in the collector (hm__soft_resolve). */
-typedef struct {
-    uint64_t time;
-    uint64_t gregs[23];    /* ucontext gregs (REG_R8..REG_CR2 order) */
-    uint64_t xmm_lo[16];   /* low 64 bits of xmm0-15: lane 0 of gather indices */
-    uint32_t tid;
-    uint32_t has_xmm;
-} hm__soft_raw_t;
+/* hm__soft_raw_t (what the signal handler saves) is per architecture:
+ * src/arch/arch.h. The decoding below exists on x86-64 only
+ * (src/arch/x86_64/soft.c); elsewhere it resolves nothing. */
 
 typedef struct hm__soft_cache hm__soft_cache_t;
 
@@ -130,6 +124,11 @@ int hm__soft_resolve(hm__soft_cache_t *c, const hm__soft_raw_t *raw, uint64_t *a
  * code_addr, function start = code_addr. */
 int hm__soft_resolve_code(const uint8_t *code, size_t len, uint64_t code_addr, const hm__soft_raw_t *raw,
                           uint64_t *addr, uint64_t *ip, int *access, int *how);
+
+/* pc_range of the .eh_frame FDE at fde, decoded with the pointer encoding
+ * its CIE's augmentation names. Records longer than limit bytes are
+ * refused. Returns 0, or -1 for a malformed or unsupported record. */
+int hm__fde_range(const uint8_t *fde, size_t limit, uint64_t *range);
 
 /* ------------------------------------------------------------ spool files */
 

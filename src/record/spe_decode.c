@@ -200,6 +200,7 @@ static void emit_(const rec_t *r, const hm_spe_clock_t *clk, const hm_spe_opts_t
 int hm_spe_decode(const uint8_t *buf, size_t len, const hm_spe_clock_t *clk, const hm_spe_opts_t *opts,
                   hm_perf_sample_cb cb, void *ctx, hm_spe_stats_t *st, size_t *consumed)
 {
+    hm__errclear();
     if ((!buf && len) || !st || !consumed)
         return hm__errf(HM_EUSAGE, "hm_spe_decode: NULL argument");
     size_t pos = 0, rec_start = 0;

@@ -729,6 +729,7 @@ void hm_sim_set_sampler(hm_sim_t *s, uint64_t period, hm_sim_sample_fn fn, void 
 
 int hm_sim_open(hm_sim_t **out, const hm_sim_machine_t *m, hm_placement_t *pl, int device)
 {
+    hm__errclear();
     int rc;
     *out = NULL;
     if (device >= m->ndevices)

@@ -227,6 +227,7 @@ static int finish(hm_sim_machine_t **out, json_t *root, const char *what)
 
 int hm_sim_machine_load(hm_sim_machine_t **out, const char *path)
 {
+    hm__errclear();
     json_t *root;
     *out = NULL;
     int rc = hm__json_load_file(path, &root);
@@ -235,6 +236,7 @@ int hm_sim_machine_load(hm_sim_machine_t **out, const char *path)
 
 int hm_sim_machine_parse(hm_sim_machine_t **out, const char *what, const char *json)
 {
+    hm__errclear();
     json_t *root;
     *out = NULL;
     int rc = hm__json_load_string(what, json, &root);
@@ -243,6 +245,7 @@ int hm_sim_machine_parse(hm_sim_machine_t **out, const char *what, const char *j
 
 int hm_sim_machine_find(const char *name, const char *exe_dir, char *buf, size_t len)
 {
+    hm__errclear();
     size_t n = strlen(name);
     if (strchr(name, '/') || (n > 5 && strcmp(name + n - 5, ".json") == 0)) {
         snprintf(buf, len, "%s", name);
@@ -279,6 +282,7 @@ const char *const *hm_sim_machine_device_names(const hm_sim_machine_t *m) { retu
 
 int hm_sim_machine_device_index(const hm_sim_machine_t *m, const char *name)
 {
+    hm__errclear();
     char known[256];
     size_t off = 0;
     known[0] = 0;

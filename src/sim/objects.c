@@ -191,6 +191,7 @@ void hm_sim_alloc(hm_sim_t *s, uint64_t addr, uint64_t size, uint64_t site)
 
 int hm_sim_free(hm_sim_t *s, uint64_t addr)
 {
+    hm__errclear();
     hm__sim_drain(s);
     int64_t i = live_find(s, addr);
     if (i < 0)
@@ -214,6 +215,7 @@ int hm_sim_free(hm_sim_t *s, uint64_t addr)
 
 int hm_sim_name(hm_sim_t *s, uint64_t addr, const char *name)
 {
+    hm__errclear();
     hm__sim_drain(s);
     uint64_t e = hm__sim_page_entry(s, addr);
     if (!e || !name)

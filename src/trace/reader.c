@@ -327,6 +327,7 @@ uint32_t hm_trace_nblocks(const hm_trace_t *t) { return t->nblocks; }
 
 int hm_trace_block_info(const hm_trace_t *t, uint32_t i, hm_block_info_t *out)
 {
+    hm__errclear();
     if (i >= t->nblocks)
         return hm__errf(HM_ERANGE, "block %u of %u", i, t->nblocks);
     *out = t->blocks[i];
@@ -398,6 +399,7 @@ static int load_block(hm_trace_t *t, uint32_t i)
 
 int hm_trace_read_block(hm_trace_t *t, uint32_t i, const hm_block_t **out)
 {
+    hm__errclear();
     *out = NULL;
     if (i >= t->nblocks)
         return hm__errf(HM_ERANGE, "block %u of %u", i, t->nblocks);
@@ -412,6 +414,7 @@ int hm_trace_read_block(hm_trace_t *t, uint32_t i, const hm_block_t **out)
 
 int hm_trace_seek_block(hm_trace_t *t, uint32_t i)
 {
+    hm__errclear();
     if (i > t->nblocks)
         return hm__errf(HM_ERANGE, "block %u of %u", i, t->nblocks);
     t->it_block = i;
@@ -421,6 +424,7 @@ int hm_trace_seek_block(hm_trace_t *t, uint32_t i)
 
 int hm_trace_next(hm_trace_t *t, hm_record_t *rec)
 {
+    hm__errclear();
     for (;;) {
         if (t->it_block >= t->nblocks)
             return 0;

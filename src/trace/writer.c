@@ -128,6 +128,7 @@ static int build_header(const hm_trace_meta_t *m, char **out)
 
 int hm_trace_writer_open(hm_trace_writer_t **out, const char *path, const hm_trace_meta_t *meta)
 {
+    hm__errclear();
     *out = NULL;
     hm_trace_writer_t *w = hm__xcalloc(1, sizeof *w);
     w->fd = -1;
@@ -173,6 +174,7 @@ fail:
 
 int hm_trace_writer_set_block_records(hm_trace_writer_t *w, uint32_t records)
 {
+    hm__errclear();
     if (records < 1 || records > HM__TR_WRITER_MAX_RECORDS)
         return hm__errf(HM_ERANGE, "block size %u records (allowed 1..%u)", records,
                         HM__TR_WRITER_MAX_RECORDS);
@@ -346,6 +348,7 @@ static inline int block_full(const hm_trace_writer_t *w)
 
 int hm_trace_write_sample(hm_trace_writer_t *w, const hm_sample_t *s)
 {
+    hm__errclear();
     if (HM_UNLIKELY(w->err))
         return w->err;
     hm_sample_t *d = &w->s[w->ns++];
@@ -399,11 +402,13 @@ static int push_event(hm_trace_writer_t *w, int kind, uint64_t time, uint64_t a,
 
 int hm_trace_write_alloc(hm_trace_writer_t *w, const hm_alloc_t *a)
 {
+    hm__errclear();
     return push_event(w, HM_REC_ALLOC, a->time, a->addr, a->size, a->site, a->tid, NULL);
 }
 
 int hm_trace_write_free(hm_trace_writer_t *w, uint64_t time, uint64_t addr, uint32_t tid)
 {
+    hm__errclear();
     return push_event(w, HM_REC_FREE, time, addr, 0, 0, tid, NULL);
 }
 
@@ -421,6 +426,7 @@ static uint32_t phase_id(hm_trace_writer_t *w, const char *name)
 
 int hm_trace_write_phase(hm_trace_writer_t *w, int begin, uint64_t time, uint32_t tid, const char *name)
 {
+    hm__errclear();
     if (!name)
         name = "";
     if (strlen(name) > HM__TR_MAX_STRING)
@@ -431,11 +437,13 @@ int hm_trace_write_phase(hm_trace_writer_t *w, int begin, uint64_t time, uint32_
 
 int hm_trace_write_counter(hm_trace_writer_t *w, const hm_counter_t *c)
 {
+    hm__errclear();
     return push_event(w, HM_REC_COUNTER, c->time, c->counter, c->value, 0, c->tid, NULL);
 }
 
 int hm_trace_write_site(hm_trace_writer_t *w, uint64_t site, const char *frames)
 {
+    hm__errclear();
     /* A site has no time of its own; it is filed at the latest time seen so
      * it lands in the current block. */
     return push_event(w, HM_REC_SITE, w->max_time, site, 0, 0, 0, frames ? frames : "");
@@ -443,6 +451,7 @@ int hm_trace_write_site(hm_trace_writer_t *w, uint64_t site, const char *frames)
 
 int hm_trace_write_name(hm_trace_writer_t *w, uint64_t time, uint64_t addr, const char *name)
 {
+    hm__errclear();
     return push_event(w, HM_REC_NAME, time, addr, 0, 0, 0, name ? name : "");
 }
 
@@ -484,6 +493,7 @@ static int write_tail(hm_trace_writer_t *w, const hm_trace_end_t *end)
 
 int hm_trace_writer_close(hm_trace_writer_t *w, const hm_trace_end_t *end)
 {
+    hm__errclear();
     if (!w)
         return 0;
     int rc = flush_block(w);

@@ -1,8 +1,8 @@
 /* libFuzzer target for the soft sampler's decoder and effective-address
  * computation. Input layout:
  *   u8  pc offset into the code (mod code length)
- *   u8  flags: bit 0 has_xmm; bit 7: register values follow
- *   (bit 7 set) 23 x u64 gregs, 16 x u64 xmm_lo (as many as the input
+ *   u8  flags: bit 0 has_vec; bit 7: register values follow
+ *   (bit 7 set) 23 x u64 regs (ucontext gregs), 16 x u64 vec_lo (as many as the input
  *               has; the rest 0; RIP is then set from the pc offset)
  *   rest: up to 4 KiB of x86-64 code at runtime address 0x400000
  * A resolved sample must point at an instruction inside the code. */
@@ -25,14 +25,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t pcoff = data[0], flags = data[1];
     data += 2;
     size -= 2;
-    raw.has_xmm = flags & 1;
-    size_t regs = sizeof raw.gregs + sizeof raw.xmm_lo;
+    raw.has_vec = flags & 1;
+    size_t regs = sizeof raw.regs + sizeof raw.vec_lo;
     size_t take = (flags & 0x80) ? (size < regs ? size : regs) : 0;
-    uint8_t rb[sizeof raw.gregs + sizeof raw.xmm_lo];
+    uint8_t rb[sizeof raw.regs + sizeof raw.vec_lo];
     memset(rb, 0, sizeof rb);
     memcpy(rb, data, take);
-    memcpy(raw.gregs, rb, sizeof raw.gregs);
-    memcpy(raw.xmm_lo, rb + sizeof raw.gregs, sizeof raw.xmm_lo);
+    memcpy(raw.regs, rb, sizeof raw.regs);
+    memcpy(raw.vec_lo, rb + sizeof raw.regs, sizeof raw.vec_lo);
     data += take;
     size -= take;
     if (size == 0)
@@ -45,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(code, data, size);
     const uint64_t base = 0x400000;
-    raw.gregs[REG_RIP] = base + pcoff % size;
+    raw.regs[HM__ARCH_REG_PC] = base + pcoff % size;
     uint64_t addr = 0, ip = 0;
     int access = 0, how = 0;
     int r = hm__soft_resolve_code(code, size, base, &raw, &addr, &ip, &access, &how);

@@ -161,7 +161,7 @@ static void tc_fix_block_sum(tc_bytes_t *b, uint64_t boff)
 /* Makes case @p name from the valid trace at good into out. */
 static int tc_make(const char *name, const char *good, const char *out)
 {
-    tc_bytes_t b;
+    tc_bytes_t b = {0};
     int rc = tc_read(good, &b);
     if (rc < 0)
         return rc;

@@ -44,6 +44,16 @@ grep -q " 150 allocs, 150 frees," "$WORK/forkexec.err" && grep -q " 4 processes"
   || bad "forkexec: $(tail -1 "$WORK/forkexec.err")"
 
 same cxx -- "$WORK/cxx"
+# C++ sites are told apart by the program's own frame, not operator new's,
+# and that frame is named from the program's symbol table (main is not
+# exported, so dladdr alone leaves it nameless).
+"$H" trace objects "$WORK/cxx.hmt" > "$WORK/cxx.obj" 2>&1 || bad "cxx: trace objects failed"
+rows=$(grep -c '^0x' "$WORK/cxx.obj")
+newrows=$(grep '^0x' "$WORK/cxx.obj" | grep -c '_Zn[wa]\|libstdc++')
+own=$(grep '^0x' "$WORK/cxx.obj" | grep -c ' cxx+0x[0-9a-f]* main$')
+[ "$rows" -ge 2 ] && [ "$newrows" = 0 ] && [ "$own" = "$rows" ] \
+  && ok "cxx: $rows sites, each named by main, the program's own frame" \
+  || { bad "cxx: $rows sites, $newrows named by operator new, $own by the program"; grep '^0x' "$WORK/cxx.obj" | head -5; }
 same numpy -- /usr/bin/python3 -c 'import numpy as np; a = np.arange(3_000_000, dtype=np.float64); b = np.sqrt(a) @ np.ones_like(a); print(round(float(b), 3), np.linalg.inv(np.eye(50) * 2)[0, 0])'
 
 # Python's subprocess spawns through vfork + execve: the child must not

@@ -40,7 +40,9 @@ static const hm_cmd_t sub_objects = {
     "range holds the sampled address; samples outside every live allocation\n"
     "(stack, static data, untracked memory) are counted as unattributed;\n"
     "samples without a data address (a thread blocked in a system call, an\n"
-    "instruction with no memory operand nearby) are counted apart.",
+    "instruction with no memory operand nearby) are counted apart. The\n"
+    "where column is the site's first frame outside the allocator (operator\n"
+    "new, malloc and their kin); --json gives every frame.",
     objects_opts, run_objects};
 static const hm_cmd_t *const subs[] = {&sub_info, &sub_dump, &sub_objects};
 
@@ -628,6 +630,42 @@ typedef struct {
     char *frames;
 } site_frames_t;
 
+
+/* Whether a site frame ("module+0xoff [symbol]") is inside the allocator
+ * rather than the program: operator new and new[] in all their variants,
+ * and the C allocation family. */
+static int alloc_frame(const char *f, size_t len)
+{
+    const char *sp = memchr(f, ' ', len);
+    if (!sp)
+        return 0;
+    const char *sym = sp + 1;
+    size_t n = len - (size_t)(sym - f);
+    static const char *const names[] = {"malloc", "calloc", "realloc", "reallocarray", "aligned_alloc",
+                                        "posix_memalign", "memalign", "valloc", "pvalloc", "strdup", "strndup"};
+    if (n >= 4 && (!strncmp(sym, "_Znw", 4) || !strncmp(sym, "_Zna", 4)))
+        return 1;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i]) == n && !strncmp(sym, names[i], n))
+            return 1;
+    return 0;
+}
+
+/* The first frame of a site that is the program's own: C++ sites would
+ * otherwise all read "libstdc++.so.6+0x... _Znwm". */
+static const char *user_frame(const char *frames)
+{
+    for (const char *f = frames; *f;) {
+        size_t l = strcspn(f, "\n");
+        if (!alloc_frame(f, l))
+            return f;
+        if (!f[l])
+            break;
+        f += l + 1;
+    }
+    return frames;
+}
+
 static int run_objects(const hm_cmd_t *cmd, int argc, char **argv)
 {
     int json = 0, fmt = 0;
@@ -752,8 +790,9 @@ static int run_objects(const hm_cmd_t *cmd, int argc, char **argv)
             const site_row_t *w = &rows[i];
             char b1[32], b2[32], where[96] = "-";
             if (w->frames) {
-                size_t l = strcspn(w->frames, "\n");
-                snprintf(where, sizeof where, "%.*s", (int)(l < 95 ? l : 95), w->frames);
+                const char *f = user_frame(w->frames);
+                size_t l = strcspn(f, "\n");
+                snprintf(where, sizeof where, "%.*s", (int)(l < 95 ? l : 95), f);
             }
             printf("0x%016" PRIx64 " %-12.12s %7" PRIu64 " %10s %10s %12.6f %10" PRIu64 " %10" PRIu64
                    " %10" PRIu64 " %6.2f  %s\n",

@@ -1,4 +1,4 @@
-/* Soft sampler, decoding side. The signal handler (src/preload) only copies
+/* Soft sampler, decoding side (x86-64). The signal handler (src/preload) only copies
  * the interrupted PC and registers; everything here runs in the collector
  * thread, where dladdr, the unwinder's FDE lookup and malloc are allowed.
  *
@@ -381,7 +381,7 @@ static int reg_at(const func_t *f, int g, uint32_t at, uint32_t k, const hm__sof
             total += v * (uint64_t)(int64_t)x->adj_mul;
         }
     }
-    uint64_t now = raw->gregs[g];
+    uint64_t now = raw->regs[g];
     *out = at < k ? now - total : now + total;
     return 0;
 }
@@ -401,13 +401,13 @@ static int ea_of(const func_t *f, uint32_t i, uint32_t k, const hm__soft_raw_t *
         /* A gather touches one address per lane; we attribute lane 0, which
          * is in the low bits of the index vector the context saved, unless
          * the vector was rewritten between the gather and the interrupt. */
-        if (!raw->has_xmm)
+        if (!raw->has_vec)
             return -1;
         uint32_t lo = i < k ? i + 1 : k, hi = i < k ? k : i;
         for (uint32_t m = lo; m < hi; m++)
             if (f->ins[m].vclobber >> x->index & 1)
                 return -1;
-        uint64_t lane = raw->xmm_lo[x->index];
+        uint64_t lane = raw->vec_lo[x->index];
         idxv = (x->flags & F_VSIB_D) ? (uint64_t)(int64_t)(int32_t)lane : lane;
     } else if (x->index >= 0 && reg_at(f, x->index, i, k, raw, 0, &idxv) != 0) {
         return -1;
@@ -476,7 +476,7 @@ int hm__soft_resolve_code(const uint8_t *code, size_t len, uint64_t code_addr, c
     if (decode_range(code, code_addr, code_addr + len, &f) != 0)
         return -1;
     int vs = 0;
-    int r = resolve_in(&f, raw, raw->gregs[REG_RIP], addr, ip, access, how, &vs);
+    int r = resolve_in(&f, raw, raw->regs[REG_RIP], addr, ip, access, how, &vs);
     free(f.ins);
     return r;
 }
@@ -504,23 +504,22 @@ static int seg_of(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
-/* Function bounds from the FDE: pc_begin/pc_range follow the CIE pointer.
- * gcc and clang emit them as 4-byte pcrel/udata; any other encoding fails
- * the sanity check, and the sample stays unresolved. */
+/* Function bounds from the FDE: pc_begin comes decoded from the unwinder,
+ * pc_range is decoded here with the encoding the CIE names. */
 static int func_bounds(uint64_t pc, uint64_t *start, uint64_t *end)
 {
     struct hm_eh_bases_ b = {0};
     const uint8_t *fde = _Unwind_Find_FDE((void *)pc, &b);
     if (!fde || !b.func)
         return -1;
-    uint32_t range;
-    memcpy(&range, fde + 12, 4);
+    uint64_t range;
+    if (hm__fde_range(fde, 1u << 20, &range) != 0)
+        return -1;
     uint64_t s = (uint64_t)b.func;
     if (pc < s || range == 0 || range > (64u << 20) || pc >= s + range)
         return -1;
-    /* The range is read assuming the usual 4-byte encoding; another
-     * encoding gives a wrong one, so keep it inside the executable segment
-     * that holds pc: decoding must never read past the mapped text. */
+    /* Whatever the FDE says, decoding stays inside the executable segment
+     * that holds pc: it must never read past the mapped text. */
     seg_t g = {pc, 0, 0};
     if (!dl_iterate_phdr(seg_of, &g) || s < g.lo)
         return -1;
@@ -579,7 +578,7 @@ static func_t *lookup(hm__soft_cache_t *c, uint64_t pc)
 
 int hm__soft_resolve(hm__soft_cache_t *c, const hm__soft_raw_t *raw, uint64_t *addr, uint64_t *ip, int *access)
 {
-    uint64_t pc = raw->gregs[REG_RIP];
+    uint64_t pc = raw->regs[REG_RIP];
     c->st.total++;
     func_t *f = lookup(c, pc);
     if (!f) {
