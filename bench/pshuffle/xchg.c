@@ -184,7 +184,7 @@ int main(int argc, char **argv)
     /* Ratio per repetition (the two ran seconds apart), then the median. */
     double *ratio = calloc((size_t)reps, sizeof *ratio);
     for (int r = 0; r < reps; r++)
-        ratio[r] = tp[r] / ta[r];
+        ratio[r] = ta[r] > 0 ? tp[r] / ta[r] : 0;
     double med_ratio = median(ratio, reps);
     double bound_mib = 2.0 * (double)(n * size) / 1048576.0; /* (1+Q) n s at Q=1 */
     if (rank == 0)

@@ -173,7 +173,7 @@ typedef struct ps_shuffler ps_shuffler_t;
 /** Protocol points passed to a hook (testing, tracing). */
 typedef enum {
     PS_POINT_BEGIN = 1,     /**< exchange posted */
-    PS_POINT_RECV_PART,     /**< first payload chunk stored */
+    PS_POINT_RECV_PART,     /**< first payload round received */
     PS_POINT_STAGED,        /**< all received samples stored, nothing committed */
     PS_POINT_COMMITTED,     /**< this rank's new manifest is durable */
     PS_POINT_AGREED,        /**< every rank committed; sent samples not yet deleted */
@@ -219,7 +219,7 @@ void ps_config_init(ps_config_t *cfg);
 /**
  * Opens a shuffler on a duplicate of `comm`. Collective.
  *
- * Checks that seed, Q schedule and chunk size agree on every rank (else
+ * Checks that seed, Q schedule and window agree on every rank (else
  * PS_EMISMATCH naming the parameter and two ranks). With a directory store
  * and cfg->resume, loads the last epoch committed by every rank; a store
  * written by a different number of ranks gives PS_ENRANKS naming both
@@ -331,7 +331,7 @@ typedef struct {
     uint64_t samples_sent, samples_recv;
     uint64_t bytes_sent, bytes_recv;
     uint64_t samples_kept;    /**< pool samples that landed back on this rank (fixed points) */
-    uint64_t exchange_ns;     /**< begin() to completion of all messages */
+    uint64_t exchange_ns;     /**< begin() to completion of the last round */
     uint64_t overlap_ns;      /**< begin() to the last message completed before
                                    ps_exchange_end() was called: the span in which
                                    the exchange progressed during training (0 when

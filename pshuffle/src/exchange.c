@@ -608,7 +608,11 @@ static void *progress_main(void *arg)
     return NULL;
 }
 
-PS_API int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch)
+static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread);
+
+PS_API int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch) { return begin(ps, epoch, ps->progress_thread); }
+
+static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread)
 {
     ps__errclear();
     int err = 0;
@@ -640,7 +644,7 @@ PS_API int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch)
     ps->x->st.rounds = rounds;
     if ((err = post_headers(ps)))
         ps__fatal(ps, err, "ps_exchange_begin"); /* the peers posted theirs: no way back */
-    if (ps->progress_thread) {
+    if (thread) {
         ps->thread_stop = 0;
         if ((err = pthread_create(&ps->thread, NULL, progress_main, ps)))
             return ps__errf(-err, "cannot start the progress thread"); /* ps_exchange_end() still completes */
@@ -940,6 +944,7 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
 
 PS_API int ps_exchange(ps_shuffler_t *ps, uint64_t epoch)
 {
-    int err = ps_exchange_begin(ps, epoch);
+    /* Nothing to overlap with: the calling thread does all the work. */
+    int err = begin(ps, epoch, 0);
     return err ? err : ps_exchange_end(ps);
 }
