@@ -816,12 +816,16 @@ static void finish(ps_shuffler_t *ps, ps__xchg_t *x, const char *what)
             last = ps__now_ns();
             continue;
         }
-        if (ps__now_ns() - last > limit) {
+        uint64_t idle = ps__now_ns() - last;
+        if (idle > limit) {
             ps__errf(PS_EPEER, "no message from the other ranks within %g s (PSHUFFLE_TIMEOUT) during the exchange "
                      "of epoch %" PRIu64 ": a rank died or left the exchange", ps->timeout_s, x->epoch);
             ps__fatal(ps, PS_EPEER, what);
         }
-        sched_yield();
+        /* Spin on MPI (which yields by itself when told to) while the
+         * peers are busy; only a long wait backs off, to spare the CPU. */
+        if (idle > 10000000)
+            sched_yield();
     }
 }
 

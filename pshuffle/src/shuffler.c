@@ -91,6 +91,11 @@ int ps__wait(ps_shuffler_t *ps, MPI_Request *req, const char *what)
             return ps__errf(PS_EMPI, "%s failed", what);
         if (flag)
             return 0;
+        /* The ranks usually arrive within a few milliseconds of each other:
+         * spin that long (a sleep would add its wake-up to every
+         * collective), then back off so that a long wait costs no CPU. */
+        if (ps__now_ns() - t0 < 5000000)
+            continue;
         if (ps__now_ns() - t0 > limit) {
             ps__errf(PS_EPEER, "no answer from the other ranks within %g s (PSHUFFLE_TIMEOUT) in %s: a rank "
                      "died, or called another pshuffle function", ps->timeout_s, what);
