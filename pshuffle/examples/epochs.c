@@ -67,7 +67,7 @@ int main(int argc, char **argv)
     cfg.seed = seed;
     cfg.q.q0 = q;
     cfg.store_dir = dir;
-    cfg.chunk_bytes = 4u << 20;
+    cfg.window_bytes = 8u << 20;
     ps_shuffler_t *ps;
     int err = ps_open(&ps, MPI_COMM_WORLD, &cfg);
     if (err) die(rank, "open", err);

@@ -173,7 +173,7 @@ typedef struct ps_shuffler ps_shuffler_t;
 /** Protocol points passed to a hook (testing, tracing). */
 typedef enum {
     PS_POINT_BEGIN = 1,     /**< exchange posted */
-    PS_POINT_RECV_PART,     /**< first payload chunk stored */
+    PS_POINT_RECV_PART,     /**< first payload round received */
     PS_POINT_STAGED,        /**< all received samples stored, nothing committed */
     PS_POINT_COMMITTED,     /**< this rank's new manifest is durable */
     PS_POINT_AGREED,        /**< every rank committed; sent samples not yet deleted */
@@ -190,7 +190,15 @@ typedef struct {
     uint64_t seed;
     ps_schedule_t q;        /**< default: constant 0.1 */
     const char *store_dir;  /**< NULL: in-memory store; else directory store root */
-    uint64_t chunk_bytes;   /**< payload message size bound (default 64 MiB, max 1 GiB) */
+    union {
+        /** In-flight window: the most payload bytes one round of the
+         *  exchange moves, sends and receives together (1 KiB .. 1 GiB;
+         *  default 64 MiB, or PSHUFFLE_WINDOW). Bounds the memory the
+         *  exchange holds beyond the samples: resident memory stays within
+         *  (1+Q)*n*s plus this window. Must agree across ranks. */
+        uint64_t window_bytes;
+        uint64_t chunk_bytes; /**< former name of window_bytes */
+    };
     int fsync;              /**< directory store: fsync files and manifests (default 1) */
     int resume;             /**< directory store: 1 resume from the store's last
                                  committed epoch, 0 start afresh (default 1) */
@@ -211,7 +219,7 @@ void ps_config_init(ps_config_t *cfg);
 /**
  * Opens a shuffler on a duplicate of `comm`. Collective.
  *
- * Checks that seed, Q schedule and chunk size agree on every rank (else
+ * Checks that seed, Q schedule and window agree on every rank (else
  * PS_EMISMATCH naming the parameter and two ranks). With a directory store
  * and cfg->resume, loads the last epoch committed by every rank; a store
  * written by a different number of ranks gives PS_ENRANKS naming both
@@ -293,16 +301,18 @@ int ps_order(const ps_shuffler_t *ps, uint64_t *out, uint64_t n);
 
 /**
  * Starts the exchange of epoch `epoch` (must equal ps_epoch() on every
- * rank, else PS_EEPOCH on all). Collective (one small MPI_Allreduce to
- * agree on the epoch and on local success), then computes the plan and
- * posts nonblocking sends and receives. The current samples stay readable,
- * and ps_order() keeps giving this epoch's order, until ps_exchange_end().
+ * rank, else PS_EEPOCH on all). Collective (two small MPI_Iallreduce: one
+ * to check that all ranks are in this call for this epoch, one to agree on
+ * local success and on the number of rounds), then computes the plan and
+ * starts the exchange of sample headers (MPI_Ialltoallv). The payload then
+ * moves in rounds of one MPI_Ialltoallw each, at most window_bytes per
+ * round. The current samples stay readable, and ps_order() keeps giving
+ * this epoch's order, until ps_exchange_end().
  */
 int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch);
-/** Advances the exchange without blocking, for about 1 ms at most (one
- *  payload chunk's copy, checksum and store is not cut, so one call can
- *  take longer with large chunks). *done (may be NULL) becomes 1 once all
- *  of this rank's messages completed. Local. With a progress thread it
+/** Advances the exchange without blocking, for about 1 ms at most (packing
+ *  and storing are cut into slices of at most 64 KiB). *done (may be NULL)
+ *  becomes 1 once every round completed. Local. With a progress thread it
  *  only reports. */
 int ps_progress(ps_shuffler_t *ps, int *done);
 /**
@@ -321,7 +331,7 @@ typedef struct {
     uint64_t samples_sent, samples_recv;
     uint64_t bytes_sent, bytes_recv;
     uint64_t samples_kept;    /**< pool samples that landed back on this rank (fixed points) */
-    uint64_t exchange_ns;     /**< begin() to completion of all messages */
+    uint64_t exchange_ns;     /**< begin() to completion of the last round */
     uint64_t overlap_ns;      /**< begin() to the last message completed before
                                    ps_exchange_end() was called: the span in which
                                    the exchange progressed during training (0 when
@@ -329,8 +339,12 @@ typedef struct {
     uint64_t blocked_ns;      /**< time spent inside ps_exchange_end() */
     uint64_t peak_samples;    /**< most samples stored at once (committed + staged) */
     uint64_t peak_bytes;      /**< most payload bytes held at once: committed + staged
-                                   samples + payload buffers of the exchange */
-    uint64_t chunks_sent, chunks_recv;
+                                   samples + round buffers of the exchange (at most
+                                   window_bytes) */
+    uint64_t chunks_sent, chunks_recv; /**< payload messages (one per peer and round) */
+    uint64_t rounds;          /**< rounds of the exchange (the same on every rank) */
+    uint64_t bytes_recv_overlapped; /**< payload bytes received before ps_exchange_end()
+                                   was called: what moved during training */
 } ps_stats_t;
 int ps_stats(const ps_shuffler_t *ps, ps_stats_t *out);
 

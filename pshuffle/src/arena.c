@@ -1,9 +1,11 @@
 /* The memory store's arena. Samples are carved from 1 MiB blocks (a larger
  * sample gets a block of its own), so a store of many small samples costs
- * a few large allocations instead of one per sample. A block is freed when
- * its last sample leaves. Since samples leave at random, blocks thin out
- * over epochs; ps__arena_compact() copies the live samples into fresh
- * blocks when less than half of the reserved bytes are live. */
+ * a few large allocations instead of one per sample; the samples received
+ * from one peer in one exchange share a block of their own (a region), into
+ * which MPI writes them directly. A block is freed when its last sample
+ * leaves. Since samples leave at random, blocks thin out over epochs;
+ * ps__arena_compact() moves the samples of blocks less than half live into
+ * fresh blocks. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +17,7 @@
 struct ps__block {
     ps__block_t *prev, *next;
     size_t cap, used, live;
+    int evac;
     _Alignas(ALIGN) unsigned char data[];
 };
 
@@ -32,25 +35,49 @@ static void unlink_block(ps__arena_t *a, ps__block_t *b)
     free(b);
 }
 
-void *ps__arena_alloc(ps__arena_t *a, size_t n, ps__block_t **blk)
+size_t ps__arena_need(size_t n)
 {
     size_t need = (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
-    if (need == 0)
-        need = ALIGN;
+    return need ? need : ALIGN;
+}
+
+static ps__block_t *new_block(ps__arena_t *a, size_t cap)
+{
+    ps__block_t *b = malloc(sizeof *b + cap);
+    if (!b)
+        return NULL;
+    b->cap = cap;
+    b->used = b->live = 0;
+    b->evac = 0;
+    b->prev = NULL;
+    b->next = a->head;
+    if (a->head)
+        a->head->prev = b;
+    a->head = b;
+    a->reserved += cap;
+    return b;
+}
+
+void *ps__arena_region(ps__arena_t *a, size_t bytes, size_t live, ps__block_t **blk)
+{
+    ps__block_t *b = new_block(a, bytes ? bytes : 1);
+    if (!b)
+        return NULL;
+    b->used = b->cap; /* nothing else is carved from it */
+    b->live = live;
+    a->live += live;
+    *blk = b;
+    return b->data;
+}
+
+void *ps__arena_alloc(ps__arena_t *a, size_t n, ps__block_t **blk)
+{
+    size_t need = ps__arena_need(n);
     ps__block_t *b = a->cur;
     if (!b || b->cap - b->used < need) {
         size_t cap = need > BLOCK / 4 ? need : BLOCK;
-        b = malloc(sizeof *b + cap);
-        if (!b)
+        if (!(b = new_block(a, cap)))
             return NULL;
-        b->cap = cap;
-        b->used = b->live = 0;
-        b->prev = NULL;
-        b->next = a->head;
-        if (a->head)
-            a->head->prev = b;
-        a->head = b;
-        a->reserved += cap;
         /* A large sample's own block does not replace the current block. */
         if (cap == BLOCK || !a->cur)
             a->cur = b;
@@ -65,9 +92,7 @@ void *ps__arena_alloc(ps__arena_t *a, size_t n, ps__block_t **blk)
 
 void ps__arena_free(ps__arena_t *a, ps__block_t *b, size_t n)
 {
-    size_t need = (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
-    if (need == 0)
-        need = ALIGN;
+    size_t need = ps__arena_need(n);
     b->live -= need;
     a->live -= need;
     if (b->live == 0 && b != a->cur)
@@ -83,35 +108,30 @@ void ps__arena_destroy(ps__arena_t *a)
 
 int ps__arena_compact(ps__arena_t *a, ps__entry_t *ent, uint64_t n)
 {
-    if (a->reserved <= 2 * a->live + BLOCK)
+    /* Only sparse blocks move, so the cost is at most the live bytes of
+     * those blocks (after a global exchange, the few samples a rank kept),
+     * and every block left is at least half live. */
+    int any = 0;
+    for (ps__block_t *b = a->head; b; b = b->next) {
+        b->evac = b != a->cur && 2 * b->live < b->cap;
+        any |= b->evac;
+    }
+    if (!any)
         return 0;
-    ps__arena_t fresh = {0};
     for (uint64_t i = 0; i < n; i++) {
+        if (!ent[i].blk || !ent[i].blk->evac)
+            continue;
         ps__block_t *b;
-        void *p = ps__arena_alloc(&fresh, ent[i].size, &b);
-        if (!p) {
-            /* Out of memory: keep what was moved (in fresh's blocks, now
-             * adopted by `a`) and the rest where it is. Compaction only
-             * saves memory; failing it is not an error. */
-            while (fresh.head) {
-                ps__block_t *t = fresh.head;
-                fresh.head = t->next;
-                t->prev = NULL;
-                t->next = a->head;
-                if (a->head)
-                    a->head->prev = t;
-                a->head = t;
-                a->reserved += t->cap;
-            }
-            a->live += fresh.live;
-            return 0;
-        }
-        memcpy(p, ent[i].data, ent[i].size);
+        void *p = ps__arena_alloc(a, ent[i].size, &b);
+        if (!p)
+            break; /* compaction only saves memory; failing it is not an error */
+        if (ent[i].size)
+            memcpy(p, ent[i].data, ent[i].size);
         ps__arena_free(a, ent[i].blk, ent[i].size);
         ent[i].data = p;
         ent[i].blk = b;
     }
-    ps__arena_destroy(a);
-    *a = fresh;
+    for (ps__block_t *b = a->head; b; b = b->next)
+        b->evac = 0;
     return 0;
 }

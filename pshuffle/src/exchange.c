@@ -1,11 +1,32 @@
-/* One epoch's exchange: post, progress, complete, commit.
+/* One epoch's exchange: headers, payload rounds, commit.
  *
- * Messages per (sender, receiver) pair: one headers message (id, label,
- * size, checksum of every sample, in slot order) and then the payload in
- * chunks. Both sides know the sample count from the plan, and the receiver
- * derives the chunk boundaries from the headers with the same rule as the
- * sender, so no other size message is needed. Chunks are bounded by
- * chunk_bytes (at most 1 GiB), which keeps every MPI count far below 2 GiB.
+ * Two collectives carry the data. First one MPI_Ialltoallv of the sample
+ * headers (id, label, size, checksum of every sample, in slot order; both
+ * sides know the counts from the plan). Then the payload of each (sender,
+ * receiver) pair, seen as one byte stream of its samples back to back,
+ * moves in rounds: round k carries bytes [k*B, (k+1)*B) of every pair's
+ * stream, B = window / 2 / (M-1), in one MPI_Ialltoallw. So a round moves
+ * at most half the window out and half in, whatever the sample sizes (a
+ * sample larger than B spans rounds), every MPI count stays below 2^31,
+ * and every buffer is addressed by an absolute address (MPI_BOTTOM and a
+ * one-block hindexed type per peer), so no displacement can overflow. The
+ * number of rounds is the largest over all pairs; the senders know it, and
+ * it travels in the same reduction that agrees to start.
+ *
+ * Per byte: the sender copies each sample once into the round's send
+ * buffer and checks its checksum on the copy just written, slice by slice
+ * while the slice is in cache (the sample is checked where it is read:
+ * the memory store's copy, or the directory store's file). MPI moves the
+ * contiguous buffer (one copy with Open MPI's single-copy shared memory).
+ * A memory store receives straight into its own memory: the stream of
+ * each peer lands in one arena block, where its samples stay. A directory
+ * store receives into a round buffer and writes each sample's file from
+ * it, checking the checksum on the slice just written.
+ *
+ * Work is done by ps__step(): by the progress thread, by bounded
+ * ps_progress() calls, or by ps_exchange_end(). When the headers arrive it
+ * also builds the store of the next epoch (merging kept and received
+ * entries), so that ps_exchange_end() has little left to do.
  *
  * Commit protocol (directory store): received samples are written as files
  * but are not in the manifest; each rank then writes the manifest of
@@ -17,18 +38,21 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include "shuffler.h"
 
-enum { TAG_HDR = 0x5053, TAG_DATA = 0x5054 };
+/* Packing and storing work in slices of this size, so a slice is still in
+ * cache when it is checksummed, and ps_progress() can stop between slices. */
+#define SLICE (64u << 10)
 
 static void put64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i)); }
 static uint64_t get64(const unsigned char *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
+static uint64_t hdr_size(const ps__peer_t *p, uint64_t j) { return get64(p->hdr + j * PS_WIRE_HDR + 16); }
 
 static void hook(ps_shuffler_t *ps, int point)
 {
@@ -37,7 +61,7 @@ static void hook(ps_shuffler_t *ps, int point)
 }
 
 /* Keeps the first local failure of the exchange; it is reported when the
- * exchange ends, so that messages keep flowing and no peer is left waiting. */
+ * exchange ends, so that rounds keep flowing and no peer is left waiting. */
 static void xfail(ps__xchg_t *x, int err, int secondary)
 {
     if (x->err && !(x->err_secondary && !secondary))
@@ -45,6 +69,13 @@ static void xfail(ps__xchg_t *x, int err, int secondary)
     x->err = err;
     x->err_secondary = secondary;
     snprintf(x->errdetail, sizeof x->errdetail, "%s", ps_errdetail());
+}
+
+static void note_peak(ps_shuffler_t *ps, ps__xchg_t *x)
+{
+    uint64_t b = ps->bytes + x->staged_bytes + x->buf_bytes;
+    if (b > x->st.peak_bytes)
+        x->st.peak_bytes = b;
 }
 
 static void drop_staged(ps_shuffler_t *ps, ps__xchg_t *x)
@@ -61,58 +92,11 @@ static void drop_staged(ps_shuffler_t *ps, ps__xchg_t *x)
     x->nstaged = 0;
 }
 
-/* Chunk buffers are kept between exchanges (up to PS_POOL_MAX bytes):
- * fresh large allocations come from mmap and each first touch of a page
- * faults, which on a test machine cost more than the copy itself. */
-#define PS_POOL_MAX (UINT64_C(256) << 20)
-
-static void pool_put(ps_shuffler_t *ps, unsigned char *buf, size_t len)
-{
-    if (!buf)
-        return;
-    if (ps->pool_n < PS_POOL_SLOTS && ps->pool_bytes + len <= PS_POOL_MAX) {
-        ps->pool[ps->pool_n].buf = buf;
-        ps->pool[ps->pool_n].len = len;
-        ps->pool_n++;
-        ps->pool_bytes += len;
-    } else {
-        free(buf);
-    }
-}
-
-static unsigned char *pool_get(ps_shuffler_t *ps, size_t need, size_t *len)
-{
-    int best = -1;
-    for (int i = 0; i < ps->pool_n; i++)
-        if (ps->pool[i].len >= need && (best < 0 || ps->pool[i].len < ps->pool[best].len))
-            best = i;
-    if (best < 0) {
-        *len = need ? need : 1;
-        return malloc(*len);
-    }
-    unsigned char *b = ps->pool[best].buf;
-    *len = ps->pool[best].len;
-    ps->pool_bytes -= *len;
-    ps->pool[best] = ps->pool[--ps->pool_n];
-    return b;
-}
-
 void ps__pool_free(ps_shuffler_t *ps)
 {
-    for (int i = 0; i < ps->pool_n; i++)
-        free(ps->pool[i].buf);
-    ps->pool_n = 0;
-    ps->pool_bytes = 0;
-}
-
-static void free_peers(ps_shuffler_t *ps, ps__peer_t *p, int n)
-{
-    for (int i = 0; p && i < n; i++) {
-        free(p[i].idx);
-        free(p[i].hdr);
-        pool_put(ps, p[i].buf, p[i].buflen);
-    }
-    free(p);
+    free(ps->keep);
+    ps->keep = NULL;
+    ps->keeplen = 0;
 }
 
 static void stop_thread(ps_shuffler_t *ps)
@@ -124,6 +108,33 @@ static void stop_thread(ps_shuffler_t *ps)
     ps->thread_running = 0;
 }
 
+static void free_types(ps_shuffler_t *ps, ps__xchg_t *x)
+{
+    for (int i = 0; x->types && i < 2 * ps->nranks; i++)
+        if (x->types[i] != MPI_DATATYPE_NULL && x->types[i] != MPI_BYTE) {
+            MPI_Type_free(&x->types[i]);
+            x->types[i] = MPI_DATATYPE_NULL;
+        }
+}
+
+static void free_peers(ps_shuffler_t *ps, ps__peer_t *p, int recv_side)
+{
+    for (int r = 0; p && r < ps->nranks; r++) {
+        free(p[r].idx);
+        if (p[r].hs)
+            XXH3_freeState(p[r].hs);
+        if (p[r].fd >= 0) {
+            if (recv_side && ps->root) {
+                ps__entry_t e = {.id = get64(p[r].hdr + p[r].j * PS_WIRE_HDR)};
+                ps__sample_abort(ps->rankdir, &e, p[r].fd);
+            } else {
+                close(p[r].fd);
+            }
+        }
+    }
+    free(p);
+}
+
 void ps__xchg_free(ps_shuffler_t *ps)
 {
     ps__xchg_t *x = ps->x;
@@ -132,248 +143,443 @@ void ps__xchg_free(ps_shuffler_t *ps)
         return;
     int fin = 0;
     MPI_Finalized(&fin);
-    for (int i = 0; !fin && i < 2 * (x->nsp + x->nrp); i++)
-        if (x->reqs[i] != MPI_REQUEST_NULL) {
-            MPI_Cancel(&x->reqs[i]);
-            MPI_Request_free(&x->reqs[i]);
-        }
+    /* A collective cannot be cancelled: one still in flight here belongs to
+     * a job that is being aborted, and its buffers must outlive it. */
+    if (!fin && x->req != MPI_REQUEST_NULL)
+        return;
+    if (!fin)
+        free_types(ps, x);
     drop_staged(ps, x);
+    free(x->types);
     free(x->staged);
+    free(x->newent);
     free(x->sent);
-    free(x->reqs);
-    free_peers(ps, x->sp, x->nsp);
-    free_peers(ps, x->rp, x->nrp);
+    free(x->shdr);
+    free(x->rhdr);
+    free_peers(ps, x->sp, 0);
+    free_peers(ps, x->rp, 1);
+    /* The memory store keeps its send buffer for the next exchange (fresh
+     * pages fault on first touch, which costs about as much as the copy);
+     * the directory store keeps no payload in memory between epochs. */
+    if (!ps->root && x->sbuf && !ps->keep) {
+        ps->keep = x->sbuf;
+        ps->keeplen = x->sbuflen;
+    } else {
+        free(x->sbuf);
+    }
+    free(x->rbuf);
     ps_plan_free(&x->plan);
     free(x);
     ps->x = NULL;
 }
 
-/* The chunk starting at sample `first`: as many samples as fit in
- * chunk_bytes, at least one. Sender and receiver both use this rule. */
-static uint64_t chunk_span(const ps_shuffler_t *ps, const unsigned char *hdr, uint64_t first, uint64_t n,
-                           uint64_t *bytes)
+/* A round buffer. Called once the ranks agreed to exchange: the peers'
+ * rounds are coming, and without a buffer this rank cannot take part, so a
+ * failure ends the job with a message rather than leave peers waiting. */
+static unsigned char *round_buf(ps_shuffler_t *ps, ps__xchg_t *x, unsigned char **buf, size_t *len, size_t need)
 {
-    uint64_t cnt = 0, b = 0;
-    while (first + cnt < n) {
-        uint64_t s = get64(hdr + (first + cnt) * PS_WIRE_HDR + 16);
-        if (cnt && b + s > ps->chunk)
-            break;
-        b += s;
-        cnt++;
+    if (*buf && *len >= need)
+        return *buf;
+    x->buf_bytes -= *len;
+    free(*buf);
+    *buf = NULL;
+    *len = 0;
+    if (buf == &x->sbuf && ps->keep && ps->keeplen < need)
+        ps__pool_free(ps); /* too small: no reason to hold it beside a larger one */
+    if (buf == &x->sbuf && ps->keep && ps->keeplen >= need) {
+        *buf = ps->keep, *len = ps->keeplen;
+        ps->keep = NULL, ps->keeplen = 0;
+    } else if (!ps__fault(ps, "chunk") && (*buf = malloc(need ? need : 1))) {
+        *len = need;
     }
-    *bytes = b;
-    return cnt;
-}
-
-/* Called once the ranks agreed to exchange: the peer's messages are
- * already on their way, and without a buffer this rank cannot take part,
- * so a failure ends the job with a message rather than leave peers waiting. */
-static void note_peak(ps_shuffler_t *ps, ps__xchg_t *x)
-{
-    uint64_t b = ps->bytes + x->staged_bytes + x->buf_bytes;
-    if (b > x->st.peak_bytes)
-        x->st.peak_bytes = b;
-}
-
-static int buf_reserve(ps_shuffler_t *ps, ps__peer_t *p, size_t len)
-{
-    if (len <= p->buflen && p->buf)
-        return 0;
-    ps->x->buf_bytes -= p->buflen;
-    pool_put(ps, p->buf, p->buflen);
-    p->buf = ps__fault(ps, "chunk") ? NULL : pool_get(ps, len, &p->buflen);
-    if (p->buf) {
-        ps->x->buf_bytes += p->buflen;
-        note_peak(ps, ps->x);
-    }
-    if (!p->buf) {
-        p->buflen = 0;
-        ps__errf(-ENOMEM, "a %zu-byte payload buffer for the exchange with rank %d", len, p->peer);
+    if (!*buf) {
+        ps__errf(-ENOMEM, "a %zu-byte round buffer for the exchange", need);
         ps__fatal(ps, -ENOMEM, "exchange");
     }
-    return 0;
-}
-
-static int post_send_chunk(ps_shuffler_t *ps, ps__xchg_t *x, int i)
-{
-    ps__peer_t *p = &x->sp[i];
-    uint64_t bytes, cnt = chunk_span(ps, p->hdr, p->next, p->n, &bytes);
-    int err = buf_reserve(ps, p, bytes);
-    if (err)
-        return err;
-    size_t off = 0;
-    for (uint64_t j = p->next; j < p->next + cnt; j++) {
-        const ps__entry_t *e = &ps->ent[p->idx[j]];
-        int rerr = ps_read(ps, p->idx[j], p->buf + off, e->size);
-        if (rerr) {
-            /* Send the chunk anyway so the receiver is not left waiting;
-             * the checksum tells it the payload is bad, and this rank
-             * reports the real cause when the exchange ends. */
-            xfail(x, rerr, 0);
-            memset(p->buf + off, 0, e->size);
-        }
-        off += e->size;
-    }
-    p->cfirst = p->next;
-    p->ccount = cnt;
-    p->next += cnt;
-    if (MPI_Isend(p->buf, (int)bytes, MPI_BYTE, p->peer, TAG_DATA, ps->comm, &x->reqs[2 * i + 1]) != MPI_SUCCESS)
-        return ps__errf(PS_EMPI, "MPI_Isend of %" PRIu64 " bytes to rank %d failed", bytes, p->peer);
-    x->st.chunks_sent++;
-    return 0;
-}
-
-static int post_recv_chunk(ps_shuffler_t *ps, ps__xchg_t *x, int i)
-{
-    ps__peer_t *p = &x->rp[i];
-    uint64_t bytes, cnt = chunk_span(ps, p->hdr, p->next, p->n, &bytes);
-    int err = buf_reserve(ps, p, bytes);
-    if (err)
-        return err;
-    p->cfirst = p->next;
-    p->ccount = cnt;
-    p->next += cnt;
-    int slot = 2 * (x->nsp + i) + 1;
-    if (MPI_Irecv(p->buf, (int)bytes, MPI_BYTE, p->peer, TAG_DATA, ps->comm, &x->reqs[slot]) != MPI_SUCCESS)
-        return ps__errf(PS_EMPI, "MPI_Irecv of %" PRIu64 " bytes from rank %d failed", bytes, p->peer);
-    return 0;
-}
-
-static int stage(ps_shuffler_t *ps, ps__xchg_t *x, const ps__entry_t *e, const void *data)
-{
-    if (x->nstaged == x->capstaged) {
-        uint64_t cap = x->capstaged ? 2 * x->capstaged : 64;
-        ps__entry_t *t = realloc(x->staged, cap * sizeof *t);
-        if (!t)
-            return -ENOMEM;
-        x->staged = t;
-        x->capstaged = cap;
-    }
-    ps__entry_t s = *e;
-    int err;
-    if (ps->root) {
-        /* Not fsync'd one by one: the commit syncs the store once before
-         * it writes the manifest, and the manifest is the commit. */
-        if ((err = ps__sample_write(ps->rankdir, &s, data, 0)))
-            return err;
-    } else {
-        if (!(s.data = ps__arena_alloc(&ps->arena, s.size, &s.blk)))
-            return -ENOMEM;
-        if (s.size)
-            memcpy(s.data, data, s.size);
-    }
-    x->staged[x->nstaged++] = s;
-    x->staged_bytes += s.size;
-    if (ps->n + x->nstaged > x->st.peak_samples)
-        x->st.peak_samples = ps->n + x->nstaged;
+    x->buf_bytes += *len;
     note_peak(ps, x);
-    return 0;
+    return *buf;
 }
 
-static void recv_chunk_done(ps_shuffler_t *ps, ps__xchg_t *x, int i)
+/* Bytes of pair stream `p` in round k. */
+static uint64_t piece(const ps__xchg_t *x, const ps__peer_t *p, uint64_t k)
 {
-    ps__peer_t *p = &x->rp[i];
-    size_t off = 0;
-    x->st.chunks_recv++;
-    for (uint64_t j = p->cfirst; j < p->cfirst + p->ccount; j++) {
-        const unsigned char *h = p->hdr + j * PS_WIRE_HDR;
-        ps__entry_t e = {.id = get64(h), .label = (int32_t)(uint32_t)get64(h + 8),
-                         .flags = (uint32_t)(get64(h + 8) >> 32), .size = get64(h + 16), .hash = get64(h + 24)};
-        const unsigned char *d = p->buf + off;
-        off += e.size;
-        e.flags = 0;
-        if (ps__hash(d, e.size) != e.hash) {
-            ps__errf(PS_ECORRUPT, "sample %#" PRIx64 " from rank %d arrived with a bad checksum", e.id, p->peer);
-            xfail(x, PS_ECORRUPT, 1);
-            continue;
+    uint64_t lo = k * x->budget;
+    if (lo >= p->len)
+        return 0;
+    return p->len - lo < x->budget ? p->len - lo : x->budget;
+}
+
+static int sender_check(ps_shuffler_t *ps, ps__xchg_t *x, const ps__entry_t *e, uint64_t h)
+{
+    if (h == e->hash)
+        return 0;
+    char path[4200];
+    if (ps->root)
+        ps__sample_path(path, sizeof path, ps->rankdir, e->id);
+    else
+        snprintf(path, sizeof path, "memory store");
+    /* Sent anyway, so that no peer is left waiting; the exchange fails on
+     * every rank when it ends. */
+    ps__errf(PS_ECORRUPT, "%s: checksum mismatch (sample %#" PRIx64 ")", path, e->id);
+    xfail(x, PS_ECORRUPT, 0);
+    return PS_ECORRUPT;
+}
+
+/* Copies the next slice of send stream `p` into the round buffer and
+ * checks it. Returns 1 when the round's piece is complete. */
+static int pack_slice(ps_shuffler_t *ps, ps__xchg_t *x, ps__peer_t *p)
+{
+    while (p->j < p->n && ps->ent[p->idx[p->j]].size == 0)
+        p->j++; /* an empty sample has no payload (its header travelled) */
+    if (p->rpos == p->rlen)
+        return 1;
+    const ps__entry_t *e = &ps->ent[p->idx[p->j]];
+    uint64_t take = e->size - p->off;
+    if (take > p->rlen - p->rpos)
+        take = p->rlen - p->rpos;
+    if (take > SLICE)
+        take = SLICE;
+    unsigned char *dst = x->sbuf + p->boff + p->rpos;
+    int whole = p->off == 0 && take == e->size;
+    if (ps->root) {
+        int err = 0;
+        if (p->fd < 0)
+            err = ps__sample_open(ps->rankdir, e, &p->fd);
+        if (!err)
+            err = ps__sample_pread(ps->rankdir, e, p->fd, dst, take, p->off);
+        if (err) {
+            xfail(x, err, 0);
+            memset(dst, 0, take);
         }
-        int err = x->err ? 0 : stage(ps, x, &e, d);
+    } else {
+        memcpy(dst, (const unsigned char *)e->data + p->off, take);
+    }
+    if (whole) {
+        sender_check(ps, x, e, ps__hash(dst, take));
+    } else {
+        if (p->off == 0) {
+            if (!p->hs && !(p->hs = XXH3_createState())) {
+                ps__errf(-ENOMEM, "a checksum state");
+                ps__fatal(ps, -ENOMEM, "exchange");
+            }
+            XXH3_64bits_reset(p->hs);
+        }
+        XXH3_64bits_update(p->hs, dst, take);
+    }
+    p->off += take;
+    p->rpos += take;
+    if (p->off == e->size) {
+        if (!whole)
+            sender_check(ps, x, e, XXH3_64bits_digest(p->hs));
+        if (p->fd >= 0) {
+            close(p->fd);
+            p->fd = -1;
+        }
+        p->j++;
+        p->off = 0;
+    }
+    return p->rpos == p->rlen;
+}
+
+/* Writes the next slice of receive stream `p` (directory store) from the
+ * round buffer into the file of the sample at the cursor, checking the
+ * checksum on the slice just written. Returns 1 when the piece is done. */
+static int unpack_slice(ps_shuffler_t *ps, ps__xchg_t *x, int peer)
+{
+    ps__peer_t *p = &x->rp[peer];
+    while (p->j < p->n && hdr_size(p, p->j) == 0)
+        p->j++; /* empty samples were written when the headers arrived */
+    if (p->rpos == p->rlen)
+        return 1;
+    const unsigned char *h = p->hdr + p->j * PS_WIRE_HDR;
+    ps__entry_t e = {.id = get64(h), .label = (int32_t)(uint32_t)get64(h + 8), .size = get64(h + 16),
+                     .hash = get64(h + 24)};
+    uint64_t take = e.size - p->off;
+    if (take > p->rlen - p->rpos)
+        take = p->rlen - p->rpos;
+    if (take > SLICE)
+        take = SLICE;
+    const unsigned char *src = x->rbuf + p->boff + p->rpos;
+    int whole = p->off == 0 && take == e.size, err = 0;
+    if (!x->err) {
+        if (p->off == 0)
+            err = ps__sample_create(ps->rankdir, &e, &p->fd);
+        if (!err)
+            err = ps__sample_append(ps->rankdir, &e, p->fd, src, take);
         if (err)
             xfail(x, err, 0);
-        x->st.samples_recv++;
-        x->st.bytes_recv += e.size;
     }
-    if (!x->part_hooked) {
-        x->part_hooked = 1;
-        hook(ps, PS_POINT_RECV_PART);
+    uint64_t hv = 0;
+    if (whole) {
+        hv = ps__hash(src, take);
+    } else {
+        if (p->off == 0) {
+            if (!p->hs && !(p->hs = XXH3_createState())) {
+                ps__errf(-ENOMEM, "a checksum state");
+                ps__fatal(ps, -ENOMEM, "exchange");
+            }
+            XXH3_64bits_reset(p->hs);
+        }
+        XXH3_64bits_update(p->hs, src, take);
     }
+    p->off += take;
+    p->rpos += take;
+    if (p->off == e.size) {
+        if (!whole)
+            hv = XXH3_64bits_digest(p->hs);
+        if (hv != e.hash) {
+            ps__errf(PS_ECORRUPT, "sample %#" PRIx64 " from rank %d arrived with a bad checksum", e.id, peer);
+            xfail(x, PS_ECORRUPT, 1);
+        }
+        if (p->fd >= 0) {
+            if (x->err)
+                ps__sample_abort(ps->rankdir, &e, p->fd);
+            else if ((err = ps__sample_finish(ps->rankdir, &e, p->fd)))
+                xfail(x, err, 0);
+            p->fd = -1;
+        }
+        p->j++;
+        p->off = 0;
+    }
+    return p->rpos == p->rlen;
 }
 
-/* Handles the completion of request `slot`, posting what follows it. */
-static void on_complete(ps_shuffler_t *ps, ps__xchg_t *x, int slot)
+static int cmp_entry(const void *a, const void *b) { return ps__cmp_entry(a, b); }
+
+/* The headers arrived: check them, make room for the samples, and build
+ * the store of the next epoch (kept entries merged with received ones),
+ * all before the payload moves. */
+static int on_headers(ps_shuffler_t *ps, ps__xchg_t *x)
 {
-    int i = slot / 2, data = slot % 2, err = 0;
-    if (i < x->nsp) {
-        ps__peer_t *p = &x->sp[i];
-        if (!data)
-            p->hdr_done = 1;
-        else if (p->next < p->n)
-            err = post_send_chunk(ps, x, i);
-        else
-            p->finished = 1;
-    } else {
-        i -= x->nsp;
-        ps__peer_t *p = &x->rp[i];
-        if (!data) {
-            p->hdr_done = 1;
-            for (uint64_t j = 0; j < p->n; j++)
-                if (get64(p->hdr + j * PS_WIRE_HDR + 16) > PS_MAX_SAMPLE) {
-                    err = ps__errf(PS_ECORRUPT, "headers from rank %d: sample size over 1 GiB", p->peer);
-                    break;
-                }
-            if (!err)
-                err = post_recv_chunk(ps, x, i);
-        } else {
-            recv_chunk_done(ps, x, i);
-            if (p->next < p->n)
-                err = post_recv_chunk(ps, x, i);
-            else
-                p->finished = 1;
+    int M = ps->nranks;
+    uint64_t k = 0;
+    for (int r = 0; r < M; r++) {
+        ps__peer_t *p = &x->rp[r];
+        p->len = 0;
+        for (uint64_t j = 0; j < p->n; j++) {
+            uint64_t s = hdr_size(p, j);
+            if (s > PS_MAX_SAMPLE)
+                return ps__errf(PS_ECORRUPT, "headers from rank %d: sample size over 1 GiB", r);
+            p->len += s;
         }
     }
-    if (err)
-        xfail(x, err, 0); /* an MPI failure here cannot be hidden: the job will fail */
-}
-
-static int all_null(const ps__xchg_t *x)
-{
-    for (int i = 0; i < 2 * (x->nsp + x->nrp); i++)
-        if (x->reqs[i] != MPI_REQUEST_NULL)
-            return 0;
-    return 1;
-}
-
-static int step(ps_shuffler_t *ps, ps__xchg_t *x, int blocking)
-{
-    int n = 2 * (x->nsp + x->nrp), idx = MPI_UNDEFINED, flag = 0, rc;
-    if (n == 0 || all_null(x)) {
-        x->complete = 1;
+    for (int r = 0; r < M; r++) {
+        ps__peer_t *p = &x->rp[r];
+        size_t live = 0;
+        unsigned char *base = NULL;
+        ps__block_t *blk = NULL;
+        if (!ps->root && p->n) {
+            for (uint64_t j = 0; j < p->n; j++)
+                live += ps__arena_need(hdr_size(p, j));
+            if (ps__fault(ps, "chunk") || !(base = ps__arena_region(&ps->arena, p->len, live, &blk))) {
+                ps__errf(-ENOMEM, "%" PRIu64 " bytes for the samples from rank %d", p->len, r);
+                ps__fatal(ps, -ENOMEM, "exchange");
+            }
+            p->region = base;
+        }
+        uint64_t off = 0;
+        for (uint64_t j = 0; j < p->n; j++) {
+            const unsigned char *h = p->hdr + j * PS_WIRE_HDR;
+            ps__entry_t e = {.id = get64(h), .label = (int32_t)(uint32_t)get64(h + 8), .size = get64(h + 16),
+                             .hash = get64(h + 24)};
+            if (base) {
+                e.data = base + off;
+                e.blk = blk;
+            }
+            off += e.size;
+            x->staged[k++] = e;
+            x->staged_bytes += e.size;
+            if (ps->root && e.size == 0) {
+                int fd, err = ps__sample_create(ps->rankdir, &e, &fd);
+                if (!err && (err = ps__sample_finish(ps->rankdir, &e, fd)))
+                    fd = -1;
+                if (err)
+                    xfail(x, err, 0);
+            }
+        }
+    }
+    x->nstaged = k;
+    if (ps->n + k > x->st.peak_samples)
+        x->st.peak_samples = ps->n + k;
+    note_peak(ps, x);
+    if (k)
+        qsort(x->staged, k, sizeof *x->staged, cmp_entry);
+    /* Merge: the kept entries are in ascending id order already. */
+    uint64_t a = 0, b = 0, n = 0;
+    for (;;) {
+        while (a < ps->n && x->sent[a])
+            a++;
+        if (a == ps->n && b == k)
+            break;
+        if (n == x->plan.count_after) {
+            n++;
+            break;
+        }
+        if (b == k || (a < ps->n && ps->ent[a].id < x->staged[b].id)) {
+            x->newent[n++] = ps->ent[a++];
+        } else {
+            if ((a < ps->n && ps->ent[a].id == x->staged[b].id) || (n && x->newent[n - 1].id == x->staged[b].id)) {
+                x->commit_err = ps__errf(PS_EDUP, "rank %d: sample id %#" PRIx64 " received while already held",
+                                         ps->rank, x->staged[b].id);
+                snprintf(x->commit_detail, sizeof x->commit_detail, "%s", ps_errdetail());
+                return 0;
+            }
+            x->newent[n++] = x->staged[b++];
+        }
+    }
+    if (n != x->plan.count_after) {
+        uint64_t total = 0;
+        for (uint64_t i = 0; i < ps->n; i++)
+            total += !x->sent[i];
+        x->commit_err = ps__errf(PS_ECORRUPT, "rank %d would hold %" PRIu64 " samples after the exchange, the plan "
+                                 "says %" PRIu64, ps->rank, total + k, x->plan.count_after);
+        snprintf(x->commit_detail, sizeof x->commit_detail, "%s", ps_errdetail());
         return 0;
     }
-    if (blocking) {
-        rc = MPI_Waitany(n, x->reqs, &idx, MPI_STATUS_IGNORE);
-        flag = 1;
-    } else {
-        rc = MPI_Testany(n, x->reqs, &idx, &flag, MPI_STATUS_IGNORE);
+    x->nnew = n;
+    return 0;
+}
+
+static int hindexed(void *addr, uint64_t len, MPI_Datatype *t)
+{
+    MPI_Aint a;
+    int bl = (int)len;
+    if (MPI_Get_address(addr, &a) != MPI_SUCCESS || MPI_Type_create_hindexed(1, &bl, &a, MPI_BYTE, t) != MPI_SUCCESS ||
+        MPI_Type_commit(t) != MPI_SUCCESS)
+        return ps__errf(PS_EMPI, "MPI_Type_create_hindexed of %" PRIu64 " bytes failed", len);
+    return 0;
+}
+
+/* Sets up round x->round: pieces and buffers. */
+static void round_setup(ps_shuffler_t *ps, ps__xchg_t *x)
+{
+    int M = ps->nranks;
+    size_t so = 0, ro = 0;
+    for (int r = 0; r < M; r++) {
+        ps__peer_t *s = &x->sp[r], *p = &x->rp[r];
+        s->rlen = piece(x, s, x->round), s->rpos = 0, s->boff = so, so += s->rlen;
+        p->rlen = piece(x, p, x->round), p->rpos = 0, p->boff = ro, ro += p->rlen;
     }
-    if (rc != MPI_SUCCESS)
-        return ps__errf(PS_EMPI, "MPI_%s failed during the exchange of epoch %" PRIu64,
-                        blocking ? "Waitany" : "Testany", x->epoch);
-    if (!flag)
-        return 0;
-    if (idx != MPI_UNDEFINED)
-        on_complete(ps, x, idx);
-    if (all_null(x)) {
-        x->complete = 1;
-        x->t_complete = ps__now_ns();
+    if (so)
+        round_buf(ps, x, &x->sbuf, &x->sbuflen, so);
+    if (ro && ps->root)
+        round_buf(ps, x, &x->rbuf, &x->rbuflen, ro);
+    x->pk_peer = 0;
+}
+
+static int post_round(ps_shuffler_t *ps, ps__xchg_t *x)
+{
+    int M = ps->nranks, err = 0;
+    int *cnt = calloc(4 * (size_t)M, sizeof *cnt);
+    if (!cnt) {
+        ps__errf(-ENOMEM, "round counts");
+        ps__fatal(ps, -ENOMEM, "exchange");
     }
-    return 1;
+    int *rcnt = cnt + M, *zero = cnt + 2 * M;
+    for (int r = 0; r < M && !err; r++) {
+        ps__peer_t *s = &x->sp[r], *p = &x->rp[r];
+        x->types[r] = x->types[M + r] = MPI_BYTE;
+        if (s->rlen) {
+            cnt[r] = 1;
+            err = hindexed(x->sbuf + s->boff, s->rlen, &x->types[r]);
+            x->st.chunks_sent++;
+        }
+        if (p->rlen && !err) {
+            rcnt[r] = 1;
+            err = hindexed(ps->root ? x->rbuf + p->boff : p->region + x->round * x->budget, p->rlen, &x->types[M + r]);
+            x->st.chunks_recv++;
+        }
+    }
+    if (!err && MPI_Ialltoallw(MPI_BOTTOM, cnt, zero, x->types, MPI_BOTTOM, rcnt, zero, x->types + M, ps->dcomm,
+                               &x->req) != MPI_SUCCESS)
+        err = ps__errf(PS_EMPI, "MPI_Ialltoallw of round %" PRIu64 " failed", x->round);
+    free(cnt);
+    return err;
+}
+
+/* Advances the exchange until it waits on MPI, completes, or `deadline`
+ * (ns, 0: none) passes. Returns 1 when it moved, 0 when it only waits,
+ * or an error that the job cannot survive (an MPI failure). */
+static int step(ps_shuffler_t *ps, ps__xchg_t *x, uint64_t deadline)
+{
+    int moved = 0, flag, err;
+    for (;;) {
+        switch (x->phase) {
+        case PS_PH_HDR:
+        case PS_PH_WAIT:
+            if (MPI_Test(&x->req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+                return ps__errf(PS_EMPI, "MPI_Test failed during the exchange of epoch %" PRIu64, x->epoch);
+            if (!flag)
+                return moved;
+            moved = 1;
+            if (x->phase == PS_PH_HDR) {
+                if ((err = on_headers(ps, x)))
+                    xfail(x, err, 0); /* bad headers: the payload still moves, and the exchange fails */
+                x->round = 0;
+                if (x->nrounds)
+                    round_setup(ps, x);
+                x->phase = PS_PH_PACK;
+                break;
+            }
+            free_types(ps, x);
+            for (int r = 0; r < ps->nranks; r++)
+                x->bytes_in += x->rp[r].rlen;
+            if (!x->part_hooked && x->bytes_in) {
+                x->part_hooked = 1;
+                hook(ps, PS_POINT_RECV_PART);
+            }
+            x->pk_peer = 0;
+            x->phase = ps->root ? PS_PH_UNPACK : PS_PH_PACK;
+            if (!ps->root) {
+                if (++x->round < x->nrounds)
+                    round_setup(ps, x);
+            }
+            break;
+        case PS_PH_PACK:
+            if (x->round >= x->nrounds) {
+                x->phase = PS_PH_DONE;
+                break;
+            }
+            while (x->pk_peer < ps->nranks) {
+                if (pack_slice(ps, x, &x->sp[x->pk_peer]))
+                    x->pk_peer++;
+                moved = 1;
+                if (deadline && ps__now_ns() > deadline)
+                    return moved;
+            }
+            if ((err = post_round(ps, x)))
+                return err;
+            x->phase = PS_PH_WAIT;
+            break;
+        case PS_PH_UNPACK:
+            while (x->pk_peer < ps->nranks) {
+                if (unpack_slice(ps, x, x->pk_peer))
+                    x->pk_peer++;
+                moved = 1;
+                if (deadline && ps__now_ns() > deadline)
+                    return moved;
+            }
+            if (++x->round < x->nrounds)
+                round_setup(ps, x);
+            x->phase = PS_PH_PACK;
+            break;
+        case PS_PH_DONE:
+            if (!x->complete) {
+                x->complete = 1;
+                x->t_complete = ps__now_ns();
+            }
+            return moved;
+        }
+        if (deadline && ps__now_ns() > deadline)
+            return moved;
+    }
 }
 
 static int begin_local(ps_shuffler_t *ps, uint64_t epoch);
-int ps__post(ps_shuffler_t *ps);
+static int post_headers(ps_shuffler_t *ps);
 
-/* The progress thread: polls the exchange until it completes or
+/* The progress thread: runs the exchange until it completes or
  * ps_exchange_end() takes over. The mutex keeps it from running a step at
  * the same time as ps_progress(). */
 static void *progress_main(void *arg)
@@ -383,13 +589,8 @@ static void *progress_main(void *arg)
     long nap = 20000;
     while (!ps->thread_stop) {
         pthread_mutex_lock(&ps->mu);
-        int r = 0, moved = 0;
-        for (int i = 0; i < 64 && !x->complete; i++) {
-            if ((r = step(ps, x, 0)) <= 0)
-                break;
-            moved = 1;
-        }
-        if (moved)
+        int r = step(ps, x, ps__now_ns() + 5000000);
+        if (r > 0)
             x->t_outside = ps__now_ns();
         if (r < 0)
             xfail(x, r, 0);
@@ -397,16 +598,21 @@ static void *progress_main(void *arg)
         pthread_mutex_unlock(&ps->mu);
         if (stop)
             break;
-        /* Poll often while messages flow, back off to 1 ms when idle, so
-         * the thread costs little CPU during a long epoch. */
-        nap = moved ? 20000 : (nap < 1000000 ? 2 * nap : 1000000);
+        /* Poll often while data moves (MPI's rendezvous needs the receiver
+         * to answer), back off to 1 ms when idle, so the thread costs little
+         * CPU during a long epoch. */
+        nap = r > 0 ? 20000 : (nap < 1000000 ? 2 * nap : 1000000);
         struct timespec ts = {0, nap};
         nanosleep(&ts, NULL);
     }
     return NULL;
 }
 
-PS_API int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch)
+static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread);
+
+PS_API int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch) { return begin(ps, epoch, ps->progress_thread); }
+
+static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread)
 {
     ps__errclear();
     int err = 0;
@@ -427,14 +633,18 @@ PS_API int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch)
         err = begin_local(ps, epoch);
         created = ps->x != NULL;
     }
-    if ((err = ps__agree(ps, err, 0))) {
+    /* The same reduction agrees on success and on the number of rounds. */
+    uint64_t rounds = created ? ps->x->nrounds : 0;
+    if ((err = ps__agree_max(ps, err, 0, &rounds))) {
         if (created)
             ps__xchg_free(ps);
         return err;
     }
-    if ((err = ps__post(ps)))
+    ps->x->nrounds = rounds;
+    ps->x->st.rounds = rounds;
+    if ((err = post_headers(ps)))
         ps__fatal(ps, err, "ps_exchange_begin"); /* the peers posted theirs: no way back */
-    if (ps->progress_thread) {
+    if (thread) {
         ps->thread_stop = 0;
         if ((err = pthread_create(&ps->thread, NULL, progress_main, ps)))
             return ps__errf(-err, "cannot start the progress thread"); /* ps_exchange_end() still completes */
@@ -443,15 +653,18 @@ PS_API int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch)
     return 0;
 }
 
+/* Everything that can fail before the ranks agree: the plan, the headers
+ * to send, and the memory for the entries of the next epoch. */
 static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
 {
-    int err = 0;
+    int err = 0, M = ps->nranks;
     if (ps__fault(ps, "begin"))
         return ps__errf(-ENOMEM, "planning the exchange of epoch %" PRIu64 " (injected allocation failure)", epoch);
     ps__xchg_t *x = calloc(1, sizeof *x);
     if (!x)
         return -ENOMEM;
     ps->x = x;
+    x->req = MPI_REQUEST_NULL;
     x->t_begin = ps__now_ns();
     x->epoch = epoch;
     x->q = ps_schedule_q(&ps->q, epoch);
@@ -459,69 +672,59 @@ static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
     x->st.q = x->q;
     x->st.peak_samples = ps->n;
     x->st.peak_bytes = ps->bytes;
-    if ((err = ps_plan_compute(&x->plan, ps->seed, epoch, x->q, ps->counts, ps->nranks, ps->rank)))
+    /* Half the window each way, shared by the peers. */
+    x->budget = ps->window / 2 / (uint64_t)(M > 1 ? M - 1 : 1);
+    if (x->budget == 0)
+        x->budget = 1;
+    if ((err = ps_plan_compute(&x->plan, ps->seed, epoch, x->q, ps->counts, M, ps->rank)))
         goto fail;
+    const ps_plan_t *pl = &x->plan;
+    x->sp = calloc((size_t)M, sizeof *x->sp);
+    x->rp = calloc((size_t)M, sizeof *x->rp);
+    x->types = malloc(2 * (size_t)M * sizeof *x->types);
     x->sent = calloc(ps->n ? ps->n : 1, 1);
-    int M = ps->nranks;
-    uint64_t *scnt = calloc((size_t)M, sizeof *scnt), *rcnt = calloc((size_t)M, sizeof *rcnt);
-    int *smap = malloc((size_t)M * sizeof *smap), *rmap = malloc((size_t)M * sizeof *rmap);
-    if (!x->sent || !scnt || !rcnt || !smap || !rmap) {
-        free(scnt), free(rcnt), free(smap), free(rmap);
+    x->shdr = malloc((pl->nsend ? pl->nsend : 1) * PS_WIRE_HDR);
+    x->rhdr = malloc((pl->nrecv ? pl->nrecv : 1) * PS_WIRE_HDR);
+    x->staged = malloc((pl->nrecv ? pl->nrecv : 1) * sizeof *x->staged);
+    x->newent = malloc((pl->count_after ? pl->count_after : 1) * sizeof *x->newent);
+    if (!x->sp || !x->rp || !x->types || !x->sent || !x->shdr || !x->rhdr || !x->staged || !x->newent) {
         err = -ENOMEM;
         goto fail;
     }
-    const ps_plan_t *pl = &x->plan;
-    for (uint64_t i = 0; i < pl->nsend; i++)
-        scnt[pl->send_to[i]]++;
-    for (int r = 0; r < M; r++)
-        rcnt[r] = r == ps->rank ? 0 : pl->recv_count[r];
     for (int r = 0; r < M; r++) {
-        /* Headers travel as a count of PS_WIRE_HDR-byte records (not bytes,
-         * which overflowed an int past 67 M samples to one peer). */
-        if (scnt[r] > INT_MAX || rcnt[r] > INT_MAX) {
-            err = ps__errf(PS_ETOOBIG, "exchange of epoch %" PRIu64 ": %" PRIu64 " samples between ranks %d and %d "
-                           "(limit %d per pair)", epoch, scnt[r] > rcnt[r] ? scnt[r] : rcnt[r], ps->rank, r, INT_MAX);
-            free(scnt), free(rcnt), free(smap), free(rmap);
+        x->sp[r].fd = x->rp[r].fd = -1;
+        x->types[r] = x->types[M + r] = MPI_DATATYPE_NULL;
+    }
+    /* Headers travel as counts of PS_WIRE_HDR-byte records with int
+     * displacements: the totals must fit an int. */
+    if (pl->nsend > INT_MAX || pl->nrecv > INT_MAX) {
+        err = ps__errf(PS_ETOOBIG, "exchange of epoch %" PRIu64 ": rank %d sends %" PRIu64 " and receives %" PRIu64
+                       " samples (limit %d each)", epoch, ps->rank, pl->nsend, pl->nrecv, INT_MAX);
+        goto fail;
+    }
+    for (uint64_t i = 0; i < pl->nsend; i++)
+        x->sp[pl->send_to[i]].n++;
+    uint64_t o = 0;
+    for (int r = 0; r < M; r++) {
+        ps__peer_t *p = &x->sp[r];
+        p->hdr = x->shdr + o * PS_WIRE_HDR;
+        o += p->n;
+        if (p->n && !(p->idx = malloc(p->n * sizeof *p->idx))) {
+            err = -ENOMEM;
             goto fail;
         }
+        p->n = 0; /* refilled below */
     }
+    o = 0;
     for (int r = 0; r < M; r++) {
-        smap[r] = scnt[r] ? x->nsp++ : -1;
-        rmap[r] = rcnt[r] ? x->nrp++ : -1;
+        ps__peer_t *p = &x->rp[r];
+        p->n = r == ps->rank ? 0 : pl->recv_count[r];
+        p->hdr = x->rhdr + o * PS_WIRE_HDR;
+        o += p->n;
     }
-    x->sp = calloc((size_t)x->nsp + 1, sizeof *x->sp);
-    x->rp = calloc((size_t)x->nrp + 1, sizeof *x->rp);
-    x->reqs = malloc((2 * (size_t)(x->nsp + x->nrp) + 1) * sizeof *x->reqs);
-    for (int r = 0; x->sp && x->rp && r < M; r++) {
-        if (smap[r] >= 0) {
-            ps__peer_t *p = &x->sp[smap[r]];
-            p->peer = r;
-            p->idx = malloc(scnt[r] * sizeof *p->idx);
-            p->hdr = malloc(scnt[r] * PS_WIRE_HDR);
-            if (!p->idx || !p->hdr)
-                err = -ENOMEM;
-        }
-        if (rmap[r] >= 0) {
-            ps__peer_t *p = &x->rp[rmap[r]];
-            p->peer = r;
-            p->n = rcnt[r];
-            p->hdr = malloc(rcnt[r] * PS_WIRE_HDR);
-            if (!p->hdr)
-                err = -ENOMEM;
-        }
-    }
-    if (!x->sp || !x->rp || !x->reqs)
-        err = -ENOMEM;
-    free(scnt), free(rcnt);
-    if (err) {
-        free(smap), free(rmap);
-        goto fail;
-    }
-    for (int i = 0; i < 2 * (x->nsp + x->nrp); i++)
-        x->reqs[i] = MPI_REQUEST_NULL;
     x->st.samples_kept = pl->nkept;
     for (uint64_t i = 0; i < pl->nsend; i++) {
-        ps__peer_t *p = &x->sp[smap[pl->send_to[i]]];
+        ps__peer_t *p = &x->sp[pl->send_to[i]];
         uint64_t pos = pl->send_pos[i];
         const ps__entry_t *e = &ps->ent[pos];
         unsigned char *h = p->hdr + p->n * PS_WIRE_HDR;
@@ -530,47 +733,43 @@ static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
         put64(h + 16, e->size);
         put64(h + 24, e->hash);
         p->idx[p->n++] = pos;
+        p->len += e->size;
         x->sent[pos] = 1;
         x->st.samples_sent++;
         x->st.bytes_sent += e->size;
     }
-    free(smap), free(rmap);
+    for (int r = 0; r < M; r++) {
+        uint64_t k = (x->sp[r].len + x->budget - 1) / x->budget;
+        if (k > x->nrounds)
+            x->nrounds = k;
+    }
     return 0;
 fail:
     ps__xchg_free(ps);
     return err;
 }
 
-/* Posts the first messages. A failure here is an MPI failure, which the
- * job does not survive; it is still reported, not hidden. */
-int ps__post(ps_shuffler_t *ps)
+/* Starts the headers' all-to-all. A failure here is an MPI failure, which
+ * the job does not survive; it is still reported, not hidden. */
+static int post_headers(ps_shuffler_t *ps)
 {
     ps__xchg_t *x = ps->x;
-    int err = 0;
-    /* Receives first, so that the headers find a posted buffer. */
-    for (int i = 0; i < x->nrp; i++) {
-        ps__peer_t *p = &x->rp[i];
-        if (MPI_Irecv(p->hdr, (int)p->n, ps->hdrtype, p->peer, TAG_HDR, ps->comm,
-                      &x->reqs[2 * (x->nsp + i)]) != MPI_SUCCESS) {
-            err = ps__errf(PS_EMPI, "MPI_Irecv of headers from rank %d failed", p->peer);
-            goto fail;
-        }
+    int M = ps->nranks;
+    int *v = malloc(4 * (size_t)M * sizeof *v);
+    if (!v)
+        return ps__errf(-ENOMEM, "header counts");
+    int *sc = v, *sd = v + M, *rc = v + 2 * M, *rd = v + 3 * M, so = 0, ro = 0;
+    for (int r = 0; r < M; r++) {
+        sc[r] = (int)x->sp[r].n, sd[r] = so, so += sc[r];
+        rc[r] = (int)x->rp[r].n, rd[r] = ro, ro += rc[r];
     }
-    for (int i = 0; i < x->nsp; i++) {
-        ps__peer_t *p = &x->sp[i];
-        if (MPI_Isend(p->hdr, (int)p->n, ps->hdrtype, p->peer, TAG_HDR, ps->comm, &x->reqs[2 * i]) !=
-            MPI_SUCCESS) {
-            err = ps__errf(PS_EMPI, "MPI_Isend of headers to rank %d failed", p->peer);
-            goto fail;
-        }
-        if ((err = post_send_chunk(ps, x, i)))
-            goto fail;
-    }
+    int rc_ = MPI_Ialltoallv(x->shdr, sc, sd, ps->hdrtype, x->rhdr, rc, rd, ps->hdrtype, ps->dcomm, &x->req);
+    free(v);
+    if (rc_ != MPI_SUCCESS)
+        return ps__errf(PS_EMPI, "MPI_Ialltoallv of the sample headers failed");
+    x->phase = PS_PH_HDR;
     hook(ps, PS_POINT_BEGIN);
     return 0;
-fail:
-    ps__xchg_free(ps);
-    return err;
 }
 
 PS_API int ps_progress(ps_shuffler_t *ps, int *done)
@@ -590,66 +789,73 @@ PS_API int ps_progress(ps_shuffler_t *ps, int *done)
         return 0;
     }
     /* Bounded by time, so a caller in a training loop is never held up
-     * long: about 1 ms, unless one completion's work alone takes longer. */
-    uint64_t t0 = ps__now_ns();
-    while (!x->complete && ps__now_ns() - t0 < 1000000) {
-        if ((r = step(ps, x, 0)) < 0) {
+     * long: about 1 ms (work is cut into slices of at most 64 KiB). */
+    if (!x->complete) {
+        if ((r = step(ps, x, ps__now_ns() + 1000000)) < 0)
             err = r;
-            break;
-        }
-        if (r == 0)
-            break;
-        x->t_outside = ps__now_ns();
+        else if (r > 0)
+            x->t_outside = ps__now_ns();
     }
     if (done)
         *done = x->complete;
     return err;
 }
 
-static int commit(ps_shuffler_t *ps, ps__xchg_t *x, ps__entry_t **newent, uint64_t *newn)
+/* Runs the exchange to its end: every collective must complete on every
+ * rank. Polled rather than waited on, so that a peer that stopped taking
+ * part ends the job with a message instead of a silent hang. */
+static void finish(ps_shuffler_t *ps, ps__xchg_t *x, const char *what)
 {
-    uint64_t kept = ps->n - x->st.samples_sent, n = kept + x->nstaged, k = 0;
-    ps__entry_t *e = malloc((n ? n : 1) * sizeof *e);
-    if (!e)
-        return -ENOMEM;
-    for (uint64_t i = 0; i < ps->n; i++)
-        if (!x->sent[i])
-            e[k++] = ps->ent[i];
-    if (x->nstaged)
-        memcpy(e + k, x->staged, x->nstaged * sizeof *e);
-    if (n != x->plan.count_after) {
-        free(e);
-        return ps__errf(PS_ECORRUPT, "rank %d would hold %" PRIu64 " samples after the exchange, the plan says %" PRIu64,
-                        ps->rank, n, x->plan.count_after);
-    }
-    qsort(e, n, sizeof *e, ps__cmp_entry);
-    for (uint64_t i = 1; i < n; i++)
-        if (e[i].id == e[i - 1].id) {
-            int err = ps__errf(PS_EDUP, "rank %d: sample id %#" PRIx64 " received while already held", ps->rank,
-                               e[i].id);
-            free(e);
-            return err;
+    uint64_t last = ps__now_ns(), limit = (uint64_t)(ps->timeout_s * 1e9);
+    while (!x->complete) {
+        int r = step(ps, x, 0);
+        if (r < 0) {
+            ps__fatal(ps, r, what); /* an MPI failure: the collectives cannot complete */
         }
+        if (r > 0) {
+            last = ps__now_ns();
+            continue;
+        }
+        uint64_t idle = ps__now_ns() - last;
+        if (idle > limit) {
+            ps__errf(PS_EPEER, "no message from the other ranks within %g s (PSHUFFLE_TIMEOUT) during the exchange "
+                     "of epoch %" PRIu64 ": a rank died or left the exchange", ps->timeout_s, x->epoch);
+            ps__fatal(ps, PS_EPEER, what);
+        }
+        /* Spin on MPI (which yields by itself when told to) while the
+         * peers are busy; only a long wait backs off, to spare the CPU. */
+        if (idle > 10000000)
+            sched_yield();
+    }
+}
+
+void ps__xchg_drain(ps_shuffler_t *ps)
+{
+    if (!ps->x)
+        return;
+    stop_thread(ps);
+    finish(ps, ps->x, "ps_close during an exchange");
+}
+
+static int commit(ps_shuffler_t *ps, ps__xchg_t *x)
+{
+    if (x->commit_err) {
+        ps__errset(x->commit_detail);
+        return x->commit_err;
+    }
     int err = 0;
     if (ps->root) {
         if (ps->fsync && (err = ps__sync_store(ps->rankdir)))
-            goto out;
+            return err;
         hook(ps, PS_POINT_STAGED);
         ps__manifest_t m = {.rank = ps->rank, .nranks = ps->nranks, .epoch = x->epoch + 1, .seed = ps->seed,
-                            .params = ps->params, .count = n, .ent = e};
+                            .params = ps->params, .count = x->nnew, .ent = x->newent};
         ps__schedule_desc(&ps->q, m.qdesc, sizeof m.qdesc);
         err = ps__manifest_write(ps->rankdir, &m, ps->fsync);
     } else {
         hook(ps, PS_POINT_STAGED);
     }
-out:
-    if (err) {
-        free(e);
-        return err;
-    }
-    *newent = e;
-    *newn = n;
-    return 0;
+    return err;
 }
 
 PS_API int ps_exchange_end(ps_shuffler_t *ps)
@@ -660,6 +866,11 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
     /* Collective: ranks without an exchange still take part, so one rank's
      * misuse fails everybody instead of hanging them. */
     uint64_t t_end = ps__now_ns();
+    if (x) {
+        pthread_mutex_lock(&ps->mu);
+        x->st.bytes_recv_overlapped = x->bytes_in; /* what moved before this call */
+        pthread_mutex_unlock(&ps->mu);
+    }
     if ((err = ps__sync(ps, PS_OP_END, x ? x->epoch : ps->epoch))) {
         /* Out of step with the other ranks: nothing can complete. */
         if (x)
@@ -670,46 +881,26 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
         return ps__agree(ps, ps__errf(PS_ESTATE, "ps_exchange_end without ps_exchange_begin"), 0);
     x->t_endcall = t_end;
     stop_thread(ps);
-    /* Polled rather than MPI_Waitany, so that a peer that stopped sending
-     * ends the job with a message instead of a silent hang. */
-    uint64_t last = ps__now_ns(), limit = (uint64_t)(ps->timeout_s * 1e9);
-    while (!x->complete) {
-        int r = step(ps, x, 0);
-        if (r < 0) {
-            xfail(x, r, 0);
-            break;
-        }
-        if (r > 0) {
-            last = ps__now_ns();
-            continue;
-        }
-        if (ps__now_ns() - last > limit) {
-            ps__errf(PS_EPEER, "no message from the other ranks within %g s (PSHUFFLE_TIMEOUT) during the exchange "
-                     "of epoch %" PRIu64 ": a rank died or left the exchange", ps->timeout_s, x->epoch);
-            ps__fatal(ps, PS_EPEER, "ps_exchange_end");
-        }
-        sched_yield();
-    }
-    if (!x->t_complete)
-        x->t_complete = ps__now_ns();
-    ps__entry_t *newent = NULL;
-    uint64_t newn = 0;
+    finish(ps, x, "ps_exchange_end");
+    x->st.samples_recv = x->nstaged;
+    x->st.bytes_recv = x->staged_bytes;
+    int committed = 0;
     if (x->err) {
         err = x->err;
         ps__errset(x->errdetail);
     } else {
-        err = commit(ps, x, &newent, &newn);
+        err = commit(ps, x);
+        committed = !err;
     }
     hook(ps, PS_POINT_COMMITTED);
     int secondary = x->err && x->err_secondary;
     if ((err = ps__agree(ps, err, secondary))) {
         /* No partial commit: every rank returns to the old epoch. */
-        char path[4200];
-        if (ps->root && newent) {
+        if (ps->root && committed) {
+            char path[4200];
             ps__manifest_path(path, sizeof path, ps->rankdir, x->epoch + 1);
             unlink(path);
         }
-        free(newent);
         ps__xchg_free(ps);
         return err;
     }
@@ -735,8 +926,9 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
         unlink(path);
     }
     free(ps->ent);
-    ps->ent = newent;
-    ps->n = ps->cap = newn;
+    ps->ent = x->newent;
+    x->newent = NULL;
+    ps->n = ps->cap = x->nnew;
     if (!ps->root)
         ps__arena_compact(&ps->arena, ps->ent, ps->n);
     ps->bytes = ps->bytes - x->st.bytes_sent + x->staged_bytes;
@@ -750,14 +942,13 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
     x->st.overlap_ns = x->t_outside > x->t_begin && x->t_outside <= x->t_endcall ? x->t_outside - x->t_begin : 0;
     ps->stats = x->st;
     ps__xchg_free(ps);
-    if (ps->root)
-        ps__pool_free(ps); /* a directory store holds no payload in memory between epochs */
     hook(ps, PS_POINT_DONE);
     return 0;
 }
 
 PS_API int ps_exchange(ps_shuffler_t *ps, uint64_t epoch)
 {
-    int err = ps_exchange_begin(ps, epoch);
+    /* Nothing to overlap with: the calling thread does all the work. */
+    int err = begin(ps, epoch, 0);
     return err ? err : ps_exchange_end(ps);
 }

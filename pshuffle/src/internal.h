@@ -11,7 +11,9 @@
 #define PS_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
 #define PS_MAX_SAMPLE (UINT64_C(1) << 30)
-#define PS_MAX_CHUNK (UINT64_C(1) << 30)
+#define PS_MIN_WINDOW (UINT64_C(1) << 10)
+#define PS_MAX_WINDOW (UINT64_C(1) << 30)
+uint64_t ps__env_window(void);
 
 int ps__errf(int err, const char *fmt, ...) PS_PRINTF(2, 3);
 void ps__errset(const char *text);
@@ -56,8 +58,15 @@ typedef struct {
 void *ps__arena_alloc(ps__arena_t *a, size_t n, ps__block_t **blk);
 void ps__arena_free(ps__arena_t *a, ps__block_t *blk, size_t n);
 void ps__arena_destroy(ps__arena_t *a);
-/* Moves the samples of ent[n] into fresh blocks when the arena is mostly
- * holes. Always succeeds (without memory it leaves things as they are). */
+/* Bytes the arena accounts for a sample of n bytes. */
+size_t ps__arena_need(size_t n);
+/* A block of exactly `bytes` bytes that will hold samples placed by the
+ * caller, back to back; `live` is the sum of ps__arena_need() of their
+ * sizes, so that freeing each of them with ps__arena_free() releases it. */
+void *ps__arena_region(ps__arena_t *a, size_t bytes, size_t live, ps__block_t **blk);
+/* Moves the samples of ent[n] that sit in blocks less than half live into
+ * fresh blocks, and frees those blocks. Always succeeds (without memory it
+ * leaves things as they are). */
 int ps__arena_compact(ps__arena_t *a, ps__entry_t *ent, uint64_t n);
 
 /* ---- sample files and manifests (store.c) ---- */
@@ -88,6 +97,16 @@ extern int (*ps__write_hook)(size_t len);
 
 int ps__sample_write(const char *rankdir, const ps__entry_t *e, const void *data, int do_fsync);
 int ps__sample_read(const char *rankdir, const ps__entry_t *e, void *buf, size_t cap);
+/* A sample file written in pieces: create (header), append, then finish
+ * (close and rename into place) or abort (close and remove). */
+int ps__sample_create(const char *rankdir, const ps__entry_t *e, int *fd);
+int ps__sample_append(const char *rankdir, const ps__entry_t *e, int fd, const void *data, size_t len);
+int ps__sample_finish(const char *rankdir, const ps__entry_t *e, int fd);
+void ps__sample_abort(const char *rankdir, const ps__entry_t *e, int fd);
+/* A sample file read in pieces: open (checks header and size), then
+ * pread payload bytes [off, off+len). The caller closes fd. */
+int ps__sample_open(const char *rankdir, const ps__entry_t *e, int *fd);
+int ps__sample_pread(const char *rankdir, const ps__entry_t *e, int fd, void *buf, size_t len, uint64_t off);
 int ps__manifest_write(const char *rankdir, const ps__manifest_t *m, int do_fsync);
 int ps__manifest_read(const char *path, ps__manifest_t *m);
 void ps__manifest_free(ps__manifest_t *m);

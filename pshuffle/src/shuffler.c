@@ -22,10 +22,33 @@ PS_API void ps_config_init(ps_config_t *cfg)
     cfg->seed = 0;
     cfg->q.kind = PS_Q_CONST;
     cfg->q.q0 = 0.1;
-    cfg->chunk_bytes = UINT64_C(64) << 20;
+    cfg->window_bytes = ps__env_window();
     cfg->fsync = 1;
     cfg->resume = 1;
     cfg->progress_thread = -1;
+}
+
+/* PSHUFFLE_WINDOW (bytes, with an optional K, M or G suffix) replaces the
+ * default in-flight window of 64 MiB; a value that does not parse gives 0,
+ * which ps_open() refuses naming the variable. */
+uint64_t ps__env_window(void)
+{
+    const char *s = getenv("PSHUFFLE_WINDOW");
+    if (!s || !*s)
+        return UINT64_C(64) << 20;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    int shift = 0;
+    if (*end == 'K' || *end == 'k')
+        shift = 10, end++;
+    else if (*end == 'M' || *end == 'm')
+        shift = 20, end++;
+    else if (*end == 'G' || *end == 'g')
+        shift = 30, end++;
+    if (errno || end == s || *end || s[0] == '-' || v > (PS_MAX_WINDOW >> shift))
+        return 0;
+    return (uint64_t)v << shift;
 }
 
 const char *const ps__op_names[] = {"?", "a load (ps_load_files/ps_load_packed)", "ps_start",
@@ -68,6 +91,11 @@ int ps__wait(ps_shuffler_t *ps, MPI_Request *req, const char *what)
             return ps__errf(PS_EMPI, "%s failed", what);
         if (flag)
             return 0;
+        /* The ranks usually arrive within a few milliseconds of each other:
+         * spin that long (a sleep would add its wake-up to every
+         * collective), then back off so that a long wait costs no CPU. */
+        if (ps__now_ns() - t0 < 5000000)
+            continue;
         if (ps__now_ns() - t0 > limit) {
             ps__errf(PS_EPEER, "no answer from the other ranks within %g s (PSHUFFLE_TIMEOUT) in %s: a rank "
                      "died, or called another pshuffle function", ps->timeout_s, what);
@@ -85,26 +113,25 @@ int ps__wait(ps_shuffler_t *ps, MPI_Request *req, const char *what)
  * calls would otherwise match unrelated messages or wait forever. */
 int ps__sync(ps_shuffler_t *ps, int op, uint64_t epoch)
 {
-    int64_t v[2] = {op, -op}, r[2];
-    uint64_t e2[2] = {epoch, ~epoch}, er[2];
+    /* One reduction: the maxima of (op, ~op, epoch, ~epoch) give the
+     * largest and smallest of each. */
+    uint64_t v[4] = {(uint64_t)op, ~(uint64_t)op, epoch, ~epoch}, r[4];
     MPI_Request q;
-    if (MPI_Iallreduce(v, r, 2, MPI_INT64_T, MPI_MAX, ps->comm, &q) != MPI_SUCCESS)
+    if (MPI_Iallreduce(v, r, 4, MPI_UINT64_T, MPI_MAX, ps->comm, &q) != MPI_SUCCESS)
         return ps__errf(PS_EMPI, "MPI_Iallreduce failed at the start of %s", ps__op_names[op]);
     int err = ps__wait(ps, &q, ps__op_names[op]);
     if (err)
         return err;
-    if (r[0] != -r[1]) {
-        int a = (int)-r[1], b = (int)r[0];
+    if (r[0] != ~r[1]) {
+        uint64_t a = ~r[1], b = r[0];
+        if (a > PS_OP_CLOSE || b > PS_OP_CLOSE)
+            a = b = 0;
         return ps__errf(PS_ESTATE, "ranks called different functions: %s on some, %s on others", ps__op_names[a],
                         ps__op_names[b]);
     }
-    if (MPI_Iallreduce(e2, er, 2, MPI_UINT64_T, MPI_MAX, ps->comm, &q) != MPI_SUCCESS)
-        return ps__errf(PS_EMPI, "MPI_Iallreduce failed at the start of %s", ps__op_names[op]);
-    if ((err = ps__wait(ps, &q, ps__op_names[op])))
-        return err;
-    if (er[0] != epoch || ~er[1] != epoch)
+    if (r[2] != epoch || ~r[3] != epoch)
         return ps__errf(PS_EEPOCH, "ranks called %s for different epochs (%" PRIu64 " to %" PRIu64 ")",
-                        ps__op_names[op], ~er[1], er[0]);
+                        ps__op_names[op], ~r[3], r[2]);
     return 0;
 }
 
@@ -113,16 +140,21 @@ int ps__sync(ps_shuffler_t *ps, int op, uint64_t epoch)
  * A "secondary" failure (a consequence of another rank's failure, such as a
  * corrupt payload from a sender that could not read its file) loses to a
  * primary one when choosing whose message to show. */
-int ps__agree(ps_shuffler_t *ps, int err, int secondary)
+int ps__agree_max(ps_shuffler_t *ps, int err, int secondary, uint64_t *val)
 {
     int M = ps->nranks;
-    int key = err ? (secondary ? M : 0) + ps->rank : 2 * M, min = 2 * M;
+    int64_t key = err ? (secondary ? M : 0) + ps->rank : 2 * M;
     char saved[480];
     snprintf(saved, sizeof saved, "%s", ps_errdetail());
+    /* Minima of (key, -val): the first failing rank and the largest value. */
+    int64_t v[2] = {key, val ? -(int64_t)*val : 0}, r[2];
     MPI_Request q;
-    if (MPI_Iallreduce(&key, &min, 1, MPI_INT, MPI_MIN, ps->comm, &q) != MPI_SUCCESS ||
+    if (MPI_Iallreduce(v, r, 2, MPI_INT64_T, MPI_MIN, ps->comm, &q) != MPI_SUCCESS ||
         ps__wait(ps, &q, "agreeing on a result"))
         return ps__errf(PS_EMPI, "MPI_Allreduce failed while agreeing on a result");
+    int min = (int)r[0];
+    if (val)
+        *val = (uint64_t)-r[1];
     if (min == 2 * M)
         return 0;
     int who = min % M;
@@ -146,6 +178,8 @@ int ps__agree(ps_shuffler_t *ps, int err, int secondary)
     return ps__errf(PS_EPEER, "rank %d: %s%s%s", who, ps_strerror(msg.err), msg.detail[0] ? ": " : "",
                     msg.detail);
 }
+
+int ps__agree(ps_shuffler_t *ps, int err, int secondary) { return ps__agree_max(ps, err, secondary, NULL); }
 
 static int entries_grow(ps_shuffler_t *ps, uint64_t need)
 {
@@ -227,7 +261,7 @@ static int clean_extra_ranks(ps_shuffler_t *ps)
 typedef struct {
     int32_t err;
     int32_t is_dir;
-    uint64_t seed, params, chunk;
+    uint64_t seed, params, window;
     int32_t has;         /* has a manifest */
     int32_t m_nranks, m_rank;
     int32_t has_prev;    /* manifest hi-1 present */
@@ -293,7 +327,7 @@ static int open_verdict(ps_shuffler_t *ps, const open_info_t *all, uint64_t *tar
         if (all[r].params != all[0].params)
             return ps__errf(PS_EMISMATCH, "Q schedule differs across ranks: rank 0 has %s, rank %d has %s",
                             all[0].qdesc, r, all[r].qdesc);
-    MISMATCH(chunk, "chunk size", "%" PRIu64);
+    MISMATCH(window, "in-flight window (window_bytes)", "%" PRIu64);
     MISMATCH(is_dir, "store kind (1 = directory)", "%d");
     if (!all[0].is_dir || !ps->resume)
         return 0;
@@ -408,6 +442,16 @@ PS_API int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg)
         return ps__errf(PS_EMPI, "MPI_Comm_dup failed");
     }
     MPI_Comm_set_errhandler(ps->comm, MPI_ERRORS_RETURN);
+    /* The exchange's rounds run on a communicator of their own: a rank may
+     * enter ps_exchange_end() (a reduction on ps->comm) while its peers
+     * still post rounds, and collectives on one communicator must come in
+     * the same order on every rank. */
+    if (MPI_Comm_dup(ps->comm, &ps->dcomm) != MPI_SUCCESS) {
+        MPI_Comm_free(&ps->comm);
+        free(ps);
+        return ps__errf(PS_EMPI, "MPI_Comm_dup failed");
+    }
+    MPI_Comm_set_errhandler(ps->dcomm, MPI_ERRORS_RETURN);
     ps->hdrtype = MPI_DATATYPE_NULL;
     if (MPI_Type_contiguous(PS_WIRE_HDR, MPI_BYTE, &ps->hdrtype) != MPI_SUCCESS ||
         MPI_Type_commit(&ps->hdrtype) != MPI_SUCCESS)
@@ -416,7 +460,7 @@ PS_API int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg)
     MPI_Comm_size(ps->comm, &ps->nranks);
     ps->seed = cfg->seed;
     ps->q = cfg->q;
-    ps->chunk = cfg->chunk_bytes;
+    ps->window = cfg->window_bytes;
     ps->fsync = cfg->fsync;
     ps->resume = cfg->resume;
     ps->hook = cfg->hook;
@@ -450,8 +494,11 @@ PS_API int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg)
             err = ps__errf(PS_EINVAL, "a progress thread needs MPI_THREAD_MULTIPLE (initialise MPI with "
                                       "MPI_Init_thread)");
     }
-    if (!err && (cfg->chunk_bytes == 0 || cfg->chunk_bytes > PS_MAX_CHUNK))
-        err = ps__errf(PS_EINVAL, "chunk size %" PRIu64 " outside 1 byte .. 1 GiB", cfg->chunk_bytes);
+    if (!err && (cfg->window_bytes < PS_MIN_WINDOW || cfg->window_bytes > PS_MAX_WINDOW)) {
+        const char *env = getenv("PSHUFFLE_WINDOW");
+        err = ps__errf(PS_EINVAL, "in-flight window %" PRIu64 " outside 1 KiB .. 1 GiB%s%s%s", cfg->window_bytes,
+                       env && *env ? " (PSHUFFLE_WINDOW=" : "", env && *env ? env : "", env && *env ? ")" : "");
+    }
     ps->params = err ? 0 : ps__params_hash(ps->seed, &ps->q);
     if (!err && cfg->store_dir) {
         if (!*cfg->store_dir) {
@@ -470,7 +517,7 @@ PS_API int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg)
     me.is_dir = cfg->store_dir != NULL;
     me.seed = ps->seed;
     me.params = ps->params;
-    me.chunk = ps->chunk;
+    me.window = ps->window;
     ps__schedule_desc(&ps->q, me.qdesc, sizeof me.qdesc);
     if (err)
         snprintf(me.detail, sizeof me.detail, "%s", ps_errdetail());
@@ -520,6 +567,7 @@ PS_API void ps_close(ps_shuffler_t *ps)
         int err = ps__sync(ps, PS_OP_CLOSE, ps->x->epoch);
         if (err)
             ps__fatal(ps, err, "ps_close");
+        ps__xchg_drain(ps); /* a collective in flight cannot be cancelled */
     }
     ps__xchg_free(ps);
     ps__pool_free(ps);
@@ -532,6 +580,7 @@ PS_API void ps_close(ps_shuffler_t *ps)
     if (ps->comm != MPI_COMM_NULL) {
         if (!fin) {
             MPI_Comm_free(&ps->comm);
+            MPI_Comm_free(&ps->dcomm);
             if (ps->hdrtype != MPI_DATATYPE_NULL)
                 MPI_Type_free(&ps->hdrtype);
         }

@@ -4,55 +4,74 @@
 
 #include <pthread.h>
 
+#include <xxhash.h>
+
 #include "internal.h"
 
-/* One side of the exchange with one peer: the headers message, then the
- * payload in chunks of at most chunk_bytes (one chunk in flight per peer,
- * so buffers stay at one chunk per peer). */
+/* One side of the exchange with one peer. The pair's payload is one byte
+ * stream (its samples back to back, in slot order), moved in rounds of at
+ * most `budget` bytes per pair; (j, off) is the sample and offset the next
+ * byte of the stream belongs to. */
 typedef struct {
-    int peer;
     uint64_t n;              /* samples to/from this peer */
     uint64_t *idx;           /* send side: committed indices, slot order */
-    unsigned char *hdr;      /* n * PS_WIRE_HDR bytes */
-    uint64_t next;           /* first sample of the next chunk */
-    uint64_t cfirst, ccount; /* samples of the chunk in flight */
-    unsigned char *buf;
-    size_t buflen;
-    int hdr_done, finished;
+    unsigned char *hdr;      /* n * PS_WIRE_HDR bytes (inside the exchange's header array) */
+    uint64_t len;            /* payload bytes of the pair's stream */
+    uint64_t j, off;         /* stream cursor */
+    uint64_t rlen, rpos;     /* this round's piece and how much of it is packed/unpacked */
+    size_t boff;             /* the piece's offset in the round buffer */
+    XXH3_state_t *hs;        /* checksum of a sample cut by the slicing or by a round */
+    int fd;                  /* directory store: file of the sample at the cursor, or -1 */
+    unsigned char *region;   /* memory store, receive side: the whole stream, in the arena */
 } ps__peer_t;
 
 #define PS_WIRE_HDR 32
-#define PS_WIRE_UNREADABLE 1u /* sender could not read this sample */
+
+/* Phases of an exchange, driven by ps__step(). */
+enum { PS_PH_HDR = 1, PS_PH_PACK, PS_PH_WAIT, PS_PH_UNPACK, PS_PH_DONE };
 
 typedef struct {
     uint64_t epoch;
     double q;
     ps_plan_t plan;
-    int nsp, nrp;
-    ps__peer_t *sp, *rp;
-    MPI_Request *reqs;       /* 2 per peer: [2i] headers, [2i+1] payload; sends first */
-    ps__entry_t *staged;
-    uint64_t nstaged, capstaged, staged_bytes;
+    ps__peer_t *sp, *rp;     /* [nranks] each, indexed by rank */
+    unsigned char *shdr, *rhdr;
+    int phase;
+    MPI_Request req;         /* the collective in flight */
+    MPI_Datatype *types;     /* [2 * nranks] of the round in flight (send then receive) */
+    uint64_t budget;         /* bytes per pair and round */
+    uint64_t round, nrounds;
+    unsigned char *sbuf, *rbuf; /* round buffers (rbuf: directory store only) */
+    size_t sbuflen, rbuflen;
+    int pk_peer;             /* next peer to pack/unpack in this round */
+    ps__entry_t *staged;     /* received samples, ascending id (known once headers arrived) */
+    uint64_t nstaged, staged_bytes;
+    ps__entry_t *newent;     /* the store after the exchange, built off the critical path */
+    uint64_t nnew;
     unsigned char *sent;     /* [n] 1: committed sample i leaves this rank */
     int err, err_secondary;
     char errdetail[480];
+    int commit_err;          /* found while building newent (duplicate id, count) */
+    char commit_detail[480];
     int complete;
+    uint64_t bytes_in;       /* payload bytes of completed rounds received */
     uint64_t t_begin, t_complete, t_endcall;
-    uint64_t t_outside;      /* last completion handled before ps_exchange_end() */
-    uint64_t buf_bytes;      /* payload buffers held by this exchange */
+    uint64_t t_outside;      /* last progress made before ps_exchange_end() */
+    uint64_t buf_bytes;      /* round buffers held by this exchange */
     int part_hooked;
     ps_stats_t st;           /* of this exchange, published when it ends */
 } ps__xchg_t;
 
 struct ps_shuffler {
-    MPI_Comm comm;
+    MPI_Comm comm;           /* agreements and checks */
+    MPI_Comm dcomm;          /* the exchange's collectives (headers, rounds) */
     MPI_Datatype hdrtype;    /* PS_WIRE_HDR contiguous bytes: one sample's header */
     int rank, nranks;
     uint64_t seed;
     ps_schedule_t q;
     double *qtable;
     uint64_t params;
-    uint64_t chunk;
+    uint64_t window;         /* in-flight window: bound of the round buffers, send + receive */
     int fsync, resume;
     ps_hook_fn hook;
     void *hook_arg;
@@ -72,26 +91,27 @@ struct ps_shuffler {
     uint64_t *counts;        /* per-rank counts */
     ps__xchg_t *x;
     ps_stats_t stats;
-#define PS_POOL_SLOTS 64
-    struct {
-        unsigned char *buf;
-        size_t len;
-    } pool[PS_POOL_SLOTS];   /* chunk buffers kept between exchanges */
-    int pool_n;
-    uint64_t pool_bytes;
+    unsigned char *keep;     /* memory store: the send round buffer, kept between exchanges */
+    size_t keeplen;
 };
 
 /* Collective entry points, for ps__sync(). */
 enum { PS_OP_LOAD = 1, PS_OP_START, PS_OP_BEGIN, PS_OP_END, PS_OP_CLOSE };
 int ps__agree(ps_shuffler_t *ps, int err, int secondary);
+/* ps__agree() that also returns the largest *val over the ranks in *val
+ * (same single reduction). */
+int ps__agree_max(ps_shuffler_t *ps, int err, int secondary, uint64_t *val);
 int ps__sync(ps_shuffler_t *ps, int op, uint64_t epoch);
 int ps__wait(ps_shuffler_t *ps, MPI_Request *req, const char *what);
 void ps__fatal(ps_shuffler_t *ps, int err, const char *what) __attribute__((noreturn));
 /* Test hook: PSHUFFLE_TEST_FAIL_ALLOC=RANK:WHERE makes the named
  * allocation fail on that rank ("begin": planning an exchange, before the
- * ranks agree; "chunk": a payload buffer, after they agreed). */
+ * ranks agree; "chunk": a round buffer or the memory for received samples,
+ * after they agreed). */
 int ps__fault(const ps_shuffler_t *ps, const char *where);
 void ps__xchg_free(ps_shuffler_t *ps);
 void ps__pool_free(ps_shuffler_t *ps);
+/* Runs the exchange in flight to its end and drops it (every rank closes). */
+void ps__xchg_drain(ps_shuffler_t *ps);
 
 #endif

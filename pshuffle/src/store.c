@@ -203,6 +203,122 @@ int ps__sample_write(const char *rankdir, const ps__entry_t *e, const void *data
     return atomic_write(path, h, sizeof h, data, e->size, do_fsync);
 }
 
+static void sample_header(unsigned char *h, const ps__entry_t *e)
+{
+    memset(h, 0, PS_SAMPLE_HDR);
+    memcpy(h, PS_SAMPLE_MAGIC, 4);
+    put_u32(h + 4, 1);
+    put_u64(h + 8, e->id);
+    put_u32(h + 16, (uint32_t)e->label);
+    put_u64(h + 24, e->size);
+}
+
+static void sample_tmp_path(char *buf, size_t len, const char *rankdir, uint64_t id)
+{
+    snprintf(buf, len, "%s/.tmp.%016" PRIx64 ".s", rankdir, id);
+}
+
+/* Streaming write of a received sample: the header now, the payload in
+ * pieces, then an atomic rename, as ps__sample_write() does in one go. */
+int ps__sample_create(const char *rankdir, const ps__entry_t *e, int *fd)
+{
+    char tmp[4200];
+    unsigned char h[PS_SAMPLE_HDR];
+    sample_tmp_path(tmp, sizeof tmp, rankdir, e->id);
+    sample_header(h, e);
+    *fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (*fd < 0)
+        return ps__errf(-errno, "create %s", tmp);
+    int err = write_all(*fd, h, sizeof h);
+    if (err) {
+        close(*fd);
+        *fd = -1;
+        unlink(tmp);
+        return ps__errf(err, "write %s", tmp);
+    }
+    return 0;
+}
+
+int ps__sample_append(const char *rankdir, const ps__entry_t *e, int fd, const void *data, size_t len)
+{
+    int err = write_all(fd, data, len);
+    if (err) {
+        char tmp[4200];
+        sample_tmp_path(tmp, sizeof tmp, rankdir, e->id);
+        return ps__errf(err, "write %s", tmp);
+    }
+    return 0;
+}
+
+int ps__sample_finish(const char *rankdir, const ps__entry_t *e, int fd)
+{
+    char tmp[4200], path[4200];
+    sample_tmp_path(tmp, sizeof tmp, rankdir, e->id);
+    ps__sample_path(path, sizeof path, rankdir, e->id);
+    int err = close(fd) ? -errno : 0;
+    if (!err && rename(tmp, path))
+        err = -errno;
+    if (err) {
+        unlink(tmp);
+        return ps__errf(err, "write %s", path);
+    }
+    return 0;
+}
+
+void ps__sample_abort(const char *rankdir, const ps__entry_t *e, int fd)
+{
+    char tmp[4200];
+    sample_tmp_path(tmp, sizeof tmp, rankdir, e->id);
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+}
+
+/* Opens a sample file for reading its payload in pieces (at offset
+ * PS_SAMPLE_HDR + k), after checking its header and size against e. */
+int ps__sample_open(const char *rankdir, const ps__entry_t *e, int *fd)
+{
+    char path[4200];
+    unsigned char h[PS_SAMPLE_HDR];
+    struct stat st;
+    ps__sample_path(path, sizeof path, rankdir, e->id);
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0)
+        return ps__errf(errno == ENOENT ? PS_ECORRUPT : -errno, "%s: %s", path,
+                        errno == ENOENT ? "sample file missing" : strerror(errno));
+    int err = 0;
+    if (pread(*fd, h, sizeof h, 0) != (ssize_t)sizeof h || memcmp(h, PS_SAMPLE_MAGIC, 4) || get_u32(h + 4) != 1)
+        err = ps__errf(PS_ECORRUPT, "%s: bad sample header", path);
+    else if (get_u64(h + 8) != e->id || get_u64(h + 24) != e->size || (int32_t)get_u32(h + 16) != e->label)
+        err = ps__errf(PS_ECORRUPT, "%s: header (id %#" PRIx64 ", size %" PRIu64 ") disagrees with the manifest",
+                       path, get_u64(h + 8), get_u64(h + 24));
+    else if (fstat(*fd, &st) || (uint64_t)st.st_size != PS_SAMPLE_HDR + e->size)
+        err = ps__errf(PS_ECORRUPT, "%s: %lld bytes, expected %" PRIu64, path, (long long)st.st_size,
+                       PS_SAMPLE_HDR + e->size);
+    if (err) {
+        close(*fd);
+        *fd = -1;
+    }
+    return err;
+}
+
+int ps__sample_pread(const char *rankdir, const ps__entry_t *e, int fd, void *buf, size_t len, uint64_t off)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = pread(fd, (char *)buf + got, len - got, (off_t)(PS_SAMPLE_HDR + off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            char path[4200];
+            ps__sample_path(path, sizeof path, rankdir, e->id);
+            return r < 0 ? ps__errf(-errno, "read %s", path) : ps__errf(PS_ECORRUPT, "%s: truncated", path);
+        }
+        got += (size_t)r;
+    }
+    return 0;
+}
+
 int ps__sample_read(const char *rankdir, const ps__entry_t *e, void *buf, size_t cap)
 {
     char path[4200];

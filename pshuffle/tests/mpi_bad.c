@@ -1,7 +1,7 @@
 /* Bad input, refused collectively: every rank must return an error (none
  * may hang or succeed), and the message must name the problem.
  * usage: mpi_bad MODE [DIR]
- *   seed | q | qrange | qrange1 | epoch | dup | state  (memory store)
+ *   seed | q | qrange | qrange1 | window | epoch | dup | state  (memory store)
  *   create DIR | reopen DIR                           (rank count change)
  *   corrupt DIR | enospc DIR                           (directory store)
  *   dupx | allocbegin | loneend                        (errors every rank returns)
@@ -70,6 +70,22 @@ int main(int argc, char **argv)
         expect("Q=1.5", ps_open(&ps, MPI_COMM_WORLD, &c), PS_EINVAL, "outside [0, 1]");
         c.q.q0 = -0.1;
         expect("Q=-0.1", ps_open(&ps, MPI_COMM_WORLD, &c), PS_EINVAL, "outside [0, 1]");
+    } else if (!strcmp(mode, "window")) {
+        /* Out of range everywhere, then different on one rank; then the
+         * environment variable, unparsable. */
+        c.window_bytes = 100;
+        expect("window 100", ps_open(&ps, MPI_COMM_WORLD, &c), PS_EINVAL, "in-flight window 100");
+        c = config();
+        if (t_rank_ == M - 1)
+            c.window_bytes = 1 << 20;
+        expect("window differs", ps_open(&ps, MPI_COMM_WORLD, &c), PS_EMISMATCH, "in-flight window");
+        setenv("PSHUFFLE_WINDOW", "12Q", 1);
+        c = config();
+        expect("PSHUFFLE_WINDOW=12Q", ps_open(&ps, MPI_COMM_WORLD, &c), PS_EINVAL, "PSHUFFLE_WINDOW=12Q");
+        setenv("PSHUFFLE_WINDOW", "256K", 1);
+        c = config();
+        T_CHECK(c.window_bytes == 256 << 10, "PSHUFFLE_WINDOW=256K gave %" PRIu64, (uint64_t)c.window_bytes);
+        unsetenv("PSHUFFLE_WINDOW");
     } else if (!strcmp(mode, "qrange1")) {
         if (t_rank_ == 1)
             c.q.q0 = 2.0;

@@ -38,7 +38,7 @@ int main(int argc, char **argv)
     cfg.seed = 1234;
     cfg.q.q0 = q;
     cfg.store_dir = dir;
-    cfg.chunk_bytes = 1024;
+    cfg.window_bytes = 1024;
     if (crash.rank >= 0) {
         cfg.hook = t_crash_hook;
         cfg.hook_arg = &crash;

@@ -43,7 +43,7 @@ static uint64_t run(double q, uint64_t seed)
     ps_config_init(&cfg);
     cfg.seed = seed;
     cfg.q.q0 = q;
-    cfg.chunk_bytes = chunk;
+    cfg.window_bytes = chunk;
     cfg.store_dir = dir;
     cfg.fsync = 0;
     cfg.resume = 0;

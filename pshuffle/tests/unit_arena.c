@@ -1,5 +1,6 @@
 /* The memory store's arena: allocation, freeing, block release and
- * compaction keep every live sample's bytes intact. */
+ * compaction keep every live sample's bytes intact; a region (a received
+ * stream) is released with its last sample. */
 #include <stdlib.h>
 
 #include "internal.h"
@@ -59,6 +60,24 @@ int main(void)
         ps__arena_free(&a, e[i].blk, e[i].size);
     CHECK_EQ_U64(a.live, 0);
     CHECK(a.reserved <= (1u << 20)); /* at most the current block remains */
+
+    /* A region: samples placed back to back by the caller (as MPI writes
+     * a peer's stream); the block goes when its last sample is freed. */
+    size_t sizes[4] = {0, 5, 1000, 77}, live = 0, bytes = 0;
+    for (int i = 0; i < 4; i++)
+        live += ps__arena_need(sizes[i]), bytes += sizes[i];
+    size_t r0 = a.reserved;
+    ps__block_t *rb;
+    unsigned char *base = ps__arena_region(&a, bytes, live, &rb);
+    CHECK(base != NULL);
+    CHECK_EQ_U64(a.reserved, r0 + bytes);
+    for (int i = 0; i < 4; i++) {
+        ps__arena_free(&a, rb, sizes[i]);
+        if (i < 3)
+            CHECK_EQ_U64(a.reserved, r0 + bytes);
+    }
+    CHECK_EQ_U64(a.reserved, r0);
+    CHECK_EQ_U64(a.live, 0);
     ps__arena_destroy(&a);
     CHECK_EQ_U64(a.reserved, 0);
     free(e);

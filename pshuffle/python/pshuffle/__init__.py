@@ -93,8 +93,9 @@ class Shuffler:
     process that created the shuffler.
     """
 
-    def __init__(self, comm=None, seed=0, q=None, store_dir=None, chunk_bytes=64 << 20,
-                 fsync=True, resume=True, progress_thread=None, strategy="partial"):
+    def __init__(self, comm=None, seed=0, q=None, store_dir=None, window_bytes=None,
+                 fsync=True, resume=True, progress_thread=None, strategy="partial",
+                 chunk_bytes=None):
         """Collective."""
         if strategy not in ("global", "local", "partial"):
             raise ValueError(f"strategy {strategy!r}: expected 'global', 'local' or 'partial'")
@@ -129,7 +130,10 @@ class Shuffler:
             cfg.q.q0 = float(q)
         self._dir = os.fsencode(store_dir) if store_dir is not None else None
         cfg.store_dir = self._dir
-        cfg.chunk_bytes = int(chunk_bytes)
+        if chunk_bytes is not None:  # the former name of window_bytes
+            window_bytes = chunk_bytes
+        if window_bytes is not None:  # else the default: 64 MiB, or $PSHUFFLE_WINDOW
+            cfg.window_bytes = int(window_bytes)
         cfg.fsync = 1 if fsync else 0
         cfg.resume = 1 if resume else 0
         cfg.progress_thread = -1 if progress_thread is None else (1 if progress_thread else 0)

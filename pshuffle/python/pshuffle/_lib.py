@@ -17,7 +17,7 @@ class Schedule(Structure):
 
 class Config(Structure):
     _fields_ = [("version", c_uint32), ("seed", c_uint64), ("q", Schedule), ("store_dir", c_char_p),
-                ("chunk_bytes", c_uint64), ("fsync", c_int), ("resume", c_int),
+                ("window_bytes", c_uint64), ("fsync", c_int), ("resume", c_int),
                 ("hook", c_void_p), ("hook_arg", c_void_p), ("progress_thread", c_int)]
 
 
@@ -31,7 +31,8 @@ class Stats(Structure):
                 ("bytes_sent", c_uint64), ("bytes_recv", c_uint64), ("samples_kept", c_uint64),
                 ("exchange_ns", c_uint64), ("overlap_ns", c_uint64), ("blocked_ns", c_uint64),
                 ("peak_samples", c_uint64), ("peak_bytes", c_uint64),
-                ("chunks_sent", c_uint64), ("chunks_recv", c_uint64)]
+                ("chunks_sent", c_uint64), ("chunks_recv", c_uint64),
+                ("rounds", c_uint64), ("bytes_recv_overlapped", c_uint64)]
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__))

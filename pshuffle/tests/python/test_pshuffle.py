@@ -82,6 +82,27 @@ def test_progress_thread(comm):
     b.close()
 
 
+def test_window(comm):
+    """A 1 KiB window cuts the exchange into rounds; the result is the same
+    as with the default window, within the window's memory bound."""
+    a = make(comm, q=1.0, window_bytes=1024)
+    b = make(comm, q=1.0)
+    for e in range(2):
+        before = sum(a.info(i)[2] for i in range(len(a)))
+        a.exchange(e)
+        b.exchange(e)
+        st = a.stats()
+        assert held(a) == held(b)
+        assert st["rounds"] == max(comm.allgather(st["rounds"]))
+        if comm.size > 1:
+            assert st["rounds"] > b.stats()["rounds"]
+        assert before + st["bytes_recv"] <= st["peak_bytes"] <= before + st["bytes_recv"] + 1024
+        for i in range(len(a)):
+            decode(a.read(i), None)
+    a.close()
+    b.close()
+
+
 def test_set_epoch_determinism(comm):
     def run(seed):
         sh = make(comm, seed=seed, q=0.5)
