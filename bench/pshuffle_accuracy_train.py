@@ -233,6 +233,7 @@ def train(args):
         for i in mine:
             sh.add(int(i), int(y[i]), x[i].tobytes())
         sh.start()
+        hist0 = sh.label_hist(C)  # the initial partition (before global's warm-up exchange)
         # global: one exchange before epoch 0, so every epoch (the first
         # included) trains on a fresh uniform partition, as DistributedSampler
         # over the whole set. local and partial start from the initial
@@ -276,7 +277,7 @@ def train(args):
                    exchange_s=h["exchange_ns"] / 1e9, overlap_s=h["overlap_ns"] / 1e9,
                    blocked_s=h["blocked_ns"] / 1e9, peak_samples=h["peak_samples"],
                    peak_bytes=h["peak_bytes"]) for h in hist]
-        per_rank = comm.gather(dict(ex=ex, t_comp=t_comp, t_set=t_set, hist=hists, n0=len(mine)), root=0)
+        per_rank = comm.gather(dict(ex=ex, t_comp=t_comp, t_set=t_set, hist=hists, hist0=hist0, n0=len(mine)), root=0)
         sh.close()
         del loader, sampler
         wall = comm.allreduce(time.time() - t0, op=MPI.MAX)
@@ -370,13 +371,78 @@ def report(args):
         sent = [np.mean([p["ex"][e]["samples_sent"] for p in pr]) for e in idx]
         peak = max(p["ex"][e]["peak_samples"] for p in pr for e in range(nex))
         comp = np.median([max(p["t_comp"][e] for p in pr) for e in range(r["epochs"])])
-        exch = np.median([max(p["ex"][e]["exchange_s"] for p in pr) for e in idx]) if nex > skip else 0.0
+        moved = nex > skip and any(p["ex"][e]["samples_sent"] for p in pr for e in idx)
+        exch = f"{np.median([max(p['ex'][e]['exchange_s'] for p in pr) for e in idx]):.3f}" if moved else "– (none)"
         blk = np.median([max(p["ex"][e]["blocked_s"] for p in pr) for e in idx]) if nex > skip else 0.0
         lines.append(f"| {k[1]} | {strat_name(k[2])} | {np.mean(byt) / 2**20:.2f} | {np.mean(sent):.0f} | {peak} | "
-                     f"{max(p['n0'] for p in pr)} | {comp:.2f} | {exch:.3f} | {blk:.3f} |")
+                     f"{max(p['n0'] for p in pr)} | {comp:.2f} | {exch} | {blk:.3f} |")
     cost_table = "\n".join(lines)
 
+    # Verdicts computed from the numbers: the skewed partitions, Q >= 0.1
+    # against global (the figure: within 0.5 points), local against global.
+    lines = []
+    for n in ("bn", "gn"):
+        for p in ("sorted", "dirichlet", "iid"):
+            g = by.get((n, p, "global"))
+            if not g:
+                continue
+            gs = {r["seed"]: r["acc"][-1] for r in g}
+            gm = np.mean([r["acc"] for r in g], axis=0)
+            # Plateau: the first epoch from which global's mean curve stays
+            # within one point of its final value.
+            first = next(e for e in range(len(gm)) if all(gm[e:] >= gm[-1] - 0.01))
+            lines.append(f"- {n.upper()}, {p}: global ends at {100 * gm[-1]:.2f}% (mean of {len(g)} seed{'s' if len(g) > 1 else ''}) and stays "
+                         f"within one point of that from epoch {first + 1} of {len(gm)}.")
+            for s in sorted((k[2] for k in by if k[0] == n and k[1] == p and k[2] != "global"), key=strat_order):
+                d = [r["acc"][-1] - gs[r["seed"]] for r in by[(n, p, s)] if r["seed"] in gs]
+                if not d:
+                    continue
+                sd = np.std(d, ddof=1) if len(d) > 1 else float("nan")
+                se = sd / np.sqrt(len(d)) if len(d) > 1 else float("nan")
+                within = abs(np.mean(d)) <= 0.005
+                lines.append(f"  - {strat_name(s)}: {100 * np.mean(d):+.2f} points"
+                             + (f" (± {100 * sd:.2f} over {len(d)} seeds, standard error {100 * se:.2f})"
+                                if len(d) > 1 else " (1 seed)")
+                             + ("; within 0.5 points" if within else "; not within 0.5 points"))
+    verdict = "\n".join(lines)
+
+    # Mixing of the label-sorted start: share of a rank's samples whose class
+    # it held at epoch 0 (mean over ranks, first seed), per store epoch.
+    mix = []
+    sk = [k for k in keys if k[0] == "bn" and k[1] == "sorted"]
+    if sk:
+        E1 = max(len(sorted(by[k], key=lambda r: r["seed"])[0]["per_rank"][0]["hist"]) for k in sk)
+        show = sorted({0, 1, 2, 4, E1 - 1} & set(range(E1)))
+        mix = ["| strategy | " + " | ".join(f"store epoch {e}" for e in show) + " |", "|---|" + "---:|" * len(show)]
+        # The rank's classes at epoch 0: recorded before any exchange (hist0);
+        # in runs without it, the local run's first store (nothing has moved
+        # then, and the label-sorted partition does not depend on the seed).
+        loc = by.get(("bn", "sorted", "local"))
+        h0s = None
+        if loc:
+            h0s = [p.get("hist0", p["hist"][0]) for p in sorted(loc, key=lambda r: r["seed"])[0]["per_rank"]]
+        for k in sk:
+            pr = sorted(by[k], key=lambda r: r["seed"])[0]["per_rank"]
+            row = []
+            for e in show:
+                v = []
+                for rk, p in enumerate(pr):
+                    if e >= len(p["hist"]):
+                        continue
+                    h0 = np.array(p.get("hist0") or (h0s[rk] if h0s else p["hist"][0]), float)
+                    h = np.array(p["hist"][e], float)
+                    v.append((h * (h0 > 0)).sum() / max(1.0, h.sum()))
+                row.append(f"{100 * np.mean(v):.1f}%" if v else "–")
+            mix.append(f"| {strat_name(k[2])} | " + " | ".join(row) + " |")
+    mix = "\n".join(mix)
+    perfect = None
+    if sk and h0s:
+        tot = np.sum(np.array(h0s, float), axis=0)
+        perfect = float(np.mean([(tot * (np.array(h) > 0)).sum() / tot.sum() for h in h0s]))
+
     print(acc_table)
+    print()
+    print(verdict)
     print()
     print(cost_table)
     if args.png:
@@ -388,12 +454,14 @@ def report(args):
         cols = min(3, len(panels))
         rows = (len(panels) + cols - 1) // cols
         fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.6 * rows), squeeze=False)
+        allstrat = sorted({k[2] for k in keys}, key=strat_order)
+        color = {st: f"C{i}" for i, st in enumerate(allstrat)}  # the same colour in every panel
         for ax, (n, p) in zip(axes.flat, panels):
             lo = 1.0
             for k in [k for k in keys if k[0] == n and k[1] == p]:
                 curves = np.array([r["acc"] for r in by[k]])
                 ep = np.arange(1, curves.shape[1] + 1)
-                ln, = ax.plot(ep, 100 * curves.mean(0), marker="o", ms=3, label=strat_name(k[2]))
+                ln, = ax.plot(ep, 100 * curves.mean(0), marker="o", ms=3, label=strat_name(k[2]), color=color[k[2]])
                 lo = min(lo, float(curves.mean(0)[-1]))
                 if len(curves) > 1:
                     ax.fill_between(ep, 100 * curves.min(0), 100 * curves.max(0), color=ln.get_color(), alpha=0.12)
@@ -409,8 +477,28 @@ def report(args):
         fig.tight_layout()
         fig.savefig(args.png, dpi=100)
     if args.md:
+        nseeds = len({r["seed"] for r in runs})
         with open(args.md, "w") as f:
-            f.write(acc_table + "\n\n" + cost_table + "\n")
+            f.write(f"Raw runs: {len(runs)} ({nseeds} seed{'s' if nseeds > 1 else ''}), "
+                    f"{runs[0]['train_samples']:,} training images, {runs[0]['test_samples']:,} test images, "
+                    f"{runs[0]['ranks']} ranks, {E} epochs, batch {runs[0]['batch']} per rank, "
+                    f"{runs[0]['workers']} DataLoader worker(s) per rank; wall time per run "
+                    f"{min(r['wall_s'] for r in runs):.0f}..{max(r['wall_s'] for r in runs):.0f} s.\n\n")
+            f.write("#### Test accuracy (%), mean ± std over seeds\n\n" + acc_table + "\n\n")
+            f.write("#### Against global shuffling (final accuracy, paired by seed)\n\n" + verdict + "\n\n")
+            f.write("![test accuracy per epoch](pshuffle-accuracy.png)\n\n")
+            if mix:
+                f.write("#### Mixing of the label-sorted start (BatchNorm runs, first seed)\n\n"
+                        "Share of a rank's samples whose class the rank held at epoch 0 (mean over ranks); "
+                        "store epoch e is what epoch e trains on (global: after its warm-up exchange); "
+                        + (f"a uniform partition would give {100 * perfect:.1f}% (each rank starts with one "
+                           "to three of the ten classes).\n\n" if perfect else "\n\n") + mix + "\n\n")
+            f.write("#### Bytes, storage and time per epoch (BatchNorm runs, first seed)\n\n"
+                    "Exchanged: payload bytes sent by all ranks together (784 B per image). Times are the "
+                    "maximum over ranks, median over epochs: *compute* is the epoch's training loop (with the "
+                    "exchange progressing behind it), *exchange* the time from `ps_exchange_begin` to the "
+                    "completion of the last message, *exposed* the time spent in `ps_exchange_end` (commit and "
+                    "agreement included) that training waited for.\n\n" + cost_table + "\n")
     return 0
 
 
