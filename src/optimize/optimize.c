@@ -395,6 +395,46 @@ static int fill_result(hm__opt_t *o, hm_optimize_result_t *res)
     return 0;
 }
 
+/* A phased search starts from the best static placement: keeping every
+ * object on one device in all phases is a phased placement too (with no
+ * migration), so the phased result is never worse than it. The static
+ * placement comes from the exhaustive search when the objects are few
+ * enough, else from greedy; its calls count against the budget. */
+static int static_start(hm__opt_t *o)
+{
+    hm_optimize_opts_t so = *o->opts;
+    hm_optimize_result_t sr;
+    so.phased = 0;
+    so.algo = o->nobj <= HM_OPT_EXHAUSTIVE_MAX ? HM_OPT_EXHAUSTIVE : HM_OPT_GREEDY;
+    so.budget = 0;
+    so.time_s = 0;
+    so.policy_in = so.policy_out = NULL;
+    so.capacity = NULL;
+    uint64_t *cap = hm__xcalloc((size_t)o->ndev, sizeof *cap);
+    memcpy(cap, o->cap, (size_t)o->ndev * sizeof *cap);
+    so.capacity = cap;
+    int rc = hm_optimize_run(o->e, &so, &sr);
+    free(cap);
+    if (rc < 0)
+        return rc;
+    o->calls += sr.estimator_calls;
+    hm_est_state_t *s = NULL;
+    double ns = o->base_ns;
+    if ((rc = hm__opt_state(o, &s)) < 0)
+        goto out;
+    for (int i = 0; i < o->nobj; i++) {
+        int pct = 100, d = hm_est_state_device(sr.state, -1, o->objs[i], &pct);
+        for (int p = 0; d >= 0 && d != o->def && p < o->nph; p++)
+            if ((rc = hm__opt_move(o, s, p * o->nobj + i, d, pct, &ns)) < 0 && rc != HM_ECAPACITY)
+                goto out;
+    }
+    rc = hm__opt_offer(o, s, hm_est_state_runtime(s));
+out:
+    hm_est_state_close(s);
+    hm_optimize_result_free(&sr);
+    return rc;
+}
+
 HM_API int hm_optimize_run(hm_estimator_t *e, const hm_optimize_opts_t *opts, hm_optimize_result_t *res)
 {
     hm__errclear();
@@ -408,6 +448,8 @@ HM_API int hm_optimize_run(hm_estimator_t *e, const hm_optimize_opts_t *opts, hm
                       o.nunits, opts->phased ? "(phase, object) decisions" : "movable objects", HM_OPT_EXHAUSTIVE_MAX);
         goto out;
     }
+    if (opts->phased && opts->algo == HM_OPT_RL && (rc = static_start(&o)) < 0)
+        goto out;
     switch (opts->algo) {
     case HM_OPT_GREEDY: rc = hm__opt_greedy(&o); break;
     case HM_OPT_ANNEAL: rc = hm__opt_anneal(&o); break;

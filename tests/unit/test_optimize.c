@@ -513,6 +513,51 @@ static void test_no_room(void)
     hm_estimator_close(e);
 }
 
+/* With --phases, rl is never worse than the best static placement (a
+ * phased assignment can keep every object on one device in all phases): on
+ * random instances whose objects are busy in both phases, where most of the
+ * optimum is static and reaching it from a partial one may take exchanges. */
+static void test_phased_vs_static(uint64_t seed)
+{
+    inst_t in;
+    random_inst(&in, 8, 2, seed);
+    in.nph = 2;
+    for (int o = 0; o < in.nobj; o++)
+        for (int d = 0; d < in.ndev; d++) {
+            double t = in.t[o][0][d];
+            in.t[o][0][d] = t * (0.5 + 0.1 * (o % 3));
+            in.t[o][1][d] = t * (0.7 - 0.1 * (o % 3));
+        }
+    hm_estimator_t *e = open_inst(&in);
+    if (!e)
+        return;
+    uint64_t cap[2] = {HM_OPT_UNLIMITED, footprint(&in) / 3};
+    hm_optimize_opts_t st = {.algo = HM_OPT_EXHAUSTIVE, .model = HM_EST_LINEAR, .capacity = cap};
+    hm_optimize_opts_t ph = {.algo = HM_OPT_RL, .model = HM_EST_LINEAR, .capacity = cap, .phased = 1, .seed = seed};
+    hm_optimize_result_t rs, rp;
+    CHECK_EQ_INT(hm_optimize_run(e, &st, &rs), 0);
+    CHECK_EQ_INT(hm_optimize_run(e, &ph, &rp), 0);
+    if (rs.state && rp.state) {
+        /* the static optimum, as a phased assignment */
+        hm_est_state_t *s = NULL;
+        double ns = 0;
+        CHECK_EQ_INT(hm_est_state_open(&s, e, HM_EST_LINEAR, 1), 0);
+        for (int o = 0; s && o < in.nobj; o++) {
+            int pct, d = hm_est_state_device(rs.state, -1, obj_index(e, o), &pct);
+            CHECK_EQ_INT(hm_est_state_move(s, -1, obj_index(e, o), d, pct, &ns), 0);
+        }
+        if (ns > 0 && rp.estimate.runtime_ns > ns * (1 + 1e-9))
+            fprintf(stderr, "rl --phases, seed %llu: %.9g, static optimum %.9g\n", (unsigned long long)seed,
+                    rp.estimate.runtime_ns, ns);
+        CHECK(rp.estimate.runtime_ns <= ns * (1 + 1e-9));
+        CHECK(hm_est_state_bytes(rp.state, 1) <= cap[1]);
+        hm_est_state_close(s);
+    }
+    hm_optimize_result_free(&rs);
+    hm_optimize_result_free(&rp);
+    hm_estimator_close(e);
+}
+
 int main(void)
 {
     test_optimum(10, 2, 1, 0.25);
@@ -523,6 +568,9 @@ int main(void)
     test_fractional();
     test_determinism();
     test_phased();
+    /* seeds where rl without its final local search stayed above the static optimum */
+    for (int k = 0; k < 5; k++)
+        test_phased_vs_static((const uint64_t[]){42, 45, 66, 71, 73}[k]);
     test_bad_input();
     test_references();
     test_no_room();

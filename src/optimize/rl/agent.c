@@ -44,7 +44,7 @@ typedef struct {
     double *r;           /* [n] rewards */
     double *baseline;    /* [n] */
     int baseline_set;
-    hm_est_state_t *base, *s;
+    hm_est_state_t *base, *s, *tmp;
 } agent_t;
 
 static double clip(double v, double lo, double hi)
@@ -204,6 +204,125 @@ static int episode(agent_t *a, int greedy, int learn)
     return 0;
 }
 
+/* Moves object @p i (index into o->objs) to @p dev in every phase, all or
+ * nothing: HM_ECAPACITY (the state as it was) when one phase has no room. */
+static int move_object(agent_t *a, hm_est_state_t *s, int i, int dev, int *moved)
+{
+    hm__opt_t *o = a->o;
+    int rc = 0, p;
+    *moved = 0;
+    for (p = 0; p < o->nph; p++) {
+        int u = p * o->nobj + i, pct;
+        if (hm__opt_dev(o, s, u, &pct) == dev && pct == 100)
+            continue;
+        if ((rc = hm__opt_move(o, s, u, dev, 100, NULL)) < 0)
+            break;
+        *moved = 1;
+    }
+    return rc;
+}
+
+/* Device of object @p i when every phase has it whole on one device, else -1. */
+static int object_device(const hm__opt_t *o, const hm_est_state_t *s, int i)
+{
+    int dev = -1;
+    for (int p = 0; p < o->nph; p++) {
+        int pct, d = hm__opt_dev(o, s, p * o->nobj + i, &pct);
+        if (pct != 100 || (dev >= 0 && d != dev))
+            return -1;
+        dev = d;
+    }
+    return dev;
+}
+
+/* Local search from @p s (runtime *cur): first-improvement hill climbing
+ * over whole-object moves (every phase at once), exchanges of two objects
+ * between the fallback and another device and, when phased, single
+ * (phase, object) moves, until no move saves time or the budget is spent.
+ * Whole-object moves matter under --phases: moving an object in one phase
+ * only pays migration at that phase's boundaries, so a placement that
+ * wants an object fast everywhere is out of reach of single moves that
+ * each cost more than they save. @p tmp is scratch. */
+static int polish(agent_t *a, hm_est_state_t *s, hm_est_state_t *tmp, double *cur)
+{
+    hm__opt_t *o = a->o;
+    int rc, improved = 1;
+    while (improved && !hm__opt_spent(o)) {
+        improved = 0;
+        for (int k = 0; k < a->n && !hm__opt_spent(o); k++) {
+            int u = a->order[k];
+            if (o->units[u].phase > 0)
+                continue; /* whole-object moves: once per object */
+            int i = u % o->nobj;
+            for (int d = 0; d < a->D && !hm__opt_spent(o); d++) {
+                int moved;
+                if ((rc = hm_est_state_copy(tmp, s)) < 0)
+                    return rc;
+                rc = move_object(a, s, i, d, &moved);
+                double ns = hm_est_state_runtime(s);
+                if (rc >= 0 && moved && ns < *cur * (1 - 1e-12)) {
+                    *cur = ns;
+                    improved = 1;
+                    continue;
+                }
+                if (rc < 0 && rc != HM_ECAPACITY)
+                    return rc;
+                if ((rc = hm_est_state_copy(s, tmp)) < 0)
+                    return rc;
+            }
+        }
+        /* Exchanges of two objects' devices: the move a full device needs
+         * (one object out, a better one in) that no single move makes. */
+        for (int i = 0; i < o->nobj && !improved && !hm__opt_spent(o); i++) {
+            int di = object_device(o, s, i);
+            for (int j = 0; j < o->nobj && di >= 0 && !improved && !hm__opt_spent(o); j++) {
+                int dj = object_device(o, s, j), m1, m2, m3;
+                if (j == i || dj < 0 || dj == di || (di != o->def && dj != o->def))
+                    continue;
+                if ((rc = hm_est_state_copy(tmp, s)) < 0)
+                    return rc;
+                rc = move_object(a, s, i, o->def, &m1);
+                if (rc >= 0)
+                    rc = move_object(a, s, j, di, &m2);
+                if (rc >= 0)
+                    rc = move_object(a, s, i, dj, &m3);
+                double ns = hm_est_state_runtime(s);
+                if (rc >= 0 && ns < *cur * (1 - 1e-12)) {
+                    *cur = ns;
+                    improved = 1;
+                    break;
+                }
+                if (rc < 0 && rc != HM_ECAPACITY)
+                    return rc;
+                if ((rc = hm_est_state_copy(s, tmp)) < 0)
+                    return rc;
+            }
+        }
+        for (int k = 0; o->opts->phased && k < a->n && !hm__opt_spent(o); k++) {
+            int u = a->order[k], cd = hm__opt_dev(o, s, u, NULL);
+            for (int d = 0; d < a->D && !hm__opt_spent(o); d++) {
+                double ns;
+                if (d == cd)
+                    continue;
+                rc = hm__opt_move(o, s, u, d, 100, &ns);
+                if (rc == HM_ECAPACITY)
+                    continue;
+                if (rc < 0)
+                    return rc;
+                if (ns < *cur * (1 - 1e-12)) {
+                    *cur = ns;
+                    cd = d;
+                    improved = 1;
+                    continue;
+                }
+                if ((rc = hm__opt_move(o, s, u, cd, 100, NULL)) < 0)
+                    return rc;
+            }
+        }
+    }
+    return hm__opt_offer(o, s, *cur);
+}
+
 static int by_ratio(const void *pa, const void *pb, void *arg)
 {
     const agent_t *a = arg;
@@ -256,6 +375,7 @@ static void agent_free(agent_t *a)
     hm__net_free(&a->net);
     hm_est_state_close(a->base);
     hm_est_state_close(a->s);
+    hm_est_state_close(a->tmp);
     free(a->order);
     free(a->sav);
     free(a->dens);
@@ -318,20 +438,31 @@ int hm__opt_rl(hm__opt_t *o)
     qsort_r(a.order, (size_t)n, sizeof *a.order, by_ratio, &a);
     if ((rc = hm__opt_state(o, &a.base)) < 0 || (rc = hm__opt_state(o, &a.s)) < 0)
         goto out;
+    if ((rc = hm__opt_state(o, &a.tmp)) < 0)
+        goto out;
     /* A loaded policy is tried as it is first: the no-update transfer. */
     if (o->opts->policy_in && (rc = episode(&a, 1, 0)) < 0)
         goto out;
-    /* Train while a whole episode and the final greedy one fit the budget. */
-    /* Episodes that move nothing (no room anywhere, or nothing worth
-     * moving learnt) cost no calls; a run of them ends the training. */
+    /* Calls kept for polishing the best assignment at the end: two passes
+     * over every unit and device, at most a fifth of the budget. */
+    uint64_t reserve = 4 * (uint64_t)(n + o->nobj) * (uint64_t)D;
+    if (o->budget != UINT64_MAX && reserve > o->budget / 5)
+        reserve = o->budget / 5;
+    /* Train while a whole episode, the final greedy one and the polish fit
+     * the budget. Episodes that move nothing (no room anywhere, or nothing
+     * worth moving learnt) cost no calls; a run of them ends the training. */
     uint64_t idle = 0;
-    while (!hm__opt_spent(o) && hm__opt_affords(o, 2 * (uint64_t)n) && idle < 1000) {
+    while (!hm__opt_spent(o) && hm__opt_affords(o, 2 * (uint64_t)n + reserve) && idle < 1000) {
         uint64_t before = o->calls;
         if ((rc = episode(&a, 0, 1)) < 0)
             goto out;
         idle = o->calls == before ? idle + 1 : 0;
     }
     if ((rc = episode(&a, 1, 0)) < 0)
+        goto out;
+    /* The best assignment seen, improved by local search. */
+    double cur = o->best_ns;
+    if ((rc = hm_est_state_copy(a.s, o->best)) < 0 || (rc = polish(&a, a.s, a.tmp, &cur)) < 0)
         goto out;
     if (o->opts->policy_out && (rc = hm__net_save(&a.net, o->opts->policy_out)) < 0)
         goto out;

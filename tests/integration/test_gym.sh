@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# hetmem.gym.PlacementEnv (Python, over libhetmem.so): pytest on synthetic
+# summaries with known runtimes (python/tests), then the PyTorch DQN example
+# in its smoke mode, which must reach a feasible placement no slower than
+# all-on-fallback. Debian's torch belongs to /usr/bin/python3.
+set -u
+PY=${HETMEM_PYTHON:-/usr/bin/python3}
+lib="$HETMEM_BUILD/lib/libhetmem.so"
+[ -e "$lib" ] || { echo "FAIL: $lib not built"; exit 1; }
+if grep -q '^HETMEM_SANITIZE:STRING=.' "$HETMEM_BUILD/CMakeCache.txt" 2>/dev/null; then
+  echo "skip: a sanitized libhetmem cannot be loaded into an uninstrumented Python"; exit 77
+fi
+"$PY" -c "import pytest, numpy" 2>/dev/null || { echo "skip: $PY lacks pytest or numpy (python3-pytest python3-numpy)"; exit 77; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+export HETMEM_LIB="$lib" PYTHONPATH="$HETMEM_SRC/python:$HETMEM_SRC/python/tests" PYTHONDONTWRITEBYTECODE=1
+timeout 120 "$PY" -m pytest -q -p no:cacheprovider "$HETMEM_SRC/python/tests" || { echo "FAIL: pytest"; exit 1; }
+
+if ! "$PY" -c "import torch" 2>/dev/null; then
+  echo "skip: DQN example ($PY lacks torch: python3-torch)"; exit 0
+fi
+"$PY" -c 'import synth; print(synth.summary(synth.instance(10, 3, 42)))' > "$T/s.json" || { echo "FAIL: synthetic summary"; exit 1; }
+foot=$(jq '[.objects[].size] | add' "$T/s.json")
+timeout 120 "$PY" "$HETMEM_SRC/python/examples/dqn_placement.py" --summary "$T/s.json" --model linear \
+  --capacity mid=30% --capacity fast=15% --smoke --json > "$T/out.json" || { echo "FAIL: dqn example"; exit 1; }
+fails=0
+check() { if jq -e "$1" "$T/out.json" >/dev/null; then echo "ok: $2"; else echo "FAIL: $2: $(jq -c "$3" "$T/out.json")"; fails=$((fails + 1)); fi; }
+check '.episodes == 20 and .units == 10' "smoke run of 20 episodes over 10 units" '{episodes, units}'
+check '.dqn_policy_s <= .all_fallback_s * (1 + 1e-12)' "learnt policy no slower than all on the fallback" '{dqn_policy_s, all_fallback_s}'
+check '.exhaustive_s <= .greedy_s * (1 + 1e-12) and .exhaustive_s <= .dqn_best_episode_s * (1 + 1e-12)' \
+  "exhaustive is the optimum of the comparison" '{exhaustive_s, greedy_s, dqn_best_episode_s}'
+# the placement it wrote stays within the capacities (sizes from the summary)
+jq --argjson s "$(cat "$T/s.json")" '[.placement.rules[] | .name as $n | {d: .device, b: ($s.objects[] | select(.name == $n) | .size)}]
+  | group_by(.d) | map({(.[0].d): (map(.b) | add)}) | add // {}' "$T/out.json" > "$T/used.json"
+mid=$(jq '.mid // 0' "$T/used.json"); fast=$(jq '.fast // 0' "$T/used.json")
+if awk -v m="$mid" -v f="$fast" -v t="$foot" 'BEGIN { exit !(m <= int(0.30 * t) && f <= int(0.15 * t)) }'; then
+  echo "ok: placement within capacities (mid $mid, fast $fast of $foot)"
+else
+  echo "FAIL: placement over capacity (mid $mid, fast $fast of $foot)"; fails=$((fails + 1))
+fi
+"$PY" "$HETMEM_SRC/python/examples/dqn_placement.py" --summary "$T/s.json" --capacity nosuch=1M --smoke 2> "$T/err" && fails=$((fails + 1))
+grep -q "^dqn_placement: .*not a device" "$T/err" && echo "ok: unknown device refused in one line" || { echo "FAIL: $(cat "$T/err")"; fails=$((fails + 1)); }
+[ $fails = 0 ] && echo "all passed" && exit 0
+exit 1
