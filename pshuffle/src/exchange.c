@@ -103,7 +103,7 @@ static void stop_thread(ps_shuffler_t *ps)
 {
     if (!ps->thread_running)
         return;
-    ps->thread_stop = 1;
+    atomic_store(&ps->thread_stop, 1);
     pthread_join(ps->thread, NULL);
     ps->thread_running = 0;
 }
@@ -587,7 +587,7 @@ static void *progress_main(void *arg)
     ps_shuffler_t *ps = arg;
     ps__xchg_t *x = ps->x;
     long nap = 20000;
-    while (!ps->thread_stop) {
+    while (!atomic_load(&ps->thread_stop)) {
         pthread_mutex_lock(&ps->mu);
         int r = step(ps, x, ps__now_ns() + 5000000);
         if (r > 0)
@@ -645,7 +645,7 @@ static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread)
     if ((err = post_headers(ps)))
         ps__fatal(ps, err, "ps_exchange_begin"); /* the peers posted theirs: no way back */
     if (thread) {
-        ps->thread_stop = 0;
+        atomic_store(&ps->thread_stop, 0);
         if ((err = pthread_create(&ps->thread, NULL, progress_main, ps)))
             return ps__errf(-err, "cannot start the progress thread"); /* ps_exchange_end() still completes */
         ps->thread_running = 1;

@@ -3,6 +3,7 @@
 #define PSHUFFLE_SHUFFLER_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include <xxhash.h>
 
@@ -80,7 +81,7 @@ struct ps_shuffler {
     pthread_t thread;        /* progress thread of the exchange in flight */
     pthread_mutex_t mu;      /* serialises the progress thread and ps_progress */
     int thread_running;
-    volatile int thread_stop;
+    atomic_int thread_stop;  /* set by the caller, read by the progress thread */
     char *root;              /* NULL: memory store */
     ps__arena_t arena;       /* memory store */
     char rankdir[4200];
