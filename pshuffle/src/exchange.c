@@ -226,6 +226,20 @@ static int sender_check(ps_shuffler_t *ps, ps__xchg_t *x, const ps__entry_t *e, 
     return PS_ECORRUPT;
 }
 
+/* Feeds the next @p take bytes of a sample cut into pieces (by the slicing
+ * or by a round) to the peer's running checksum, started at its first byte. */
+static void hash_part(ps_shuffler_t *ps, ps__peer_t *p, const void *buf, size_t take)
+{
+    if (p->off == 0) {
+        if (!p->hs && !(p->hs = XXH3_createState())) {
+            ps__errf(-ENOMEM, "a checksum state");
+            ps__fatal(ps, -ENOMEM, "exchange");
+        }
+        XXH3_64bits_reset(p->hs);
+    }
+    XXH3_64bits_update(p->hs, buf, take);
+}
+
 /* Copies the next slice of send stream `p` into the round buffer and
  * checks it. Returns 1 when the round's piece is complete. */
 static int pack_slice(ps_shuffler_t *ps, ps__xchg_t *x, ps__peer_t *p)
@@ -258,14 +272,7 @@ static int pack_slice(ps_shuffler_t *ps, ps__xchg_t *x, ps__peer_t *p)
     if (whole) {
         sender_check(ps, x, e, ps__hash(dst, take));
     } else {
-        if (p->off == 0) {
-            if (!p->hs && !(p->hs = XXH3_createState())) {
-                ps__errf(-ENOMEM, "a checksum state");
-                ps__fatal(ps, -ENOMEM, "exchange");
-            }
-            XXH3_64bits_reset(p->hs);
-        }
-        XXH3_64bits_update(p->hs, dst, take);
+        hash_part(ps, p, dst, take);
     }
     p->off += take;
     p->rpos += take;
@@ -314,14 +321,7 @@ static int unpack_slice(ps_shuffler_t *ps, ps__xchg_t *x, int peer)
     if (whole) {
         hv = ps__hash(src, take);
     } else {
-        if (p->off == 0) {
-            if (!p->hs && !(p->hs = XXH3_createState())) {
-                ps__errf(-ENOMEM, "a checksum state");
-                ps__fatal(ps, -ENOMEM, "exchange");
-            }
-            XXH3_64bits_reset(p->hs);
-        }
-        XXH3_64bits_update(p->hs, src, take);
+        hash_part(ps, p, src, take);
     }
     p->off += take;
     p->rpos += take;
