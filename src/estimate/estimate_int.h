@@ -20,6 +20,8 @@ typedef struct {
     float x;    /* memory-bound part of the weights: all of a memory-served
                  * load's, and what a cache hit waited beyond that level's usual
                  * latency (a line still on its way from memory) */
+    float hw;   /* load samples that hit a cache (L2, L3) but waited for memory
+                 * there: a line still on its way, as a late prefetch leaves it */
 } hm__est_cell_t;
 
 typedef struct {

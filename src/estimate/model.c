@@ -37,7 +37,7 @@
 #define BOUND_UTIL 0.8  /* a run at this share of its bandwidth is bandwidth-bound */
 #define CUTOFF 1.03     /* the published method's cut-off */
 #define SATURATED 0.95  /* sampled utilisation of a run whose latencies are all queueing */
-#define STREAMED 0.1    /* share of missing loads reaching memory that marks a streamed object */
+#define STREAMED 0.1    /* share of cache-hit loads that waited for memory marking a streamed object */
 
 static const char *const model_names[HM_EST_NMODELS] = {"linear", "default"};
 
@@ -187,6 +187,7 @@ static void prepare_default(hm_estimator_t *e)
     double *nmiss = hm__xcalloc((size_t)C * O * D, sizeof(double));
     double *lmiss = hm__xcalloc((size_t)C * O * D, sizeof(double)), *lmem = hm__xcalloc((size_t)C * O * D, sizeof(double));
     double *smiss = hm__xcalloc((size_t)C * O * D, sizeof(double));
+    double *hwait = hm__xcalloc((size_t)C * O * D, sizeof(double));
 
     for (int w = 0; w < e->nwin; w++) {
         int c = e->win[w].phase;
@@ -200,33 +201,41 @@ static void prepare_default(hm_estimator_t *e)
                 lmiss[ix3(e, c, o, d)] += (x->m - x->sm) * e->period[d];
                 lmem[ix3(e, c, o, d)] += x->mm * e->period[d];
                 smiss[ix3(e, c, o, d)] += x->sm * e->period[d];
+                hwait[ix3(e, c, o, d)] += x->hw * e->period[d];
             }
         }
     }
     /* Sampled traffic per object. A load that missed L1 and hit a lower
      * level is either a cache hit or a line a prefetcher brought from memory
-     * in time; samples cannot tell them apart, but an object streamed from
-     * memory has some of its missing loads wait for memory in some run (the
-     * prefetcher falls behind), while a cache-resident one has almost none.
-     * So an object whose missing loads reached memory at least STREAMED of
-     * the time in the run where the most did is streamed: all its misses are
-     * traffic; below that, only those that reached memory are. Store misses
-     * (a store sample says only that it missed L1) count at the same share,
-     * and each reads the line and later writes it back. An object with no
-     * missing loads counts all its store misses. */
+     * in time; samples cannot tell them apart one by one, but an object
+     * streamed from memory has some of those hits wait for a line still on
+     * its way in some run (the prefetcher falls behind on a slower device),
+     * while the hits of a cache-resident object, even one whose other loads
+     * go to memory at random, never wait. So an object of which at least
+     * STREAMED of the cache hits waited, in the run where the most did, is
+     * streamed: all its misses are traffic; otherwise only the loads that
+     * reached memory are. Store misses (a store sample says only that it
+     * missed L1) count at the same share, and each reads the line and later
+     * writes it back. An object with no missing loads counts all its store
+     * misses. */
     for (int c = 0; c < C; c++)
         for (int o = 0; o < O; o++) {
-            double rd = 0, sm = 0, ld = 0;
+            double rd = 0, sm = 0, ld = 0, wshare = 0;
             for (int d = 0; d < D; d++) {
                 size_t i = ix3(e, c, o, d);
                 if (lmem[i] > rd)
                     rd = lmem[i];
                 sm += smiss[i] / D;
                 ld += lmiss[i] / D;
+                double hits = lmiss[i] - (lmem[i] - hwait[i]);
+                if (hits > 0 && hwait[i] / hits > wshare)
+                    wshare = hwait[i] / hits;
             }
-            double rho = ld > 0 ? rd / ld : 1.0;
-            if (rho >= STREAMED)
+            double rho = ld > 0 ? fmin(1.0, rd / ld) : 1.0;
+            if (wshare >= STREAMED)
                 rho = 1;
+            HM_DEBUG("estimate: class %s object %d: memory share %.3f, waiting hits %.3f -> traffic share %.3f",
+                     e->phase_name[c], o, ld > 0 ? rd / ld : 1.0, wshare, rho);
             m->bytes[(size_t)c * O + o] = rho * (ld + sm) * LINE_BYTES;
             m->wbytes[(size_t)c * O + o] = rho * sm * LINE_BYTES;
         }
@@ -282,8 +291,33 @@ static void prepare_default(hm_estimator_t *e)
                 nb++;
             }
         }
+        /* The traffic the samples missed is the program's, not the device's:
+         * a run that the sampled traffic showed below its share may be near
+         * it once that traffic is counted too (prefetches and write-backs
+         * load a fast device as well), and is then bandwidth-bound too. */
+        if (nb > 0 && extra > 0) {
+            double more = extra / nb;
+            for (int d = 0; d < D && d < 64; d++)
+                if (!bound[d] && e->bw[d] > 0 && Tc[d] > 0 && (tau[d] + more / e->bw[d]) / Tc[d] >= BOUND_UTIL) {
+                    bound[d] = 1;
+                    extra += (Tc[d] - tau[d]) * e->bw[d];
+                    shrink += tau[d] > 0 ? Tc[d] / tau[d] : 1;
+                    nb++;
+                }
+        }
         for (int d = 0; d < D; d++)
             nu += !bound[d];
+        double unsampled = nb > 0 && extra > 0 ? extra / nb : 0; /* read bytes per run the samples missed */
+        /* Queueing per run: mean memory-bound latency weight of a load that
+         * waited for memory, over the device's idle latency (same clock in
+         * every run, so comparable across runs); 0 when unknown. */
+        double infl[64];
+        for (int d = 0; d < D && d < 64; d++) {
+            double nm = 0;
+            for (int o = 0; o < O; o++)
+                nm += lmem[ix3(e, c, o, d)];
+            infl[d] = nm > 0 && e->lat_ns[d] > 0 ? L[d] / nm / e->lat_ns[d] : 0;
+        }
         HM_DEBUG("estimate: class %s: sampled traffic %.4g read, %.4g written; unsampled from bound runs %.4g",
                  e->phase_name[c], Br, Bw, nb ? extra / nb : 0.0);
         if (nb > 0 && Br + Bw > 0) {
@@ -356,18 +390,19 @@ static void prepare_default(hm_estimator_t *e)
                 for (int j = 0; j < D; j++)
                     if (!bound[j] && (u < 0 || fabs(e->lat_ns[j] - e->lat_ns[d]) < fabs(e->lat_ns[u] - e->lat_ns[d])))
                         u = j;
-                /* Every run bound: the least loaded one is the reference. */
+                /* Every run bound: the reference is the run whose memory
+                 * loads waited the least over the device's idle latency (the
+                 * least queueing), else the least loaded by sampled traffic. */
                 for (int j = 0; j < D && u < 0 && nu == 0; j++)
-                    if (Tc[j] > 0 && (u < 0 || tau[j] / Tc[j] < tau[u] / Tc[u]))
-                        u = j;
-                for (int j = 0; j < D && nu == 0; j++)
-                    if (Tc[j] > 0 && tau[j] / Tc[j] < tau[u] / Tc[u])
+                    if (Tc[j] > 0 && (u < 0 || infl[j] < infl[u] ||
+                                      (infl[j] == infl[u] && tau[j] / Tc[j] < tau[u] / Tc[u])))
                         u = j;
                 /* ...unless even that one kept its channels all but busy: the
                  * latencies then measure only queueing, which a placement
                  * that splits the traffic changes, and the phase is timed by
-                 * its channels (plus C). */
-                if (nu == 0 && u >= 0 && tau[u] >= SATURATED * Tc[u])
+                 * its channels (plus C). Its traffic counts what the samples
+                 * missed, as the bound runs measured it. */
+                if (nu == 0 && u >= 0 && e->bw[u] > 0 && tau[u] + unsampled / e->bw[u] >= SATURATED * Tc[u])
                     u = -1;
                 if (u >= 0 && u != d && e->lat_ns[u] > 0 && e->lat_ns[d] > 0) {
                     src = u;
@@ -422,6 +457,7 @@ static void prepare_default(hm_estimator_t *e)
     free(lmiss);
     free(lmem);
     free(smiss);
+    free(hwait);
 }
 
 int hm__est_prepare(hm_estimator_t *e)

@@ -580,6 +580,7 @@ static int bin_run(run_t *r)
             } else if (lv >= HM_DSRC_L2 && lv <= HM_DSRC_L3 && wt > 2 * base[lv]) {
                 c->x += wt - base[lv];
                 c->mm += 1;
+                c->hw += 1;
             }
         }
     }
