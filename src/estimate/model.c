@@ -35,6 +35,7 @@
 
 #define LINE_BYTES 64.0
 #define BOUND_UTIL 0.8  /* a run at this share of its bandwidth is bandwidth-bound */
+#define BW_MATCH 0.05 /* runs whose time ratio is within this of their bandwidth ratio are bandwidth-bound */
 #define CUTOFF 1.03     /* the published method's cut-off */
 #define SATURATED 0.95  /* sampled utilisation of a run whose latencies are all queueing */
 #define STREAMED 0.1    /* share of cache-hit loads that waited for memory marking a streamed object */
@@ -291,6 +292,24 @@ static void prepare_default(hm_estimator_t *e)
                 nb++;
             }
         }
+        /* Two runs whose times are in the ratio of their devices' bandwidths
+         * moved the same bytes at full rate: both are bandwidth-bound, even
+         * when their samples show little traffic (prefetches are not
+         * sampled). Only where the ratio of latencies is not the same too,
+         * which would time a latency-bound pair alike. */
+        for (int d = 0; d < D && d < 64; d++)
+            for (int j = 0; j < D && j < 64; j++) {
+                if (j == d || bound[d] || !(e->bw[d] > 0) || !(e->bw[j] > 0) || !(Tc[d] > 0) || !(Tc[j] > 0))
+                    continue;
+                double rt = Tc[d] / Tc[j], rb = e->bw[j] / e->bw[d];
+                double rl = e->lat_ns[d] > 0 && e->lat_ns[j] > 0 ? e->lat_ns[d] / e->lat_ns[j] : 0;
+                if (rb > 1 + 2 * BW_MATCH && fabs(rt / rb - 1) <= BW_MATCH && (rl <= 0 || fabs(rt / rl - 1) > 2 * BW_MATCH)) {
+                    bound[d] = 1;
+                    extra += (Tc[d] - tau[d]) * e->bw[d];
+                    shrink += tau[d] > 0 ? Tc[d] / tau[d] : 1;
+                    nb++;
+                }
+            }
         /* The traffic the samples missed is the program's, not the device's:
          * a run that the sampled traffic showed below its share may be near
          * it once that traffic is counted too (prefetches and write-backs
