@@ -38,7 +38,7 @@
 #define BW_MATCH 0.05 /* runs whose time ratio is within this of their bandwidth ratio are bandwidth-bound */
 #define CUTOFF 1.03     /* the published method's cut-off */
 #define SATURATED 0.95  /* sampled utilisation of a run whose latencies are all queueing */
-#define STREAMED 0.1    /* share of cache-hit loads that waited for memory marking a streamed object */
+#define STREAMED 0.02    /* share of cache-hit loads that waited for memory marking a streamed object */
 
 static const char *const model_names[HM_EST_NMODELS] = {"linear", "default"};
 
