@@ -428,6 +428,52 @@ static void test_loaded_latency(void)
     CHECK(strstr(hm_errdetail(), "loaded_latency[1]") != NULL);
 }
 
+/* Cache hits are traffic only for an object whose hits wait for memory in
+ * some run (a prefetched stream that falls behind); the hits of a randomly
+ * accessed object that never wait are cache hits. Two objects with the same
+ * memory loads and latency, one with many hits besides: on a bandwidth-bound
+ * pair of runs (times in the ratio of the bandwidths), moving either to the
+ * far device costs the same unless the hits waited. */
+static double hits_far(const char *hw_far, int obj)
+{
+    const char *fmt =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 1e6, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 4e6, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 200}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 1048576}, {\"site\": \"0x2\", \"size\": 1048576}],"
+        " \"windows\": [{\"phase\": 0, \"t_ns\": [1e6, 4e6], \"stats\": ["
+        "   [0, 0, 2000, 29000, 1000, 20000, 0, 100, 0], [1, 0, 100, 20000, 100, 20000, 0, 100, 0],"
+        "   [0, 1, 2000, 49000, 1000, 40000, 0, 100, %s], [1, 1, 100, 40000, 100, 40000, 0, 100, 0]]}]}";
+    char js[2048];
+    snprintf(js, sizeof js, fmt, hw_far);
+    hm_estimator_t *e = NULL;
+    hm_est_state_t *st = NULL;
+    double r = -1;
+    CHECK_EQ_INT(hm_estimator_parse_summary(&e, "hits", js), 0);
+    if (!e)
+        return r;
+    CHECK_EQ_INT(hm_est_state_open(&st, e, HM_EST_DEFAULT, 0), 0);
+    if (st) {
+        CHECK_NEAR(hm_est_state_runtime(st), 1e6, 1e-6);
+        hm_est_state_move(st, -1, obj, 1, 100, &r);
+        hm_est_state_close(st);
+    }
+    hm_estimator_close(e);
+    return r;
+}
+
+static void test_cache_hits_traffic(void)
+{
+    double a = hits_far("0", 0), b = hits_far("0", 1);
+    CHECK(a > 1e6 && b > 1e6);
+    CHECK_NEAR(a, b, 0.02);
+    /* 90 of the first object's memory loads were hits that waited, in the
+     * far run: a stream, all of whose 1000 misses are traffic. */
+    double as = hits_far("90", 0), bs = hits_far("90", 1);
+    CHECK(as > 1.5 * bs);
+    CHECK(as > 1.5 * a);
+}
+
 /* ------------------------------------------------ compiled placements */
 
 /* A synthetic summary: 3 devices, 3 phases, CP_OBJ objects (some named,
@@ -788,6 +834,7 @@ int main(void)
     test_incremental();
     test_summary_roundtrip();
     test_loaded_latency();
+    test_cache_hits_traffic();
     test_compiled_placements();
     test_bad_input();
     char cmd[300];
