@@ -448,10 +448,20 @@ static void prepare_default(hm_estimator_t *e)
             }
         }
         /* Residual weights: the latency cost, else the samples, else the
-         * untracked data alone (it follows the placement's default device). */
+         * untracked data alone (it follows the placement's default device).
+         * One basis for every device of the class, so that the shares a
+         * placement puts on the devices add up to one: samples as soon as
+         * one run has no latency cost (a phase of stores, say). */
+        int by_lat = 1;
+        for (int d = 0; d < D; d++) {
+            double l = 0;
+            for (int o = 0; o < O; o++)
+                l += m->lat[ix3(e, c, o, d)];
+            by_lat &= l > 0;
+        }
         for (int d = 0; d < D; d++) {
             double *ws = &m->xwsum[(size_t)c * D + d];
-            for (int o = 0; o < O; o++)
+            for (int o = 0; o < O && by_lat; o++)
                 *ws += m->xw[ix3(e, c, o, d)] = m->lat[ix3(e, c, o, d)];
             if (*ws <= 0)
                 for (int o = 0; o < O; o++)
