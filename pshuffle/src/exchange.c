@@ -73,7 +73,7 @@ static void xfail(ps__xchg_t *x, int err, int secondary)
 
 static void note_peak(ps_shuffler_t *ps, ps__xchg_t *x)
 {
-    uint64_t b = ps->bytes + x->staged_bytes + x->buf_bytes;
+    uint64_t b = ps->bytes + x->staged_bytes + x->buf_bytes + ps->arena.spare_bytes;
     if (b > x->st.peak_bytes)
         x->st.peak_bytes = b;
 }
@@ -399,6 +399,11 @@ static int on_headers(ps_shuffler_t *ps, ps__xchg_t *x)
             }
         }
     }
+    /* The regions took the spares that fit; the others may stay within
+     * the receive half of the window (the memory store receives into its
+     * regions, not into a round buffer), for the compaction after commit. */
+    if (!ps->root)
+        ps__arena_trim(&ps->arena, ps->window / 2);
     x->nstaged = k;
     if (ps->n + k > x->st.peak_samples)
         x->st.peak_samples = ps->n + k;
@@ -674,6 +679,7 @@ static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
     x->st.peak_bytes = ps->bytes;
     /* Half the window each way, shared by the peers. */
     x->budget = ps->window / 2 / (uint64_t)(M > 1 ? M - 1 : 1);
+
     if (x->budget == 0)
         x->budget = 1;
     if ((err = ps_plan_compute(&x->plan, ps->seed, epoch, x->q, ps->counts, M, ps->rank)))
@@ -905,6 +911,16 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
         return err;
     }
     hook(ps, PS_POINT_AGREED);
+    /* Blocks that empty from here on keep their pages for the next
+     * exchange (its receive regions and compaction), up to what it may
+     * receive, Q(e+1) times the bytes held, plus half the window: so
+     * between epochs the store stays within (1+Q)*n*s + window, the bound
+     * the exchange itself needs. */
+    if (!ps->root) {
+        double qn = ps_schedule_q(&ps->q, x->epoch + 1);
+        uint64_t held = ps->bytes - x->st.bytes_sent + x->staged_bytes;
+        ps->arena.spare_max = (size_t)(qn * (double)held) + ps->window / 2;
+    }
     /* Every receiver has committed: the sent samples can go. */
     uint64_t done = 0, half = x->st.samples_sent / 2;
     for (uint64_t i = 0; i < ps->n; i++) {
