@@ -125,7 +125,7 @@ static ps__block_t *new_block(ps__arena_t *a, size_t cap, size_t extra, int slac
 
 void *ps__arena_region(ps__arena_t *a, size_t bytes, size_t live, ps__block_t **blk)
 {
-    ps__block_t *b = new_block(a, bytes ? bytes : 1, bytes / 4, 1);
+    ps__block_t *b = new_block(a, bytes ? bytes : 1, bytes / 2, 1);
     if (!b)
         return NULL;
     b->used = b->cap; /* nothing else is carved from it */

@@ -35,6 +35,7 @@
  * agreement leaves every rank with its epoch manifest (some also with
  * epoch+1), and ps_open() rolls back to the lowest epoch. */
 #define _GNU_SOURCE
+#include <endian.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -50,8 +51,18 @@
  * cache when it is checksummed, and ps_progress() can stop between slices. */
 #define SLICE (64u << 10)
 
-static void put64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i)); }
-static uint64_t get64(const unsigned char *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
+/* Little-endian on the wire, whatever the host. */
+static void put64(unsigned char *p, uint64_t v)
+{
+    v = htole64(v);
+    memcpy(p, &v, 8);
+}
+static uint64_t get64(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return le64toh(v);
+}
 static uint64_t hdr_size(const ps__peer_t *p, uint64_t j) { return get64(p->hdr + j * PS_WIRE_HDR + 16); }
 
 static void hook(ps_shuffler_t *ps, int point)
@@ -189,8 +200,15 @@ static unsigned char *round_buf(ps_shuffler_t *ps, ps__xchg_t *x, unsigned char 
     if (buf == &x->sbuf && ps->keep && ps->keeplen >= need) {
         *buf = ps->keep, *len = ps->keeplen;
         ps->keep = NULL, ps->keeplen = 0;
-    } else if (!ps__fault(ps, "chunk") && (*buf = malloc(need ? need : 1))) {
-        *len = need;
+    } else {
+        /* The memory store keeps its send buffer for the next exchange,
+         * whose rounds differ in length: it takes the whole send half of
+         * the window at once (pages never touched cost nothing). */
+        size_t want = need;
+        if (buf == &x->sbuf && !ps->root && need < ps->window / 2)
+            want = ps->window / 2;
+        if (!ps__fault(ps, "chunk") && (*buf = malloc(want ? want : 1)))
+            *len = want;
     }
     if (!*buf) {
         ps__errf(-ENOMEM, "a %zu-byte round buffer for the exchange", need);
@@ -347,6 +365,60 @@ static int unpack_slice(ps_shuffler_t *ps, ps__xchg_t *x, int peer)
 
 static int cmp_entry(const void *a, const void *b) { return ps__cmp_entry(a, b); }
 
+/* Sorts the received entries by id. Each peer's run arrives sorted (the
+ * senders send in id order), so runs are merged pairwise, log2(M) linear
+ * passes; a run out of order (which a correct peer never sends) falls back
+ * to a sort. */
+static void sort_staged(ps_shuffler_t *ps, ps__xchg_t *x)
+{
+    uint64_t k = x->nstaged, nr = 0;
+    int M = ps->nranks;
+    uint64_t *start = malloc(((size_t)M + 1) * sizeof *start);
+    ps__entry_t *tmp = k ? malloc(k * sizeof *tmp) : NULL;
+    int sorted = start && (tmp || !k);
+    uint64_t o = 0;
+    for (int r = 0; sorted && r < M; r++) {
+        const ps__peer_t *p = &x->rp[r];
+        for (uint64_t j = 1; j < p->n && sorted; j++)
+            sorted = x->staged[o + j - 1].id < x->staged[o + j].id;
+        if (p->n)
+            start[nr++] = o;
+        o += p->n;
+    }
+    if (!sorted) {
+        if (k)
+            qsort(x->staged, k, sizeof *x->staged, cmp_entry);
+        free(start);
+        free(tmp);
+        return;
+    }
+    start[nr] = k;
+    ps__entry_t *src = x->staged, *dst = tmp;
+    while (nr > 1) {
+        uint64_t w = 0;
+        for (uint64_t i = 0; i < nr; i += 2) {
+            /* Runs i and i+1 (the last run of an odd count is copied). */
+            uint64_t a = start[i], ae = start[i + 1], b = ae, be = i + 1 < nr ? start[i + 2] : ae, d = a;
+            while (a < ae && b < be)
+                dst[d++] = src[a].id < src[b].id ? src[a++] : src[b++];
+            while (a < ae)
+                dst[d++] = src[a++];
+            while (b < be)
+                dst[d++] = src[b++];
+            start[w++] = start[i];
+        }
+        start[w] = k;
+        nr = w;
+        ps__entry_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != x->staged)
+        memcpy(x->staged, src, k * sizeof *src);
+    free(start);
+    free(tmp);
+}
+
 /* The headers arrived: check them, make room for the samples, and build
  * the store of the next epoch (kept entries merged with received ones),
  * all before the payload moves. */
@@ -408,8 +480,7 @@ static int on_headers(ps_shuffler_t *ps, ps__xchg_t *x)
     if (ps->n + k > x->st.peak_samples)
         x->st.peak_samples = ps->n + k;
     note_peak(ps, x);
-    if (k)
-        qsort(x->staged, k, sizeof *x->staged, cmp_entry);
+    sort_staged(ps, x);
     /* Merge: the kept entries are in ascending id order already. */
     uint64_t a = 0, b = 0, n = 0;
     for (;;) {
@@ -729,9 +800,22 @@ static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
         o += p->n;
     }
     x->st.samples_kept = pl->nkept;
-    for (uint64_t i = 0; i < pl->nsend; i++) {
-        ps__peer_t *p = &x->sp[pl->send_to[i]];
-        uint64_t pos = pl->send_pos[i];
+    /* Each peer's stream in ascending id order, which is the store's order:
+     * the packing reads memory forward, and every receiver gets M sorted
+     * runs that it merges instead of sorting. */
+    int *to = malloc((ps->n ? ps->n : 1) * sizeof *to);
+    if (!to) {
+        err = -ENOMEM;
+        goto fail;
+    }
+    for (uint64_t i = 0; i < ps->n; i++)
+        to[i] = -1;
+    for (uint64_t i = 0; i < pl->nsend; i++)
+        to[pl->send_pos[i]] = pl->send_to[i];
+    for (uint64_t pos = 0; pos < ps->n; pos++) {
+        if (to[pos] < 0)
+            continue;
+        ps__peer_t *p = &x->sp[to[pos]];
         const ps__entry_t *e = &ps->ent[pos];
         unsigned char *h = p->hdr + p->n * PS_WIRE_HDR;
         put64(h, e->id);
@@ -744,6 +828,7 @@ static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
         x->st.samples_sent++;
         x->st.bytes_sent += e->size;
     }
+    free(to);
     for (int r = 0; r < M; r++) {
         uint64_t k = (x->sp[r].len + x->budget - 1) / x->budget;
         if (k > x->nrounds)
