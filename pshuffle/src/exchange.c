@@ -709,15 +709,29 @@ static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread)
         err = begin_local(ps, epoch);
         created = ps->x != NULL;
     }
-    /* The same reduction agrees on success and on the number of rounds. */
-    uint64_t rounds = created ? ps->x->nrounds : 0;
+    /* The same reduction agrees on success and on the number of rounds,
+     * sent as rounds + 1 by a rank that sends anything: 0 means that no
+     * sample moves anywhere (the local strategy on balanced counts). */
+    uint64_t rounds = created && ps->x->plan.nsend ? ps->x->nrounds + 1 : 0;
     if ((err = ps__agree_max(ps, err, 0, &rounds))) {
         if (created)
             ps__xchg_free(ps);
         return err;
     }
-    ps->x->nrounds = rounds;
-    ps->x->st.rounds = rounds;
+    ps->x->nrounds = rounds ? rounds - 1 : 0;
+    ps->x->st.rounds = ps->x->nrounds;
+    if (!rounds) {
+        /* No collective to run: the exchange is complete once the next
+         * epoch's entries are built, and its time is that work alone. */
+        ps__xchg_t *x = ps->x;
+        if ((err = on_headers(ps, x)))
+            xfail(x, err, 0);
+        x->phase = PS_PH_DONE;
+        x->complete = 1;
+        x->t_complete = ps__now_ns();
+        hook(ps, PS_POINT_BEGIN);
+        return 0;
+    }
     if ((err = post_headers(ps)))
         ps__fatal(ps, err, "ps_exchange_begin"); /* the peers posted theirs: no way back */
     if (thread) {
