@@ -50,6 +50,13 @@
 /* Packing and storing work in slices of this size, so a slice is still in
  * cache when it is checksummed, and ps_progress() can stop between slices. */
 #define SLICE (64u << 10)
+/* A memory store sends a sample of at least this size straight from the
+ * store, as messages of its own (Open MPI moves a contiguous message of
+ * this size with one copy, by the receiver); smaller samples are packed
+ * into the round's send buffer and sent in runs, as a message each costs
+ * more than copying a few KiB. */
+#define DIRECT (64u << 10)
+#define TAG_ROUND 7
 
 /* Little-endian on the wire, whatever the host. */
 static void put64(unsigned char *p, uint64_t v)
@@ -156,12 +163,16 @@ void ps__xchg_free(ps_shuffler_t *ps)
     MPI_Finalized(&fin);
     /* A collective cannot be cancelled: one still in flight here belongs to
      * a job that is being aborted, and its buffers must outlive it. */
-    if (!fin && x->req != MPI_REQUEST_NULL)
+    int inflight = x->req != MPI_REQUEST_NULL;
+    for (int i = 0; i < x->nreqs; i++)
+        inflight |= x->reqs[i] != MPI_REQUEST_NULL;
+    if (!fin && inflight)
         return;
     if (!fin)
         free_types(ps, x);
     drop_staged(ps, x);
     free(x->types);
+    free(x->reqs);
     free(x->staged);
     free(x->newent);
     free(x->sent);
@@ -284,6 +295,8 @@ static int pack_slice(ps_shuffler_t *ps, ps__xchg_t *x, ps__peer_t *p)
             xfail(x, err, 0);
             memset(dst, 0, take);
         }
+    } else if (e->size >= x->direct) {
+        dst = (unsigned char *)e->data + p->off; /* sent from where it is: checked there */
     } else {
         memcpy(dst, (const unsigned char *)e->data + p->off, take);
     }
@@ -536,6 +549,8 @@ static void round_setup(ps_shuffler_t *ps, ps__xchg_t *x)
         ps__peer_t *s = &x->sp[r], *p = &x->rp[r];
         s->rlen = piece(x, s, x->round), s->rpos = 0, s->boff = so, so += s->rlen;
         p->rlen = piece(x, p, x->round), p->rpos = 0, p->boff = ro, ro += p->rlen;
+        s->j0 = s->j, s->off0 = s->off;
+        p->j0 = p->j, p->off0 = p->off;
     }
     if (so)
         round_buf(ps, x, &x->sbuf, &x->sbuflen, so);
@@ -544,9 +559,88 @@ static void round_setup(ps_shuffler_t *ps, ps__xchg_t *x)
     x->pk_peer = 0;
 }
 
+/* One message of a round. The peers have posted theirs: a failure here
+ * ends the job with a message rather than leave them waiting. */
+static void post_msg(ps_shuffler_t *ps, ps__xchg_t *x, void *buf, uint64_t len, int peer, int send)
+{
+    if (x->nreqs == x->capreqs) {
+        int cap = x->capreqs ? 2 * x->capreqs : 64;
+        MPI_Request *r = realloc(x->reqs, (size_t)cap * sizeof *r);
+        if (!r) {
+            ps__errf(-ENOMEM, "requests of an exchange round");
+            ps__fatal(ps, -ENOMEM, "exchange");
+        }
+        x->reqs = r, x->capreqs = cap;
+    }
+    MPI_Request *q = &x->reqs[x->nreqs];
+    if ((send ? MPI_Isend(buf, (int)len, MPI_BYTE, peer, TAG_ROUND, ps->dcomm, q)
+              : MPI_Irecv(buf, (int)len, MPI_BYTE, peer, TAG_ROUND, ps->dcomm, q)) != MPI_SUCCESS) {
+        ps__errf(PS_EMPI, "%s of round %" PRIu64 " failed", send ? "MPI_Isend" : "MPI_Irecv", x->round);
+        ps__fatal(ps, PS_EMPI, "exchange");
+    }
+    x->nreqs++;
+}
+
+/* Posts the messages of round x->round of one pair's stream, as both
+ * sides cut it from the sample sizes alone (so they post matching
+ * messages in the same order): each part of a sample of at least DIRECT
+ * bytes is a message from (to) where the sample lies in the store, each
+ * run of smaller samples one message from the send buffer (to the
+ * receive region). A memory store's receive cursor is left at the end of
+ * the piece. */
+static void post_pair(ps_shuffler_t *ps, ps__xchg_t *x, int peer, int send)
+{
+    ps__peer_t *p = send ? &x->sp[peer] : &x->rp[peer];
+    uint64_t lo = x->round * x->budget, pos = lo, left = p->rlen, j = p->j0, off = p->off0, run = 0, run_at = 0;
+    while (left || run) {
+        uint64_t size = 0, take = 0;
+        int direct = 0;
+        if (left) {
+            size = send ? ps->ent[p->idx[j]].size : hdr_size(p, j);
+            take = size - off < left ? size - off : left;
+            direct = size >= x->direct;
+        }
+        if (run && (direct || !left)) {
+            void *b = send ? (void *)(x->sbuf + p->boff + (run_at - lo)) : (void *)(p->region + run_at);
+            post_msg(ps, x, b, run, peer, send);
+            run = 0;
+        }
+        if (!left)
+            break;
+        if (direct && take) {
+            void *b = send ? (void *)((unsigned char *)ps->ent[p->idx[j]].data + off) : (void *)(p->region + pos);
+            post_msg(ps, x, b, take, peer, send);
+        } else if (take) {
+            if (!run)
+                run_at = pos;
+            run += take;
+        }
+        pos += take, left -= take, off += take;
+        if (off == size)
+            j++, off = 0;
+    }
+    if (!send)
+        p->j = j, p->off = off; /* nothing unpacks a memory store's stream */
+}
+
 static int post_round(ps_shuffler_t *ps, ps__xchg_t *x)
 {
     int M = ps->nranks, err = 0;
+    if (!ps->root) {
+        /* Receives first, so that every send finds its receive posted. */
+        x->nreqs = 0;
+        for (int r = 0; r < M; r++)
+            if (x->rp[r].rlen) {
+                post_pair(ps, x, r, 0);
+                x->st.chunks_recv++;
+            }
+        for (int r = 0; r < M; r++)
+            if (x->sp[r].rlen) {
+                post_pair(ps, x, r, 1);
+                x->st.chunks_sent++;
+            }
+        return 0;
+    }
     int *cnt = calloc(4 * (size_t)M, sizeof *cnt);
     if (!cnt) {
         ps__errf(-ENOMEM, "round counts");
@@ -584,8 +678,12 @@ static int step(ps_shuffler_t *ps, ps__xchg_t *x, uint64_t deadline)
         switch (x->phase) {
         case PS_PH_HDR:
         case PS_PH_WAIT:
-            if (MPI_Test(&x->req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            if ((x->phase == PS_PH_WAIT && x->nreqs
+                     ? MPI_Testall(x->nreqs, x->reqs, &flag, MPI_STATUSES_IGNORE)
+                     : MPI_Test(&x->req, &flag, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
                 return ps__errf(PS_EMPI, "MPI_Test failed during the exchange of epoch %" PRIu64, x->epoch);
+            if (flag)
+                x->nreqs = 0;
             if (!flag)
                 return moved;
             moved = 1;
@@ -767,6 +865,12 @@ static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
 
     if (x->budget == 0)
         x->budget = 1;
+    /* Test hook: PSHUFFLE_TEST_DIRECT=BYTES lowers the threshold, so that
+     * small test samples take both paths (the same on every rank). */
+    const char *td = getenv("PSHUFFLE_TEST_DIRECT");
+    x->direct = td && *td ? strtoull(td, NULL, 10) : DIRECT;
+    if (!x->direct)
+        x->direct = 1;
     if ((err = ps_plan_compute(&x->plan, ps->seed, epoch, x->q, ps->counts, M, ps->rank)))
         goto fail;
     const ps_plan_t *pl = &x->plan;
