@@ -344,7 +344,7 @@ typedef struct {
     uint64_t peak_bytes;      /**< most payload bytes held at once: committed + staged
                                    samples + round buffers of the exchange (at most
                                    window_bytes) */
-    uint64_t chunks_sent, chunks_recv; /**< payload messages (one per peer and round) */
+    uint64_t chunks_sent, chunks_recv; /**< payload pieces (one per peer and round) */
     uint64_t rounds;          /**< rounds of the exchange (the same on every rank) */
     uint64_t bytes_recv_overlapped; /**< payload bytes received before ps_exchange_end()
                                    was called: what moved during training */
