@@ -583,8 +583,8 @@ static void post_msg(ps_shuffler_t *ps, ps__xchg_t *x, void *buf, uint64_t len, 
 
 /* Posts the messages of round x->round of one pair's stream, as both
  * sides cut it from the sample sizes alone (so they post matching
- * messages in the same order): each part of a sample of at least DIRECT
- * bytes is a message from (to) where the sample lies in the store, each
+ * messages in the same order): each part of a sample of at least
+ * x->direct bytes is a message from (to) where the sample lies in the store, each
  * run of smaller samples one message from the send buffer (to the
  * receive region). A memory store's receive cursor is left at the end of
  * the piece. */
@@ -862,7 +862,6 @@ static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
     x->st.peak_bytes = ps->bytes;
     /* Half the window each way, shared by the peers. */
     x->budget = ps->window / 2 / (uint64_t)(M > 1 ? M - 1 : 1);
-
     if (x->budget == 0)
         x->budget = 1;
     /* Test hook: PSHUFFLE_TEST_DIRECT=BYTES lowers the threshold, so that
