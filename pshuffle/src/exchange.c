@@ -23,6 +23,15 @@
  * store receives into a round buffer and writes each sample's file from
  * it, checking the checksum on the slice just written.
  *
+ * A memory store does not copy a sample of x->direct bytes or more (64
+ * KiB) on the sender: it checks it where it lies and sends it from there,
+ * and its rounds are point-to-point messages instead of one collective
+ * (post_pair(): both sides cut a pair's piece of a round into the same
+ * messages, from the sample sizes, and post them in the same order; runs
+ * of smaller samples still go through the send buffer, one message per
+ * run). Streams are in ascending id order, so packing reads the store
+ * forward and receivers merge sorted runs.
+ *
  * Work is done by ps__step(): by the progress thread, by bounded
  * ps_progress() calls, or by ps_exchange_end(). When the headers arrive it
  * also builds the store of the next epoch (merging kept and received
