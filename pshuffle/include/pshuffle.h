@@ -331,7 +331,10 @@ typedef struct {
     uint64_t samples_sent, samples_recv;
     uint64_t bytes_sent, bytes_recv;
     uint64_t samples_kept;    /**< pool samples that landed back on this rank (fixed points) */
-    uint64_t exchange_ns;     /**< begin() to completion of the last round */
+    uint64_t exchange_ns;     /**< begin() to completion of the last round; when no
+                                   sample moves on any rank (local strategy, balanced
+                                   counts) no message is sent and it is begin()'s own
+                                   work */
     uint64_t overlap_ns;      /**< begin() to the last message completed before
                                    ps_exchange_end() was called: the span in which
                                    the exchange progressed during training (0 when
@@ -341,7 +344,7 @@ typedef struct {
     uint64_t peak_bytes;      /**< most payload bytes held at once: committed + staged
                                    samples + round buffers of the exchange (at most
                                    window_bytes) */
-    uint64_t chunks_sent, chunks_recv; /**< payload messages (one per peer and round) */
+    uint64_t chunks_sent, chunks_recv; /**< payload pieces (one per peer and round) */
     uint64_t rounds;          /**< rounds of the exchange (the same on every rank) */
     uint64_t bytes_recv_overlapped; /**< payload bytes received before ps_exchange_end()
                                    was called: what moved during training */

@@ -23,6 +23,15 @@
  * store receives into a round buffer and writes each sample's file from
  * it, checking the checksum on the slice just written.
  *
+ * A memory store does not copy a sample of x->direct bytes or more (64
+ * KiB) on the sender: it checks it where it lies and sends it from there,
+ * and its rounds are point-to-point messages instead of one collective
+ * (post_pair(): both sides cut a pair's piece of a round into the same
+ * messages, from the sample sizes, and post them in the same order; runs
+ * of smaller samples still go through the send buffer, one message per
+ * run). Streams are in ascending id order, so packing reads the store
+ * forward and receivers merge sorted runs.
+ *
  * Work is done by ps__step(): by the progress thread, by bounded
  * ps_progress() calls, or by ps_exchange_end(). When the headers arrive it
  * also builds the store of the next epoch (merging kept and received
@@ -35,6 +44,7 @@
  * agreement leaves every rank with its epoch manifest (some also with
  * epoch+1), and ps_open() rolls back to the lowest epoch. */
 #define _GNU_SOURCE
+#include <endian.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -49,9 +59,26 @@
 /* Packing and storing work in slices of this size, so a slice is still in
  * cache when it is checksummed, and ps_progress() can stop between slices. */
 #define SLICE (64u << 10)
+/* A memory store sends a sample of at least this size straight from the
+ * store, as messages of its own (Open MPI moves a contiguous message of
+ * this size with one copy, by the receiver); smaller samples are packed
+ * into the round's send buffer and sent in runs, as a message each costs
+ * more than copying a few KiB. */
+#define DIRECT (64u << 10)
+#define TAG_ROUND 7
 
-static void put64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i)); }
-static uint64_t get64(const unsigned char *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
+/* Little-endian on the wire, whatever the host. */
+static void put64(unsigned char *p, uint64_t v)
+{
+    v = htole64(v);
+    memcpy(p, &v, 8);
+}
+static uint64_t get64(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return le64toh(v);
+}
 static uint64_t hdr_size(const ps__peer_t *p, uint64_t j) { return get64(p->hdr + j * PS_WIRE_HDR + 16); }
 
 static void hook(ps_shuffler_t *ps, int point)
@@ -73,7 +100,7 @@ static void xfail(ps__xchg_t *x, int err, int secondary)
 
 static void note_peak(ps_shuffler_t *ps, ps__xchg_t *x)
 {
-    uint64_t b = ps->bytes + x->staged_bytes + x->buf_bytes;
+    uint64_t b = ps->bytes + x->staged_bytes + x->buf_bytes + ps->arena.spare_bytes;
     if (b > x->st.peak_bytes)
         x->st.peak_bytes = b;
 }
@@ -145,12 +172,16 @@ void ps__xchg_free(ps_shuffler_t *ps)
     MPI_Finalized(&fin);
     /* A collective cannot be cancelled: one still in flight here belongs to
      * a job that is being aborted, and its buffers must outlive it. */
-    if (!fin && x->req != MPI_REQUEST_NULL)
+    int inflight = x->req != MPI_REQUEST_NULL;
+    for (int i = 0; i < x->nreqs; i++)
+        inflight |= x->reqs[i] != MPI_REQUEST_NULL;
+    if (!fin && inflight)
         return;
     if (!fin)
         free_types(ps, x);
     drop_staged(ps, x);
     free(x->types);
+    free(x->reqs);
     free(x->staged);
     free(x->newent);
     free(x->sent);
@@ -189,8 +220,15 @@ static unsigned char *round_buf(ps_shuffler_t *ps, ps__xchg_t *x, unsigned char 
     if (buf == &x->sbuf && ps->keep && ps->keeplen >= need) {
         *buf = ps->keep, *len = ps->keeplen;
         ps->keep = NULL, ps->keeplen = 0;
-    } else if (!ps__fault(ps, "chunk") && (*buf = malloc(need ? need : 1))) {
-        *len = need;
+    } else {
+        /* The memory store keeps its send buffer for the next exchange,
+         * whose rounds differ in length: it takes the whole send half of
+         * the window at once (pages never touched cost nothing). */
+        size_t want = need;
+        if (buf == &x->sbuf && !ps->root && need < ps->window / 2)
+            want = ps->window / 2;
+        if (!ps__fault(ps, "chunk") && (*buf = malloc(want ? want : 1)))
+            *len = want;
     }
     if (!*buf) {
         ps__errf(-ENOMEM, "a %zu-byte round buffer for the exchange", need);
@@ -266,6 +304,8 @@ static int pack_slice(ps_shuffler_t *ps, ps__xchg_t *x, ps__peer_t *p)
             xfail(x, err, 0);
             memset(dst, 0, take);
         }
+    } else if (e->size >= x->direct) {
+        dst = (unsigned char *)e->data + p->off; /* sent from where it is: checked there */
     } else {
         memcpy(dst, (const unsigned char *)e->data + p->off, take);
     }
@@ -347,6 +387,60 @@ static int unpack_slice(ps_shuffler_t *ps, ps__xchg_t *x, int peer)
 
 static int cmp_entry(const void *a, const void *b) { return ps__cmp_entry(a, b); }
 
+/* Sorts the received entries by id. Each peer's run arrives sorted (the
+ * senders send in id order), so runs are merged pairwise, log2(M) linear
+ * passes; a run out of order (which a correct peer never sends) falls back
+ * to a sort. */
+static void sort_staged(ps_shuffler_t *ps, ps__xchg_t *x)
+{
+    uint64_t k = x->nstaged, nr = 0;
+    int M = ps->nranks;
+    uint64_t *start = malloc(((size_t)M + 1) * sizeof *start);
+    ps__entry_t *tmp = k ? malloc(k * sizeof *tmp) : NULL;
+    int sorted = start && (tmp || !k);
+    uint64_t o = 0;
+    for (int r = 0; sorted && r < M; r++) {
+        const ps__peer_t *p = &x->rp[r];
+        for (uint64_t j = 1; j < p->n && sorted; j++)
+            sorted = x->staged[o + j - 1].id < x->staged[o + j].id;
+        if (p->n)
+            start[nr++] = o;
+        o += p->n;
+    }
+    if (!sorted) {
+        if (k)
+            qsort(x->staged, k, sizeof *x->staged, cmp_entry);
+        free(start);
+        free(tmp);
+        return;
+    }
+    start[nr] = k;
+    ps__entry_t *src = x->staged, *dst = tmp;
+    while (nr > 1) {
+        uint64_t w = 0;
+        for (uint64_t i = 0; i < nr; i += 2) {
+            /* Runs i and i+1 (the last run of an odd count is copied). */
+            uint64_t a = start[i], ae = start[i + 1], b = ae, be = i + 1 < nr ? start[i + 2] : ae, d = a;
+            while (a < ae && b < be)
+                dst[d++] = src[a].id < src[b].id ? src[a++] : src[b++];
+            while (a < ae)
+                dst[d++] = src[a++];
+            while (b < be)
+                dst[d++] = src[b++];
+            start[w++] = start[i];
+        }
+        start[w] = k;
+        nr = w;
+        ps__entry_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != x->staged)
+        memcpy(x->staged, src, k * sizeof *src);
+    free(start);
+    free(tmp);
+}
+
 /* The headers arrived: check them, make room for the samples, and build
  * the store of the next epoch (kept entries merged with received ones),
  * all before the payload moves. */
@@ -399,12 +493,16 @@ static int on_headers(ps_shuffler_t *ps, ps__xchg_t *x)
             }
         }
     }
+    /* The regions took the spares that fit; the others may stay within
+     * the receive half of the window (the memory store receives into its
+     * regions, not into a round buffer), for the compaction after commit. */
+    if (!ps->root)
+        ps__arena_trim(&ps->arena, ps->window / 2);
     x->nstaged = k;
     if (ps->n + k > x->st.peak_samples)
         x->st.peak_samples = ps->n + k;
     note_peak(ps, x);
-    if (k)
-        qsort(x->staged, k, sizeof *x->staged, cmp_entry);
+    sort_staged(ps, x);
     /* Merge: the kept entries are in ascending id order already. */
     uint64_t a = 0, b = 0, n = 0;
     for (;;) {
@@ -460,6 +558,8 @@ static void round_setup(ps_shuffler_t *ps, ps__xchg_t *x)
         ps__peer_t *s = &x->sp[r], *p = &x->rp[r];
         s->rlen = piece(x, s, x->round), s->rpos = 0, s->boff = so, so += s->rlen;
         p->rlen = piece(x, p, x->round), p->rpos = 0, p->boff = ro, ro += p->rlen;
+        s->j0 = s->j, s->off0 = s->off;
+        p->j0 = p->j, p->off0 = p->off;
     }
     if (so)
         round_buf(ps, x, &x->sbuf, &x->sbuflen, so);
@@ -468,9 +568,88 @@ static void round_setup(ps_shuffler_t *ps, ps__xchg_t *x)
     x->pk_peer = 0;
 }
 
+/* One message of a round. The peers have posted theirs: a failure here
+ * ends the job with a message rather than leave them waiting. */
+static void post_msg(ps_shuffler_t *ps, ps__xchg_t *x, void *buf, uint64_t len, int peer, int send)
+{
+    if (x->nreqs == x->capreqs) {
+        int cap = x->capreqs ? 2 * x->capreqs : 64;
+        MPI_Request *r = realloc(x->reqs, (size_t)cap * sizeof *r);
+        if (!r) {
+            ps__errf(-ENOMEM, "requests of an exchange round");
+            ps__fatal(ps, -ENOMEM, "exchange");
+        }
+        x->reqs = r, x->capreqs = cap;
+    }
+    MPI_Request *q = &x->reqs[x->nreqs];
+    if ((send ? MPI_Isend(buf, (int)len, MPI_BYTE, peer, TAG_ROUND, ps->dcomm, q)
+              : MPI_Irecv(buf, (int)len, MPI_BYTE, peer, TAG_ROUND, ps->dcomm, q)) != MPI_SUCCESS) {
+        ps__errf(PS_EMPI, "%s of round %" PRIu64 " failed", send ? "MPI_Isend" : "MPI_Irecv", x->round);
+        ps__fatal(ps, PS_EMPI, "exchange");
+    }
+    x->nreqs++;
+}
+
+/* Posts the messages of round x->round of one pair's stream, as both
+ * sides cut it from the sample sizes alone (so they post matching
+ * messages in the same order): each part of a sample of at least
+ * x->direct bytes is a message from (to) where the sample lies in the store, each
+ * run of smaller samples one message from the send buffer (to the
+ * receive region). A memory store's receive cursor is left at the end of
+ * the piece. */
+static void post_pair(ps_shuffler_t *ps, ps__xchg_t *x, int peer, int send)
+{
+    ps__peer_t *p = send ? &x->sp[peer] : &x->rp[peer];
+    uint64_t lo = x->round * x->budget, pos = lo, left = p->rlen, j = p->j0, off = p->off0, run = 0, run_at = 0;
+    while (left || run) {
+        uint64_t size = 0, take = 0;
+        int direct = 0;
+        if (left) {
+            size = send ? ps->ent[p->idx[j]].size : hdr_size(p, j);
+            take = size - off < left ? size - off : left;
+            direct = size >= x->direct;
+        }
+        if (run && (direct || !left)) {
+            void *b = send ? (void *)(x->sbuf + p->boff + (run_at - lo)) : (void *)(p->region + run_at);
+            post_msg(ps, x, b, run, peer, send);
+            run = 0;
+        }
+        if (!left)
+            break;
+        if (direct && take) {
+            void *b = send ? (void *)((unsigned char *)ps->ent[p->idx[j]].data + off) : (void *)(p->region + pos);
+            post_msg(ps, x, b, take, peer, send);
+        } else if (take) {
+            if (!run)
+                run_at = pos;
+            run += take;
+        }
+        pos += take, left -= take, off += take;
+        if (off == size)
+            j++, off = 0;
+    }
+    if (!send)
+        p->j = j, p->off = off; /* nothing unpacks a memory store's stream */
+}
+
 static int post_round(ps_shuffler_t *ps, ps__xchg_t *x)
 {
     int M = ps->nranks, err = 0;
+    if (!ps->root) {
+        /* Receives first, so that every send finds its receive posted. */
+        x->nreqs = 0;
+        for (int r = 0; r < M; r++)
+            if (x->rp[r].rlen) {
+                post_pair(ps, x, r, 0);
+                x->st.chunks_recv++;
+            }
+        for (int r = 0; r < M; r++)
+            if (x->sp[r].rlen) {
+                post_pair(ps, x, r, 1);
+                x->st.chunks_sent++;
+            }
+        return 0;
+    }
     int *cnt = calloc(4 * (size_t)M, sizeof *cnt);
     if (!cnt) {
         ps__errf(-ENOMEM, "round counts");
@@ -508,8 +687,12 @@ static int step(ps_shuffler_t *ps, ps__xchg_t *x, uint64_t deadline)
         switch (x->phase) {
         case PS_PH_HDR:
         case PS_PH_WAIT:
-            if (MPI_Test(&x->req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            if ((x->phase == PS_PH_WAIT && x->nreqs
+                     ? MPI_Testall(x->nreqs, x->reqs, &flag, MPI_STATUSES_IGNORE)
+                     : MPI_Test(&x->req, &flag, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
                 return ps__errf(PS_EMPI, "MPI_Test failed during the exchange of epoch %" PRIu64, x->epoch);
+            if (flag)
+                x->nreqs = 0;
             if (!flag)
                 return moved;
             moved = 1;
@@ -633,15 +816,29 @@ static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread)
         err = begin_local(ps, epoch);
         created = ps->x != NULL;
     }
-    /* The same reduction agrees on success and on the number of rounds. */
-    uint64_t rounds = created ? ps->x->nrounds : 0;
+    /* The same reduction agrees on success and on the number of rounds,
+     * sent as rounds + 1 by a rank that sends anything: 0 means that no
+     * sample moves anywhere (the local strategy on balanced counts). */
+    uint64_t rounds = created && ps->x->plan.nsend ? ps->x->nrounds + 1 : 0;
     if ((err = ps__agree_max(ps, err, 0, &rounds))) {
         if (created)
             ps__xchg_free(ps);
         return err;
     }
-    ps->x->nrounds = rounds;
-    ps->x->st.rounds = rounds;
+    ps->x->nrounds = rounds ? rounds - 1 : 0;
+    ps->x->st.rounds = ps->x->nrounds;
+    if (!rounds) {
+        /* No collective to run: the exchange is complete once the next
+         * epoch's entries are built, and its time is that work alone. */
+        ps__xchg_t *x = ps->x;
+        if ((err = on_headers(ps, x)))
+            xfail(x, err, 0);
+        x->phase = PS_PH_DONE;
+        x->complete = 1;
+        x->t_complete = ps__now_ns();
+        hook(ps, PS_POINT_BEGIN);
+        return 0;
+    }
     if ((err = post_headers(ps)))
         ps__fatal(ps, err, "ps_exchange_begin"); /* the peers posted theirs: no way back */
     if (thread) {
@@ -676,6 +873,12 @@ static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
     x->budget = ps->window / 2 / (uint64_t)(M > 1 ? M - 1 : 1);
     if (x->budget == 0)
         x->budget = 1;
+    /* Test hook: PSHUFFLE_TEST_DIRECT=BYTES lowers the threshold, so that
+     * small test samples take both paths (the same on every rank). */
+    const char *td = getenv("PSHUFFLE_TEST_DIRECT");
+    x->direct = td && *td ? strtoull(td, NULL, 10) : DIRECT;
+    if (!x->direct)
+        x->direct = 1;
     if ((err = ps_plan_compute(&x->plan, ps->seed, epoch, x->q, ps->counts, M, ps->rank)))
         goto fail;
     const ps_plan_t *pl = &x->plan;
@@ -723,9 +926,22 @@ static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
         o += p->n;
     }
     x->st.samples_kept = pl->nkept;
-    for (uint64_t i = 0; i < pl->nsend; i++) {
-        ps__peer_t *p = &x->sp[pl->send_to[i]];
-        uint64_t pos = pl->send_pos[i];
+    /* Each peer's stream in ascending id order, which is the store's order:
+     * the packing reads memory forward, and every receiver gets M sorted
+     * runs that it merges instead of sorting. */
+    int *to = malloc((ps->n ? ps->n : 1) * sizeof *to);
+    if (!to) {
+        err = -ENOMEM;
+        goto fail;
+    }
+    for (uint64_t i = 0; i < ps->n; i++)
+        to[i] = -1;
+    for (uint64_t i = 0; i < pl->nsend; i++)
+        to[pl->send_pos[i]] = pl->send_to[i];
+    for (uint64_t pos = 0; pos < ps->n; pos++) {
+        if (to[pos] < 0)
+            continue;
+        ps__peer_t *p = &x->sp[to[pos]];
         const ps__entry_t *e = &ps->ent[pos];
         unsigned char *h = p->hdr + p->n * PS_WIRE_HDR;
         put64(h, e->id);
@@ -738,6 +954,7 @@ static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
         x->st.samples_sent++;
         x->st.bytes_sent += e->size;
     }
+    free(to);
     for (int r = 0; r < M; r++) {
         uint64_t k = (x->sp[r].len + x->budget - 1) / x->budget;
         if (k > x->nrounds)
@@ -905,6 +1122,16 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
         return err;
     }
     hook(ps, PS_POINT_AGREED);
+    /* Blocks that empty from here on keep their pages for the next
+     * exchange (its receive regions and compaction), up to what it may
+     * receive, Q(e+1) times the bytes held, plus half the window: so
+     * between epochs the store stays within (1+Q)*n*s + window, the bound
+     * the exchange itself needs. */
+    if (!ps->root) {
+        double qn = ps_schedule_q(&ps->q, x->epoch + 1);
+        uint64_t held = ps->bytes - x->st.bytes_sent + x->staged_bytes;
+        ps->arena.spare_max = (size_t)(qn * (double)held) + ps->window / 2;
+    }
     /* Every receiver has committed: the sent samples can go. */
     uint64_t done = 0, half = x->st.samples_sent / 2;
     for (uint64_t i = 0; i < ps->n; i++) {

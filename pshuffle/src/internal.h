@@ -54,10 +54,17 @@ typedef struct ps__block ps__block_t;
 typedef struct {
     ps__block_t *head, *cur;
     size_t reserved, live;
+    /* Emptied blocks kept for reuse, up to spare_max bytes (0: none kept):
+     * their pages are already resident, where a fresh block's pages would
+     * each fault and be zeroed by the kernel on first touch. */
+    ps__block_t *spare;
+    size_t spare_bytes, spare_max;
 } ps__arena_t;
 void *ps__arena_alloc(ps__arena_t *a, size_t n, ps__block_t **blk);
 void ps__arena_free(ps__arena_t *a, ps__block_t *blk, size_t n);
 void ps__arena_destroy(ps__arena_t *a);
+/* Frees spare blocks until at most `keep` bytes of them remain. */
+void ps__arena_trim(ps__arena_t *a, size_t keep);
 /* Bytes the arena accounts for a sample of n bytes. */
 size_t ps__arena_need(size_t n);
 /* A block of exactly `bytes` bytes that will hold samples placed by the

@@ -22,6 +22,7 @@ typedef struct {
     uint64_t rlen, rpos;     /* this round's piece and how much of it is packed/unpacked */
     size_t boff;             /* the piece's offset in the round buffer */
     XXH3_state_t *hs;        /* checksum of a sample cut by the slicing or by a round */
+    uint64_t j0, off0;       /* the cursor where this round's piece starts */
     int fd;                  /* directory store: file of the sample at the cursor, or -1 */
     unsigned char *region;   /* memory store, receive side: the whole stream, in the arena */
 } ps__peer_t;
@@ -39,8 +40,11 @@ typedef struct {
     unsigned char *shdr, *rhdr;
     int phase;
     MPI_Request req;         /* the collective in flight */
+    MPI_Request *reqs;       /* memory store: the round's messages in flight ([nreqs]) */
+    int nreqs, capreqs;
     MPI_Datatype *types;     /* [2 * nranks] of the round in flight (send then receive) */
     uint64_t budget;         /* bytes per pair and round */
+    uint64_t direct;         /* memory store: samples this large are sent from the store */
     uint64_t round, nrounds;
     unsigned char *sbuf, *rbuf; /* round buffers (rbuf: directory store only) */
     size_t sbuflen, rbuflen;

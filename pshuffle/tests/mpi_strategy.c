@@ -4,7 +4,8 @@
  * chi-square tests (p = 0.001) on both; fixed points (a sample staying on
  * its rank) occur at the rate 1/M, and with neither ps_progress calls nor a
  * progress thread no overlap is reported. Then the local strategy: nothing
- * moves.
+ * moves, and the exchange time reported is not the time between begin and
+ * end.
  *
  * usage: mpi_strategy [--epochs E] [--per-rank K]
  */
@@ -134,6 +135,17 @@ int main(int argc, char **argv)
         ps_stats(ps, &st);
         T_CHECK(st.samples_sent == 0 && st.samples_recv == 0, "local strategy moved samples");
     }
+    /* Nothing to move, so no time moving it: the exchange's time is not
+     * the span from begin to end, and no overlap is claimed. */
+    T_OK(ps_exchange_begin(ps, 5));
+    usleep(50000);
+    T_OK(ps_exchange_end(ps));
+    ps_stats_t sl;
+    ps_stats(ps, &sl);
+    T_CHECK(sl.exchange_ns < 25000000, "local strategy: exchange_ns %" PRIu64 " spans the training between begin and end",
+            sl.exchange_ns);
+    T_CHECK(sl.overlap_ns == 0 && sl.rounds == 0 && sl.chunks_sent == 0, "local strategy: overlap %" PRIu64
+            " ns, %" PRIu64 " rounds, %" PRIu64 " chunks", sl.overlap_ns, sl.rounds, sl.chunks_sent);
     locate(ps, N, where);
     T_CHECK(!memcmp(where, prev, N * sizeof *where), "local strategy changed the partition");
     ps_close(ps);

@@ -70,14 +70,42 @@ int main(void)
     ps__block_t *rb;
     unsigned char *base = ps__arena_region(&a, bytes, live, &rb);
     CHECK(base != NULL);
-    CHECK_EQ_U64(a.reserved, r0 + bytes);
+    /* A fresh region has a sixteenth of slack, rounded to pages. */
+    size_t rcap = a.reserved - r0;
+    CHECK(rcap >= bytes && rcap <= bytes + bytes / 16 + 4096);
     for (int i = 0; i < 4; i++) {
         ps__arena_free(&a, rb, sizes[i]);
         if (i < 3)
-            CHECK_EQ_U64(a.reserved, r0 + bytes);
+            CHECK_EQ_U64(a.reserved, r0 + rcap);
     }
     CHECK_EQ_U64(a.reserved, r0);
     CHECK_EQ_U64(a.live, 0);
+    CHECK_EQ_U64(a.spare_bytes, 0); /* no spares unless asked for */
+
+    /* Spares: an emptied block is kept (up to spare_max) and a region of
+     * about its size reuses it; one much smaller does not. */
+    a.spare_max = 4u << 20;
+    size_t big = 300000;
+    base = ps__arena_region(&a, big, ps__arena_need(big), &rb);
+    CHECK(base != NULL);
+    rcap = a.reserved - r0;
+    ps__arena_free(&a, rb, big);
+    CHECK_EQ_U64(a.reserved, r0);
+    CHECK_EQ_U64(a.spare_bytes, rcap);
+    ps__block_t *rb2;
+    unsigned char *small = ps__arena_region(&a, 1000, ps__arena_need(1000), &rb2);
+    CHECK(small != NULL && small != base);
+    CHECK_EQ_U64(a.spare_bytes, rcap);
+    unsigned char *again = ps__arena_region(&a, big - 5000, ps__arena_need(big - 5000), &rb);
+    CHECK(again == base);
+    CHECK_EQ_U64(a.spare_bytes, 0);
+    ps__arena_free(&a, rb, big - 5000);
+    ps__arena_free(&a, rb2, 1000);
+    CHECK(a.spare_bytes > rcap); /* both kept */
+    a.spare_max = rcap; /* a smaller limit applies at the next release */
+    ps__arena_trim(&a, 0);
+    CHECK_EQ_U64(a.spare_bytes, 0);
+    CHECK_EQ_U64(a.reserved, r0);
     ps__arena_destroy(&a);
     CHECK_EQ_U64(a.reserved, 0);
     free(e);
