@@ -2,7 +2,10 @@
  * address, and how many of those fall inside a live tracked allocation.
  * Prints "samples N addr N in_objects N", then with --names one line
  * "obj NAME SAMPLES" per name given with hetmem_name(), in order of first
- * naming. Used by bench/record-overhead and bench/record-attribution. */
+ * naming. With --phase NAME, only samples taken between a begin and an end
+ * of phase NAME count (a first pass collects those windows, by time, so
+ * the order records come in does not matter). Used by bench/record-overhead
+ * and bench/record-attribution. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,14 +20,65 @@ typedef struct {
     uint64_t samples;
 } named_t;
 
+typedef struct {
+    uint64_t lo, hi;
+} window_t;
+
+/* Time windows of phase `phase` in the trace at `path`: *out (malloc'd,
+ * caller frees), *n of them. Returns 0, or -1 on a trace error. */
+static int phase_windows(const char *path, const char *phase, window_t **out, size_t *n)
+{
+    hm_trace_t *t;
+    if (hm_trace_open(&t, path) != 0)
+        return -1;
+    size_t cap = 16, k = 0;
+    window_t *w = malloc(cap * sizeof *w);
+    uint64_t open_at = 0;
+    int depth = 0, rc;
+    hm_record_t r;
+    while (w && (rc = hm_trace_next(t, &r)) == 1) {
+        if ((r.kind != HM_REC_PHASE_BEGIN && r.kind != HM_REC_PHASE_END) || strcmp(r.u.phase.name, phase) != 0)
+            continue;
+        if (r.kind == HM_REC_PHASE_BEGIN && depth++ == 0)
+            open_at = r.u.phase.time;
+        if (r.kind == HM_REC_PHASE_END && depth > 0 && --depth == 0) {
+            if (k == cap) {
+                window_t *g = realloc(w, (cap *= 2) * sizeof *w);
+                if (!g) {
+                    free(w);
+                    w = NULL;
+                    break;
+                }
+                w = g;
+            }
+            w[k++] = (window_t){open_at, r.u.phase.time};
+        }
+    }
+    hm_trace_close(t);
+    if (!w || rc < 0) {
+        free(w);
+        return -1;
+    }
+    *out = w;
+    *n = k;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    int names = argc == 3 && strcmp(argv[1], "--names") == 0;
-    if (argc != 2 && !names) {
-        fprintf(stderr, "usage: bench_record_attr [--names] TRACE\n");
+    int names = argc >= 3 && strcmp(argv[1], "--names") == 0;
+    const char *phase = names && argc == 5 && strcmp(argv[2], "--phase") == 0 ? argv[3] : NULL;
+    if (argc != 2 && !(names && argc == 3) && !phase) {
+        fprintf(stderr, "usage: bench_record_attr [--names [--phase NAME]] TRACE\n");
         return 2;
     }
     const char *path = argv[argc - 1];
+    window_t *win = NULL;
+    size_t nwin = 0;
+    if (phase && phase_windows(path, phase, &win, &nwin) != 0) {
+        fprintf(stderr, "bench_record_attr: %s: %s\n", path, hm_errdetail());
+        return 1;
+    }
     hm_trace_t *t;
     int rc = hm_trace_open(&t, path);
     if (rc) {
@@ -68,6 +122,13 @@ int main(int argc, char **argv)
             if (k < nnamed)
                 owner[e->id] = (int)k;
         } else if (r.kind == HM_REC_SAMPLE) {
+            if (phase) {
+                size_t w = 0;
+                while (w < nwin && !(r.u.sample.time >= win[w].lo && r.u.sample.time <= win[w].hi))
+                    w++;
+                if (w == nwin)
+                    continue;
+            }
             total++;
             uint64_t a = r.u.sample.addr;
             if (!a)
@@ -84,6 +145,7 @@ int main(int argc, char **argv)
     hm_trace_close(t);
     hm__objtab_close(live);
     free(owner);
+    free(win);
     if (rc < 0) {
         free(nm);
         return 1;

@@ -44,6 +44,10 @@ typedef struct {
                               lane 0 of gather indices) */
     uint32_t tid;
     uint32_t has_vec;      /* vec_lo is valid */
+    uint32_t faulted;      /* the thread took a page fault since its previous
+                              sample: the PC may be an instruction the kernel
+                              is restarting, not the one after a stall */
+    uint32_t pad_;
 } hm__soft_raw_t;
 
 static inline uint64_t hm__arch_raw_pc(const hm__soft_raw_t *r) { return r->regs[HM__ARCH_REG_PC]; }

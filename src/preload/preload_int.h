@@ -103,6 +103,7 @@ typedef struct hm__thr {
     _Atomic uint64_t sh, st;        /* soft sample ring */
     hm__soft_raw_t soft[HM_SOFTN];
     uint64_t soft_dropped, ev_dropped;
+    uint64_t soft_faults;           /* page faults at the previous soft sample */
     int has_timer;
     timer_t timer;
     int nperf;

@@ -21,6 +21,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/auxv.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,6 +34,16 @@
 /* ------------------------------------------------------------- samplers */
 
 #define SOFT_MAGIC 0x68746d73
+
+/* Page faults the calling thread has taken (minor and major), or `old` if
+ * the kernel will not say. A raw syscall: safe in a signal handler. */
+static uint64_t thread_faults(uint64_t old)
+{
+    struct rusage ru;
+    if (syscall(SYS_getrusage, RUSAGE_THREAD, &ru) != 0)
+        return old;
+    return (uint64_t)ru.ru_minflt + (uint64_t)ru.ru_majflt;
+}
 
 static void on_sample(int sig, siginfo_t *si, void *ucv)
 {
@@ -56,6 +67,12 @@ static void on_sample(int sig, siginfo_t *si, void *ucv)
     r->time = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     hm__arch_save_context(r, ucv);
     r->tid = t->tid;
+    /* A timer that fires while the kernel serves a page fault is delivered
+     * with the PC on the faulting instruction (it will run again), not
+     * after it; the decoder needs to know (src/arch/x86_64/soft.c). */
+    uint64_t f = thread_faults(t->soft_faults);
+    r->faulted = f != t->soft_faults;
+    t->soft_faults = f;
     atomic_store_explicit(&t->sh, h + 1, memory_order_release);
 out:
     errno = saved;
@@ -76,6 +93,7 @@ void hm__sampler_start(hm__thr_t *t)
         se._sigev_un._tid = (pid_t)t->tid;
         if (timer_create(CLOCK_MONOTONIC, &se, &t->timer) != 0)
             return;
+        t->soft_faults = thread_faults(0);
         /* A per-thread random phase keeps threads from sampling in lockstep. */
         uint64_t first = hm__opt.period / 2 + (hm__now_ns() ^ t->tid * 2654435761u) % hm__opt.period;
         struct itimerspec its = {{(time_t)(hm__opt.period / 1000000000), (long)(hm__opt.period % 1000000000)},

@@ -7,6 +7,7 @@
 set -u
 . "$HETMEM_SRC/tests/integration/record_lib.sh"
 cc_prog ab -fno-ipa-icf -fno-optimize-sibling-calls || { echo "cannot compile"; exit 1; }
+cc_prog firsttouch -fno-tree-vectorize || { echo "cannot compile"; exit 1; }
 cc_prog crash
 build_attr || { echo "cannot build trace helper"; exit 1; }
 
@@ -37,6 +38,19 @@ for run in 1 2; do
 done
 [ "${#sites[@]}" = 2 ] && { [ "${sites[0]}" = "${sites[1]}" ] && ok "site ids stable across runs" || bad "site ids differ across runs: ${sites[*]}"; }
 diff -q <("$WORK/ab" 0.2) "$WORK/ab1.out" >/dev/null || bad "program output changed under record"
+
+# --- page faults: first-touch stores to fresh pages of B, each value read
+# from A, which stays in cache. The time goes to the kernel zeroing B's
+# pages, and a timer that fires during a fault is delivered with the PC on
+# the faulting store, not after it: B must get nearly all the samples.
+"$H" record -b soft -o "$WORK/ft.hmt" -- "$WORK/firsttouch" > /dev/null 2> "$WORK/ft.err" \
+  || bad "record firsttouch: $(cat "$WORK/ft.err")"
+"$WORK/trace_attr" "$WORK/ft.hmt" > "$WORK/ft.attr" || bad "trace_attr firsttouch"
+read -r inA inB < <(awk '$1 == "obj" && $4 == "A" {a += $5} $1 == "obj" && $4 == "B" {b += $5} END {print a + 0, b + 0}' "$WORK/ft.attr")
+echo "firsttouch: A=$inA B=$inB samples"
+if [ $((inA + inB)) -lt 100 ]; then bad "firsttouch: too few samples ($((inA + inB)))"
+elif [ $((100 * inB / (inA + inB))) -lt 80 ]; then bad "firsttouch: B share $((100 * inB / (inA + inB)))% < 80% (page-fault time charged to the load before the store)"
+else ok "firsttouch: B share $((100 * inB / (inA + inB)))%"; fi
 
 # --- the perf ring path for real: perf-sw samples the kernel's task-clock
 # software event through the same per-thread mmap rings, collector and

@@ -90,6 +90,28 @@ int main(void)
         CHECK_EQ_U64(ip, BASE + 5);
         CHECK_EQ_INT(acc, HM_ACCESS_STORE);
     }
+    /* PC on the store itself. Without a page fault since the last sample,
+     * the timer landed after the load before it (the load stalled). After a
+     * page fault, the PC is the faulting store the kernel restarts (first
+     * touch of B): the sample is the store's, at the saved r11. */
+    r.regs[REG_RIP] = BASE + 5;
+    CHECK_EQ_INT(hm__soft_resolve_code(tr, sizeof tr, BASE, &r, &a, &ip, &acc, &how), 1);
+    CHECK_EQ_U64(a, 0x100000 + 9 * 8);
+    CHECK_EQ_U64(ip, BASE);
+    CHECK_EQ_INT(acc, HM_ACCESS_LOAD);
+    r.faulted = 1;
+    CHECK_EQ_INT(hm__soft_resolve_code(tr, sizeof tr, BASE, &r, &a, &ip, &acc, &how), 1);
+    CHECK_EQ_U64(a, 0x900000 + 8 * 8192);
+    CHECK_EQ_U64(ip, BASE + 5);
+    CHECK_EQ_INT(acc, HM_ACCESS_STORE);
+    CHECK_EQ_INT(how, 2);
+    /* A fault does not change a sample whose PC has no data access: the add
+     * after the store still gives the store. */
+    r.regs[REG_RIP] = BASE + 13;
+    CHECK_EQ_INT(hm__soft_resolve_code(tr, sizeof tr, BASE, &r, &a, &ip, &acc, &how), 1);
+    CHECK_EQ_U64(a, 0x900000);
+    CHECK_EQ_U64(ip, BASE + 5);
+    r.faulted = 0;
 
     /* lea r11,[r11+rbx*8+16] and sub r10,rcx are undone from the saved rbx
      * and rcx; add rcx,rcx (a register doubled) cannot be and clobbers.

@@ -439,7 +439,15 @@ static int resolve_in(const func_t *f, const hm__soft_raw_t *raw, uint64_t pc, u
         return 0;
     uint32_t k = lo, hit = 0;
     uint64_t ea;
-    if (!(f->ins[k].flags & F_LEADER))
+    /* After a page fault the PC is the faulting instruction itself, which
+     * the kernel restarts: the time went to its access, not to the one
+     * before (first-touch stores to a fresh array would otherwise be
+     * charged to the load that precedes them). */
+    if (raw->faulted && ea_of(f, k, k, raw, &ea, access) == 0) {
+        *how = HOW_AT;
+        hit = k;
+    }
+    if (*how == HOW_NONE && !(f->ins[k].flags & F_LEADER))
         for (uint32_t i = k; i-- > 0;) {
             if (ea_of(f, i, k, raw, &ea, access) == 0) {
                 *how = HOW_BACK;
