@@ -270,54 +270,97 @@ static inline __attribute__((always_inline)) uint64_t fill_look(hm_sim_t *s, int
     return v;
 }
 
-/* L2 stream prefetcher, as on current cores: after two misses to
- * consecutive lines it keeps `prefetch` lines ahead of the demand stream,
- * within the 4 KiB page (hardware prefetchers do not cross pages). The
- * prefetches go to the device queues like demand misses but occupy no ROB
- * or MLP slot; a demand access to a line still in flight waits for it. */
+/* Stream prefetcher, as on current cores (the L2 streamer for ascending
+ * and descending streams, the L1 stride prefetcher for every other line):
+ * after two misses to nearby lines of one page (consecutive lines,
+ * ascending or descending, or every other line) it keeps `prefetch`
+ * prefetches ahead of the demand stream in its direction, within the 4 KiB
+ * page (hardware prefetchers do not cross pages). The prefetches go to the device queues like demand misses but
+ * occupy no ROB or MLP slot; a demand access to a line still in flight
+ * waits for it. */
+static void prefetch_line(hm_sim_t *s, uint64_t p, int lvl, double now)
+{
+    look_t lk[HM_SIM_MAX_LEVELS];
+    int present = 0;
+    for (int l = lvl; l < s->nlevels && !present; l++)
+        present = lookup(&s->c[l], p, &lk[l]);
+    if (present)
+        return;
+    uint32_t g;
+    int d = line_device(s, p << s->line_shift, &g);
+    double done = hm__device_read(&s->dev[d], p, now);
+    if (g != UINT32_MAX)
+        s->groups[g].lines_read++;
+    else
+        s->other_lines_read++;
+    for (int l = s->nlevels - 1; l >= lvl; l--)
+        fill_look(s, l, p, 0, now, done, &lk[l]);
+    s->prefetches++;
+}
+
 static void prefetch(hm_sim_t *s, uint64_t line, double now)
 {
     int k = 16;
+    int64_t stride = 0;
     for (uint32_t m = lanes_eq(s->stream_h, 16, hm__ptag(line)); m; m &= m - 1) {
         int j = __builtin_ctz(m);
         if (s->stream[j].next == line) {
             k = j;
+            stride = s->stream[j].stride ? s->stream[j].stride : 1;
             break;
         }
     }
-    int fresh = k == 16;
-    if (fresh)
+    if (k == 16) {
+        /* A stream seen once (at line b) expects b + 1; a miss at b + 2,
+         * b - 1 or b - 2 makes it a stride-2, descending or descending
+         * stride-2 stream. */
+        static const int64_t cand[3] = {2, -1, -2};
+        for (int c = 0; c < 3 && k == 16; c++) {
+            uint64_t want = line - (uint64_t)cand[c] + 1;
+            for (uint32_t m = lanes_eq(s->stream_h, 16, hm__ptag(want)); m; m &= m - 1) {
+                int j = __builtin_ctz(m);
+                if (s->stream[j].next == want && s->stream[j].stride == 0) {
+                    k = j;
+                    stride = cand[c];
+                    break;
+                }
+            }
+        }
+    }
+    if (k == 16) {
         k = (int)(s->stream_rr++ & 15);
-    s->stream[k].next = line + 1;
-    s->stream_h[k] = hm__ptag(line + 1);
-    if (fresh) {
+        s->stream[k].next = line + 1;
+        s->stream[k].stride = 0;
+        s->stream_h[k] = hm__ptag(line + 1);
         s->stream[k].pf = line;
         return;
     }
-    uint64_t page_end = ((line << s->line_shift) | ((1u << HM_SIM_PAGE_SHIFT) - 1)) >> s->line_shift;
-    uint64_t from = s->stream[k].pf > line ? s->stream[k].pf + 1 : line + 1;
-    uint64_t to = line + s->pf_dist < page_end ? line + s->pf_dist : page_end;
+    s->stream[k].stride = stride;
+    s->stream[k].next = line + (uint64_t)stride;
+    s->stream_h[k] = hm__ptag(line + (uint64_t)stride);
+    uint64_t lpp = 1ull << (HM_SIM_PAGE_SHIFT - s->line_shift);
+    uint64_t page_first = line & ~(lpp - 1), page_last = page_first + lpp - 1;
+    uint64_t pf = s->stream[k].pf;
     int lvl = s->nlevels > 1 ? 1 : 0;
-    for (uint64_t p = from; p <= to; p++) {
-        look_t lk[HM_SIM_MAX_LEVELS];
-        int present = 0;
-        for (int l = lvl; l < s->nlevels && !present; l++)
-            present = lookup(&s->c[l], p, &lk[l]);
-        if (present)
-            continue;
-        uint32_t g;
-        int d = line_device(s, p << s->line_shift, &g);
-        double done = hm__device_read(&s->dev[d], p, now);
-        if (g != UINT32_MAX)
-            s->groups[g].lines_read++;
-        else
-            s->other_lines_read++;
-        for (int l = s->nlevels - 1; l >= lvl; l--)
-            fill_look(s, l, p, 0, now, done, &lk[l]);
-        s->prefetches++;
+    if (stride > 0) {
+        uint64_t from = pf > line ? pf + (uint64_t)stride : line + (uint64_t)stride;
+        uint64_t reach = (uint64_t)s->pf_dist * (uint64_t)stride;
+        uint64_t to = line + reach < page_last ? line + reach : page_last;
+        for (uint64_t p = from; p <= to; p += (uint64_t)stride) {
+            prefetch_line(s, p, lvl, now);
+            pf = p;
+        }
+    } else {
+        uint64_t back = (uint64_t)-stride;
+        uint64_t from = pf < line ? pf - back : line - back;
+        uint64_t reach = (uint64_t)s->pf_dist * back;
+        uint64_t to = line - page_first > reach ? line - reach : page_first;
+        for (uint64_t p = from; p >= to && p <= line; p -= back) {
+            prefetch_line(s, p, lvl, now);
+            pf = p;
+        }
     }
-    if (to > s->stream[k].pf || s->stream[k].pf < line)
-        s->stream[k].pf = to;
+    s->stream[k].pf = pf;
 }
 
 static __attribute__((noinline)) void writeback(hm_sim_t *s, int lvl, uint64_t line, double t)
@@ -441,6 +484,29 @@ static inline void val_record(hm_sim_t *s, uint64_t value, double done)
 static void access_miss(hm_sim_t *s, uint64_t line, int st, uint64_t addr, uint64_t value, double dep,
                         const look_t *lk0, served_t *sv);
 
+/* Pointers loaded by L1 hits. A miss is in the window, so the loads that
+ * depend on it wait through the dependence slots above; an L1 hit is not,
+ * and a chase over a list that fits L1 would cost only its instructions.
+ * The pointer an L1 hit loads is there the L1 latency after its issue; the
+ * next load from that address waits for it, and the core may run at most a
+ * ROB's worth of instructions ahead of such a chain (in-order retirement),
+ * so a chase costs the L1 latency per step. Values from 4096 up to 2^47
+ * (user-space addresses) count as pointers; doubles and small integers do
+ * not. */
+#define HM_SIM_PTR_MAX (1ull << 47)
+static inline void l1_pointer(hm_sim_t *s, uint64_t value, double dep, double lat)
+{
+    double now = core_now(s);
+    double issue = dep > now ? dep : now;
+    s->l1p_val = value;
+    s->l1p_done = issue + lat;
+    double behind = issue - (double)s->rob * s->cpi_ns;
+    if (behind > now) {
+        s->t = behind;
+        s->t_icount = s->icount;
+    }
+}
+
 /* One line access. Returns through @p sv what served it. The L1 hit path is
  * inline; everything past L1 is in access_miss(). */
 static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr, unsigned size, uint64_t value,
@@ -463,11 +529,18 @@ static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr
             dep = w > dep ? w : dep;
         }
     }
+    if (HM_UNLIKELY(addr - s->l1p_val < 4096) && !st) {
+        double now = core_now(s);
+        if (s->l1p_done > now && s->l1p_done > dep)
+            dep = s->l1p_done;
+    }
     if (line == s->last_line && HM_LIKELY(dep <= 0)) {
         c0->dirty[s->last_idx] |= (uint8_t)st;
         c0->hits[st]++;
         sv->issue = sv->done = 0;
         sv->level = 0;
+        if (HM_UNLIKELY(value - 4096 < HM_SIM_PTR_MAX - 4096) && !st)
+            l1_pointer(s, value, 0, c0->lat_ns);
         return;
     }
     look_t lk0;
@@ -486,6 +559,8 @@ static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr
         } else {
             sv->issue = sv->done = 0;
         }
+        if (HM_UNLIKELY(value - 4096 < HM_SIM_PTR_MAX - 4096) && !st)
+            l1_pointer(s, value, dep, c0->lat_ns);
         sv->level = 0;
         return;
     }

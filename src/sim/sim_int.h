@@ -121,6 +121,11 @@ struct hm_sim {
     /* the line of the last L1 access and its way: sequential accesses to
      * one line skip the set scan (it is still the set's most recent) */
     uint64_t last_line, last_idx;
+    /* the pointer loaded by the last L1 hit that loaded one, and when it is
+     * there: a load at that address (p = p->next over a list that fits L1)
+     * waits for it, so that an L1 chase costs the L1 latency per step */
+    uint64_t l1p_val;
+    double l1p_done;
     int nlevels;
     hm__cache_t c[HM_SIM_MAX_LEVELS];
     int ndev;
@@ -156,9 +161,11 @@ struct hm_sim {
      * time the next load must wait for (hm__sim_select_mark()) */
     double sel_acc, sel_wait;
 
-    /* stream prefetcher: ascending line streams within a page */
+    /* stream prefetcher: line streams within a page, ascending or
+     * descending, unit or small stride (0: not known yet) */
     struct {
         uint64_t next, pf;
+        int64_t stride;
     } stream[16];
     uint16_t stream_h[16];      /* hm__ptag() of stream[k].next */
     uint32_t stream_rr;
