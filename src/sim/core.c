@@ -233,10 +233,12 @@ static inline __attribute__((always_inline)) int lookup(const hm__cache_t *c, ui
 
 /* Device of the page holding byte address @p addr and the object's group
  * (UINT32_MAX: memory outside any tracked allocation). */
-static inline int line_device(const hm_sim_t *s, uint64_t addr, uint32_t *group)
+static inline int line_device(hm_sim_t *s, uint64_t addr, uint32_t *group)
 {
-    uint64_t e = hm__sim_page_entry(s, addr);
+    uint64_t *pe = hm__sim_page_ptr(s, addr);
+    uint64_t e = pe ? *pe : 0;
     if (e) {
+        *pe = e | HM_PE_TOUCHED;
         *group = s->allocs[HM_PE_ALLOC(e) - 1].group;
         return HM_PE_DEV(e);
     }

@@ -242,9 +242,22 @@ static inline uint64_t hm__sim_page_entry(const hm_sim_t *s, uint64_t addr)
 void hm__sim_objects_free(hm_sim_t *s);
 uint32_t hm__sim_group(hm_sim_t *s, uint64_t site, const char *name);
 
-/* Page-map entry: alloc index + 1 in the low 32 bits, device + 1 in 32..39. */
+/* Page-map entry: alloc index + 1 in the low 32 bits, device + 1 in 32..39,
+ * and bit 40 once the page has been touched (a line of it read from its
+ * device: the page is populated, and move_pages() would copy it). */
 #define HM_PE_ALLOC(e) ((uint32_t)(e))
 #define HM_PE_DEV(e) ((int)(((e) >> 32) & 0xff) - 1)
+#define HM_PE_TOUCHED (1ull << 40)
+
+/* The page-map slot of @p addr, or NULL where none was ever allocated. */
+static inline uint64_t *hm__sim_page_ptr(hm_sim_t *s, uint64_t addr)
+{
+    uint64_t pg = addr >> HM_SIM_PAGE_SHIFT;
+    uint64_t r = pg >> HM_SIM_LEAF_BITS;
+    if (!s->pagemap || r >= (1ull << HM_SIM_ROOT_BITS) || !s->pagemap[r])
+        return NULL;
+    return &s->pagemap[r][pg & ((1u << HM_SIM_LEAF_BITS) - 1)];
+}
 
 
 

@@ -143,4 +143,18 @@ fwd=$(per_line "$T/pf_read.json")
 lt "$fwd" 50 "forward stream: ns per line, well under the 100 ns of demand misses alone"
 near "$(per_line "$T/pf_back.json")" "$fwd" 0.10 "descending stream: ns per line vs ascending"
 near "$(per_line "$T/pf_skip.json")" "$fwd" 0.10 "stride-2 stream (every other line): ns per line vs ascending"
+# 9. Naming after the data is written moves its pages as move_pages()
+#    would: 32 MiB written on slow (1 GB/s per thread on two.json), then
+#    named "x" by a rule that sends "x" to fast, takes 32 MiB / 1 GB/s
+#    longer than the same run whose rule names nothing.
+M="$MM/two.json"
+echo '{"default": "slow", "rules": [{"name": "x", "device": "fast"}]}' > "$T/mv.json"
+echo '{"default": "slow", "rules": [{"name": "y", "device": "fast"}]}' > "$T/nomv.json"
+sim "$T/mv_out.json" --placement "$T/mv.json" -- "$K/rename.sim" 33554432 2>/dev/null
+sim "$T/nomv_out.json" --placement "$T/nomv.json" -- "$K/rename.sim" 33554432 2>/dev/null
+moved=$(awk -v a="$(j "$T/mv_out.json" .runtime_s)" -v b="$(j "$T/nomv_out.json" .runtime_s)" 'BEGIN { print (a - b) * 1e9 }')
+near "$moved" 33554432 0.10 "hetmem_name after writing 32 MiB: ns added vs bytes / 1 GB/s"
+near "$(j "$T/mv_out.json" '.devices[] | select(.name == "fast") | .bytes_written')" 33554432 0.05 \
+  "hetmem_name after writing: the moved bytes are written to the new device"
+
 done_tests
