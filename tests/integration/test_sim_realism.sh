@@ -157,4 +157,18 @@ near "$moved" 33554432 0.10 "hetmem_name after writing 32 MiB: ns added vs bytes
 near "$(j "$T/mv_out.json" '.devices[] | select(.name == "fast") | .bytes_written')" 33554432 0.05 \
   "hetmem_name after writing: the moved bytes are written to the new device"
 
+# 10. Global and file-static arrays are placed by rules naming their
+#    symbols: gvec (global) to fast and svec (static) to nvm, 8 MiB each,
+#    written once and read twice, so each device reads 3 x 8 MiB (write
+#    allocate, then two sweeps) and the default device next to nothing.
+echo '{"default": "slow", "rules": [{"name": "gvec", "device": "fast"}, {"name": "svec", "device": "nvm"}]}' > "$T/gl.json"
+sim "$T/gl_out.json" --placement "$T/gl.json" -- "$K/globals.sim" 2
+for o in gvec:fast svec:nvm; do
+  near "$(j "$T/gl_out.json" ".devices[] | select(.name == \"${o#*:}\") | .bytes_read")" 25165824 0.05 \
+    "global array ${o%%:*} placed on ${o#*:} by symbol: bytes read there"
+  [ "$(j "$T/gl_out.json" ".objects[] | select(.name == \"${o%%:*}\") | .device")" = "${o#*:}" ] &&
+    ok "${o%%:*} reported as an object on ${o#*:}" || fail "${o%%:*} not reported on ${o#*:}"
+done
+lt "$(j "$T/gl_out.json" '.devices[] | select(.name == "slow") | .bytes_read')" 65536 "globals by symbol: default device reads"
+
 done_tests
