@@ -171,4 +171,22 @@ for o in gvec:fast svec:nvm; do
 done
 lt "$(j "$T/gl_out.json" '.devices[] | select(.name == "slow") | .bytes_read')" 65536 "globals by symbol: default device reads"
 
+# 11. Loaded latency on a preset: on ddr4 (a curve measured with Intel MLC,
+#    docs/machines.md), a chase with k stream lines between steps, at the
+#    utilisation its own lines give (reads per step over the step, against
+#    the thread's share 110/28 GB/s), costs the curve's latency per step.
+#    Steady state: the difference of two run lengths.
+for k in 3 6; do
+  for n in 20000 40000; do
+    "$H" sim -m ddr4 --json "$T/ld_$n.json" -- "$K/lchase.sim" 33554432 $n $k >/dev/null 2>&1
+  done
+  read -r step u < <(jq -rn --slurpfile a "$T/ld_20000.json" --slurpfile b "$T/ld_40000.json" '
+    ([$b[0], $a[0]] | map(.devices[0] | .bytes_read + .bytes_written) | (.[0] - .[1]) / 20000) as $bytes |
+    ([$b[0], $a[0]] | map(.phases[] | select(.name == "chase") | .time_s) | (.[0] - .[1]) * 1e9 / 20000) as $s |
+    "\($s) \($bytes / ($s * 110 / 28))"')
+  lt 0.5 "$u" "ddr4 chase + $k stream lines: utilisation"
+  near "$step" "$(curve_at "$HETMEM_SRC/share/machines/ddr4.json" ddr "$u")" 0.10 \
+    "ddr4 chase + $k stream lines at utilisation $u: ns per step vs the preset's loaded latency"
+done
+
 done_tests
