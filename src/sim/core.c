@@ -492,10 +492,9 @@ static void access_miss(hm_sim_t *s, uint64_t line, int st, uint64_t addr, uint6
  * The pointer an L1 hit loads is there the L1 latency after its issue; the
  * next load from that address waits for it, and the core may run at most a
  * ROB's worth of instructions ahead of such a chain (in-order retirement),
- * so a chase costs the L1 latency per step. Values from 4096 up to 2^47
- * (user-space addresses) count as pointers; doubles and small integers do
- * not. */
-#define HM_SIM_PTR_MAX (1ull << 47)
+ * so a chase costs the L1 latency per step. Only values within the span
+ * of the program's allocations count as pointers: keys, indices and
+ * doubles do not, and cost nothing here. */
 static inline void l1_pointer(hm_sim_t *s, uint64_t value, double dep, double lat)
 {
     double now = core_now(s);
@@ -541,7 +540,7 @@ static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr
         c0->hits[st]++;
         sv->issue = sv->done = 0;
         sv->level = 0;
-        if (HM_UNLIKELY(value - 4096 < HM_SIM_PTR_MAX - 4096) && !st)
+        if (HM_UNLIKELY(value - s->ptr_lo < s->ptr_span) && !st)
             l1_pointer(s, value, 0, c0->lat_ns);
         return;
     }
@@ -561,7 +560,7 @@ static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr
         } else {
             sv->issue = sv->done = 0;
         }
-        if (HM_UNLIKELY(value - 4096 < HM_SIM_PTR_MAX - 4096) && !st)
+        if (HM_UNLIKELY(value - s->ptr_lo < s->ptr_span) && !st)
             l1_pointer(s, value, dep, c0->lat_ns);
         sv->level = 0;
         return;

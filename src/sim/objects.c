@@ -178,6 +178,16 @@ void hm_sim_alloc(hm_sim_t *s, uint64_t addr, uint64_t size, uint64_t site)
     memset(a, 0, sizeof *a);
     a->addr = addr;
     a->size = size;
+    /* the span of all allocations: what core.c takes for a pointer */
+    if (!s->ptr_span) {
+        s->ptr_lo = addr;
+        s->ptr_span = size;
+    } else {
+        uint64_t lo = addr < s->ptr_lo ? addr : s->ptr_lo;
+        uint64_t hi = addr + size > s->ptr_lo + s->ptr_span ? addr + size : s->ptr_lo + s->ptr_span;
+        s->ptr_lo = lo;
+        s->ptr_span = hi - lo;
+    }
     a->site = site;
     a->live = 1;
     a->group = hm__sim_group(s, site, NULL);

@@ -126,6 +126,9 @@ struct hm_sim {
      * waits for it, so that an L1 chase costs the L1 latency per step */
     uint64_t l1p_val;
     double l1p_done;
+    /* [ptr_lo, ptr_lo + ptr_span): the span of the tracked allocations; only
+     * values in it are taken for pointers by the L1 chase check */
+    uint64_t ptr_lo, ptr_span;
     int nlevels;
     hm__cache_t c[HM_SIM_MAX_LEVELS];
     int ndev;
