@@ -277,9 +277,9 @@ static inline __attribute__((always_inline)) uint64_t fill_look(hm_sim_t *s, int
  * after two misses to nearby lines of one page (consecutive lines,
  * ascending or descending, or every other line) it keeps `prefetch`
  * prefetches ahead of the demand stream in its direction, within the 4 KiB
- * page (hardware prefetchers do not cross pages). The prefetches go to the device queues like demand misses but
- * occupy no ROB or MLP slot; a demand access to a line still in flight
- * waits for it. */
+ * page (hardware prefetchers do not cross pages). The prefetches go to the
+ * device queues like demand misses but occupy no ROB or MLP slot; a demand
+ * access to a line still in flight waits for it. */
 static void prefetch_line(hm_sim_t *s, uint64_t p, int lvl, double now)
 {
     look_t lk[HM_SIM_MAX_LEVELS];
