@@ -273,13 +273,16 @@ static inline __attribute__((always_inline)) uint64_t fill_look(hm_sim_t *s, int
 }
 
 /* Stream prefetcher, as on current cores (the L2 streamer for ascending
- * and descending streams, the L1 stride prefetcher for every other line):
- * after two misses to nearby lines of one page (consecutive lines,
- * ascending or descending, or every other line) it keeps `prefetch`
- * prefetches ahead of the demand stream in its direction, within the 4 KiB
- * page (hardware prefetchers do not cross pages). The prefetches go to the
- * device queues like demand misses but occupy no ROB or MLP slot; a demand
- * access to a line still in flight waits for it. */
+ * and descending streams, the L1 stride prefetcher for every other line).
+ * Two misses to consecutive ascending lines of one page start a stream
+ * that keeps `prefetch` prefetches ahead of the demand stream. A
+ * descending or stride-2 stream must be confirmed by a third miss in step
+ * (two random misses a line or two apart are common in gathers, and
+ * following them would flood the device), and its distance then ramps up
+ * by two lines per miss to `prefetch`. Prefetches stay within the 4 KiB
+ * page (hardware prefetchers do not cross pages), go to the device queues
+ * like demand misses but occupy no ROB or MLP slot; a demand access to a
+ * line still in flight waits for it. */
 static void prefetch_line(hm_sim_t *s, uint64_t p, int lvl, double now)
 {
     look_t lk[HM_SIM_MAX_LEVELS];
@@ -314,8 +317,8 @@ static void prefetch(hm_sim_t *s, uint64_t line, double now)
     }
     if (k == 16) {
         /* A stream seen once (at line b) expects b + 1; a miss at b + 2,
-         * b - 1 or b - 2 makes it a stride-2, descending or descending
-         * stride-2 stream. */
+         * b - 1 or b - 2 makes it a candidate stride-2, descending or
+         * descending stride-2 stream. */
         static const int64_t cand[3] = {2, -1, -2};
         for (int c = 0; c < 3 && k == 16; c++) {
             uint64_t want = line - (uint64_t)cand[c] + 1;
@@ -333,20 +336,29 @@ static void prefetch(hm_sim_t *s, uint64_t line, double now)
         k = (int)(s->stream_rr++ & 15);
         s->stream[k].next = line + 1;
         s->stream[k].stride = 0;
+        s->stream[k].seen = 1;
         s->stream_h[k] = hm__ptag(line + 1);
         s->stream[k].pf = line;
         return;
     }
+    uint32_t seen = ++s->stream[k].seen;
     s->stream[k].stride = stride;
     s->stream[k].next = line + (uint64_t)stride;
     s->stream_h[k] = hm__ptag(line + (uint64_t)stride);
+    uint64_t dist = s->pf_dist;
+    if (stride != 1) {
+        if (seen < 3)
+            return; /* not confirmed yet */
+        uint64_t ramp = 2ull * (seen - 2);
+        dist = ramp < dist ? ramp : dist;
+    }
     uint64_t lpp = 1ull << (HM_SIM_PAGE_SHIFT - s->line_shift);
     uint64_t page_first = line & ~(lpp - 1), page_last = page_first + lpp - 1;
     uint64_t pf = s->stream[k].pf;
     int lvl = s->nlevels > 1 ? 1 : 0;
     if (stride > 0) {
         uint64_t from = pf > line ? pf + (uint64_t)stride : line + (uint64_t)stride;
-        uint64_t reach = (uint64_t)s->pf_dist * (uint64_t)stride;
+        uint64_t reach = dist * (uint64_t)stride;
         uint64_t to = line + reach < page_last ? line + reach : page_last;
         for (uint64_t p = from; p <= to; p += (uint64_t)stride) {
             prefetch_line(s, p, lvl, now);
@@ -355,7 +367,7 @@ static void prefetch(hm_sim_t *s, uint64_t line, double now)
     } else {
         uint64_t back = (uint64_t)-stride;
         uint64_t from = pf < line ? pf - back : line - back;
-        uint64_t reach = (uint64_t)s->pf_dist * back;
+        uint64_t reach = dist * back;
         uint64_t to = line - page_first > reach ? line - reach : page_first;
         for (uint64_t p = from; p >= to && p <= line; p -= back) {
             prefetch_line(s, p, lvl, now);

@@ -165,10 +165,12 @@ struct hm_sim {
     double sel_acc, sel_wait;
 
     /* stream prefetcher: line streams within a page, ascending or
-     * descending, unit or small stride (0: not known yet) */
+     * descending, unit or small stride (0: not known yet), and the demand
+     * misses seen along each */
     struct {
         uint64_t next, pf;
         int64_t stride;
+        uint32_t seen;
     } stream[16];
     uint16_t stream_h[16];      /* hm__ptag() of stream[k].next */
     uint32_t stream_rr;

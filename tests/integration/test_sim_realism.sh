@@ -143,6 +143,17 @@ fwd=$(per_line "$T/pf_read.json")
 lt "$fwd" 50 "forward stream: ns per line, well under the 100 ns of demand misses alone"
 near "$(per_line "$T/pf_back.json")" "$fwd" 0.10 "descending stream: ns per line vs ascending"
 near "$(per_line "$T/pf_skip.json")" "$fwd" 0.10 "stride-2 stream (every other line): ns per line vs ascending"
+#    Random misses that land one line below or two above a recent one
+#    (bracketing lookups) are not taken for such streams: 200000 random
+#    pairs cost no more prefetches than 200000 single random loads (the
+#    initialising pass of the array prefetches the same in both).
+M="$MM/two.json"
+sim "$T/pf_g0.json" -- "$K/gather.sim" 33554432 200000
+for d in -1 2 -2; do
+  sim "$T/pf_g.json" -- "$K/gather.sim" 33554432 200000 $d
+  lt "$(( $(j "$T/pf_g.json" .prefetches) - $(j "$T/pf_g0.json" .prefetches) ))" 2000 \
+    "random pairs $d line(s) apart: prefetches beyond single random loads (of 200000 pairs)"
+done
 # 9. Naming after the data is written moves its pages as move_pages()
 #    would: 32 MiB written on slow (1 GB/s per thread on two.json), then
 #    named "x" by a rule that sends "x" to fast, takes 32 MiB / 1 GB/s
