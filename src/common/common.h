@@ -64,6 +64,12 @@ uint64_t hm__hash64(const void *data, size_t len, uint64_t seed);
 uint64_t hm__site_id(const uintptr_t *pcs, int n);
 /* One frame as "module+0xoff symbol" into buf; returns snprintf's count. */
 int hm__site_frame(uintptr_t pc, char *buf, size_t len);
+/* Calls fn for each data object of at least min bytes in the main
+ * program's static symbol table (its global and static arrays: defined
+ * STT_OBJECT symbols), with its run-time address, size and symbol name
+ * (valid while the process lives). Returns how many, or -1 when the table
+ * cannot be read (a stripped program). Not reentrant from fn. */
+int hm__global_objects(size_t min, void (*fn)(void *ctx, uintptr_t addr, size_t size, const char *name), void *ctx);
 
 /* Monotonic clock, nanoseconds. */
 uint64_t hm__now_ns(void);

@@ -158,3 +158,52 @@ int hm__site_frame(uintptr_t pc, char *buf, size_t len)
         return snprintf(buf, len, "%s+0x%llx %s", base, off, sym);
     return snprintf(buf, len, "%s+0x%llx", base, off);
 }
+
+/* dl_iterate_phdr callback: the main program (the first object) and where
+ * its lowest PT_LOAD segment lies, which is what dladdr calls its base. */
+static int main_base(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    uintptr_t lo = UINTPTR_MAX;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_LOAD && info->dlpi_phdr[i].p_vaddr < lo)
+            lo = info->dlpi_phdr[i].p_vaddr & ~(uintptr_t)0xfff;
+    *(uintptr_t *)data = lo == UINTPTR_MAX ? 0 : info->dlpi_addr + lo;
+    return 1;
+}
+
+int hm__global_objects(size_t min, void (*fn)(void *ctx, uintptr_t addr, size_t size, const char *name), void *ctx)
+{
+    uintptr_t fbase = 0;
+    dl_iterate_phdr(main_base, &fbase);
+    if (!fbase)
+        return -1;
+    pthread_mutex_lock(&symtab_lock);
+    symtab_t *t = NULL;
+    for (size_t i = 0; i < sizeof symtabs / sizeof symtabs[0]; i++) {
+        if (symtabs[i].fbase == fbase) {
+            t = &symtabs[i];
+            break;
+        }
+        if (!symtabs[i].fbase) {
+            t = &symtabs[i];
+            t->fbase = fbase;
+            symtab_load(t, "/proc/self/exe");
+            break;
+        }
+    }
+    int n = -1;
+    if (t && !t->bad) {
+        n = 0;
+        for (size_t i = 0; i < t->nsyms; i++) {
+            const ElfW(Sym) *y = &t->syms[i];
+            if (ELF64_ST_TYPE(y->st_info) != STT_OBJECT || y->st_shndx == SHN_UNDEF || y->st_shndx >= SHN_LORESERVE ||
+                y->st_size < min || y->st_name >= t->strsz || !t->str[y->st_name])
+                continue;
+            fn(ctx, y->st_value + t->bias, y->st_size, t->str + y->st_name);
+            n++;
+        }
+    }
+    pthread_mutex_unlock(&symtab_lock);
+    return n;
+}

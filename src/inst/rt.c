@@ -234,6 +234,34 @@ static char *read_cmdline_argv(char ***argv_out)
     return buf;
 }
 
+/* Global and static arrays of the program (defined data objects of its
+ * symbol table, 4 KiB or more) that a top-level placement rule names by
+ * symbol become objects of that name, placed like heap objects: what NPB
+ * codes and Fortran common blocks keep their arrays in. The others stay
+ * with the rest of the program's static data on the default device, and
+ * are not reported (the runtime's own buffers are among them). */
+static void on_global(void *ctx, uintptr_t addr, size_t size, const char *name)
+{
+    hm_sim_t *s = ctx;
+    hm_object_desc_t o = {0, name, addr, size};
+    hm_place_t by_name, without;
+    hm_placement_match(rt.pl, NULL, &o, &by_name);
+    o.name = NULL;
+    hm_placement_match(rt.pl, NULL, &o, &without);
+    if (by_name.rule == without.rule && by_name.device == without.device)
+        return;
+    uint64_t site = hm__hash64(name, strlen(name), 0x676c6f62616cull);
+    hm_sim_alloc(s, addr, size, site);
+    hm_sim_name(s, addr, name);
+#ifdef HM_HAVE_TRACE
+    if (rt.tw) {
+        hm_alloc_t a = {hm_sim_now_ns(s), addr, size, site, 0};
+        hm_trace_write_alloc(rt.tw, &a);
+        hm_trace_write_name(rt.tw, hm_sim_now_ns(s), addr, name);
+    }
+#endif
+}
+
 void hm__inst_init(void)
 {
     if (rt.started)
@@ -314,6 +342,8 @@ void hm__inst_init(void)
         setitimer(ITIMER_REAL, &it, NULL);
         rt.progress = 1;
     }
+    if (rt.pl)
+        hm__global_objects(4096, on_global, s);
     hm__inst_sim = s;
 out:
     on_exit(finish_status, NULL);

@@ -233,10 +233,12 @@ static inline __attribute__((always_inline)) int lookup(const hm__cache_t *c, ui
 
 /* Device of the page holding byte address @p addr and the object's group
  * (UINT32_MAX: memory outside any tracked allocation). */
-static inline int line_device(const hm_sim_t *s, uint64_t addr, uint32_t *group)
+static inline int line_device(hm_sim_t *s, uint64_t addr, uint32_t *group)
 {
-    uint64_t e = hm__sim_page_entry(s, addr);
+    uint64_t *pe = hm__sim_page_ptr(s, addr);
+    uint64_t e = pe ? *pe : 0;
     if (e) {
+        *pe = e | HM_PE_TOUCHED;
         *group = s->allocs[HM_PE_ALLOC(e) - 1].group;
         return HM_PE_DEV(e);
     }
@@ -270,54 +272,109 @@ static inline __attribute__((always_inline)) uint64_t fill_look(hm_sim_t *s, int
     return v;
 }
 
-/* L2 stream prefetcher, as on current cores: after two misses to
- * consecutive lines it keeps `prefetch` lines ahead of the demand stream,
- * within the 4 KiB page (hardware prefetchers do not cross pages). The
- * prefetches go to the device queues like demand misses but occupy no ROB
- * or MLP slot; a demand access to a line still in flight waits for it. */
+/* Stream prefetcher, as on current cores (the L2 streamer for ascending
+ * and descending streams, the L1 stride prefetcher for every other line).
+ * Two misses to consecutive ascending lines of one page start a stream
+ * that keeps `prefetch` prefetches ahead of the demand stream. A
+ * descending or stride-2 stream must be confirmed by a third miss in step
+ * (two random misses a line or two apart are common in gathers, and
+ * following them would flood the device), and its distance then ramps up
+ * by two lines per miss to `prefetch`. Prefetches stay within the 4 KiB
+ * page (hardware prefetchers do not cross pages), go to the device queues
+ * like demand misses but occupy no ROB or MLP slot; a demand access to a
+ * line still in flight waits for it. */
+static void prefetch_line(hm_sim_t *s, uint64_t p, int lvl, double now)
+{
+    look_t lk[HM_SIM_MAX_LEVELS];
+    int present = 0;
+    for (int l = lvl; l < s->nlevels && !present; l++)
+        present = lookup(&s->c[l], p, &lk[l]);
+    if (present)
+        return;
+    uint32_t g;
+    int d = line_device(s, p << s->line_shift, &g);
+    double done = hm__device_read(&s->dev[d], p, now);
+    if (g != UINT32_MAX)
+        s->groups[g].lines_read++;
+    else
+        s->other_lines_read++;
+    for (int l = s->nlevels - 1; l >= lvl; l--)
+        fill_look(s, l, p, 0, now, done, &lk[l]);
+    s->prefetches++;
+}
+
 static void prefetch(hm_sim_t *s, uint64_t line, double now)
 {
     int k = 16;
+    int64_t stride = 0;
     for (uint32_t m = lanes_eq(s->stream_h, 16, hm__ptag(line)); m; m &= m - 1) {
         int j = __builtin_ctz(m);
         if (s->stream[j].next == line) {
             k = j;
+            stride = s->stream[j].stride ? s->stream[j].stride : 1;
             break;
         }
     }
-    int fresh = k == 16;
-    if (fresh)
+    if (k == 16) {
+        /* A stream seen once (at line b) expects b + 1; a miss at b + 2,
+         * b - 1 or b - 2 makes it a candidate stride-2, descending or
+         * descending stride-2 stream. */
+        static const int64_t cand[3] = {2, -1, -2};
+        for (int c = 0; c < 3 && k == 16; c++) {
+            uint64_t want = line - (uint64_t)cand[c] + 1;
+            for (uint32_t m = lanes_eq(s->stream_h, 16, hm__ptag(want)); m; m &= m - 1) {
+                int j = __builtin_ctz(m);
+                if (s->stream[j].next == want && s->stream[j].stride == 0) {
+                    k = j;
+                    stride = cand[c];
+                    break;
+                }
+            }
+        }
+    }
+    if (k == 16) {
         k = (int)(s->stream_rr++ & 15);
-    s->stream[k].next = line + 1;
-    s->stream_h[k] = hm__ptag(line + 1);
-    if (fresh) {
+        s->stream[k].next = line + 1;
+        s->stream[k].stride = 0;
+        s->stream[k].seen = 1;
+        s->stream_h[k] = hm__ptag(line + 1);
         s->stream[k].pf = line;
         return;
     }
-    uint64_t page_end = ((line << s->line_shift) | ((1u << HM_SIM_PAGE_SHIFT) - 1)) >> s->line_shift;
-    uint64_t from = s->stream[k].pf > line ? s->stream[k].pf + 1 : line + 1;
-    uint64_t to = line + s->pf_dist < page_end ? line + s->pf_dist : page_end;
-    int lvl = s->nlevels > 1 ? 1 : 0;
-    for (uint64_t p = from; p <= to; p++) {
-        look_t lk[HM_SIM_MAX_LEVELS];
-        int present = 0;
-        for (int l = lvl; l < s->nlevels && !present; l++)
-            present = lookup(&s->c[l], p, &lk[l]);
-        if (present)
-            continue;
-        uint32_t g;
-        int d = line_device(s, p << s->line_shift, &g);
-        double done = hm__device_read(&s->dev[d], p, now);
-        if (g != UINT32_MAX)
-            s->groups[g].lines_read++;
-        else
-            s->other_lines_read++;
-        for (int l = s->nlevels - 1; l >= lvl; l--)
-            fill_look(s, l, p, 0, now, done, &lk[l]);
-        s->prefetches++;
+    uint32_t seen = ++s->stream[k].seen;
+    s->stream[k].stride = stride;
+    s->stream[k].next = line + (uint64_t)stride;
+    s->stream_h[k] = hm__ptag(line + (uint64_t)stride);
+    uint64_t dist = s->pf_dist;
+    if (stride != 1) {
+        if (seen < 3)
+            return; /* not confirmed yet */
+        uint64_t ramp = 2ull * (seen - 2);
+        dist = ramp < dist ? ramp : dist;
     }
-    if (to > s->stream[k].pf || s->stream[k].pf < line)
-        s->stream[k].pf = to;
+    uint64_t lpp = 1ull << (HM_SIM_PAGE_SHIFT - s->line_shift);
+    uint64_t page_first = line & ~(lpp - 1), page_last = page_first + lpp - 1;
+    uint64_t pf = s->stream[k].pf;
+    int lvl = s->nlevels > 1 ? 1 : 0;
+    if (stride > 0) {
+        uint64_t from = pf > line ? pf + (uint64_t)stride : line + (uint64_t)stride;
+        uint64_t reach = dist * (uint64_t)stride;
+        uint64_t to = line + reach < page_last ? line + reach : page_last;
+        for (uint64_t p = from; p <= to; p += (uint64_t)stride) {
+            prefetch_line(s, p, lvl, now);
+            pf = p;
+        }
+    } else {
+        uint64_t back = (uint64_t)-stride;
+        uint64_t from = pf < line ? pf - back : line - back;
+        uint64_t reach = dist * back;
+        uint64_t to = line - page_first > reach ? line - reach : page_first;
+        for (uint64_t p = from; p >= to && p <= line; p -= back) {
+            prefetch_line(s, p, lvl, now);
+            pf = p;
+        }
+    }
+    s->stream[k].pf = pf;
 }
 
 static __attribute__((noinline)) void writeback(hm_sim_t *s, int lvl, uint64_t line, double t)
@@ -441,6 +498,28 @@ static inline void val_record(hm_sim_t *s, uint64_t value, double done)
 static void access_miss(hm_sim_t *s, uint64_t line, int st, uint64_t addr, uint64_t value, double dep,
                         const look_t *lk0, served_t *sv);
 
+/* Pointers loaded by L1 hits. A miss is in the window, so the loads that
+ * depend on it wait through the dependence slots above; an L1 hit is not,
+ * and a chase over a list that fits L1 would cost only its instructions.
+ * The pointer an L1 hit loads is there the L1 latency after its issue; the
+ * next load from that address waits for it, and the core may run at most a
+ * ROB's worth of instructions ahead of such a chain (in-order retirement),
+ * so a chase costs the L1 latency per step. Only values within the span
+ * of the program's allocations count as pointers: keys, indices and
+ * doubles do not, and cost nothing here. */
+static inline void l1_pointer(hm_sim_t *s, uint64_t value, double dep, double lat)
+{
+    double now = core_now(s);
+    double issue = dep > now ? dep : now;
+    s->l1p_val = value;
+    s->l1p_done = issue + lat;
+    double behind = issue - (double)s->rob * s->cpi_ns;
+    if (behind > now) {
+        s->t = behind;
+        s->t_icount = s->icount;
+    }
+}
+
 /* One line access. Returns through @p sv what served it. The L1 hit path is
  * inline; everything past L1 is in access_miss(). */
 static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr, unsigned size, uint64_t value,
@@ -463,11 +542,18 @@ static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr
             dep = w > dep ? w : dep;
         }
     }
+    if (HM_UNLIKELY(addr - s->l1p_val < 4096) && !st) {
+        double now = core_now(s);
+        if (s->l1p_done > now && s->l1p_done > dep)
+            dep = s->l1p_done;
+    }
     if (line == s->last_line && HM_LIKELY(dep <= 0)) {
         c0->dirty[s->last_idx] |= (uint8_t)st;
         c0->hits[st]++;
         sv->issue = sv->done = 0;
         sv->level = 0;
+        if (HM_UNLIKELY(value - s->ptr_lo < s->ptr_span) && !st)
+            l1_pointer(s, value, 0, c0->lat_ns);
         return;
     }
     look_t lk0;
@@ -486,6 +572,8 @@ static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr
         } else {
             sv->issue = sv->done = 0;
         }
+        if (HM_UNLIKELY(value - s->ptr_lo < s->ptr_span) && !st)
+            l1_pointer(s, value, dep, c0->lat_ns);
         sv->level = 0;
         return;
     }

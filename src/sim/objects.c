@@ -82,7 +82,10 @@ static int64_t live_find(const hm_sim_t *s, uint64_t addr)
  * @p keep_shared, pages owned by another allocation keep their device.
  * With @p migrate, a page of this allocation that changes device is copied
  * as move_pages() would: its lines are read from the old device and
- * written to the new one, and *end gets the time the copy completes. */
+ * written to the new one, and *end gets the time the copy completes
+ * (HM_MIGRATE_TOUCHED: only pages already touched, the others being not
+ * yet populated). */
+#define HM_MIGRATE_TOUCHED 2
 static void place_pages_at(hm_sim_t *s, uint32_t idx, int keep_shared, int migrate, double t, double *end)
 {
     hm__alloc_t *a = &s->allocs[idx];
@@ -109,7 +112,8 @@ static void place_pages_at(hm_sim_t *s, uint32_t idx, int keep_shared, int migra
             if (++d->used_pages > d->peak_pages)
                 d->peak_pages = d->used_pages;
             int old = *e ? HM_PE_DEV(*e) : -1;
-            if (migrate && old >= 0 && old != dev && HM_PE_ALLOC(*e) == idx + 1) {
+            if (migrate && old >= 0 && old != dev && HM_PE_ALLOC(*e) == idx + 1 &&
+                (migrate != HM_MIGRATE_TOUCHED || (*e & HM_PE_TOUCHED))) {
                 uint64_t l0 = (pg << HM_SIM_PAGE_SHIFT) >> s->line_shift;
                 uint64_t nl = (1u << HM_SIM_PAGE_SHIFT) >> s->line_shift;
                 for (uint64_t l = l0; l < l0 + nl; l++) {
@@ -123,7 +127,8 @@ static void place_pages_at(hm_sim_t *s, uint32_t idx, int keep_shared, int migra
                 s->migrated_pages++;
             }
         }
-        *e = ((uint64_t)idx + 1) | ((uint64_t)(dev + 1) << 32);
+        uint64_t touched = HM_PE_ALLOC(*e) == idx + 1 ? *e & HM_PE_TOUCHED : 0;
+        *e = ((uint64_t)idx + 1) | ((uint64_t)(dev + 1) << 32) | touched;
     }
 }
 
@@ -173,6 +178,16 @@ void hm_sim_alloc(hm_sim_t *s, uint64_t addr, uint64_t size, uint64_t site)
     memset(a, 0, sizeof *a);
     a->addr = addr;
     a->size = size;
+    /* the span of all allocations: what core.c takes for a pointer */
+    if (!s->ptr_span) {
+        s->ptr_lo = addr;
+        s->ptr_span = size;
+    } else {
+        uint64_t lo = addr < s->ptr_lo ? addr : s->ptr_lo;
+        uint64_t hi = addr + size > s->ptr_lo + s->ptr_span ? addr + size : s->ptr_lo + s->ptr_span;
+        s->ptr_lo = lo;
+        s->ptr_span = hi - lo;
+    }
     a->site = site;
     a->live = 1;
     a->group = hm__sim_group(s, site, NULL);
@@ -237,9 +252,19 @@ int hm_sim_name(hm_sim_t *s, uint64_t addr, const char *name)
         g->device = a->place.device;
         g->pages_percent = a->place.pages_percent;
     }
-    /* Named after allocation: its pages move, as move_pages() would. */
-    if (before.device != a->place.device || before.pages_percent != a->place.pages_percent)
-        place_pages(s, idx, 0);
+    /* Named after allocation: its pages move, as move_pages() would: the
+     * pages already touched are copied (read from the old device, written
+     * to the new) and the thread waits for the copy. */
+    if (before.device != a->place.device || before.pages_percent != a->place.pages_percent) {
+        double now = s->t + (double)(s->icount - s->t_icount) * s->cpi_ns, end = now;
+        place_pages_at(s, idx, 0, HM_MIGRATE_TOUCHED, now, &end);
+        if (end > now) {
+            s->t = end;
+            s->t_icount = s->icount;
+        }
+        if (end > s->last_done)
+            s->last_done = end;
+    }
     return 0;
 }
 

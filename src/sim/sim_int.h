@@ -121,6 +121,14 @@ struct hm_sim {
     /* the line of the last L1 access and its way: sequential accesses to
      * one line skip the set scan (it is still the set's most recent) */
     uint64_t last_line, last_idx;
+    /* the pointer loaded by the last L1 hit that loaded one, and when it is
+     * there: a load at that address (p = p->next over a list that fits L1)
+     * waits for it, so that an L1 chase costs the L1 latency per step */
+    uint64_t l1p_val;
+    double l1p_done;
+    /* [ptr_lo, ptr_lo + ptr_span): the span of the tracked allocations; only
+     * values in it are taken for pointers by the L1 chase check */
+    uint64_t ptr_lo, ptr_span;
     int nlevels;
     hm__cache_t c[HM_SIM_MAX_LEVELS];
     int ndev;
@@ -156,9 +164,13 @@ struct hm_sim {
      * time the next load must wait for (hm__sim_select_mark()) */
     double sel_acc, sel_wait;
 
-    /* stream prefetcher: ascending line streams within a page */
+    /* stream prefetcher: line streams within a page, ascending or
+     * descending, unit or small stride (0: not known yet), and the demand
+     * misses seen along each */
     struct {
         uint64_t next, pf;
+        int64_t stride;
+        uint32_t seen;
     } stream[16];
     uint16_t stream_h[16];      /* hm__ptag() of stream[k].next */
     uint32_t stream_rr;
@@ -235,9 +247,22 @@ static inline uint64_t hm__sim_page_entry(const hm_sim_t *s, uint64_t addr)
 void hm__sim_objects_free(hm_sim_t *s);
 uint32_t hm__sim_group(hm_sim_t *s, uint64_t site, const char *name);
 
-/* Page-map entry: alloc index + 1 in the low 32 bits, device + 1 in 32..39. */
+/* Page-map entry: alloc index + 1 in the low 32 bits, device + 1 in 32..39,
+ * and bit 40 once the page has been touched (a line of it read from its
+ * device: the page is populated, and move_pages() would copy it). */
 #define HM_PE_ALLOC(e) ((uint32_t)(e))
 #define HM_PE_DEV(e) ((int)(((e) >> 32) & 0xff) - 1)
+#define HM_PE_TOUCHED (1ull << 40)
+
+/* The page-map slot of @p addr, or NULL where none was ever allocated. */
+static inline uint64_t *hm__sim_page_ptr(hm_sim_t *s, uint64_t addr)
+{
+    uint64_t pg = addr >> HM_SIM_PAGE_SHIFT;
+    uint64_t r = pg >> HM_SIM_LEAF_BITS;
+    if (!s->pagemap || r >= (1ull << HM_SIM_ROOT_BITS) || !s->pagemap[r])
+        return NULL;
+    return &s->pagemap[r][pg & ((1u << HM_SIM_LEAF_BITS) - 1)];
+}
 
 
 

@@ -1,6 +1,8 @@
 /* Random reads: COUNT loads at pseudo-random positions of a SIZE-byte
- * array (independent of each other, unlike the chase).
- * usage: gather SIZE COUNT */
+ * array (independent of each other, unlike the chase). With a third
+ * argument D (lines, negative or positive), each random load at line L is
+ * followed by one at line L + D, as bracketing lookups read neighbours.
+ * usage: gather SIZE COUNT [D] */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,11 +11,12 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: gather SIZE COUNT\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: gather SIZE COUNT [D]\n");
         return 2;
     }
     size_t n = strtoull(argv[1], NULL, 0) / sizeof(uint64_t), count = strtoull(argv[2], NULL, 0);
+    long d = argc == 4 ? strtol(argv[3], NULL, 0) * 8 : 0; /* 8 elements per line */
     size_t mask = 1;
     while (mask * 2 <= n)
         mask *= 2;
@@ -27,7 +30,10 @@ int main(int argc, char **argv)
     hetmem_phase_begin("gather");
     for (size_t i = 0; i < count; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        sum += a[x & mask];
+        size_t i0 = x & mask;
+        sum += a[i0];
+        if (d)
+            sum += a[(i0 + (size_t)d) & mask];
     }
     hetmem_phase_end("gather");
     printf("%llu\n", (unsigned long long)sum);

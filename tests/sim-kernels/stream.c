@@ -1,5 +1,6 @@
-/* Streaming over arrays of SIZE bytes, REPS times (read2: a and b).
- * usage: stream read|read2|write|copy SIZE REPS */
+/* Streaming over arrays of SIZE bytes, REPS times (read2: a and b; back:
+ * read from the end down; skip: read one element in every other line).
+ * usage: stream read|read2|back|skip|write|copy SIZE REPS */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,7 @@
 int main(int argc, char **argv)
 {
     if (argc != 4) {
-        fprintf(stderr, "usage: stream read|read2|write|copy SIZE REPS\n");
+        fprintf(stderr, "usage: stream read|read2|back|skip|write|copy SIZE REPS\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -27,6 +28,12 @@ int main(int argc, char **argv)
         } else if (strcmp(mode, "read2") == 0) {
             for (size_t i = 0; i < n; i++)
                 sum += a[i] * b[i];
+        } else if (strcmp(mode, "back") == 0) {
+            for (size_t i = n; i-- > 0;)
+                sum += a[i];
+        } else if (strcmp(mode, "skip") == 0) {
+            for (size_t i = 0; i < n; i += 16)
+                sum += a[i];
         } else if (strcmp(mode, "write") == 0) {
             for (size_t i = 0; i < n; i++)
                 a[i] = (double)r;
