@@ -36,6 +36,8 @@ HM_API void hm_estimator_close(hm_estimator_t *e)
     free(e->lin_phase_base);
     free(e->lin_phase_gain);
     hm__est_default_t *m = &e->dm;
+    free(m->cls_phase);
+    free(m->wcls);
     free(m->c_ns);
     free(m->tmax);
     free(m->k);
