@@ -545,6 +545,7 @@ static void prepare_default(hm_estimator_t *e)
             for (int o = 0; o < O; o++)
                 nm += lmem[ix3(e, c, o, d)];
             infl[d] = nm > 0 && e->lat_ns[d] > 0 ? L[d] / nm / e->lat_ns[d] : 0;
+            HM_DEBUG("estimate: class %s run %s: memory loads wait %.3f x idle latency", e->phase_name[m->cls_phase[c]], e->dev_name[d], infl[d]);
         }
         HM_DEBUG("estimate: class %s: sampled traffic %.4g read, %.4g written; unsampled from bound runs %.4g",
                  e->phase_name[m->cls_phase[c]], Br, Bw, nb ? extra / nb : 0.0);
