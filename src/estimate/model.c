@@ -235,7 +235,7 @@ static int bisect(const double *sig, int dim, int *ix, int n, int minw, int *na,
     memcpy(cb, &sig[(size_t)ix[b] * dim], (size_t)dim * sizeof *cb);
     memset(side, -1, (size_t)n);
     int nA = 0;
-    for (int it = 0; it < 50; it++) {
+    for (int it = 0; it < 12; it++) {
         int changed = 0;
         nA = 0;
         for (int i = 0; i < n; i++) {
