@@ -35,6 +35,7 @@ typedef struct {
 
 typedef struct {
     int phase;            /* label index */
+    int region;           /* the stretch between two phase markers it is in (aligned in every run) */
     double instructions;  /* in the reference run (0 when unknown) */
 } hm__est_win_t;
 

@@ -168,20 +168,24 @@ static double lat_bw_time(const hm_estimator_t *e, double C, const double *lpd, 
 
 /* ------------------------------------------------------------- classes */
 
-/* A phase is cut into classes of windows when its windows fall into groups
- * with clearly different traffic mixes: a phase whose iterations alternate
- * which array they read and which they write (a Jacobi sweep between two
- * grids) puts its write-backs on one array's device in half the windows
- * and on the other's in the rest. Timing the phase as one class would let
- * the windows' device demands average out, and a placement that sends one
- * of the two arrays to a slow device would look cheaper than it is. Each
- * window's mix is its objects' shares of its sampled L1 misses, loads and
- * stores apart, over all runs (the windows are aligned). A class is split
- * in two (2-means from its two most distant windows) while the split leaves
- * at most SPLIT_SSE of the spread within the class, the two mixes differ by
- * at least SPLIT_L1 of the traffic, and each half has at least SPLIT_MIN of
- * the phase's windows (and 4); at most MAX_SUB classes per phase. Windows
- * with too few samples to say join the class of the window before them. */
+/* A phase is cut into classes when its instances (the stretches between
+ * its markers, aligned in every run) fall into groups with clearly
+ * different traffic mixes: a Jacobi sweep between two grids reads one and
+ * writes the other, then the other way round, so with one grid on a slow
+ * device half the sweeps wait for its write-backs while the other half
+ * hardly use it. Timed as one class, the phase would let those write-backs
+ * overlap the other half's traffic to the fast device, and a placement that
+ * sends one grid to a slow device would look cheaper than it is. Windows
+ * inside an instance are not split further: they are aligned across runs
+ * only by a proportional stretch, so their mixes differ between runs where
+ * the instance's parts run at different relative speeds. An instance's mix
+ * is its objects' shares of its sampled L1 misses, loads and stores apart,
+ * over all runs. A class is split in two (2-means from its two most
+ * distant instances) while the split leaves at most SPLIT_SSE of the
+ * spread within the class, the two mixes differ by at least SPLIT_L1 of
+ * the traffic, and each half has at least SPLIT_MIN of the phase's
+ * instances (and 2); at most MAX_SUB classes per phase. Instances with too
+ * few samples to say join the class of the instance before them. */
 #define MAX_SUB 4
 #define SPLIT_SSE 0.5
 #define SPLIT_L1 0.3
@@ -283,38 +287,43 @@ static int bisect(const double *sig, int dim, int *ix, int n, int minw, int *na,
 static void classify(hm_estimator_t *e)
 {
     hm__est_default_t *m = &e->dm;
-    int P = e->nphase, O = e->nobj, D = e->ndev, W = e->nwin, dim = 2 * O;
+    int P = e->nphase, O = e->nobj, D = e->ndev, W = e->nwin, dim = 2 * O, R = 0;
+    for (int w = 0; w < W; w++)
+        R = e->win[w].region + 1 > R ? e->win[w].region + 1 : R;
     m->wcls = hm__xcalloc((size_t)(W > 0 ? W : 1), sizeof *m->wcls);
     m->cls_phase = hm__xcalloc((size_t)P * MAX_SUB + 1, sizeof *m->cls_phase);
-    double *sig = hm__xcalloc((size_t)W * dim + 1, sizeof *sig);
-    double *scratch = hm__xcalloc((size_t)3 * dim + (size_t)W / sizeof(double) + 2, sizeof *scratch);
-    int *ix = hm__xcalloc((size_t)W + 1, sizeof *ix);
-    uint8_t *known = hm__xcalloc((size_t)W + 1, 1);
+    double *sig = hm__xcalloc((size_t)R * dim + 1, sizeof *sig), *tot = hm__xcalloc((size_t)R + 1, sizeof *tot);
+    double *scratch = hm__xcalloc((size_t)3 * dim + (size_t)R / sizeof(double) + 2, sizeof *scratch);
+    int *ix = hm__xcalloc((size_t)R + 1, sizeof *ix), *rphase = hm__xcalloc((size_t)R + 1, sizeof *rphase);
+    int *rcls = hm__xcalloc((size_t)R + 1, sizeof *rcls);
+    for (int r = 0; r < R; r++)
+        rphase[r] = -1;
     for (int w = 0; w < W; w++) {
-        double tot = 0;
-        double *x = &sig[(size_t)w * dim];
+        int r = e->win[w].region;
+        double *x = &sig[(size_t)r * dim];
+        rphase[r] = e->win[w].phase;
         for (int o = 0; o < O; o++)
             for (int d = 0; d < D; d++) {
                 const hm__est_cell_t *c = hm__est_cell(e, w, o, d);
                 x[o] += c->m - c->sm;
                 x[O + o] += c->sm;
-                tot += c->m;
+                tot[r] += c->m;
             }
-        known[w] = tot >= MIX_SAMPLES;
-        for (int k = 0; k < dim && tot > 0; k++)
-            x[k] /= tot;
     }
+    for (int r = 0; r < R; r++)
+        for (int k = 0; k < dim && tot[r] > 0; k++)
+            sig[(size_t)r * dim + k] /= tot[r];
     int nc = 0;
     for (int p = 0; p < P; p++) {
         int n = 0, all = 0;
-        for (int w = 0; w < W; w++)
-            if (e->win[w].phase == p) {
+        for (int r = 0; r < R; r++)
+            if (rphase[r] == p) {
                 all++;
-                if (known[w])
-                    ix[n++] = w;
+                if (tot[r] >= MIX_SAMPLES)
+                    ix[n++] = r;
             }
         int minw = (int)ceil(SPLIT_MIN * all);
-        minw = minw < 4 ? 4 : minw;
+        minw = minw < 2 ? 2 : minw;
         /* Classes of this phase: ranges [start[k], start[k] + len[k]) of ix. */
         int start[MAX_SUB] = {0}, len[MAX_SUB] = {n}, k = 1;
         for (int tries = 0; k < MAX_SUB && tries < MAX_SUB; tries++) {
@@ -333,28 +342,32 @@ static void classify(hm_estimator_t *e)
         for (int j = 0; j < k; j++) {
             m->cls_phase[nc + j] = p;
             for (int i = start[j]; i < start[j] + len[j]; i++)
-                m->wcls[ix[i]] = nc + j;
+                rcls[ix[i]] = nc + j;
         }
-        /* Windows without enough samples: the class of the window before
+        /* Regions without enough samples: the class of the region before
          * them in the phase, else the phase's first class. */
         int prev = nc;
-        for (int w = 0; w < W; w++) {
-            if (e->win[w].phase != p)
+        for (int r = 0; r < R; r++) {
+            if (rphase[r] != p)
                 continue;
-            if (known[w])
-                prev = m->wcls[w];
+            if (tot[r] >= MIX_SAMPLES)
+                prev = rcls[r];
             else
-                m->wcls[w] = prev;
+                rcls[r] = prev;
         }
         if (k > 1)
-            HM_DEBUG("estimate: phase %s: %d classes of windows by traffic mix", e->phase_name[p], k);
+            HM_DEBUG("estimate: phase %s: %d classes of its %d instances by traffic mix", e->phase_name[p], k, all);
         nc += k;
     }
+    for (int w = 0; w < W; w++)
+        m->wcls[w] = rcls[e->win[w].region];
     m->ncls = nc;
     free(sig);
+    free(tot);
     free(scratch);
     free(ix);
-    free(known);
+    free(rphase);
+    free(rcls);
 }
 
 static void prepare_default(hm_estimator_t *e)

@@ -474,11 +474,11 @@ static void test_cache_hits_traffic(void)
     CHECK(as > 1.5 * a);
 }
 
-/* Windows of one phase with different traffic mixes are timed apart: the
- * phase alternates between windows where only object 0 moves data and
- * windows where only object 1 does, both runs bandwidth-bound (times in
- * the ratio of the bandwidths). With object 0 on the far device, its
- * windows take the far run's time and the others the near run's: 10 x 1.28
+/* Instances of one phase with different traffic mixes are timed apart: 20
+ * instances (one window each) alternate between moving only object 0's
+ * data and only object 1's, both runs bandwidth-bound (times in the ratio
+ * of the bandwidths). With object 0 on the far device, its instances take
+ * the far run's time and the others the near run's: 10 x 1.28
  * + 10 x 0.32 ms = 16 ms. Timing the phase as one class would overlap object 0's
  * far traffic with object 1's near traffic (12.8 ms). */
 static void test_window_classes(void)
@@ -494,9 +494,9 @@ static void test_window_classes(void)
     for (int w = 0; w < 20; w++) {
         int o = w % 2;
         len += (size_t)snprintf(js + len, sizeof js - len,
-            "%s{\"phase\": 0, \"t_ns\": [0.32e6, 1.28e6], \"stats\": ["
+            "%s{\"phase\": 0, \"region\": %d, \"t_ns\": [0.32e6, 1.28e6], \"stats\": ["
             "[%d, 0, 100, 20000, 100, 20000, 0], [%d, 1, 100, 40000, 100, 40000, 0]]}",
-            w ? ", " : "", o, o);
+            w ? ", " : "", w, o, o);
     }
     snprintf(js + len, sizeof js - len, "]}");
     hm_estimator_t *e = NULL;
