@@ -37,12 +37,14 @@
  *                 "read_latency_ns": 130}, ... ],
  *   "phases": ["(no phase)", "copy", ...],
  *   "objects": [ {"site": "0x332b5c7b30010890", "name": "a", "size": 67108864, "allocations": 1}, ... ],
- *   "windows": [ {"phase": 1, "instructions": 1049881, "t_ns": [759230, 361022],
+ *   "windows": [ {"phase": 1, "region": 3, "instructions": 1049881, "t_ns": [759230, 361022],
  *                 "stats": [ [OBJ, DEV, SAMPLES, WEIGHT_SUM, L1_MISSES, MEMORY_WEIGHT, STORE_MISSES, MEMORY_LOADS, HIT_WAITS], ... ] }, ... ] }
  * @endcode
  * "bandwidth_gbs" and "write_bandwidth_gbs" (default: the read figure) are
  * the traced thread's share of the device (GB/s = bytes per ns); "runtime_ns" the measured runtime of the run with all data on the
- * device; per window "t_ns" that run's time in the window. "stats" rows give,
+ * device; per window "t_ns" that run's time in the window, and "region" the
+ * stretch between two phase markers it lies in (optional: without it a new
+ * region starts wherever the phase changes). "stats" rows give,
  * for object OBJ (index into "objects"; the number of objects stands for the
  * untracked pseudo-object) in the run on device DEV, its sample count, the sum
  * of the samples' latency weights (core cycles), the samples that missed

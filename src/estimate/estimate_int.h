@@ -35,13 +35,19 @@ typedef struct {
 
 typedef struct {
     int phase;            /* label index */
+    int region;           /* the stretch between two phase markers it is in (aligned in every run) */
     double instructions;  /* in the reference run (0 when unknown) */
 } hm__est_win_t;
 
-/* The default model's terms that do not depend on the placement, per phase
- * label (the model's classes of windows). */
+/* The default model's terms that do not depend on the placement, per class
+ * of windows. */
 typedef struct {
-    /* default model: per class */
+    /* classes: the windows of one phase label that share one traffic mix
+     * (a phase whose iterations alternate what they read and write, say,
+     * has a class per kind of iteration); the terms below are per class */
+    int ncls;
+    int *cls_phase;       /* per class: its phase label */
+    int *wcls;            /* per window: its class */
     double *c_ns;         /* device-independent time */
     double *tmax;         /* per class: the slowest run's time there (no placement is slower) */
     double *k;            /* ns per latency-weight unit, per (class, device) */

@@ -36,6 +36,8 @@ HM_API void hm_estimator_close(hm_estimator_t *e)
     free(e->lin_phase_base);
     free(e->lin_phase_gain);
     hm__est_default_t *m = &e->dm;
+    free(m->cls_phase);
+    free(m->wcls);
     free(m->c_ns);
     free(m->tmax);
     free(m->k);
@@ -167,8 +169,9 @@ HM_API int hm_estimator_save(const hm_estimator_t *e, const char *path)
                                                         (double)c->m, (double)c->x, (double)c->sm, (double)c->mm,
                                                         (double)c->hw));
             }
-        json_array_append_new(wins, json_pack("{s:i, s:f, s:o, s:o}", "phase", e->win[w].phase, "instructions",
-                                              e->win[w].instructions, "t_ns", t, "stats", st));
+        json_array_append_new(wins, json_pack("{s:i, s:i, s:f, s:o, s:o}", "phase", e->win[w].phase, "region",
+                                              e->win[w].region, "instructions", e->win[w].instructions, "t_ns", t,
+                                              "stats", st));
     }
     json_object_set_new(root, "windows", wins);
     int rc = json_dump_file(root, path, JSON_COMPACT) == 0 ? 0 : hm__errf(-EIO, "cannot write %s", path);
@@ -291,6 +294,12 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
         if (p < 0 || p >= e->nphase)
             BAD("%s: windows[%d].phase must be a phase index below %d", what, w, e->nphase);
         e->win[w].phase = (int)p;
+        /* Region: given, else a new one wherever the phase label changes. */
+        json_t *rg = json_object_get(x, "region");
+        if (rg && (!json_is_integer(rg) || json_integer_value(rg) < 0 || json_integer_value(rg) > INT32_MAX))
+            BAD("%s: windows[%d].region must be a non-negative integer", what, w);
+        e->win[w].region = rg ? (int)json_integer_value(rg)
+                              : w == 0 ? 0 : e->win[w - 1].region + (e->win[w - 1].phase != (int)p);
         e->win[w].instructions = json_number_value(json_object_get(x, "instructions"));
         if (!json_is_array(t) || (int)json_array_size(t) != e->ndev)
             BAD("%s: windows[%d].t_ns must hold one time per device (%d)", what, w, e->ndev);

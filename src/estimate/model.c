@@ -166,10 +166,216 @@ static double lat_bw_time(const hm_estimator_t *e, double C, const double *lpd, 
     return t > bp ? t : bp;
 }
 
+/* ------------------------------------------------------------- classes */
+
+/* A phase is cut into classes when its instances (the stretches between
+ * its markers, aligned in every run) fall into groups with clearly
+ * different traffic mixes: a Jacobi sweep between two grids reads one and
+ * writes the other, then the other way round, so with one grid on a slow
+ * device half the sweeps wait for its write-backs while the other half
+ * hardly use it. Timed as one class, the phase would let those write-backs
+ * overlap the other half's traffic to the fast device, and a placement that
+ * sends one grid to a slow device would look cheaper than it is. Windows
+ * inside an instance are not split further: they are aligned across runs
+ * only by a proportional stretch, so their mixes differ between runs where
+ * the instance's parts run at different relative speeds. An instance's mix
+ * is its objects' shares of its sampled L1 misses, loads and stores apart,
+ * over all runs. A class is split in two (2-means from its two most
+ * distant instances) while the split leaves at most SPLIT_SSE of the
+ * spread within the class, the two mixes differ by at least SPLIT_L1 of
+ * the traffic, and each half has at least SPLIT_MIN of the phase's
+ * instances (and 2); at most MAX_SUB classes per phase. Instances with too
+ * few samples to say join the class of the instance before them. */
+#define MAX_SUB 4
+#define SPLIT_SSE 0.5
+#define SPLIT_L1 0.3
+#define SPLIT_MIN 0.05
+#define MIX_SAMPLES 8.0
+
+static double dist2(const double *a, const double *b, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += (a[i] - b[i]) * (a[i] - b[i]);
+    return s;
+}
+
+static void centroid(const double *sig, int dim, const int *ix, int n, double *c)
+{
+    memset(c, 0, (size_t)dim * sizeof *c);
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < dim; k++)
+            c[k] += sig[(size_t)ix[i] * dim + k];
+    for (int k = 0; k < dim && n > 0; k++)
+        c[k] /= n;
+}
+
+/* Tries to split the n windows in ix (reordered: the first *na form one
+ * half); returns 1 when the split is kept. */
+static int bisect(const double *sig, int dim, int *ix, int n, int minw, int *na, double *scratch)
+{
+    double *c0 = scratch, *ca = c0 + dim, *cb = ca + dim;
+    int8_t *side = (int8_t *)(cb + dim);
+    if (n < 2 * minw)
+        return 0;
+    centroid(sig, dim, ix, n, c0);
+    double sse0 = 0, far = -1;
+    int a = 0, b = 0;
+    for (int i = 0; i < n; i++) {
+        double q = dist2(&sig[(size_t)ix[i] * dim], c0, dim);
+        sse0 += q;
+        if (q > far)
+            far = q, a = i;
+    }
+    if (!(sse0 > 0))
+        return 0;
+    far = -1;
+    for (int i = 0; i < n; i++) {
+        double q = dist2(&sig[(size_t)ix[i] * dim], &sig[(size_t)ix[a] * dim], dim);
+        if (q > far)
+            far = q, b = i;
+    }
+    memcpy(ca, &sig[(size_t)ix[a] * dim], (size_t)dim * sizeof *ca);
+    memcpy(cb, &sig[(size_t)ix[b] * dim], (size_t)dim * sizeof *cb);
+    memset(side, -1, (size_t)n);
+    int nA = 0;
+    for (int it = 0; it < 12; it++) {
+        int changed = 0;
+        nA = 0;
+        for (int i = 0; i < n; i++) {
+            const double *x = &sig[(size_t)ix[i] * dim];
+            int8_t sd = dist2(x, cb, dim) < dist2(x, ca, dim);
+            changed |= sd != side[i];
+            side[i] = sd;
+            nA += !sd;
+        }
+        if (!changed || nA == 0 || nA == n)
+            break;
+        memset(ca, 0, (size_t)dim * sizeof *ca);
+        memset(cb, 0, (size_t)dim * sizeof *cb);
+        for (int i = 0; i < n; i++) {
+            double *c = side[i] ? cb : ca;
+            for (int k = 0; k < dim; k++)
+                c[k] += sig[(size_t)ix[i] * dim + k];
+        }
+        for (int k = 0; k < dim; k++)
+            ca[k] /= nA, cb[k] /= n - nA;
+    }
+    if (nA < minw || n - nA < minw)
+        return 0;
+    double sse1 = 0, l1 = 0;
+    for (int i = 0; i < n; i++)
+        sse1 += dist2(&sig[(size_t)ix[i] * dim], side[i] ? cb : ca, dim);
+    for (int k = 0; k < dim; k++)
+        l1 += fabs(ca[k] - cb[k]);
+    if (!(sse1 < SPLIT_SSE * sse0) || l1 < SPLIT_L1)
+        return 0;
+    /* Stable partition: the first half keeps the windows' order. */
+    int *tmp = hm__xcalloc((size_t)n, sizeof *tmp), j = 0;
+    for (int i = 0; i < n; i++)
+        if (!side[i])
+            tmp[j++] = ix[i];
+    for (int i = 0; i < n; i++)
+        if (side[i])
+            tmp[j++] = ix[i];
+    memcpy(ix, tmp, (size_t)n * sizeof *ix);
+    free(tmp);
+    *na = nA;
+    return 1;
+}
+
+static void classify(hm_estimator_t *e)
+{
+    hm__est_default_t *m = &e->dm;
+    int P = e->nphase, O = e->nobj, D = e->ndev, W = e->nwin, dim = 2 * O, R = 0;
+    for (int w = 0; w < W; w++)
+        R = e->win[w].region + 1 > R ? e->win[w].region + 1 : R;
+    m->wcls = hm__xcalloc((size_t)(W > 0 ? W : 1), sizeof *m->wcls);
+    m->cls_phase = hm__xcalloc((size_t)P * MAX_SUB + 1, sizeof *m->cls_phase);
+    double *sig = hm__xcalloc((size_t)R * dim + 1, sizeof *sig), *tot = hm__xcalloc((size_t)R + 1, sizeof *tot);
+    double *scratch = hm__xcalloc((size_t)3 * dim + (size_t)R / sizeof(double) + 2, sizeof *scratch);
+    int *ix = hm__xcalloc((size_t)R + 1, sizeof *ix), *rphase = hm__xcalloc((size_t)R + 1, sizeof *rphase);
+    int *rcls = hm__xcalloc((size_t)R + 1, sizeof *rcls);
+    for (int r = 0; r < R; r++)
+        rphase[r] = -1;
+    for (int w = 0; w < W; w++) {
+        int r = e->win[w].region;
+        double *x = &sig[(size_t)r * dim];
+        rphase[r] = e->win[w].phase;
+        for (int o = 0; o < O; o++)
+            for (int d = 0; d < D; d++) {
+                const hm__est_cell_t *c = hm__est_cell(e, w, o, d);
+                x[o] += c->m - c->sm;
+                x[O + o] += c->sm;
+                tot[r] += c->m;
+            }
+    }
+    for (int r = 0; r < R; r++)
+        for (int k = 0; k < dim && tot[r] > 0; k++)
+            sig[(size_t)r * dim + k] /= tot[r];
+    int nc = 0;
+    for (int p = 0; p < P; p++) {
+        int n = 0, all = 0;
+        for (int r = 0; r < R; r++)
+            if (rphase[r] == p) {
+                all++;
+                if (tot[r] >= MIX_SAMPLES)
+                    ix[n++] = r;
+            }
+        int minw = (int)ceil(SPLIT_MIN * all);
+        minw = minw < 2 ? 2 : minw;
+        /* Classes of this phase: ranges [start[k], start[k] + len[k]) of ix. */
+        int start[MAX_SUB] = {0}, len[MAX_SUB] = {n}, k = 1;
+        for (int tries = 0; k < MAX_SUB && tries < MAX_SUB; tries++) {
+            int best = -1;
+            for (int j = 0; j < k; j++)
+                if (best < 0 || len[j] > len[best])
+                    best = j;
+            int na;
+            if (!bisect(sig, dim, ix + start[best], len[best], minw, &na, scratch))
+                break; /* the largest class does not split: stop */
+            start[k] = start[best] + na;
+            len[k] = len[best] - na;
+            len[best] = na;
+            k++;
+        }
+        for (int j = 0; j < k; j++) {
+            m->cls_phase[nc + j] = p;
+            for (int i = start[j]; i < start[j] + len[j]; i++)
+                rcls[ix[i]] = nc + j;
+        }
+        /* Regions without enough samples: the class of the region before
+         * them in the phase, else the phase's first class. */
+        int prev = nc;
+        for (int r = 0; r < R; r++) {
+            if (rphase[r] != p)
+                continue;
+            if (tot[r] >= MIX_SAMPLES)
+                prev = rcls[r];
+            else
+                rcls[r] = prev;
+        }
+        if (k > 1)
+            HM_DEBUG("estimate: phase %s: %d classes of its %d instances by traffic mix", e->phase_name[p], k, all);
+        nc += k;
+    }
+    for (int w = 0; w < W; w++)
+        m->wcls[w] = rcls[e->win[w].region];
+    m->ncls = nc;
+    free(sig);
+    free(tot);
+    free(scratch);
+    free(ix);
+    free(rphase);
+    free(rcls);
+}
+
 static void prepare_default(hm_estimator_t *e)
 {
     int D = e->ndev, O = e->nobj, C = e->nphase;
     hm__est_default_t *m = &e->dm;
+    classify(e);
+    C = m->ncls;
     m->c_ns = hm__xcalloc((size_t)C, sizeof(double));
     m->tmax = hm__xcalloc((size_t)C, sizeof(double));
     m->k = hm__xcalloc((size_t)C * D, sizeof(double));
@@ -191,7 +397,7 @@ static void prepare_default(hm_estimator_t *e)
     double *hwait = hm__xcalloc((size_t)C * O * D, sizeof(double));
 
     for (int w = 0; w < e->nwin; w++) {
-        int c = e->win[w].phase;
+        int c = m->wcls[w];
         for (int d = 0; d < D; d++) {
             T[(size_t)c * D + d] += e->t[(size_t)w * D + d];
             for (int o = 0; o < O; o++) {
@@ -236,7 +442,7 @@ static void prepare_default(hm_estimator_t *e)
             if (wshare >= STREAMED)
                 rho = 1;
             HM_DEBUG("estimate: class %s object %d: memory share %.3f, waiting hits %.3f -> traffic share %.3f",
-                     e->phase_name[c], o, ld > 0 ? rd / ld : 1.0, wshare, rho);
+                     e->phase_name[m->cls_phase[c]], o, ld > 0 ? rd / ld : 1.0, wshare, rho);
             m->bytes[(size_t)c * O + o] = rho * (ld + sm) * LINE_BYTES;
             m->wbytes[(size_t)c * O + o] = rho * sm * LINE_BYTES;
         }
@@ -260,11 +466,27 @@ static void prepare_default(hm_estimator_t *e)
         /* No run can have kept its channels busy longer than it ran: sampled
          * traffic beyond that (store misses to a line already on its way
          * count again, for one) is scaled down until every run fits. */
-        double fit = 1;
+        /* The loads' share is the uncertain part (a miss that hit a cache
+         * counts as traffic for a streamed object), while every store miss
+         * dirties a line that is written back once: the loads' traffic is
+         * scaled down first, and the whole only if the stores alone do not
+         * fit. */
+        double fit = 1, lfit = 1, Ld = Br - Bw;
         for (int d = 0; d < D; d++)
-            if (tau[d] > Tc[d] && Tc[d] > 0)
+            if (tau[d] > Tc[d] && Tc[d] > 0) {
                 fit = fmin(fit, Tc[d] / tau[d]);
-        if (fit < 1) {
+                double ws = Bw / e->bw[d] + Bw / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d]);
+                lfit = Ld > 0 ? fmin(lfit, (Tc[d] - ws) * e->bw[d] / Ld) : -1;
+            }
+        if (fit < 1 && lfit > 0) {
+            for (int o = 0; o < O; o++) {
+                double *b = &m->bytes[(size_t)c * O + o], wb = m->wbytes[(size_t)c * O + o];
+                *b = wb + (*b - wb) * lfit;
+            }
+            Br = Bw + Ld * lfit;
+            for (int d = 0; d < D; d++)
+                tau[d] = e->bw[d] > 0 ? Br / e->bw[d] + Bw / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d]) : 0;
+        } else if (fit < 1) {
             for (int o = 0; o < O; o++) {
                 m->bytes[(size_t)c * O + o] *= fit;
                 m->wbytes[(size_t)c * O + o] *= fit;
@@ -336,9 +558,10 @@ static void prepare_default(hm_estimator_t *e)
             for (int o = 0; o < O; o++)
                 nm += lmem[ix3(e, c, o, d)];
             infl[d] = nm > 0 && e->lat_ns[d] > 0 ? L[d] / nm / e->lat_ns[d] : 0;
+            HM_DEBUG("estimate: class %s run %s: memory loads wait %.3f x idle latency", e->phase_name[m->cls_phase[c]], e->dev_name[d], infl[d]);
         }
         HM_DEBUG("estimate: class %s: sampled traffic %.4g read, %.4g written; unsampled from bound runs %.4g",
-                 e->phase_name[c], Br, Bw, nb ? extra / nb : 0.0);
+                 e->phase_name[m->cls_phase[c]], Br, Bw, nb ? extra / nb : 0.0);
         if (nb > 0 && Br + Bw > 0) {
             /* Traffic the samples do not show is mostly hardware prefetches,
              * which follow the accesses that wait for memory: it goes to the
@@ -393,7 +616,7 @@ static void prepare_default(hm_estimator_t *e)
             k = u >= 0 && L[u] > 0 ? Tc[u] / L[u] : 0;
         }
         m->c_ns[c] = cc;
-        HM_DEBUG("estimate: class %s: C %.4g ns, k %.4g, fitted %d", e->phase_name[c], cc, k, fitted);
+        HM_DEBUG("estimate: class %s: C %.4g ns, k %.4g, fitted %d", e->phase_name[m->cls_phase[c]], cc, k, fitted);
         for (int d = 0; d < D; d++)
             HM_DEBUG("estimate:   run %s: T %.4g ns, L %.4g, sampled util %.2f%s", e->dev_name[d], Tc[d], L[d],
                      Tc[d] > 0 ? tau[d] / Tc[d] : 0.0, bound[d] ? " (bandwidth-bound)" : "");
@@ -553,9 +776,21 @@ static inline double frac(const hm_estimator_t *e, int o, int pct)
     return pct >= 100 ? 1 : pct <= 0 ? 0 : e->obj[o].cum[pct];
 }
 
+/* Classes of the state's model: the default model's classes of windows,
+ * the linear model's phase labels. */
+static inline int nclass(const hm_est_state_t *s)
+{
+    return s->model == HM_EST_DEFAULT ? s->e->dm.ncls : s->e->nphase;
+}
+
+static inline int phase_of(const hm_est_state_t *s, int c)
+{
+    return s->model == HM_EST_DEFAULT ? s->e->dm.cls_phase[c] : c;
+}
+
 static int slot_of(const hm_est_state_t *s, int c)
 {
-    return s->phased ? c : 0;
+    return s->phased ? phase_of(s, c) : 0;
 }
 
 /* Adds (sign +1) or removes (-1) object o's terms in class c for slot sl. */
@@ -650,14 +885,15 @@ static double migration(const hm_est_state_t *s)
 static void recompute(hm_est_state_t *s)
 {
     hm_estimator_t *e = s->e;
-    int C = e->nphase, D = e->ndev, O = e->nobj;
+    int C = nclass(s), D = e->ndev, O = e->nobj;
     memset(s->lp, 0, (size_t)C * D * sizeof(double));
     memset(s->y, 0, (size_t)C * D * sizeof(double));
     memset(s->xi, 0, (size_t)C * D * sizeof(double));
     memset(s->var, 0, (size_t)C * sizeof(double));
     memset(s->lin_var, 0, (size_t)C * sizeof(double));
     for (int c = 0; c < C; c++) {
-        s->lin_t[c] = e->lin_phase_base[c];
+        if (s->model == HM_EST_LINEAR)
+            s->lin_t[c] = e->lin_phase_base[c];
         for (int o = 0; o < O; o++)
             apply(s, c, o, s->a[(size_t)slot_of(s, c) * O + o], 1);
     }
@@ -672,7 +908,8 @@ static void recompute(hm_est_state_t *s)
  * and recompute(). */
 static hm_est_state_t *state_new(hm_estimator_t *e, hm_est_model_t model, int phased, int def)
 {
-    int C = e->nphase, D = e->ndev, O = e->nobj, np = phased ? C : 1;
+    int P = e->nphase, D = e->ndev, O = e->nobj, np = phased ? P : 1;
+    int C = model == HM_EST_DEFAULT ? e->dm.ncls : P;
     size_t nd = (size_t)C * D * 3 + (size_t)C * 4;
     /* The struct holds pointers and doubles, so the doubles after it are aligned. */
     hm_est_state_t *s = hm__xcalloc(1, sizeof *s + nd * sizeof(double) + (size_t)np * O * sizeof(slot_t));
@@ -718,7 +955,7 @@ HM_API int hm_est_state_copy(hm_est_state_t *dst, const hm_est_state_t *src)
     if (dst->e != src->e || dst->model != src->model || dst->phased != src->phased)
         return hm__errf(HM_EUSAGE, "states of different estimators, models or phasing");
     const hm_estimator_t *e = src->e;
-    int C = e->nphase, D = e->ndev;
+    int C = nclass(src), D = e->ndev;
     memcpy(dst->a, src->a, (size_t)src->np * e->nobj * sizeof *dst->a);
     memcpy(dst->lp, src->lp, (size_t)C * D * sizeof(double));
     memcpy(dst->y, src->y, (size_t)C * D * sizeof(double));
@@ -763,8 +1000,9 @@ HM_API int hm_est_state_move(hm_est_state_t *s, int phase, int obj, int dev, int
                 s->mig += nin * (move_cost(e, s->def, obj, other, nw) - move_cost(e, s->def, obj, other, *cur));
                 s->mig += nout * (move_cost(e, s->def, obj, nw, other) - move_cost(e, s->def, obj, *cur, other));
             }
-        int c0 = s->phased ? p : 0, c1 = s->phased ? p + 1 : e->nphase;
-        for (int c = c0; c < c1; c++) {
+        for (int c = 0; c < nclass(s); c++) {
+            if (s->phased && phase_of(s, c) != p)
+                continue;
             apply(s, c, obj, *cur, -1);
             apply(s, c, obj, nw, 1);
             double t = class_time(s, c);
@@ -775,7 +1013,7 @@ HM_API int hm_est_state_move(hm_est_state_t *s, int phase, int obj, int dev, int
     }
     /* Keep the running sum from drifting over long searches. */
     double sum = s->mig;
-    for (int c = 0; c < e->nphase; c++)
+    for (int c = 0; c < nclass(s); c++)
         sum += s->t[c];
     s->total = sum;
     if (runtime_ns)
@@ -792,7 +1030,7 @@ HM_API int hm_est_state_estimate(hm_est_state_t *s, hm_estimate_t *out)
 {
     hm__errclear();
     double var = 0;
-    for (int c = 0; c < s->e->nphase; c++)
+    for (int c = 0; c < nclass(s); c++)
         var += s->model == HM_EST_DEFAULT ? s->var[c] : s->lin_var[c];
     double h = 1.96 * sqrt(var > 0 ? var : 0);
     out->runtime_ns = s->total;
@@ -975,11 +1213,13 @@ HM_API int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *pl, hm_est_m
     hm_est_state_estimate(s, out);
     if (bd) {
         const hm__est_default_t *m = &e->dm;
-        for (int c = 0; c < P; c++)
-            e->bd_phase[c] = s->t[c];
+        int C = nclass(s);
+        memset(e->bd_phase, 0, (size_t)P * sizeof *e->bd_phase);
+        for (int c = 0; c < C; c++)
+            e->bd_phase[phase_of(s, c)] += s->t[c];
         for (int o = 0; o < O; o++) {
             double t = 0;
-            for (int c = 0; c < P; c++) {
+            for (int c = 0; c < C; c++) {
                 slot_t sl = s->a[(size_t)slot_of(s, c) * O + o];
                 double f = frac(e, o, sl.pct);
                 if (model == HM_EST_DEFAULT)

@@ -795,6 +795,7 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
                 r->bound[w] = j == 0 ? a : by_instr ? time_at(r, ia + f * (ib - ia), a, b)
                                                     : a + (uint64_t)(f * (double)(b - a));
                 e->win[w].phase = labels[g];
+                e->win[w].region = g;
                 if (i == e->ref)
                     e->win[w].instructions = by_instr ? (ib - ia) / nw[g] : 0;
             }

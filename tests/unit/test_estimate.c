@@ -474,6 +474,94 @@ static void test_cache_hits_traffic(void)
     CHECK(as > 1.5 * a);
 }
 
+/* Instances of one phase with different traffic mixes are timed apart: 20
+ * instances (one window each) alternate between moving only object 0's
+ * data and only object 1's, both runs bandwidth-bound (times in the ratio
+ * of the bandwidths). With object 0 on the far device, its instances take
+ * the far run's time and the others the near run's: 10 x 1.28
+ * + 10 x 0.32 ms = 16 ms. Timing the phase as one class would overlap object 0's
+ * far traffic with object 1's near traffic (12.8 ms). */
+static void test_window_classes(void)
+{
+    char js[8192];
+    size_t len = 0;
+    len += (size_t)snprintf(js + len, sizeof js - len,
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 6.4e6, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 25.6e6, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 200}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 1048576}, {\"site\": \"0x2\", \"size\": 1048576}],"
+        " \"windows\": [");
+    for (int w = 0; w < 20; w++) {
+        int o = w % 2;
+        len += (size_t)snprintf(js + len, sizeof js - len,
+            "%s{\"phase\": 0, \"region\": %d, \"t_ns\": [0.32e6, 1.28e6], \"stats\": ["
+            "[%d, 0, 100, 20000, 100, 20000, 0], [%d, 1, 100, 40000, 100, 40000, 0]]}",
+            w ? ", " : "", w, o, o);
+    }
+    snprintf(js + len, sizeof js - len, "]}");
+    hm_estimator_t *e = NULL;
+    CHECK_EQ_INT(hm_estimator_parse_summary(&e, "classes", js), 0);
+    if (!e)
+        return;
+    hm_est_state_t *st = NULL;
+    CHECK_EQ_INT(hm_est_state_open(&st, e, HM_EST_DEFAULT, 0), 0);
+    if (st) {
+        double r = 0;
+        CHECK_NEAR(hm_est_state_runtime(st), 6.4e6, 1e-6);
+        hm_est_state_move(st, -1, 0, 1, 100, &r);
+        CHECK_NEAR(r, 16e6, 0.03);
+        hm_est_state_move(st, -1, 1, 1, 100, &r);
+        CHECK_NEAR(r, 25.6e6, 1e-6);
+        hm_est_state_close(st);
+    }
+    hm_estimator_close(e);
+}
+
+/* Sampled traffic beyond what a run's channels could move comes from the
+ * loads (misses that hit a cache count as traffic for a streamed object),
+ * not the stores: every store miss dirties a line that is written back
+ * once. Object 0 loads 200 sampled misses a window of which 100 are lines
+ * from memory; object 1 stores 50 lines. Per window the near run moves 9.6
+ * MB read and 3.2 MB written at 20 GB/s both ways (0.64 ms), the far run
+ * at 5 GB/s reads and 1 GB/s writes (5.12 ms). With object 1 alone on the
+ * far device its 3.2 MB read and 3.2 MB written there take 3.84 ms a
+ * window; scaling all sampled traffic alike would cut its writes by a
+ * fifth (3.07 ms). */
+static void test_store_traffic_kept(void)
+{
+    char js[8192];
+    size_t len = 0;
+    len += (size_t)snprintf(js + len, sizeof js - len,
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 6.4e6, \"period\": 1000, \"bandwidth_gbs\": 20,"
+        "                \"write_bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 51.2e6, \"period\": 1000, \"bandwidth_gbs\": 5,"
+        "                \"write_bandwidth_gbs\": 1, \"read_latency_ns\": 200}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 1048576}, {\"site\": \"0x2\", \"size\": 1048576}],"
+        " \"windows\": [");
+    for (int w = 0; w < 10; w++)
+        len += (size_t)snprintf(js + len, sizeof js - len,
+            "%s{\"phase\": 0, \"t_ns\": [0.64e6, 5.12e6], \"stats\": ["
+            "[0, 0, 200, 2000, 200, 2000, 0, 200], [0, 1, 200, 4000, 200, 4000, 0, 200],"
+            "[1, 0, 50, 500, 50, 500, 50, 0], [1, 1, 50, 1000, 50, 1000, 50, 0]]}",
+            w ? ", " : "");
+    snprintf(js + len, sizeof js - len, "]}");
+    hm_estimator_t *e = NULL;
+    CHECK_EQ_INT(hm_estimator_parse_summary(&e, "stores", js), 0);
+    if (!e)
+        return;
+    hm_est_state_t *st = NULL;
+    CHECK_EQ_INT(hm_est_state_open(&st, e, HM_EST_DEFAULT, 0), 0);
+    if (st) {
+        double r = 0;
+        CHECK_NEAR(hm_est_state_runtime(st), 6.4e6, 1e-6);
+        hm_est_state_move(st, -1, 1, 1, 100, &r);
+        CHECK_NEAR(r, 38.4e6, 0.03);
+        hm_est_state_close(st);
+    }
+    hm_estimator_close(e);
+}
+
 /* ------------------------------------------------ compiled placements */
 
 /* A synthetic summary: 3 devices, 3 phases, CP_OBJ objects (some named,
@@ -835,6 +923,8 @@ int main(void)
     test_summary_roundtrip();
     test_loaded_latency();
     test_cache_hits_traffic();
+    test_window_classes();
+    test_store_traffic_kept();
     test_compiled_placements();
     test_bad_input();
     char cmd[300];
