@@ -81,6 +81,42 @@ static uint64_t get64(const unsigned char *p)
 }
 static uint64_t hdr_size(const ps__peer_t *p, uint64_t j) { return get64(p->hdr + j * PS_WIRE_HDR + 16); }
 
+/* PSHUFFLE_PROFILE: adds the time since the last mark to `part`. */
+static void prof(const ps_shuffler_t *ps, ps__xchg_t *x, int part)
+{
+    if (!ps->profile)
+        return;
+    uint64_t t = ps__now_ns();
+    if (part >= 0)
+        x->prof[part] += t - x->prof_t;
+    x->prof_t = t;
+}
+
+static const char *const prof_names[PS_PROF_N] = {
+    [PS_PROF_SYNC] = "sync", [PS_PROF_PLAN] = "plan", [PS_PROF_AGREE] = "agree", [PS_PROF_HDRWAIT] = "headers",
+    [PS_PROF_ONHDR] = "merge", [PS_PROF_PACK] = "pack", [PS_PROF_POST] = "post", [PS_PROF_WAIT] = "wait",
+    [PS_PROF_ENDSYNC] = "endsync", [PS_PROF_COMMIT] = "commit", [PS_PROF_RELEASE] = "release",
+    [PS_PROF_COMPACT] = "compact", [PS_PROF_FREE] = "free"};
+
+/* One line per exchange on stderr, asked for with PSHUFFLE_PROFILE=1. */
+static void prof_print(const ps_shuffler_t *ps, uint64_t epoch, const uint64_t *v)
+{
+    char line[600];
+    size_t o = (size_t)snprintf(line, sizeof line, "pshuffle: rank %d: exchange of epoch %" PRIu64 " (ms):", ps->rank,
+                                epoch);
+    uint64_t tot = 0;
+    for (int i = 0; i < PS_PROF_N && o < sizeof line; i++) {
+        o += (size_t)snprintf(line + o, sizeof line - o, " %s %.2f", prof_names[i], (double)v[i] / 1e6);
+        tot += v[i];
+    }
+    if (o < sizeof line)
+        o += (size_t)snprintf(line + o, sizeof line - o, " total %.2f\n", (double)tot / 1e6);
+    if (o >= sizeof line)
+        o = sizeof line - 1;
+    if (write(2, line, o) < 0)
+        return;
+}
+
 static void hook(ps_shuffler_t *ps, int point)
 {
     if (ps->hook)
@@ -683,6 +719,7 @@ static int post_round(ps_shuffler_t *ps, ps__xchg_t *x)
 static int step(ps_shuffler_t *ps, ps__xchg_t *x, uint64_t deadline)
 {
     int moved = 0, flag, err;
+    prof(ps, x, -1);
     for (;;) {
         switch (x->phase) {
         case PS_PH_HDR:
@@ -691,6 +728,7 @@ static int step(ps_shuffler_t *ps, ps__xchg_t *x, uint64_t deadline)
                      ? MPI_Testall(x->nreqs, x->reqs, &flag, MPI_STATUSES_IGNORE)
                      : MPI_Test(&x->req, &flag, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
                 return ps__errf(PS_EMPI, "MPI_Test failed during the exchange of epoch %" PRIu64, x->epoch);
+            prof(ps, x, x->phase == PS_PH_HDR ? PS_PROF_HDRWAIT : PS_PROF_WAIT);
             if (flag)
                 x->nreqs = 0;
             if (!flag)
@@ -699,6 +737,7 @@ static int step(ps_shuffler_t *ps, ps__xchg_t *x, uint64_t deadline)
             if (x->phase == PS_PH_HDR) {
                 if ((err = on_headers(ps, x)))
                     xfail(x, err, 0); /* bad headers: the payload still moves, and the exchange fails */
+                prof(ps, x, PS_PROF_ONHDR);
                 x->round = 0;
                 if (x->nrounds)
                     round_setup(ps, x);
@@ -728,11 +767,15 @@ static int step(ps_shuffler_t *ps, ps__xchg_t *x, uint64_t deadline)
                 if (pack_slice(ps, x, &x->sp[x->pk_peer]))
                     x->pk_peer++;
                 moved = 1;
-                if (deadline && ps__now_ns() > deadline)
+                if (deadline && ps__now_ns() > deadline) {
+                    prof(ps, x, PS_PROF_PACK);
                     return moved;
+                }
             }
+            prof(ps, x, PS_PROF_PACK);
             if ((err = post_round(ps, x)))
                 return err;
+            prof(ps, x, PS_PROF_POST);
             x->phase = PS_PH_WAIT;
             break;
         case PS_PH_UNPACK:
@@ -808,13 +851,20 @@ static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread)
                        ps->epoch);
     /* Ranks in another call, or asking for another epoch, would wait for
      * each other forever: all learn it here and fail. */
+    uint64_t t0 = ps->profile ? ps__now_ns() : 0;
     int serr = ps__sync(ps, PS_OP_BEGIN, epoch);
     if (serr)
         return serr;
+    uint64_t t1 = ps->profile ? ps__now_ns() : 0;
     int created = 0;
     if (!err) {
         err = begin_local(ps, epoch);
         created = ps->x != NULL;
+    }
+    if (created && ps->profile) {
+        ps->x->prof_t = ps__now_ns();
+        ps->x->prof[PS_PROF_SYNC] = t1 - t0;
+        ps->x->prof[PS_PROF_PLAN] = ps->x->prof_t - t1;
     }
     /* The same reduction agrees on success and on the number of rounds,
      * sent as rounds + 1 by a rank that sends anything: 0 means that no
@@ -825,6 +875,7 @@ static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread)
             ps__xchg_free(ps);
         return err;
     }
+    prof(ps, ps->x, PS_PROF_AGREE);
     ps->x->nrounds = rounds ? rounds - 1 : 0;
     ps->x->st.rounds = ps->x->nrounds;
     if (!rounds) {
@@ -833,6 +884,7 @@ static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread)
         ps__xchg_t *x = ps->x;
         if ((err = on_headers(ps, x)))
             xfail(x, err, 0);
+        prof(ps, x, PS_PROF_ONHDR);
         x->phase = PS_PH_DONE;
         x->complete = 1;
         x->t_complete = ps__now_ns();
@@ -841,6 +893,7 @@ static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread)
     }
     if ((err = post_headers(ps)))
         ps__fatal(ps, err, "ps_exchange_begin"); /* the peers posted theirs: no way back */
+    prof(ps, ps->x, PS_PROF_HDRWAIT);
     if (thread) {
         atomic_store(&ps->thread_stop, 0);
         if ((err = pthread_create(&ps->thread, NULL, progress_main, ps)))
@@ -1083,6 +1136,8 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
     /* Collective: ranks without an exchange still take part, so one rank's
      * misuse fails everybody instead of hanging them. */
     uint64_t t_end = ps__now_ns();
+    if (x && ps->profile)
+        x->prof_t = t_end;
     if (x) {
         pthread_mutex_lock(&ps->mu);
         x->st.bytes_recv_overlapped = x->bytes_in; /* what moved before this call */
@@ -1097,8 +1152,10 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
     if (!x)
         return ps__agree(ps, ps__errf(PS_ESTATE, "ps_exchange_end without ps_exchange_begin"), 0);
     x->t_endcall = t_end;
+    prof(ps, x, PS_PROF_ENDSYNC);
     stop_thread(ps);
     finish(ps, x, "ps_exchange_end");
+    prof(ps, x, -1);
     x->st.samples_recv = x->nstaged;
     x->st.bytes_recv = x->staged_bytes;
     int committed = 0;
@@ -1122,6 +1179,7 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
         return err;
     }
     hook(ps, PS_POINT_AGREED);
+    prof(ps, x, PS_PROF_COMMIT);
     /* Blocks that empty from here on keep their pages for the next
      * exchange (its receive regions and compaction), up to what it may
      * receive, Q(e+1) times the bytes held, plus half the window: so
@@ -1156,8 +1214,10 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
     ps->ent = x->newent;
     x->newent = NULL;
     ps->n = ps->cap = x->nnew;
+    prof(ps, x, PS_PROF_RELEASE);
     if (!ps->root)
         ps__arena_compact(&ps->arena, ps->ent, ps->n);
+    prof(ps, x, PS_PROF_COMPACT);
     ps->bytes = ps->bytes - x->st.bytes_sent + x->staged_bytes;
     ps->epoch = x->epoch + 1;
     ps_plan_balance(ps->counts, ps->nranks, ps->counts); /* what every rank now holds */
@@ -1168,7 +1228,13 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
     /* Only progress that happened before ps_exchange_end() counts. */
     x->st.overlap_ns = x->t_outside > x->t_begin && x->t_outside <= x->t_endcall ? x->t_outside - x->t_begin : 0;
     ps->stats = x->st;
+    uint64_t pv[PS_PROF_N];
+    memcpy(pv, x->prof, sizeof pv);
     ps__xchg_free(ps);
+    if (ps->profile) {
+        pv[PS_PROF_FREE] = ps__now_ns() - now;
+        prof_print(ps, ps->epoch - 1, pv);
+    }
     hook(ps, PS_POINT_DONE);
     return 0;
 }

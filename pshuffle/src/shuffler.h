@@ -29,6 +29,12 @@ typedef struct {
 
 #define PS_WIRE_HDR 32
 
+/* Where an exchange's time goes (PSHUFFLE_PROFILE=1): wall time per part,
+ * summed over the exchange, printed by the rank when the exchange ends.
+ * Off by default; when off, no clock is read for it. */
+enum { PS_PROF_SYNC, PS_PROF_PLAN, PS_PROF_AGREE, PS_PROF_HDRWAIT, PS_PROF_ONHDR, PS_PROF_PACK, PS_PROF_POST,
+       PS_PROF_WAIT, PS_PROF_ENDSYNC, PS_PROF_COMMIT, PS_PROF_RELEASE, PS_PROF_COMPACT, PS_PROF_FREE, PS_PROF_N };
+
 /* Phases of an exchange, driven by ps__step(). */
 enum { PS_PH_HDR = 1, PS_PH_PACK, PS_PH_WAIT, PS_PH_UNPACK, PS_PH_DONE };
 
@@ -65,6 +71,8 @@ typedef struct {
     uint64_t buf_bytes;      /* round buffers held by this exchange */
     int part_hooked;
     ps_stats_t st;           /* of this exchange, published when it ends */
+    uint64_t prof[PS_PROF_N];/* PSHUFFLE_PROFILE: ns per part */
+    uint64_t prof_t;         /* start of the part being timed */
 } ps__xchg_t;
 
 struct ps_shuffler {
@@ -82,6 +90,7 @@ struct ps_shuffler {
     void *hook_arg;
     int progress_thread;
     double timeout_s;        /* longest wait for the other ranks (PSHUFFLE_TIMEOUT) */
+    int profile;             /* PSHUFFLE_PROFILE: time the parts of each exchange */
     pthread_t thread;        /* progress thread of the exchange in flight */
     pthread_mutex_t mu;      /* serialises the progress thread and ps_progress */
     int thread_running;
