@@ -66,6 +66,10 @@
  * more than copying a few KiB. */
 #define DIRECT (64u << 10)
 #define TAG_ROUND 7
+/* A memory store cuts its messages at this size (at sample boundaries
+ * where the samples are smaller), so that the receiver checks a message's
+ * samples while the bytes MPI just wrote are still in its cache. */
+#define MSG_MAX (256u << 10)
 
 /* Little-endian on the wire, whatever the host. */
 static void put64(unsigned char *p, uint64_t v)
@@ -81,12 +85,24 @@ static uint64_t get64(const unsigned char *p)
 }
 static uint64_t hdr_size(const ps__peer_t *p, uint64_t j) { return get64(p->hdr + j * PS_WIRE_HDR + 16); }
 
+/* The profile's clock: wall time, or with PSHUFFLE_PROFILE=cpu the
+ * calling thread's CPU time (on a host shared by more ranks than cores,
+ * the work each part costs, whoever else runs). */
+static uint64_t prof_now(const ps_shuffler_t *ps)
+{
+    if (ps->profile != 2)
+        return ps__now_ns();
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* PSHUFFLE_PROFILE: adds the time since the last mark to `part`. */
 static void prof(const ps_shuffler_t *ps, ps__xchg_t *x, int part)
 {
     if (!ps->profile)
         return;
-    uint64_t t = ps__now_ns();
+    uint64_t t = prof_now(ps);
     if (part >= 0)
         x->prof[part] += t - x->prof_t;
     x->prof_t = t;
@@ -94,7 +110,7 @@ static void prof(const ps_shuffler_t *ps, ps__xchg_t *x, int part)
 
 static const char *const prof_names[PS_PROF_N] = {
     [PS_PROF_SYNC] = "sync", [PS_PROF_PLAN] = "plan", [PS_PROF_AGREE] = "agree", [PS_PROF_HDRWAIT] = "headers",
-    [PS_PROF_ONHDR] = "merge", [PS_PROF_PACK] = "pack", [PS_PROF_POST] = "post", [PS_PROF_WAIT] = "wait",
+    [PS_PROF_ONHDR] = "merge", [PS_PROF_PACK] = "pack", [PS_PROF_POST] = "post", [PS_PROF_WAIT] = "wait", [PS_PROF_VERIFY] = "verify",
     [PS_PROF_ENDSYNC] = "endsync", [PS_PROF_COMMIT] = "commit", [PS_PROF_RELEASE] = "release",
     [PS_PROF_COMPACT] = "compact", [PS_PROF_FREE] = "free"};
 
@@ -218,6 +234,9 @@ void ps__xchg_free(ps_shuffler_t *ps)
     drop_staged(ps, x);
     free(x->types);
     free(x->reqs);
+    free(x->reqlen);
+    free(x->reqdone);
+    free(x->outidx);
     free(x->staged);
     free(x->newent);
     free(x->sent);
@@ -300,11 +319,12 @@ static int sender_check(ps_shuffler_t *ps, ps__xchg_t *x, const ps__entry_t *e, 
     return PS_ECORRUPT;
 }
 
-/* Feeds the next @p take bytes of a sample cut into pieces (by the slicing
- * or by a round) to the peer's running checksum, started at its first byte. */
-static void hash_part(ps_shuffler_t *ps, ps__peer_t *p, const void *buf, size_t take)
+/* Feeds the next @p take bytes of a sample cut into pieces (by the slicing,
+ * a round or a message), at offset `off` in it, to the peer's running
+ * checksum, started at its first byte. */
+static void hash_part(ps_shuffler_t *ps, ps__peer_t *p, uint64_t off, const void *buf, size_t take)
 {
-    if (p->off == 0) {
+    if (off == 0) {
         if (!p->hs && !(p->hs = XXH3_createState())) {
             ps__errf(-ENOMEM, "a checksum state");
             ps__fatal(ps, -ENOMEM, "exchange");
@@ -329,6 +349,12 @@ static int pack_slice(ps_shuffler_t *ps, ps__xchg_t *x, ps__peer_t *p)
     if (take > SLICE)
         take = SLICE;
     unsigned char *dst = x->sbuf + p->boff + p->rpos;
+    /* Each byte is checked once, against the checksum taken when the
+     * sample entered the store (it travels in the header), where that is
+     * cheapest: a packed sample on the copy just written, while it is in
+     * cache; a memory store's sample sent from where it lies (which the
+     * sender does not read) by its receiver, as it arrives. */
+    int check = ps->root || e->size < x->direct;
     int whole = p->off == 0 && take == e->size;
     if (ps->root) {
         int err = 0;
@@ -341,19 +367,20 @@ static int pack_slice(ps_shuffler_t *ps, ps__xchg_t *x, ps__peer_t *p)
             memset(dst, 0, take);
         }
     } else if (e->size >= x->direct) {
-        dst = (unsigned char *)e->data + p->off; /* sent from where it is: checked there */
+        /* Sent from where it lies: nothing to do here. */
+        take = e->size - p->off < p->rlen - p->rpos ? e->size - p->off : p->rlen - p->rpos;
     } else {
         memcpy(dst, (const unsigned char *)e->data + p->off, take);
     }
-    if (whole) {
+    if (check && whole) {
         sender_check(ps, x, e, ps__hash(dst, take));
-    } else {
-        hash_part(ps, p, dst, take);
+    } else if (check) {
+        hash_part(ps, p, p->off, dst, take);
     }
     p->off += take;
     p->rpos += take;
     if (p->off == e->size) {
-        if (!whole)
+        if (check && !whole)
             sender_check(ps, x, e, XXH3_64bits_digest(p->hs));
         if (p->fd >= 0) {
             close(p->fd);
@@ -397,7 +424,7 @@ static int unpack_slice(ps_shuffler_t *ps, ps__xchg_t *x, int peer)
     if (whole) {
         hv = ps__hash(src, take);
     } else {
-        hash_part(ps, p, src, take);
+        hash_part(ps, p, p->off, src, take);
     }
     p->off += take;
     p->rpos += take;
@@ -611,12 +638,23 @@ static void post_msg(ps_shuffler_t *ps, ps__xchg_t *x, void *buf, uint64_t len, 
     if (x->nreqs == x->capreqs) {
         int cap = x->capreqs ? 2 * x->capreqs : 64;
         MPI_Request *r = realloc(x->reqs, (size_t)cap * sizeof *r);
-        if (!r) {
+        if (r)
+            x->reqs = r;
+        uint64_t *l = r ? realloc(x->reqlen, (size_t)cap * sizeof *l) : NULL;
+        if (l)
+            x->reqlen = l;
+        unsigned char *d = l ? realloc(x->reqdone, (size_t)cap) : NULL;
+        if (d)
+            x->reqdone = d;
+        int *o = d ? realloc(x->outidx, (size_t)cap * sizeof *o) : NULL;
+        if (!o) {
             ps__errf(-ENOMEM, "requests of an exchange round");
             ps__fatal(ps, -ENOMEM, "exchange");
         }
-        x->reqs = r, x->capreqs = cap;
+        x->outidx = o, x->capreqs = cap;
     }
+    x->reqlen[x->nreqs] = len;
+    x->reqdone[x->nreqs] = 0;
     MPI_Request *q = &x->reqs[x->nreqs];
     if ((send ? MPI_Isend(buf, (int)len, MPI_BYTE, peer, TAG_ROUND, ps->dcomm, q)
               : MPI_Irecv(buf, (int)len, MPI_BYTE, peer, TAG_ROUND, ps->dcomm, q)) != MPI_SUCCESS) {
@@ -637,6 +675,7 @@ static void post_pair(ps_shuffler_t *ps, ps__xchg_t *x, int peer, int send)
 {
     ps__peer_t *p = send ? &x->sp[peer] : &x->rp[peer];
     uint64_t lo = x->round * x->budget, pos = lo, left = p->rlen, j = p->j0, off = p->off0, run = 0, run_at = 0;
+    p->q0 = p->qv = x->nreqs;
     while (left || run) {
         uint64_t size = 0, take = 0;
         int direct = 0;
@@ -645,7 +684,7 @@ static void post_pair(ps_shuffler_t *ps, ps__xchg_t *x, int peer, int send)
             take = size - off < left ? size - off : left;
             direct = size >= x->direct;
         }
-        if (run && (direct || !left)) {
+        if (run && (direct || !left || run + take > MSG_MAX)) {
             void *b = send ? (void *)(x->sbuf + p->boff + (run_at - lo)) : (void *)(p->region + run_at);
             post_msg(ps, x, b, run, peer, send);
             run = 0;
@@ -653,8 +692,9 @@ static void post_pair(ps_shuffler_t *ps, ps__xchg_t *x, int peer, int send)
         if (!left)
             break;
         if (direct && take) {
-            void *b = send ? (void *)((unsigned char *)ps->ent[p->idx[j]].data + off) : (void *)(p->region + pos);
-            post_msg(ps, x, b, take, peer, send);
+            unsigned char *b = send ? (unsigned char *)ps->ent[p->idx[j]].data + off : p->region + pos;
+            for (uint64_t o = 0; o < take; o += MSG_MAX)
+                post_msg(ps, x, b + o, take - o < MSG_MAX ? take - o : MSG_MAX, peer, send);
         } else if (take) {
             if (!run)
                 run_at = pos;
@@ -664,8 +704,73 @@ static void post_pair(ps_shuffler_t *ps, ps__xchg_t *x, int peer, int send)
         if (off == size)
             j++, off = 0;
     }
+    p->q1 = x->nreqs;
     if (!send)
         p->j = j, p->off = off; /* nothing unpacks a memory store's stream */
+}
+
+/* Checks the samples sent from the sender's store (and their parts) among
+ * the next `len` bytes of receive stream `p`, which MPI just wrote into the
+ * region, against the checksums of their headers. A mismatch fails the exchange on every rank
+ * when it ends (secondary: the sender may have reported its own cause). */
+static void verify_msg(ps_shuffler_t *ps, ps__xchg_t *x, int peer, uint64_t len)
+{
+    ps__peer_t *p = &x->rp[peer];
+    const unsigned char *src = p->region + p->vpos;
+    p->vpos += len;
+    while (len) {
+        while (p->vj < p->n && hdr_size(p, p->vj) == 0)
+            p->vj++;
+        if (p->vj >= p->n)
+            return;
+        const unsigned char *h = p->hdr + p->vj * PS_WIRE_HDR;
+        uint64_t size = get64(h + 16), take = size - p->voff < len ? size - p->voff : len, hv = 0;
+        int whole = p->voff == 0 && take == size, check = size >= x->direct; /* packed: the sender checked it */
+        if (check && whole)
+            hv = ps__hash(src, take);
+        else if (check)
+            hash_part(ps, p, p->voff, src, take);
+        p->voff += take, src += take, len -= take;
+        if (p->voff < size)
+            return;
+        if (check && !whole)
+            hv = XXH3_64bits_digest(p->hs);
+        if (check && hv != get64(h + 24)) {
+            ps__errf(PS_ECORRUPT, "sample %#" PRIx64 " from rank %d arrived with a bad checksum", get64(h), peer);
+            xfail(x, PS_ECORRUPT, 1);
+        }
+        p->vj++, p->voff = 0;
+    }
+}
+
+/* Tests the round's messages; checks the received ones, each peer's in the
+ * order they were posted (so a sample cut across messages is hashed in
+ * order), as soon as they complete. Returns 1 when all completed. */
+static int test_round(ps_shuffler_t *ps, ps__xchg_t *x)
+{
+    int outc = 0;
+    if (x->ndone < x->nreqs &&
+        MPI_Testsome(x->nreqs, x->reqs, &outc, x->outidx, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+        return ps__errf(PS_EMPI, "MPI_Testsome failed during the exchange of epoch %" PRIu64, x->epoch);
+    prof(ps, x, PS_PROF_WAIT);
+    if (outc == MPI_UNDEFINED)
+        outc = 0;
+    if (!outc)
+        return x->ndone == x->nreqs;
+    for (int i = 0; i < outc; i++)
+        x->reqdone[x->outidx[i]] = 1;
+    x->ndone += outc;
+    for (int r = 0; r < ps->nranks; r++) {
+        ps__peer_t *p = &x->rp[r];
+        if (!p->rlen || !p->region)
+            continue;
+        while (p->qv < p->q1 && x->reqdone[p->qv]) {
+            verify_msg(ps, x, r, x->reqlen[p->qv]);
+            p->qv++;
+        }
+    }
+    prof(ps, x, PS_PROF_VERIFY);
+    return x->ndone == x->nreqs;
 }
 
 static int post_round(ps_shuffler_t *ps, ps__xchg_t *x)
@@ -673,7 +778,7 @@ static int post_round(ps_shuffler_t *ps, ps__xchg_t *x)
     int M = ps->nranks, err = 0;
     if (!ps->root) {
         /* Receives first, so that every send finds its receive posted. */
-        x->nreqs = 0;
+        x->nreqs = x->ndone = 0;
         for (int r = 0; r < M; r++)
             if (x->rp[r].rlen) {
                 post_pair(ps, x, r, 0);
@@ -724,11 +829,17 @@ static int step(ps_shuffler_t *ps, ps__xchg_t *x, uint64_t deadline)
         switch (x->phase) {
         case PS_PH_HDR:
         case PS_PH_WAIT:
-            if ((x->phase == PS_PH_WAIT && x->nreqs
-                     ? MPI_Testall(x->nreqs, x->reqs, &flag, MPI_STATUSES_IGNORE)
-                     : MPI_Test(&x->req, &flag, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
-                return ps__errf(PS_EMPI, "MPI_Test failed during the exchange of epoch %" PRIu64, x->epoch);
-            prof(ps, x, x->phase == PS_PH_HDR ? PS_PROF_HDRWAIT : PS_PROF_WAIT);
+            if (x->phase == PS_PH_WAIT && x->nreqs) {
+                int before = x->ndone;
+                if ((flag = test_round(ps, x)) < 0)
+                    return flag;
+                if (x->ndone > before)
+                    moved = 1;
+            } else {
+                if (MPI_Test(&x->req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+                    return ps__errf(PS_EMPI, "MPI_Test failed during the exchange of epoch %" PRIu64, x->epoch);
+                prof(ps, x, x->phase == PS_PH_HDR ? PS_PROF_HDRWAIT : PS_PROF_WAIT);
+            }
             if (flag)
                 x->nreqs = 0;
             if (!flag)
@@ -851,18 +962,18 @@ static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread)
                        ps->epoch);
     /* Ranks in another call, or asking for another epoch, would wait for
      * each other forever: all learn it here and fail. */
-    uint64_t t0 = ps->profile ? ps__now_ns() : 0;
+    uint64_t t0 = ps->profile ? prof_now(ps) : 0;
     int serr = ps__sync(ps, PS_OP_BEGIN, epoch);
     if (serr)
         return serr;
-    uint64_t t1 = ps->profile ? ps__now_ns() : 0;
+    uint64_t t1 = ps->profile ? prof_now(ps) : 0;
     int created = 0;
     if (!err) {
         err = begin_local(ps, epoch);
         created = ps->x != NULL;
     }
     if (created && ps->profile) {
-        ps->x->prof_t = ps__now_ns();
+        ps->x->prof_t = prof_now(ps);
         ps->x->prof[PS_PROF_SYNC] = t1 - t0;
         ps->x->prof[PS_PROF_PLAN] = ps->x->prof_t - t1;
     }
@@ -1137,7 +1248,7 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
      * misuse fails everybody instead of hanging them. */
     uint64_t t_end = ps__now_ns();
     if (x && ps->profile)
-        x->prof_t = t_end;
+        x->prof_t = prof_now(ps);
     if (x) {
         pthread_mutex_lock(&ps->mu);
         x->st.bytes_recv_overlapped = x->bytes_in; /* what moved before this call */
@@ -1228,11 +1339,11 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
     /* Only progress that happened before ps_exchange_end() counts. */
     x->st.overlap_ns = x->t_outside > x->t_begin && x->t_outside <= x->t_endcall ? x->t_outside - x->t_begin : 0;
     ps->stats = x->st;
-    uint64_t pv[PS_PROF_N];
+    uint64_t pv[PS_PROF_N], t_free = ps->profile ? prof_now(ps) : 0;
     memcpy(pv, x->prof, sizeof pv);
     ps__xchg_free(ps);
     if (ps->profile) {
-        pv[PS_PROF_FREE] = ps__now_ns() - now;
+        pv[PS_PROF_FREE] = prof_now(ps) - t_free;
         prof_print(ps, ps->epoch - 1, pv);
     }
     hook(ps, PS_POINT_DONE);
