@@ -684,7 +684,7 @@ static void post_pair(ps_shuffler_t *ps, ps__xchg_t *x, int peer, int send)
             take = size - off < left ? size - off : left;
             direct = size >= x->direct;
         }
-        if (run && (direct || !left || run + take > MSG_MAX)) {
+        if (run && (direct || !left || run + take > x->msgmax)) {
             void *b = send ? (void *)(x->sbuf + p->boff + (run_at - lo)) : (void *)(p->region + run_at);
             post_msg(ps, x, b, run, peer, send);
             run = 0;
@@ -693,8 +693,8 @@ static void post_pair(ps_shuffler_t *ps, ps__xchg_t *x, int peer, int send)
             break;
         if (direct && take) {
             unsigned char *b = send ? (unsigned char *)ps->ent[p->idx[j]].data + off : p->region + pos;
-            for (uint64_t o = 0; o < take; o += MSG_MAX)
-                post_msg(ps, x, b + o, take - o < MSG_MAX ? take - o : MSG_MAX, peer, send);
+            for (uint64_t o = 0; o < take; o += x->msgmax)
+                post_msg(ps, x, b + o, take - o < x->msgmax ? take - o : x->msgmax, peer, send);
         } else if (take) {
             if (!run)
                 run_at = pos;
@@ -1014,6 +1014,26 @@ static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread)
     return 0;
 }
 
+/* Test hook: PSHUFFLE_TEST_CORRUPT=RANK:direct (or RANK:packed) damages,
+ * on that rank of a memory store, the first sample with a payload that it
+ * sends from the store (or packs), after its checksum was taken: the
+ * checks of the exchange must find it. */
+static void test_corrupt(ps_shuffler_t *ps, ps__xchg_t *x)
+{
+    const char *s = getenv("PSHUFFLE_TEST_CORRUPT");
+    char *end;
+    if (!s || !*s || ps->root || strtol(s, &end, 10) != ps->rank || *end != ':')
+        return;
+    int direct = !strcmp(end + 1, "direct");
+    for (uint64_t i = 0; i < ps->n; i++) {
+        ps__entry_t *e = &ps->ent[i];
+        if (x->sent[i] && e->size && (e->size >= x->direct) == direct) {
+            ((unsigned char *)e->data)[e->size / 2] ^= 0x40;
+            return;
+        }
+    }
+}
+
 /* Everything that can fail before the ranks agree: the plan, the headers
  * to send, and the memory for the entries of the next epoch. */
 static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
@@ -1043,6 +1063,11 @@ static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
     x->direct = td && *td ? strtoull(td, NULL, 10) : DIRECT;
     if (!x->direct)
         x->direct = 1;
+    /* PSHUFFLE_TEST_MSG=BYTES shortens the messages likewise. */
+    const char *tm = getenv("PSHUFFLE_TEST_MSG");
+    x->msgmax = tm && *tm ? strtoull(tm, NULL, 10) : MSG_MAX;
+    if (!x->msgmax)
+        x->msgmax = 1;
     if ((err = ps_plan_compute(&x->plan, ps->seed, epoch, x->q, ps->counts, M, ps->rank)))
         goto fail;
     const ps_plan_t *pl = &x->plan;
@@ -1119,6 +1144,7 @@ static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
         x->st.bytes_sent += e->size;
     }
     free(to);
+    test_corrupt(ps, x);
     for (int r = 0; r < M; r++) {
         uint64_t k = (x->sp[r].len + x->budget - 1) / x->budget;
         if (k > x->nrounds)

@@ -70,6 +70,7 @@ typedef struct {
     MPI_Datatype *types;     /* [2 * nranks] of the round in flight (send then receive) */
     uint64_t budget;         /* bytes per pair and round */
     uint64_t direct;         /* memory store: samples this large are sent from the store */
+    uint64_t msgmax;         /* memory store: the longest message (MSG_MAX) */
     uint64_t round, nrounds;
     unsigned char *sbuf, *rbuf; /* round buffers (rbuf: directory store only) */
     size_t sbuflen, rbuflen;
