@@ -23,13 +23,15 @@
  * store receives into a round buffer and writes each sample's file from
  * it, checking the checksum on the slice just written.
  *
- * A memory store does not copy a sample of x->direct bytes or more (64
- * KiB) on the sender: it checks it where it lies and sends it from there,
- * and its rounds are point-to-point messages instead of one collective
- * (post_pair(): both sides cut a pair's piece of a round into the same
- * messages, from the sample sizes, and post them in the same order; runs
- * of smaller samples still go through the send buffer, one message per
- * run). Streams are in ascending id order, so packing reads the store
+ * A memory store does not copy or read a sample of x->direct bytes or
+ * more (64 KiB) on the sender: it sends it from where it lies, and the
+ * receiver checks it as its messages complete (test_round()). Its rounds
+ * are point-to-point messages instead of one collective (post_pair():
+ * both sides cut a pair's piece of a round into the same messages of at
+ * most 256 KiB, from the sample sizes, and post them in the same order;
+ * runs of smaller samples still go through the send buffer, checked there,
+ * one message per run). Each byte is thus checked once, against the
+ * checksum taken when the sample entered the store. Streams are in ascending id order, so packing reads the store
  * forward and receivers merge sorted runs.
  *
  * Work is done by ps__step(): by the progress thread, by bounded
@@ -67,8 +69,9 @@
 #define DIRECT (64u << 10)
 #define TAG_ROUND 7
 /* A memory store cuts its messages at this size (at sample boundaries
- * where the samples are smaller), so that the receiver checks a message's
- * samples while the bytes MPI just wrote are still in its cache. */
+ * where the samples are smaller), so that the receiver checks a sample
+ * soon after it lands, and a bounded ps_progress() call checks at most a
+ * few messages. */
 #define MSG_MAX (256u << 10)
 
 /* Little-endian on the wire, whatever the host. */
@@ -110,9 +113,9 @@ static void prof(const ps_shuffler_t *ps, ps__xchg_t *x, int part)
 
 static const char *const prof_names[PS_PROF_N] = {
     [PS_PROF_SYNC] = "sync", [PS_PROF_PLAN] = "plan", [PS_PROF_AGREE] = "agree", [PS_PROF_HDRWAIT] = "headers",
-    [PS_PROF_ONHDR] = "merge", [PS_PROF_PACK] = "pack", [PS_PROF_POST] = "post", [PS_PROF_WAIT] = "wait", [PS_PROF_VERIFY] = "verify",
-    [PS_PROF_ENDSYNC] = "endsync", [PS_PROF_COMMIT] = "commit", [PS_PROF_RELEASE] = "release",
-    [PS_PROF_COMPACT] = "compact", [PS_PROF_FREE] = "free"};
+    [PS_PROF_ONHDR] = "merge", [PS_PROF_PACK] = "pack", [PS_PROF_POST] = "post", [PS_PROF_WAIT] = "wait",
+    [PS_PROF_VERIFY] = "verify", [PS_PROF_ENDSYNC] = "endsync", [PS_PROF_COMMIT] = "commit",
+    [PS_PROF_RELEASE] = "release", [PS_PROF_COMPACT] = "compact", [PS_PROF_FREE] = "free"};
 
 /* One line per exchange on stderr, asked for with PSHUFFLE_PROFILE=1. */
 static void prof_print(const ps_shuffler_t *ps, uint64_t epoch, const uint64_t *v)
@@ -745,32 +748,36 @@ static void verify_msg(ps_shuffler_t *ps, ps__xchg_t *x, int peer, uint64_t len)
 
 /* Tests the round's messages; checks the received ones, each peer's in the
  * order they were posted (so a sample cut across messages is hashed in
- * order), as soon as they complete. Returns 1 when all completed. */
-static int test_round(ps_shuffler_t *ps, ps__xchg_t *x)
+ * order), as soon as they complete, until `deadline` (ns, 0: none) passes.
+ * Sets *moved when a message completed or was checked. Returns 1 when all
+ * completed and were checked, 0 if not yet, or an MPI failure. */
+static int test_round(ps_shuffler_t *ps, ps__xchg_t *x, uint64_t deadline, int *moved)
 {
-    int outc = 0;
+    int outc = 0, left = 0;
     if (x->ndone < x->nreqs &&
         MPI_Testsome(x->nreqs, x->reqs, &outc, x->outidx, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
         return ps__errf(PS_EMPI, "MPI_Testsome failed during the exchange of epoch %" PRIu64, x->epoch);
     prof(ps, x, PS_PROF_WAIT);
     if (outc == MPI_UNDEFINED)
         outc = 0;
-    if (!outc)
-        return x->ndone == x->nreqs;
     for (int i = 0; i < outc; i++)
         x->reqdone[x->outidx[i]] = 1;
     x->ndone += outc;
+    if (outc)
+        *moved = 1;
     for (int r = 0; r < ps->nranks; r++) {
         ps__peer_t *p = &x->rp[r];
         if (!p->rlen || !p->region)
             continue;
-        while (p->qv < p->q1 && x->reqdone[p->qv]) {
+        while (p->qv < p->q1 && x->reqdone[p->qv] && !(deadline && ps__now_ns() > deadline)) {
             verify_msg(ps, x, r, x->reqlen[p->qv]);
             p->qv++;
+            *moved = 1;
         }
+        left |= p->qv < p->q1;
     }
     prof(ps, x, PS_PROF_VERIFY);
-    return x->ndone == x->nreqs;
+    return x->ndone == x->nreqs && !left;
 }
 
 static int post_round(ps_shuffler_t *ps, ps__xchg_t *x)
@@ -830,11 +837,8 @@ static int step(ps_shuffler_t *ps, ps__xchg_t *x, uint64_t deadline)
         case PS_PH_HDR:
         case PS_PH_WAIT:
             if (x->phase == PS_PH_WAIT && x->nreqs) {
-                int before = x->ndone;
-                if ((flag = test_round(ps, x)) < 0)
+                if ((flag = test_round(ps, x, deadline, &moved)) < 0)
                     return flag;
-                if (x->ndone > before)
-                    moved = 1;
             } else {
                 if (MPI_Test(&x->req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
                     return ps__errf(PS_EMPI, "MPI_Test failed during the exchange of epoch %" PRIu64, x->epoch);
