@@ -23,13 +23,15 @@
  * store receives into a round buffer and writes each sample's file from
  * it, checking the checksum on the slice just written.
  *
- * A memory store does not copy a sample of x->direct bytes or more (64
- * KiB) on the sender: it checks it where it lies and sends it from there,
- * and its rounds are point-to-point messages instead of one collective
- * (post_pair(): both sides cut a pair's piece of a round into the same
- * messages, from the sample sizes, and post them in the same order; runs
- * of smaller samples still go through the send buffer, one message per
- * run). Streams are in ascending id order, so packing reads the store
+ * A memory store does not copy or read a sample of x->direct bytes or
+ * more (64 KiB) on the sender: it sends it from where it lies, and the
+ * receiver checks it as its messages complete (test_round()). Its rounds
+ * are point-to-point messages instead of one collective (post_pair():
+ * both sides cut a pair's piece of a round into the same messages of at
+ * most 256 KiB, from the sample sizes, and post them in the same order;
+ * runs of smaller samples still go through the send buffer, checked there,
+ * one message per run). Each byte is thus checked once, against the
+ * checksum taken when the sample entered the store. Streams are in ascending id order, so packing reads the store
  * forward and receivers merge sorted runs.
  *
  * Work is done by ps__step(): by the progress thread, by bounded
@@ -66,6 +68,11 @@
  * more than copying a few KiB. */
 #define DIRECT (64u << 10)
 #define TAG_ROUND 7
+/* A memory store cuts its messages at this size (at sample boundaries
+ * where the samples are smaller), so that the receiver checks a sample
+ * soon after it lands, and a bounded ps_progress() call checks at most a
+ * few messages. */
+#define MSG_MAX (256u << 10)
 
 /* Little-endian on the wire, whatever the host. */
 static void put64(unsigned char *p, uint64_t v)
@@ -80,6 +87,54 @@ static uint64_t get64(const unsigned char *p)
     return le64toh(v);
 }
 static uint64_t hdr_size(const ps__peer_t *p, uint64_t j) { return get64(p->hdr + j * PS_WIRE_HDR + 16); }
+
+/* The profile's clock: wall time, or with PSHUFFLE_PROFILE=cpu the
+ * calling thread's CPU time (on a host shared by more ranks than cores,
+ * the work each part costs, whoever else runs). */
+static uint64_t prof_now(const ps_shuffler_t *ps)
+{
+    if (ps->profile != 2)
+        return ps__now_ns();
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* PSHUFFLE_PROFILE: adds the time since the last mark to `part`. */
+static void prof(const ps_shuffler_t *ps, ps__xchg_t *x, int part)
+{
+    if (!ps->profile)
+        return;
+    uint64_t t = prof_now(ps);
+    if (part >= 0)
+        x->prof[part] += t - x->prof_t;
+    x->prof_t = t;
+}
+
+static const char *const prof_names[PS_PROF_N] = {
+    [PS_PROF_SYNC] = "sync", [PS_PROF_PLAN] = "plan", [PS_PROF_AGREE] = "agree", [PS_PROF_HDRWAIT] = "headers",
+    [PS_PROF_ONHDR] = "merge", [PS_PROF_PACK] = "pack", [PS_PROF_POST] = "post", [PS_PROF_WAIT] = "wait",
+    [PS_PROF_VERIFY] = "verify", [PS_PROF_ENDSYNC] = "endsync", [PS_PROF_COMMIT] = "commit",
+    [PS_PROF_RELEASE] = "release", [PS_PROF_COMPACT] = "compact", [PS_PROF_FREE] = "free"};
+
+/* One line per exchange on stderr, asked for with PSHUFFLE_PROFILE=1. */
+static void prof_print(const ps_shuffler_t *ps, uint64_t epoch, const uint64_t *v)
+{
+    char line[600];
+    size_t o = (size_t)snprintf(line, sizeof line, "pshuffle: rank %d: exchange of epoch %" PRIu64 " (ms):", ps->rank,
+                                epoch);
+    uint64_t tot = 0;
+    for (int i = 0; i < PS_PROF_N && o < sizeof line; i++) {
+        o += (size_t)snprintf(line + o, sizeof line - o, " %s %.2f", prof_names[i], (double)v[i] / 1e6);
+        tot += v[i];
+    }
+    if (o < sizeof line)
+        o += (size_t)snprintf(line + o, sizeof line - o, " total %.2f\n", (double)tot / 1e6);
+    if (o >= sizeof line)
+        o = sizeof line - 1;
+    if (write(2, line, o) < 0)
+        return;
+}
 
 static void hook(ps_shuffler_t *ps, int point)
 {
@@ -182,6 +237,9 @@ void ps__xchg_free(ps_shuffler_t *ps)
     drop_staged(ps, x);
     free(x->types);
     free(x->reqs);
+    free(x->reqlen);
+    free(x->reqdone);
+    free(x->outidx);
     free(x->staged);
     free(x->newent);
     free(x->sent);
@@ -264,11 +322,12 @@ static int sender_check(ps_shuffler_t *ps, ps__xchg_t *x, const ps__entry_t *e, 
     return PS_ECORRUPT;
 }
 
-/* Feeds the next @p take bytes of a sample cut into pieces (by the slicing
- * or by a round) to the peer's running checksum, started at its first byte. */
-static void hash_part(ps_shuffler_t *ps, ps__peer_t *p, const void *buf, size_t take)
+/* Feeds the next @p take bytes of a sample cut into pieces (by the slicing,
+ * a round or a message), at offset `off` in it, to the peer's running
+ * checksum, started at its first byte. */
+static void hash_part(ps_shuffler_t *ps, ps__peer_t *p, uint64_t off, const void *buf, size_t take)
 {
-    if (p->off == 0) {
+    if (off == 0) {
         if (!p->hs && !(p->hs = XXH3_createState())) {
             ps__errf(-ENOMEM, "a checksum state");
             ps__fatal(ps, -ENOMEM, "exchange");
@@ -293,6 +352,12 @@ static int pack_slice(ps_shuffler_t *ps, ps__xchg_t *x, ps__peer_t *p)
     if (take > SLICE)
         take = SLICE;
     unsigned char *dst = x->sbuf + p->boff + p->rpos;
+    /* Each byte is checked once, against the checksum taken when the
+     * sample entered the store (it travels in the header), where that is
+     * cheapest: a packed sample on the copy just written, while it is in
+     * cache; a memory store's sample sent from where it lies (which the
+     * sender does not read) by its receiver, as it arrives. */
+    int check = ps->root || e->size < x->direct;
     int whole = p->off == 0 && take == e->size;
     if (ps->root) {
         int err = 0;
@@ -305,19 +370,20 @@ static int pack_slice(ps_shuffler_t *ps, ps__xchg_t *x, ps__peer_t *p)
             memset(dst, 0, take);
         }
     } else if (e->size >= x->direct) {
-        dst = (unsigned char *)e->data + p->off; /* sent from where it is: checked there */
+        /* Sent from where it lies: nothing to do here. */
+        take = e->size - p->off < p->rlen - p->rpos ? e->size - p->off : p->rlen - p->rpos;
     } else {
         memcpy(dst, (const unsigned char *)e->data + p->off, take);
     }
-    if (whole) {
+    if (check && whole) {
         sender_check(ps, x, e, ps__hash(dst, take));
-    } else {
-        hash_part(ps, p, dst, take);
+    } else if (check) {
+        hash_part(ps, p, p->off, dst, take);
     }
     p->off += take;
     p->rpos += take;
     if (p->off == e->size) {
-        if (!whole)
+        if (check && !whole)
             sender_check(ps, x, e, XXH3_64bits_digest(p->hs));
         if (p->fd >= 0) {
             close(p->fd);
@@ -361,7 +427,7 @@ static int unpack_slice(ps_shuffler_t *ps, ps__xchg_t *x, int peer)
     if (whole) {
         hv = ps__hash(src, take);
     } else {
-        hash_part(ps, p, src, take);
+        hash_part(ps, p, p->off, src, take);
     }
     p->off += take;
     p->rpos += take;
@@ -575,12 +641,23 @@ static void post_msg(ps_shuffler_t *ps, ps__xchg_t *x, void *buf, uint64_t len, 
     if (x->nreqs == x->capreqs) {
         int cap = x->capreqs ? 2 * x->capreqs : 64;
         MPI_Request *r = realloc(x->reqs, (size_t)cap * sizeof *r);
-        if (!r) {
+        if (r)
+            x->reqs = r;
+        uint64_t *l = r ? realloc(x->reqlen, (size_t)cap * sizeof *l) : NULL;
+        if (l)
+            x->reqlen = l;
+        unsigned char *d = l ? realloc(x->reqdone, (size_t)cap) : NULL;
+        if (d)
+            x->reqdone = d;
+        int *o = d ? realloc(x->outidx, (size_t)cap * sizeof *o) : NULL;
+        if (!o) {
             ps__errf(-ENOMEM, "requests of an exchange round");
             ps__fatal(ps, -ENOMEM, "exchange");
         }
-        x->reqs = r, x->capreqs = cap;
+        x->outidx = o, x->capreqs = cap;
     }
+    x->reqlen[x->nreqs] = len;
+    x->reqdone[x->nreqs] = 0;
     MPI_Request *q = &x->reqs[x->nreqs];
     if ((send ? MPI_Isend(buf, (int)len, MPI_BYTE, peer, TAG_ROUND, ps->dcomm, q)
               : MPI_Irecv(buf, (int)len, MPI_BYTE, peer, TAG_ROUND, ps->dcomm, q)) != MPI_SUCCESS) {
@@ -601,6 +678,7 @@ static void post_pair(ps_shuffler_t *ps, ps__xchg_t *x, int peer, int send)
 {
     ps__peer_t *p = send ? &x->sp[peer] : &x->rp[peer];
     uint64_t lo = x->round * x->budget, pos = lo, left = p->rlen, j = p->j0, off = p->off0, run = 0, run_at = 0;
+    p->q0 = p->qv = x->nreqs;
     while (left || run) {
         uint64_t size = 0, take = 0;
         int direct = 0;
@@ -609,7 +687,7 @@ static void post_pair(ps_shuffler_t *ps, ps__xchg_t *x, int peer, int send)
             take = size - off < left ? size - off : left;
             direct = size >= x->direct;
         }
-        if (run && (direct || !left)) {
+        if (run && (direct || !left || run + take > x->msgmax)) {
             void *b = send ? (void *)(x->sbuf + p->boff + (run_at - lo)) : (void *)(p->region + run_at);
             post_msg(ps, x, b, run, peer, send);
             run = 0;
@@ -617,8 +695,9 @@ static void post_pair(ps_shuffler_t *ps, ps__xchg_t *x, int peer, int send)
         if (!left)
             break;
         if (direct && take) {
-            void *b = send ? (void *)((unsigned char *)ps->ent[p->idx[j]].data + off) : (void *)(p->region + pos);
-            post_msg(ps, x, b, take, peer, send);
+            unsigned char *b = send ? (unsigned char *)ps->ent[p->idx[j]].data + off : p->region + pos;
+            for (uint64_t o = 0; o < take; o += x->msgmax)
+                post_msg(ps, x, b + o, take - o < x->msgmax ? take - o : x->msgmax, peer, send);
         } else if (take) {
             if (!run)
                 run_at = pos;
@@ -628,8 +707,77 @@ static void post_pair(ps_shuffler_t *ps, ps__xchg_t *x, int peer, int send)
         if (off == size)
             j++, off = 0;
     }
+    p->q1 = x->nreqs;
     if (!send)
         p->j = j, p->off = off; /* nothing unpacks a memory store's stream */
+}
+
+/* Checks the samples sent from the sender's store (and their parts) among
+ * the next `len` bytes of receive stream `p`, which MPI just wrote into the
+ * region, against the checksums of their headers. A mismatch fails the exchange on every rank
+ * when it ends (secondary: the sender may have reported its own cause). */
+static void verify_msg(ps_shuffler_t *ps, ps__xchg_t *x, int peer, uint64_t len)
+{
+    ps__peer_t *p = &x->rp[peer];
+    const unsigned char *src = p->region + p->vpos;
+    p->vpos += len;
+    while (len) {
+        while (p->vj < p->n && hdr_size(p, p->vj) == 0)
+            p->vj++;
+        if (p->vj >= p->n)
+            return;
+        const unsigned char *h = p->hdr + p->vj * PS_WIRE_HDR;
+        uint64_t size = get64(h + 16), take = size - p->voff < len ? size - p->voff : len, hv = 0;
+        int whole = p->voff == 0 && take == size, check = size >= x->direct; /* packed: the sender checked it */
+        if (check && whole)
+            hv = ps__hash(src, take);
+        else if (check)
+            hash_part(ps, p, p->voff, src, take);
+        p->voff += take, src += take, len -= take;
+        if (p->voff < size)
+            return;
+        if (check && !whole)
+            hv = XXH3_64bits_digest(p->hs);
+        if (check && hv != get64(h + 24)) {
+            ps__errf(PS_ECORRUPT, "sample %#" PRIx64 " from rank %d arrived with a bad checksum", get64(h), peer);
+            xfail(x, PS_ECORRUPT, 1);
+        }
+        p->vj++, p->voff = 0;
+    }
+}
+
+/* Tests the round's messages; checks the received ones, each peer's in the
+ * order they were posted (so a sample cut across messages is hashed in
+ * order), as soon as they complete, until `deadline` (ns, 0: none) passes.
+ * Sets *moved when a message completed or was checked. Returns 1 when all
+ * completed and were checked, 0 if not yet, or an MPI failure. */
+static int test_round(ps_shuffler_t *ps, ps__xchg_t *x, uint64_t deadline, int *moved)
+{
+    int outc = 0, left = 0;
+    if (x->ndone < x->nreqs &&
+        MPI_Testsome(x->nreqs, x->reqs, &outc, x->outidx, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+        return ps__errf(PS_EMPI, "MPI_Testsome failed during the exchange of epoch %" PRIu64, x->epoch);
+    prof(ps, x, PS_PROF_WAIT);
+    if (outc == MPI_UNDEFINED)
+        outc = 0;
+    for (int i = 0; i < outc; i++)
+        x->reqdone[x->outidx[i]] = 1;
+    x->ndone += outc;
+    if (outc)
+        *moved = 1;
+    for (int r = 0; r < ps->nranks; r++) {
+        ps__peer_t *p = &x->rp[r];
+        if (!p->rlen || !p->region)
+            continue;
+        while (p->qv < p->q1 && x->reqdone[p->qv] && !(deadline && ps__now_ns() > deadline)) {
+            verify_msg(ps, x, r, x->reqlen[p->qv]);
+            p->qv++;
+            *moved = 1;
+        }
+        left |= p->qv < p->q1;
+    }
+    prof(ps, x, PS_PROF_VERIFY);
+    return x->ndone == x->nreqs && !left;
 }
 
 static int post_round(ps_shuffler_t *ps, ps__xchg_t *x)
@@ -637,7 +785,7 @@ static int post_round(ps_shuffler_t *ps, ps__xchg_t *x)
     int M = ps->nranks, err = 0;
     if (!ps->root) {
         /* Receives first, so that every send finds its receive posted. */
-        x->nreqs = 0;
+        x->nreqs = x->ndone = 0;
         for (int r = 0; r < M; r++)
             if (x->rp[r].rlen) {
                 post_pair(ps, x, r, 0);
@@ -683,14 +831,19 @@ static int post_round(ps_shuffler_t *ps, ps__xchg_t *x)
 static int step(ps_shuffler_t *ps, ps__xchg_t *x, uint64_t deadline)
 {
     int moved = 0, flag, err;
+    prof(ps, x, -1);
     for (;;) {
         switch (x->phase) {
         case PS_PH_HDR:
         case PS_PH_WAIT:
-            if ((x->phase == PS_PH_WAIT && x->nreqs
-                     ? MPI_Testall(x->nreqs, x->reqs, &flag, MPI_STATUSES_IGNORE)
-                     : MPI_Test(&x->req, &flag, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
-                return ps__errf(PS_EMPI, "MPI_Test failed during the exchange of epoch %" PRIu64, x->epoch);
+            if (x->phase == PS_PH_WAIT && x->nreqs) {
+                if ((flag = test_round(ps, x, deadline, &moved)) < 0)
+                    return flag;
+            } else {
+                if (MPI_Test(&x->req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+                    return ps__errf(PS_EMPI, "MPI_Test failed during the exchange of epoch %" PRIu64, x->epoch);
+                prof(ps, x, x->phase == PS_PH_HDR ? PS_PROF_HDRWAIT : PS_PROF_WAIT);
+            }
             if (flag)
                 x->nreqs = 0;
             if (!flag)
@@ -699,6 +852,7 @@ static int step(ps_shuffler_t *ps, ps__xchg_t *x, uint64_t deadline)
             if (x->phase == PS_PH_HDR) {
                 if ((err = on_headers(ps, x)))
                     xfail(x, err, 0); /* bad headers: the payload still moves, and the exchange fails */
+                prof(ps, x, PS_PROF_ONHDR);
                 x->round = 0;
                 if (x->nrounds)
                     round_setup(ps, x);
@@ -728,11 +882,15 @@ static int step(ps_shuffler_t *ps, ps__xchg_t *x, uint64_t deadline)
                 if (pack_slice(ps, x, &x->sp[x->pk_peer]))
                     x->pk_peer++;
                 moved = 1;
-                if (deadline && ps__now_ns() > deadline)
+                if (deadline && ps__now_ns() > deadline) {
+                    prof(ps, x, PS_PROF_PACK);
                     return moved;
+                }
             }
+            prof(ps, x, PS_PROF_PACK);
             if ((err = post_round(ps, x)))
                 return err;
+            prof(ps, x, PS_PROF_POST);
             x->phase = PS_PH_WAIT;
             break;
         case PS_PH_UNPACK:
@@ -808,13 +966,20 @@ static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread)
                        ps->epoch);
     /* Ranks in another call, or asking for another epoch, would wait for
      * each other forever: all learn it here and fail. */
+    uint64_t t0 = ps->profile ? prof_now(ps) : 0;
     int serr = ps__sync(ps, PS_OP_BEGIN, epoch);
     if (serr)
         return serr;
+    uint64_t t1 = ps->profile ? prof_now(ps) : 0;
     int created = 0;
     if (!err) {
         err = begin_local(ps, epoch);
         created = ps->x != NULL;
+    }
+    if (created && ps->profile) {
+        ps->x->prof_t = prof_now(ps);
+        ps->x->prof[PS_PROF_SYNC] = t1 - t0;
+        ps->x->prof[PS_PROF_PLAN] = ps->x->prof_t - t1;
     }
     /* The same reduction agrees on success and on the number of rounds,
      * sent as rounds + 1 by a rank that sends anything: 0 means that no
@@ -825,6 +990,7 @@ static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread)
             ps__xchg_free(ps);
         return err;
     }
+    prof(ps, ps->x, PS_PROF_AGREE);
     ps->x->nrounds = rounds ? rounds - 1 : 0;
     ps->x->st.rounds = ps->x->nrounds;
     if (!rounds) {
@@ -833,6 +999,7 @@ static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread)
         ps__xchg_t *x = ps->x;
         if ((err = on_headers(ps, x)))
             xfail(x, err, 0);
+        prof(ps, x, PS_PROF_ONHDR);
         x->phase = PS_PH_DONE;
         x->complete = 1;
         x->t_complete = ps__now_ns();
@@ -841,6 +1008,7 @@ static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread)
     }
     if ((err = post_headers(ps)))
         ps__fatal(ps, err, "ps_exchange_begin"); /* the peers posted theirs: no way back */
+    prof(ps, ps->x, PS_PROF_HDRWAIT);
     if (thread) {
         atomic_store(&ps->thread_stop, 0);
         if ((err = pthread_create(&ps->thread, NULL, progress_main, ps)))
@@ -848,6 +1016,26 @@ static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread)
         ps->thread_running = 1;
     }
     return 0;
+}
+
+/* Test hook: PSHUFFLE_TEST_CORRUPT=RANK:direct (or RANK:packed) damages,
+ * on that rank of a memory store, the first sample with a payload that it
+ * sends from the store (or packs), after its checksum was taken: the
+ * checks of the exchange must find it. */
+static void test_corrupt(ps_shuffler_t *ps, ps__xchg_t *x)
+{
+    const char *s = getenv("PSHUFFLE_TEST_CORRUPT");
+    char *end;
+    if (!s || !*s || ps->root || strtol(s, &end, 10) != ps->rank || *end != ':')
+        return;
+    int direct = !strcmp(end + 1, "direct");
+    for (uint64_t i = 0; i < ps->n; i++) {
+        ps__entry_t *e = &ps->ent[i];
+        if (x->sent[i] && e->size && (e->size >= x->direct) == direct) {
+            ((unsigned char *)e->data)[e->size / 2] ^= 0x40;
+            return;
+        }
+    }
 }
 
 /* Everything that can fail before the ranks agree: the plan, the headers
@@ -879,6 +1067,11 @@ static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
     x->direct = td && *td ? strtoull(td, NULL, 10) : DIRECT;
     if (!x->direct)
         x->direct = 1;
+    /* PSHUFFLE_TEST_MSG=BYTES shortens the messages likewise. */
+    const char *tm = getenv("PSHUFFLE_TEST_MSG");
+    x->msgmax = tm && *tm ? strtoull(tm, NULL, 10) : MSG_MAX;
+    if (!x->msgmax)
+        x->msgmax = 1;
     if ((err = ps_plan_compute(&x->plan, ps->seed, epoch, x->q, ps->counts, M, ps->rank)))
         goto fail;
     const ps_plan_t *pl = &x->plan;
@@ -955,6 +1148,7 @@ static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
         x->st.bytes_sent += e->size;
     }
     free(to);
+    test_corrupt(ps, x);
     for (int r = 0; r < M; r++) {
         uint64_t k = (x->sp[r].len + x->budget - 1) / x->budget;
         if (k > x->nrounds)
@@ -1083,6 +1277,8 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
     /* Collective: ranks without an exchange still take part, so one rank's
      * misuse fails everybody instead of hanging them. */
     uint64_t t_end = ps__now_ns();
+    if (x && ps->profile)
+        x->prof_t = prof_now(ps);
     if (x) {
         pthread_mutex_lock(&ps->mu);
         x->st.bytes_recv_overlapped = x->bytes_in; /* what moved before this call */
@@ -1097,8 +1293,10 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
     if (!x)
         return ps__agree(ps, ps__errf(PS_ESTATE, "ps_exchange_end without ps_exchange_begin"), 0);
     x->t_endcall = t_end;
+    prof(ps, x, PS_PROF_ENDSYNC);
     stop_thread(ps);
     finish(ps, x, "ps_exchange_end");
+    prof(ps, x, -1);
     x->st.samples_recv = x->nstaged;
     x->st.bytes_recv = x->staged_bytes;
     int committed = 0;
@@ -1122,6 +1320,7 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
         return err;
     }
     hook(ps, PS_POINT_AGREED);
+    prof(ps, x, PS_PROF_COMMIT);
     /* Blocks that empty from here on keep their pages for the next
      * exchange (its receive regions and compaction), up to what it may
      * receive, Q(e+1) times the bytes held, plus half the window: so
@@ -1156,8 +1355,10 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
     ps->ent = x->newent;
     x->newent = NULL;
     ps->n = ps->cap = x->nnew;
+    prof(ps, x, PS_PROF_RELEASE);
     if (!ps->root)
         ps__arena_compact(&ps->arena, ps->ent, ps->n);
+    prof(ps, x, PS_PROF_COMPACT);
     ps->bytes = ps->bytes - x->st.bytes_sent + x->staged_bytes;
     ps->epoch = x->epoch + 1;
     ps_plan_balance(ps->counts, ps->nranks, ps->counts); /* what every rank now holds */
@@ -1168,7 +1369,13 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
     /* Only progress that happened before ps_exchange_end() counts. */
     x->st.overlap_ns = x->t_outside > x->t_begin && x->t_outside <= x->t_endcall ? x->t_outside - x->t_begin : 0;
     ps->stats = x->st;
+    uint64_t pv[PS_PROF_N], t_free = ps->profile ? prof_now(ps) : 0;
+    memcpy(pv, x->prof, sizeof pv);
     ps__xchg_free(ps);
+    if (ps->profile) {
+        pv[PS_PROF_FREE] = prof_now(ps) - t_free;
+        prof_print(ps, ps->epoch - 1, pv);
+    }
     hook(ps, PS_POINT_DONE);
     return 0;
 }

@@ -470,6 +470,8 @@ PS_API int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg)
     ps->timeout_s = tmo && *tmo ? strtod(tmo, NULL) : 300.0;
     if (!(ps->timeout_s > 0))
         ps->timeout_s = 300.0;
+    const char *prof = getenv("PSHUFFLE_PROFILE");
+    ps->profile = !prof || !*prof || !strcmp(prof, "0") ? 0 : !strcmp(prof, "cpu") ? 2 : 1;
     pthread_mutex_init(&ps->mu, NULL);
 
     open_info_t me;

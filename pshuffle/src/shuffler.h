@@ -6,6 +6,13 @@
 #include <stdatomic.h>
 
 #include <xxhash.h>
+/* On x86-64, libxxhash's dispatching entry points pick the widest vector
+ * unit the CPU has (AVX2, AVX-512) at run time, where the plain ones use
+ * SSE2: the checksums are the same, two to three times faster to compute.
+ * The header redefines XXH3_64bits and XXH3_64bits_update to them. */
+#if defined(__x86_64__) && __has_include(<xxh_x86dispatch.h>)
+#include <xxh_x86dispatch.h>
+#endif
 
 #include "internal.h"
 
@@ -25,9 +32,24 @@ typedef struct {
     uint64_t j0, off0;       /* the cursor where this round's piece starts */
     int fd;                  /* directory store: file of the sample at the cursor, or -1 */
     unsigned char *region;   /* memory store, receive side: the whole stream, in the arena */
+    /* Memory store, receive side: the round's messages from this peer are
+     * requests [q0, q1) of the round, qv the next one to verify; (vj,
+     * voff) the sample and offset, vpos the stream offset, where
+     * checksum verification stands. */
+    int q0, q1, qv;
+    uint64_t vj, voff, vpos;
 } ps__peer_t;
 
 #define PS_WIRE_HDR 32
+
+/* Where an exchange's time goes (PSHUFFLE_PROFILE=1, or =cpu for CPU
+ * time): time per part, summed over the exchange, printed by the rank when
+ * the exchange ends. Off by default; when off, no clock is read for it. */
+enum {
+    PS_PROF_SYNC, PS_PROF_PLAN, PS_PROF_AGREE, PS_PROF_HDRWAIT, PS_PROF_ONHDR, PS_PROF_PACK, PS_PROF_POST,
+    PS_PROF_WAIT, PS_PROF_VERIFY, PS_PROF_ENDSYNC, PS_PROF_COMMIT, PS_PROF_RELEASE, PS_PROF_COMPACT,
+    PS_PROF_FREE, PS_PROF_N
+};
 
 /* Phases of an exchange, driven by ps__step(). */
 enum { PS_PH_HDR = 1, PS_PH_PACK, PS_PH_WAIT, PS_PH_UNPACK, PS_PH_DONE };
@@ -41,10 +63,14 @@ typedef struct {
     int phase;
     MPI_Request req;         /* the collective in flight */
     MPI_Request *reqs;       /* memory store: the round's messages in flight ([nreqs]) */
-    int nreqs, capreqs;
+    uint64_t *reqlen;        /* [capreqs] bytes of each message */
+    unsigned char *reqdone;  /* [capreqs] 1 once completed */
+    int *outidx;             /* [capreqs] for MPI_Testsome */
+    int nreqs, capreqs, ndone;
     MPI_Datatype *types;     /* [2 * nranks] of the round in flight (send then receive) */
     uint64_t budget;         /* bytes per pair and round */
     uint64_t direct;         /* memory store: samples this large are sent from the store */
+    uint64_t msgmax;         /* memory store: the longest message (MSG_MAX) */
     uint64_t round, nrounds;
     unsigned char *sbuf, *rbuf; /* round buffers (rbuf: directory store only) */
     size_t sbuflen, rbuflen;
@@ -65,6 +91,8 @@ typedef struct {
     uint64_t buf_bytes;      /* round buffers held by this exchange */
     int part_hooked;
     ps_stats_t st;           /* of this exchange, published when it ends */
+    uint64_t prof[PS_PROF_N];/* PSHUFFLE_PROFILE: ns per part */
+    uint64_t prof_t;         /* start of the part being timed */
 } ps__xchg_t;
 
 struct ps_shuffler {
@@ -82,6 +110,7 @@ struct ps_shuffler {
     void *hook_arg;
     int progress_thread;
     double timeout_s;        /* longest wait for the other ranks (PSHUFFLE_TIMEOUT) */
+    int profile;             /* PSHUFFLE_PROFILE: time the parts of each exchange (1 wall, 2 CPU) */
     pthread_t thread;        /* progress thread of the exchange in flight */
     pthread_mutex_t mu;      /* serialises the progress thread and ps_progress */
     int thread_running;
