@@ -14,6 +14,7 @@
 #include "common/objtab.h"
 #include "estimate/estimate_int.h"
 #include "hetmem/trace.h"
+#include "trace/scan.h"
 
 #define NO_PHASE "(no phase)"
 
@@ -334,23 +335,6 @@ int hm__est_alloc(hm_estimator_t *e)
     return 0;
 }
 
-/* Tracks allocations, frees and names of one run (objects keyed by site and
- * name) and, with @p e non-NULL, puts every sample into its window and
- * object. Sizes and counts are gathered only on the first pass (@p e NULL),
- * when new objects may appear; the second pass finds the same keys. */
-static uint64_t ev_time(const hm_record_t *r)
-{
-    switch (r->kind) {
-    case HM_REC_ALLOC:
-    case HM_REC_FREE: return r->u.alloc.time;
-    case HM_REC_PHASE_BEGIN:
-    case HM_REC_PHASE_END: return r->u.phase.time;
-    case HM_REC_COUNTER: return r->u.counter.time;
-    case HM_REC_NAME: return r->u.name.time;
-    default: return 0; /* sites have no time: they come before their allocations */
-    }
-}
-
 static void live_add(oset_t *os, int o, uint64_t size, int count)
 {
     os->v[o].live += size;
@@ -459,35 +443,49 @@ static int walk_run(run_t *r)
         return -ENOMEM;
     }
     uint32_t nb = hm_trace_nblocks(r->t);
+    hm__scan_chunk_t *ch = malloc(sizeof *ch);
+    if (!ch)
+        rc = -ENOMEM;
     for (uint32_t b = 0; b < nb && rc == 0; b++) {
-        const hm_block_t *blk;
-        rc = hm_trace_read_block(r->t, b, &blk);
+        const hm_record_t *evs;
+        const uint64_t *evt;
+        uint32_t nev, ei = 0;
+        int got = 0;
+        rc = hm__trace_scan_block(r->t, b, &evs, &evt, &nev);
         if (rc < 0) {
             rc = hm__errf(rc, "%s: %s", r->path, hm_errdetail());
             break;
         }
-        /* Samples and events merged by time, events first at equal times:
-         * the samples before the next event in one tight loop. */
-        uint32_t i = 0, ei = 0, n = blk->n;
-        while (rc == 0 && (i < n || ei < blk->nevents)) {
-            uint64_t et = ei < blk->nevents ? ev_time(&blk->events[ei]) : UINT64_MAX;
-            uint32_t j = i;
-            while (j < n && blk->time[j] < et)
-                j++;
+        /* Samples and events merged by time, events first at equal times. */
+        uint64_t et = nev ? evt[0] : UINT64_MAX;
+        while (rc == 0 && (got = hm__trace_scan_next(r->t, ch)) > 0) {
+            uint32_t n = (uint32_t)got;
             /* Room for these samples (sized from the index, it always is
              * but for escape entries). */
-            if (r->cbuf - r->nbuf < (size_t)(j - i) && (rc = buf_grow(r, j - i)) < 0)
+            if (r->cbuf - r->nbuf < (size_t)n && (rc = buf_grow(r, n)) < 0)
                 break;
             samp_t *out = r->buf + r->nbuf;
             uint32_t(*hist)[512] = r->hist;
             float(*pages)[100] = r->pages;
-            for (; i < j; i++) {
-                unsigned lv = HM_DSRC_LEVEL(blk->dsrc[i]);
-                uint32_t wt = blk->weight[i];
-                int store = blk->access[i] == HM_ACCESS_STORE, load = blk->access[i] == HM_ACCESS_LOAD;
+            for (uint32_t i = 0; i < n; i++) {
+                uint64_t st = ch->time[i];
+                if (HM_UNLIKELY(st >= et)) {
+                    r->nbuf = (size_t)(out - r->buf);
+                    while (rc == 0 && st >= et) {
+                        memset(&rec, 0, sizeof rec); /* the table may change */
+                        rc = track_event(r, &k, &evs[ei++]);
+                        et = ei < nev ? evt[ei] : UINT64_MAX;
+                    }
+                    if (rc < 0)
+                        break;
+                    pages = r->pages;
+                }
+                unsigned lv = HM_DSRC_LEVEL(ch->dsrc[i]);
+                uint32_t wt = ch->weight[i];
+                int store = ch->access[i] == HM_ACCESS_STORE, load = ch->access[i] == HM_ACCESS_LOAD;
                 if (load && lv >= HM_DSRC_L1 && lv <= HM_DSRC_L3)
                     hist[lv][wt < 511 ? wt : 511]++;
-                uint64_t a = blk->addr[i];
+                uint64_t a = ch->addr[i];
                 int o = -2;
                 for (int x = 0; x < RECENT; x++)
                     if (a - rec.addr[x] < rec.size[x]) {
@@ -511,11 +509,11 @@ static int walk_run(run_t *r)
                     if (store ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2)
                         pages[o][(a >> 12) % 100] += 1;
                 }
-                uint64_t st = blk->time[i], dt = st - prev;
+                uint64_t dt = st - prev;
                 prev = st;
                 if (dt > UINT32_MAX) {
                     r->nbuf = (size_t)(out - r->buf);
-                    if (r->cbuf - r->nbuf < (size_t)(j - i) + 1 && (rc = buf_grow(r, j - i + 1)) < 0)
+                    if (r->cbuf - r->nbuf < (size_t)(n - i) + 1 && (rc = buf_grow(r, n - i + 1)) < 0)
                         break;
                     out = r->buf + r->nbuf;
                     *out++ = (samp_t){(uint32_t)dt, (uint32_t)(dt >> 32), SAMP_ESC};
@@ -523,13 +521,18 @@ static int walk_run(run_t *r)
                 *out++ = (samp_t){dt > UINT32_MAX ? 0 : (uint32_t)dt, wt,
                                   o1 << 5 | (lv > 7 ? 7 : lv) << 2 | (uint32_t)load << 1 | (uint32_t)store};
             }
-            r->nbuf = (size_t)(out - r->buf);
-            if (ei < blk->nevents) {
-                memset(&rec, 0, sizeof rec); /* the table may change */
-                rc = track_event(r, &k, &blk->events[ei++]);
-            }
+            if (rc == 0)
+                r->nbuf = (size_t)(out - r->buf);
+        }
+        if (rc == 0 && got < 0)
+            rc = hm__errf(got, "%s: %s", r->path, hm_errdetail());
+        /* Events after the block's last sample. */
+        while (rc == 0 && ei < nev) {
+            memset(&rec, 0, sizeof rec);
+            rc = track_event(r, &k, &evs[ei++]);
         }
     }
+    free(ch);
     free(k.allocs);
     hm__objtab_close(k.tab);
     return rc;
