@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "common/objtab.h"
@@ -36,6 +37,32 @@ typedef struct {
 #define SAMP_ESC UINT32_MAX
 #define SAMP_MAX_OBJ ((1u << 27) - 2)
 
+/* The kept samples are the one large allocation of summary building (12
+ * bytes a sample, tens of MB for long traces). They are mapped with
+ * transparent huge pages where the kernel allows them: on 4 KiB pages, the
+ * page faults of first touching the buffer cost about a tenth of the whole
+ * pass. The mapping is rounded up to whole huge pages. */
+#define SAMP_ALIGN ((size_t)2 << 20)
+
+static samp_t *samp_map(size_t n, size_t *cap)
+{
+    size_t bytes = (n * sizeof(samp_t) + SAMP_ALIGN - 1) & ~(SAMP_ALIGN - 1);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, bytes, MADV_HUGEPAGE); /* advice only: without it, 4 KiB pages */
+#endif
+    *cap = bytes / sizeof(samp_t);
+    return p;
+}
+
+static void samp_unmap(samp_t *p, size_t cap)
+{
+    if (p)
+        munmap(p, (cap * sizeof(samp_t) + SAMP_ALIGN - 1) & ~(SAMP_ALIGN - 1));
+}
+
 /* One run while it is read. */
 typedef struct {
     const char *path;
@@ -55,7 +82,7 @@ typedef struct {
     float base[4];            /* usual latency of a hit per level: 5th percentile */
     struct oset *os;          /* this run's objects */
     int *map;                 /* this run's object -> the union's */
-    float (*pages)[100];      /* per object of this run: pages of sampled misses */
+    uint64_t (*pages)[100];   /* per object of this run: pages of sampled misses */
     int npages;               /* objects that pages has room for */
     samp_t *buf;              /* the samples, compact, in time order */
     size_t nbuf, cbuf;
@@ -117,7 +144,7 @@ static void run_free(run_t *r)
     }
     free(r->map);
     free(r->pages);
-    free(r->buf);
+    samp_unmap(r->buf, r->cbuf);
 }
 
 static const char *base(const char *p)
@@ -404,19 +431,24 @@ static int track_event(run_t *r, track_t *k, const hm_record_t *ev)
 /* Makes room for @p more entries in the run's sample buffer. */
 static int buf_grow(run_t *r, size_t more)
 {
-    size_t c = r->nbuf + more + r->cbuf / 8 + 64;
-    samp_t *b = realloc(r->buf, c * sizeof *b);
+    size_t c;
+    samp_t *b = samp_map(r->nbuf + more + r->cbuf / 8 + 64, &c);
     if (!b)
         return -ENOMEM;
+    memcpy(b, r->buf, r->nbuf * sizeof *b);
+    samp_unmap(r->buf, r->cbuf);
     r->buf = b;
     r->cbuf = c;
     return 0;
 }
 
-/* Objects of the last few samples: consecutive samples mostly fall in the
- * objects of recent ones (a loop over a few arrays), which saves a lookup
- * in the table. Emptied whenever the table changes. */
-#define RECENT 4
+/* Objects of the last few samples, and the untracked stretches (stack,
+ * static data) they fell in: consecutive samples mostly fall in the ranges
+ * of recent ones (a loop over a few arrays), which saves a lookup in the
+ * table. The ranges never disagree (objects are disjoint, and a stretch is
+ * free of objects), so every entry is tested without branching and any
+ * match gives the answer. Emptied whenever the table changes. */
+#define RECENT 8
 typedef struct {
     uint64_t addr[RECENT], size[RECENT];
     int obj[RECENT]; /* this run's object, -1: none */
@@ -437,8 +469,7 @@ static int walk_run(run_t *r)
     memset(&rec, 0, sizeof rec);
     uint64_t prev = 0;
     r->nbuf = 0;
-    r->cbuf = r->st.records[HM_REC_SAMPLE] + 16;
-    if (!(r->buf = malloc(r->cbuf * sizeof *r->buf))) {
+    if (!(r->buf = samp_map(r->st.records[HM_REC_SAMPLE] + 16, &r->cbuf))) {
         hm__objtab_close(k.tab);
         return -ENOMEM;
     }
@@ -466,7 +497,7 @@ static int walk_run(run_t *r)
                 break;
             samp_t *out = r->buf + r->nbuf;
             uint32_t(*hist)[512] = r->hist;
-            float(*pages)[100] = r->pages;
+            uint64_t(*pages)[100] = r->pages;
             for (uint32_t i = 0; i < n; i++) {
                 uint64_t st = ch->time[i];
                 if (HM_UNLIKELY(st >= et)) {
@@ -494,11 +525,26 @@ static int walk_run(run_t *r)
                     }
                 if (o == -2) {
                     const hm_objtab_entry_t *ent = hm__objtab_find(k.tab, a);
-                    o = ent ? k.allocs[ent->id].obj : -1;
-                    /* A zero-size entry covers its first byte. */
                     unsigned x = rec.next++ % RECENT;
-                    rec.addr[x] = ent ? ent->addr : a;
-                    rec.size[x] = ent ? (ent->size ? ent->size : 1) : 0;
+                    if (ent) {
+                        o = k.allocs[ent->id].obj;
+                        /* A zero-size entry covers its first byte. */
+                        rec.addr[x] = ent->addr;
+                        rec.size[x] = ent->size ? ent->size : 1;
+                    } else {
+                        /* Untracked (stack, static data): the free part of
+                         * its page around it, so that the next samples
+                         * there need no lookup either. */
+                        uint64_t lo = a & ~(uint64_t)4095, hi = lo + 4096;
+                        const hm_objtab_entry_t *nx = hm__objtab_next(k.tab, a);
+                        if (nx && nx->addr < hi)
+                            hi = nx->addr;
+                        if (a > lo && hm__objtab_overlap(k.tab, lo, a - lo))
+                            lo = a; /* something below it in its page: just this byte */
+                        o = -1;
+                        rec.addr[x] = lo;
+                        rec.size[x] = hi > lo ? hi - lo : 1;
+                    }
                     rec.obj[x] = o;
                 }
                 uint32_t o1 = 0;
@@ -507,7 +553,7 @@ static int walk_run(run_t *r)
                     /* Pages of the accesses that reach memory: a pages_percent
                      * split moves those, whatever the cache hits do. */
                     if (store ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2)
-                        pages[o][(a >> 12) % 100] += 1;
+                        pages[o][(a >> 12) % 100]++;
                 }
                 uint64_t dt = st - prev;
                 prev = st;
@@ -548,6 +594,16 @@ static int bin_run(run_t *r)
     const int *map = r->map;
     const float base[4] = {r->base[0], r->base[1], r->base[2], r->base[3]};
     hm__est_cell_t *cw = e->cell + d; /* window w's cells, this run's device */
+    /* What each kind of sample (level << 2 | load << 1 | store) counts as. */
+    enum { K_MISS = 1, K_SMISS = 2, K_MEM = 4, K_HIT = 8 };
+    uint8_t kind[32];
+    for (unsigned t5 = 0; t5 < 32; t5++) {
+        unsigned lv = t5 >> 2, load = t5 >> 1 & 1, store = t5 & 1;
+        int miss = store ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2;
+        kind[t5] = (uint8_t)((miss ? K_MISS : 0) | (miss && store ? K_SMISS : 0) |
+                             (load && (lv == HM_DSRC_MEM || lv == HM_DSRC_LFB || lv == HM_DSRC_REMOTE) ? K_MEM : 0) |
+                             (load && lv >= HM_DSRC_L2 && lv <= HM_DSRC_L3 ? K_HIT : 0));
+    }
     int w = 0;
     uint64_t st = 0;
     for (size_t i = 0; i < r->nbuf; i++) {
@@ -563,29 +619,25 @@ static int bin_run(run_t *r)
             cw = e->cell + (size_t)w * (size_t)O * (size_t)D + d;
         }
         uint32_t o1 = s.tag >> 5;
-        unsigned lv = s.tag >> 2 & 7; /* levels past 7 are unknown ones, all alike below */
-        int store = s.tag & 1, load = s.tag >> 1 & 1;
+        unsigned t5 = s.tag & 31, lv = t5 >> 2; /* levels past 7 are unknown ones, all alike below */
         hm__est_cell_t *c = cw + (size_t)(o1 ? map[o1 - 1] : O - 1) * (size_t)D;
         float wt = (float)s.weight;
+        /* Without branches on the sample's kind, which follows no pattern:
+         * adding zero leaves a count or sum as it was. A store sample says
+         * only whether it hit L1 (as Intel's store event). A store miss
+         * moves two lines: the read for ownership and, later, the
+         * write-back of the dirty line. A load from memory is
+         * memory-bound; a cache hit that waited well beyond that level's
+         * usual latency waited for a line on its way from memory. */
+        int hitwait = (kind[t5] & K_HIT) && wt > 2 * base[lv & 3];
+        int mem = kind[t5] & K_MEM;
         c->n += 1;
         c->w += wt;
-        /* A store sample says only whether it hit L1 (as Intel's store event).
-         * A store miss moves two lines: the read for ownership and, later,
-         * the write-back of the dirty line. */
-        if (store ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2) {
-            c->m += 1;
-            c->sm += store;
-        }
-        if (load) {
-            if (lv == HM_DSRC_MEM || lv == HM_DSRC_LFB || lv == HM_DSRC_REMOTE) {
-                c->x += wt;
-                c->mm += 1;
-            } else if (lv >= HM_DSRC_L2 && lv <= HM_DSRC_L3 && wt > 2 * base[lv]) {
-                c->x += wt - base[lv];
-                c->mm += 1;
-                c->hw += 1;
-            }
-        }
+        c->m += (float)(kind[t5] & K_MISS);
+        c->sm += (float)((kind[t5] & K_SMISS) != 0);
+        c->x += mem ? wt : hitwait ? wt - base[lv & 3] : 0.0f;
+        c->mm += (float)((mem != 0) | hitwait);
+        c->hw += (float)hitwait;
     }
     return 0;
 }
@@ -819,7 +871,10 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
     for (int i = 0; i < n; i++)
         for (int k = 0; k < runs[i].os->n; k++)
             for (int b = 0; b < 100; b++)
-                e->obj[runs[i].map[k]].pages[b] += runs[i].pages[k][b];
+                /* As a float count would have it: exact up to 2^24, where
+                 * adding one no longer changes a float. */
+                e->obj[runs[i].map[k]].pages[b] +=
+                    (float)(runs[i].pages[k][b] < (1u << 24) ? runs[i].pages[k][b] : (1u << 24));
 
     /* Sort objects by samples in the reference run, hottest first. */
     {
