@@ -41,17 +41,26 @@ typedef struct {
  * bytes a sample, tens of MB for long traces). They are mapped with
  * transparent huge pages where the kernel allows them: on 4 KiB pages, the
  * page faults of first touching the buffer cost about a tenth of the whole
- * pass. The mapping is rounded up to whole huge pages. */
-#define SAMP_ALIGN ((size_t)2 << 20)
+ * pass. */
+#define SAMP_HUGE ((size_t)2 << 20)
+
+/* Bytes of the mapping for n entries: whole huge pages from two of them up
+ * (below, clearing a huge page would cost more than the faults it saves). */
+static size_t samp_bytes(size_t n)
+{
+    size_t b = n * sizeof(samp_t), a = b >= 2 * SAMP_HUGE ? SAMP_HUGE : 4096;
+    return (b + a - 1) & ~(a - 1);
+}
 
 static samp_t *samp_map(size_t n, size_t *cap)
 {
-    size_t bytes = (n * sizeof(samp_t) + SAMP_ALIGN - 1) & ~(SAMP_ALIGN - 1);
+    size_t bytes = samp_bytes(n);
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
 #ifdef MADV_HUGEPAGE
-    madvise(p, bytes, MADV_HUGEPAGE); /* advice only: without it, 4 KiB pages */
+    if (bytes >= 2 * SAMP_HUGE)
+        madvise(p, bytes, MADV_HUGEPAGE); /* advice only: without it, 4 KiB pages */
 #endif
     *cap = bytes / sizeof(samp_t);
     return p;
@@ -60,7 +69,7 @@ static samp_t *samp_map(size_t n, size_t *cap)
 static void samp_unmap(samp_t *p, size_t cap)
 {
     if (p)
-        munmap(p, (cap * sizeof(samp_t) + SAMP_ALIGN - 1) & ~(SAMP_ALIGN - 1));
+        munmap(p, samp_bytes(cap));
 }
 
 /* One run while it is read. */
@@ -211,6 +220,27 @@ static uint64_t time_at(const run_t *r, double instr, uint64_t t0, uint64_t t1)
             hi = r->ip[a].time;
         if (a > 0 && a < r->nip && lo >= r->ip[a - 1].time && hi <= r->ip[a].time)
             seg = a - 1;
+    }
+    if (seg >= 0 && hi - lo > 1) {
+        /* Inside one segment the interpolation inverts in closed form; a
+         * few steps from there find the bisection's answer exactly, since
+         * seg_instr() does not fall (each of its operations rounds
+         * monotonically). */
+        const ipoint_t *a = &r->ip[seg], *b = &r->ip[seg + 1];
+        double g = (double)a->time + (instr - (double)a->instr) / (double)(b->instr - a->instr) *
+                                         (double)(b->time - a->time);
+        if (g > (double)lo && g < (double)hi) {
+            uint64_t t = (uint64_t)g;
+            t = t <= lo ? lo + 1 : t > hi ? hi : t;
+            for (int k = 0; k < 8; k++) {
+                if (t > lo + 1 && seg_instr(r, seg, t - 1) >= instr)
+                    t--;
+                else if (t < hi && seg_instr(r, seg, t) < instr)
+                    t++;
+                else
+                    return t; /* the first time in (lo, hi) that reaches it, or hi */
+            }
+        }
     }
     while (hi - lo > 1) {
         uint64_t mid = lo + (hi - lo) / 2;
