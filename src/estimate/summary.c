@@ -279,6 +279,11 @@ static void add_event(run_t *r, const hm_record_t *ev)
 static int walk_run(run_t *r);
 static int bin_run(run_t *r);
 
+/* Samples that take a thread a few milliseconds to read (walk_run) or to
+ * bin (bin_run, several times faster per sample). */
+#define WALK_PER_THREAD ((uint64_t)1 << 15)
+#define BIN_PER_THREAD ((uint64_t)1 << 18)
+
 /* Runs fn on every run, on up to one thread per online CPU, each taking the
  * next run not yet taken (the runs are independent until their objects are
  * merged, and a queue keeps every thread busy when runs outnumber CPUs). */
@@ -300,12 +305,20 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static int for_runs(run_t *runs, int n, int (*fn)(run_t *))
+/* A thread is started only for at least @p per_thread samples of work: on
+ * a busy host, a new thread can wait milliseconds for a core, longer than
+ * a small run takes on the calling thread. */
+static int for_runs(run_t *runs, int n, int (*fn)(run_t *), uint64_t per_thread)
 {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int par = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu;
+    uint64_t samples = 0;
+    for (int i = 0; i < n; i++)
+        samples += runs[i].st.records[HM_REC_SAMPLE];
     if (par > n)
         par = n;
+    if ((uint64_t)par > samples / per_thread)
+        par = samples / per_thread < 1 ? 1 : (int)(samples / per_thread);
     queue_t q = {runs, n, 0, fn};
     pthread_t th[64];
     int started[64] = {0};
@@ -797,7 +810,7 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
     /* The one decoding pass over every run: phase markers, counters,
      * objects, the usual latency of hits per cache level, and the samples
      * kept compact until the windows are known. */
-    if ((rc = for_runs(runs, n, walk_run)) < 0)
+    if ((rc = for_runs(runs, n, walk_run, WALK_PER_THREAD)) < 0)
         goto out;
     for (int i = 0; i < n; i++)
         for (int lv = 1; lv < 4; lv++) {
@@ -896,7 +909,7 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
      * afterwards). */
     for (int i = 0; i < n; i++)
         runs[i].e = e;
-    if ((rc = for_runs(runs, n, bin_run)) < 0)
+    if ((rc = for_runs(runs, n, bin_run, BIN_PER_THREAD)) < 0)
         goto out;
     for (int i = 0; i < n; i++)
         for (int k = 0; k < runs[i].os->n; k++)

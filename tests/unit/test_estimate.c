@@ -766,7 +766,8 @@ static void test_compiled_placements(void)
  * right before, between and after them, a zero-size allocation, and
  * objects freed and reallocated (at other sizes, by another site) while
  * samples go on, across blocks. The counts are checked against a
- * brute-force attribution. */
+ * brute-force attribution. The runs are long enough to be read on two
+ * threads. */
 #define AT_OBJ 12
 #define AT_BASE 0x40000000ull
 static void test_attribution(void)
@@ -796,7 +797,7 @@ static void test_attribution(void)
             CHECK_EQ_INT(hm_trace_write_alloc(w, &a), 0);
             live[k] = 1;
         }
-        for (int i = 0; i < 20000; i++, t += 10) {
+        for (int i = 0; i < 40000; i++, t += 10) {
             rng = rng * 6364136223846793005ull + 1442695040888963407ull;
             unsigned x = (unsigned)(rng >> 33);
             int k = (int)(x % AT_OBJ);
