@@ -9,11 +9,13 @@
 #include <stdlib.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "common/objtab.h"
 #include "estimate/estimate_int.h"
 #include "hetmem/trace.h"
+#include "trace/scan.h"
 
 #define NO_PHASE "(no phase)"
 
@@ -35,6 +37,41 @@ typedef struct {
 #define SAMP_ESC UINT32_MAX
 #define SAMP_MAX_OBJ ((1u << 27) - 2)
 
+/* The kept samples are the one large allocation of summary building (12
+ * bytes a sample, tens of MB for long traces). They are mapped with
+ * transparent huge pages where the kernel allows them: on 4 KiB pages, the
+ * page faults of first touching the buffer cost about a tenth of the whole
+ * pass. */
+#define SAMP_HUGE ((size_t)2 << 20)
+
+/* Bytes of the mapping for n entries: whole huge pages from two of them up
+ * (below, clearing a huge page would cost more than the faults it saves). */
+static size_t samp_bytes(size_t n)
+{
+    size_t b = n * sizeof(samp_t), a = b >= 2 * SAMP_HUGE ? SAMP_HUGE : 4096;
+    return (b + a - 1) & ~(a - 1);
+}
+
+static samp_t *samp_map(size_t n, size_t *cap)
+{
+    size_t bytes = samp_bytes(n);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    if (bytes >= 2 * SAMP_HUGE)
+        madvise(p, bytes, MADV_HUGEPAGE); /* advice only: without it, 4 KiB pages */
+#endif
+    *cap = bytes / sizeof(samp_t);
+    return p;
+}
+
+static void samp_unmap(samp_t *p, size_t cap)
+{
+    if (p)
+        munmap(p, samp_bytes(cap));
+}
+
 /* One run while it is read. */
 typedef struct {
     const char *path;
@@ -54,7 +91,7 @@ typedef struct {
     float base[4];            /* usual latency of a hit per level: 5th percentile */
     struct oset *os;          /* this run's objects */
     int *map;                 /* this run's object -> the union's */
-    float (*pages)[100];      /* per object of this run: pages of sampled misses */
+    uint64_t (*pages)[100];   /* per object of this run: pages of sampled misses */
     int npages;               /* objects that pages has room for */
     samp_t *buf;              /* the samples, compact, in time order */
     size_t nbuf, cbuf;
@@ -116,7 +153,7 @@ static void run_free(run_t *r)
     }
     free(r->map);
     free(r->pages);
-    free(r->buf);
+    samp_unmap(r->buf, r->cbuf);
 }
 
 static const char *base(const char *p)
@@ -184,6 +221,27 @@ static uint64_t time_at(const run_t *r, double instr, uint64_t t0, uint64_t t1)
         if (a > 0 && a < r->nip && lo >= r->ip[a - 1].time && hi <= r->ip[a].time)
             seg = a - 1;
     }
+    if (seg >= 0 && hi - lo > 1) {
+        /* Inside one segment the interpolation inverts in closed form; a
+         * few steps from there find the bisection's answer exactly, since
+         * seg_instr() does not fall (each of its operations rounds
+         * monotonically). */
+        const ipoint_t *a = &r->ip[seg], *b = &r->ip[seg + 1];
+        double g = (double)a->time + (instr - (double)a->instr) / (double)(b->instr - a->instr) *
+                                         (double)(b->time - a->time);
+        if (g > (double)lo && g < (double)hi) {
+            uint64_t t = (uint64_t)g;
+            t = t <= lo ? lo + 1 : t > hi ? hi : t;
+            for (int k = 0; k < 8; k++) {
+                if (t > lo + 1 && seg_instr(r, seg, t - 1) >= instr)
+                    t--;
+                else if (t < hi && seg_instr(r, seg, t) < instr)
+                    t++;
+                else
+                    return t; /* the first time in (lo, hi) that reaches it, or hi */
+            }
+        }
+    }
     while (hi - lo > 1) {
         uint64_t mid = lo + (hi - lo) / 2;
         if ((seg >= 0 ? seg_instr(r, seg, mid) : instr_at(r, mid)) < instr)
@@ -221,6 +279,11 @@ static void add_event(run_t *r, const hm_record_t *ev)
 static int walk_run(run_t *r);
 static int bin_run(run_t *r);
 
+/* Samples that take a thread a few milliseconds to read (walk_run) or to
+ * bin (bin_run, several times faster per sample). */
+#define WALK_PER_THREAD ((uint64_t)1 << 15)
+#define BIN_PER_THREAD ((uint64_t)1 << 18)
+
 /* Runs fn on every run, on up to one thread per online CPU, each taking the
  * next run not yet taken (the runs are independent until their objects are
  * merged, and a queue keeps every thread busy when runs outnumber CPUs). */
@@ -242,12 +305,20 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static int for_runs(run_t *runs, int n, int (*fn)(run_t *))
+/* A thread is started only for at least @p per_thread samples of work: on
+ * a busy host, a new thread can wait milliseconds for a core, longer than
+ * a small run takes on the calling thread. */
+static int for_runs(run_t *runs, int n, int (*fn)(run_t *), uint64_t per_thread)
 {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int par = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu;
+    uint64_t samples = 0;
+    for (int i = 0; i < n; i++)
+        samples += runs[i].st.records[HM_REC_SAMPLE];
     if (par > n)
         par = n;
+    if ((uint64_t)par > samples / per_thread)
+        par = samples / per_thread < 1 ? 1 : (int)(samples / per_thread);
     queue_t q = {runs, n, 0, fn};
     pthread_t th[64];
     int started[64] = {0};
@@ -334,23 +405,6 @@ int hm__est_alloc(hm_estimator_t *e)
     return 0;
 }
 
-/* Tracks allocations, frees and names of one run (objects keyed by site and
- * name) and, with @p e non-NULL, puts every sample into its window and
- * object. Sizes and counts are gathered only on the first pass (@p e NULL),
- * when new objects may appear; the second pass finds the same keys. */
-static uint64_t ev_time(const hm_record_t *r)
-{
-    switch (r->kind) {
-    case HM_REC_ALLOC:
-    case HM_REC_FREE: return r->u.alloc.time;
-    case HM_REC_PHASE_BEGIN:
-    case HM_REC_PHASE_END: return r->u.phase.time;
-    case HM_REC_COUNTER: return r->u.counter.time;
-    case HM_REC_NAME: return r->u.name.time;
-    default: return 0; /* sites have no time: they come before their allocations */
-    }
-}
-
 static void live_add(oset_t *os, int o, uint64_t size, int count)
 {
     os->v[o].live += size;
@@ -420,19 +474,24 @@ static int track_event(run_t *r, track_t *k, const hm_record_t *ev)
 /* Makes room for @p more entries in the run's sample buffer. */
 static int buf_grow(run_t *r, size_t more)
 {
-    size_t c = r->nbuf + more + r->cbuf / 8 + 64;
-    samp_t *b = realloc(r->buf, c * sizeof *b);
+    size_t c;
+    samp_t *b = samp_map(r->nbuf + more + r->cbuf / 8 + 64, &c);
     if (!b)
         return -ENOMEM;
+    memcpy(b, r->buf, r->nbuf * sizeof *b);
+    samp_unmap(r->buf, r->cbuf);
     r->buf = b;
     r->cbuf = c;
     return 0;
 }
 
-/* Objects of the last few samples: consecutive samples mostly fall in the
- * objects of recent ones (a loop over a few arrays), which saves a lookup
- * in the table. Emptied whenever the table changes. */
-#define RECENT 4
+/* Objects of the last few samples, and the untracked stretches (stack,
+ * static data) they fell in: consecutive samples mostly fall in the ranges
+ * of recent ones (a loop over a few arrays), which saves a lookup in the
+ * table. The ranges never disagree (objects are disjoint, and a stretch is
+ * free of objects), so every entry is tested without branching and any
+ * match gives the answer. Emptied whenever the table changes. */
+#define RECENT 8
 typedef struct {
     uint64_t addr[RECENT], size[RECENT];
     int obj[RECENT]; /* this run's object, -1: none */
@@ -453,41 +512,54 @@ static int walk_run(run_t *r)
     memset(&rec, 0, sizeof rec);
     uint64_t prev = 0;
     r->nbuf = 0;
-    r->cbuf = r->st.records[HM_REC_SAMPLE] + 16;
-    if (!(r->buf = malloc(r->cbuf * sizeof *r->buf))) {
+    if (!(r->buf = samp_map(r->st.records[HM_REC_SAMPLE] + 16, &r->cbuf))) {
         hm__objtab_close(k.tab);
         return -ENOMEM;
     }
     uint32_t nb = hm_trace_nblocks(r->t);
+    hm__scan_chunk_t *ch = malloc(sizeof *ch);
+    if (!ch)
+        rc = -ENOMEM;
     for (uint32_t b = 0; b < nb && rc == 0; b++) {
-        const hm_block_t *blk;
-        rc = hm_trace_read_block(r->t, b, &blk);
+        const hm_record_t *evs;
+        const uint64_t *evt;
+        uint32_t nev, ei = 0;
+        int got = 0;
+        rc = hm__trace_scan_block(r->t, b, &evs, &evt, &nev);
         if (rc < 0) {
             rc = hm__errf(rc, "%s: %s", r->path, hm_errdetail());
             break;
         }
-        /* Samples and events merged by time, events first at equal times:
-         * the samples before the next event in one tight loop. */
-        uint32_t i = 0, ei = 0, n = blk->n;
-        while (rc == 0 && (i < n || ei < blk->nevents)) {
-            uint64_t et = ei < blk->nevents ? ev_time(&blk->events[ei]) : UINT64_MAX;
-            uint32_t j = i;
-            while (j < n && blk->time[j] < et)
-                j++;
+        /* Samples and events merged by time, events first at equal times. */
+        uint64_t et = nev ? evt[0] : UINT64_MAX;
+        while (rc == 0 && (got = hm__trace_scan_next(r->t, ch)) > 0) {
+            uint32_t n = (uint32_t)got;
             /* Room for these samples (sized from the index, it always is
              * but for escape entries). */
-            if (r->cbuf - r->nbuf < (size_t)(j - i) && (rc = buf_grow(r, j - i)) < 0)
+            if (r->cbuf - r->nbuf < (size_t)n && (rc = buf_grow(r, n)) < 0)
                 break;
             samp_t *out = r->buf + r->nbuf;
             uint32_t(*hist)[512] = r->hist;
-            float(*pages)[100] = r->pages;
-            for (; i < j; i++) {
-                unsigned lv = HM_DSRC_LEVEL(blk->dsrc[i]);
-                uint32_t wt = blk->weight[i];
-                int store = blk->access[i] == HM_ACCESS_STORE, load = blk->access[i] == HM_ACCESS_LOAD;
+            uint64_t(*pages)[100] = r->pages;
+            for (uint32_t i = 0; i < n; i++) {
+                uint64_t st = ch->time[i];
+                if (HM_UNLIKELY(st >= et)) {
+                    r->nbuf = (size_t)(out - r->buf);
+                    while (rc == 0 && st >= et) {
+                        memset(&rec, 0, sizeof rec); /* the table may change */
+                        rc = track_event(r, &k, &evs[ei++]);
+                        et = ei < nev ? evt[ei] : UINT64_MAX;
+                    }
+                    if (rc < 0)
+                        break;
+                    pages = r->pages;
+                }
+                unsigned lv = HM_DSRC_LEVEL(ch->dsrc[i]);
+                uint32_t wt = ch->weight[i];
+                int store = ch->access[i] == HM_ACCESS_STORE, load = ch->access[i] == HM_ACCESS_LOAD;
                 if (load && lv >= HM_DSRC_L1 && lv <= HM_DSRC_L3)
                     hist[lv][wt < 511 ? wt : 511]++;
-                uint64_t a = blk->addr[i];
+                uint64_t a = ch->addr[i];
                 int o = -2;
                 for (int x = 0; x < RECENT; x++)
                     if (a - rec.addr[x] < rec.size[x]) {
@@ -496,11 +568,26 @@ static int walk_run(run_t *r)
                     }
                 if (o == -2) {
                     const hm_objtab_entry_t *ent = hm__objtab_find(k.tab, a);
-                    o = ent ? k.allocs[ent->id].obj : -1;
-                    /* A zero-size entry covers its first byte. */
                     unsigned x = rec.next++ % RECENT;
-                    rec.addr[x] = ent ? ent->addr : a;
-                    rec.size[x] = ent ? (ent->size ? ent->size : 1) : 0;
+                    if (ent) {
+                        o = k.allocs[ent->id].obj;
+                        /* A zero-size entry covers its first byte. */
+                        rec.addr[x] = ent->addr;
+                        rec.size[x] = ent->size ? ent->size : 1;
+                    } else {
+                        /* Untracked (stack, static data): the free part of
+                         * its page around it, so that the next samples
+                         * there need no lookup either. */
+                        uint64_t lo = a & ~(uint64_t)4095, hi = lo + 4096;
+                        const hm_objtab_entry_t *nx = hm__objtab_next(k.tab, a);
+                        if (nx && nx->addr < hi)
+                            hi = nx->addr;
+                        if (a > lo && hm__objtab_overlap(k.tab, lo, a - lo))
+                            lo = a; /* something below it in its page: just this byte */
+                        o = -1;
+                        rec.addr[x] = lo;
+                        rec.size[x] = hi > lo ? hi - lo : 1;
+                    }
                     rec.obj[x] = o;
                 }
                 uint32_t o1 = 0;
@@ -509,13 +596,13 @@ static int walk_run(run_t *r)
                     /* Pages of the accesses that reach memory: a pages_percent
                      * split moves those, whatever the cache hits do. */
                     if (store ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2)
-                        pages[o][(a >> 12) % 100] += 1;
+                        pages[o][(a >> 12) % 100]++;
                 }
-                uint64_t st = blk->time[i], dt = st - prev;
+                uint64_t dt = st - prev;
                 prev = st;
                 if (dt > UINT32_MAX) {
                     r->nbuf = (size_t)(out - r->buf);
-                    if (r->cbuf - r->nbuf < (size_t)(j - i) + 1 && (rc = buf_grow(r, j - i + 1)) < 0)
+                    if (r->cbuf - r->nbuf < (size_t)(n - i) + 1 && (rc = buf_grow(r, n - i + 1)) < 0)
                         break;
                     out = r->buf + r->nbuf;
                     *out++ = (samp_t){(uint32_t)dt, (uint32_t)(dt >> 32), SAMP_ESC};
@@ -523,13 +610,18 @@ static int walk_run(run_t *r)
                 *out++ = (samp_t){dt > UINT32_MAX ? 0 : (uint32_t)dt, wt,
                                   o1 << 5 | (lv > 7 ? 7 : lv) << 2 | (uint32_t)load << 1 | (uint32_t)store};
             }
-            r->nbuf = (size_t)(out - r->buf);
-            if (ei < blk->nevents) {
-                memset(&rec, 0, sizeof rec); /* the table may change */
-                rc = track_event(r, &k, &blk->events[ei++]);
-            }
+            if (rc == 0)
+                r->nbuf = (size_t)(out - r->buf);
+        }
+        if (rc == 0 && got < 0)
+            rc = hm__errf(got, "%s: %s", r->path, hm_errdetail());
+        /* Events after the block's last sample. */
+        while (rc == 0 && ei < nev) {
+            memset(&rec, 0, sizeof rec);
+            rc = track_event(r, &k, &evs[ei++]);
         }
     }
+    free(ch);
     free(k.allocs);
     hm__objtab_close(k.tab);
     return rc;
@@ -545,6 +637,16 @@ static int bin_run(run_t *r)
     const int *map = r->map;
     const float base[4] = {r->base[0], r->base[1], r->base[2], r->base[3]};
     hm__est_cell_t *cw = e->cell + d; /* window w's cells, this run's device */
+    /* What each kind of sample (level << 2 | load << 1 | store) counts as. */
+    enum { K_MISS = 1, K_SMISS = 2, K_MEM = 4, K_HIT = 8 };
+    uint8_t kind[32];
+    for (unsigned t5 = 0; t5 < 32; t5++) {
+        unsigned lv = t5 >> 2, load = t5 >> 1 & 1, store = t5 & 1;
+        int miss = store ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2;
+        kind[t5] = (uint8_t)((miss ? K_MISS : 0) | (miss && store ? K_SMISS : 0) |
+                             (load && (lv == HM_DSRC_MEM || lv == HM_DSRC_LFB || lv == HM_DSRC_REMOTE) ? K_MEM : 0) |
+                             (load && lv >= HM_DSRC_L2 && lv <= HM_DSRC_L3 ? K_HIT : 0));
+    }
     int w = 0;
     uint64_t st = 0;
     for (size_t i = 0; i < r->nbuf; i++) {
@@ -560,29 +662,25 @@ static int bin_run(run_t *r)
             cw = e->cell + (size_t)w * (size_t)O * (size_t)D + d;
         }
         uint32_t o1 = s.tag >> 5;
-        unsigned lv = s.tag >> 2 & 7; /* levels past 7 are unknown ones, all alike below */
-        int store = s.tag & 1, load = s.tag >> 1 & 1;
+        unsigned t5 = s.tag & 31, lv = t5 >> 2; /* levels past 7 are unknown ones, all alike below */
         hm__est_cell_t *c = cw + (size_t)(o1 ? map[o1 - 1] : O - 1) * (size_t)D;
         float wt = (float)s.weight;
+        /* Without branches on the sample's kind, which follows no pattern:
+         * adding zero leaves a count or sum as it was. A store sample says
+         * only whether it hit L1 (as Intel's store event). A store miss
+         * moves two lines: the read for ownership and, later, the
+         * write-back of the dirty line. A load from memory is
+         * memory-bound; a cache hit that waited well beyond that level's
+         * usual latency waited for a line on its way from memory. */
+        int hitwait = (kind[t5] & K_HIT) && wt > 2 * base[lv & 3];
+        int mem = kind[t5] & K_MEM;
         c->n += 1;
         c->w += wt;
-        /* A store sample says only whether it hit L1 (as Intel's store event).
-         * A store miss moves two lines: the read for ownership and, later,
-         * the write-back of the dirty line. */
-        if (store ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2) {
-            c->m += 1;
-            c->sm += store;
-        }
-        if (load) {
-            if (lv == HM_DSRC_MEM || lv == HM_DSRC_LFB || lv == HM_DSRC_REMOTE) {
-                c->x += wt;
-                c->mm += 1;
-            } else if (lv >= HM_DSRC_L2 && lv <= HM_DSRC_L3 && wt > 2 * base[lv]) {
-                c->x += wt - base[lv];
-                c->mm += 1;
-                c->hw += 1;
-            }
-        }
+        c->m += (float)(kind[t5] & K_MISS);
+        c->sm += (float)((kind[t5] & K_SMISS) != 0);
+        c->x += mem ? wt : hitwait ? wt - base[lv & 3] : 0.0f;
+        c->mm += (float)((mem != 0) | hitwait);
+        c->hw += (float)hitwait;
     }
     return 0;
 }
@@ -712,7 +810,7 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
     /* The one decoding pass over every run: phase markers, counters,
      * objects, the usual latency of hits per cache level, and the samples
      * kept compact until the windows are known. */
-    if ((rc = for_runs(runs, n, walk_run)) < 0)
+    if ((rc = for_runs(runs, n, walk_run, WALK_PER_THREAD)) < 0)
         goto out;
     for (int i = 0; i < n; i++)
         for (int lv = 1; lv < 4; lv++) {
@@ -812,12 +910,15 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
      * afterwards). */
     for (int i = 0; i < n; i++)
         runs[i].e = e;
-    if ((rc = for_runs(runs, n, bin_run)) < 0)
+    if ((rc = for_runs(runs, n, bin_run, BIN_PER_THREAD)) < 0)
         goto out;
     for (int i = 0; i < n; i++)
         for (int k = 0; k < runs[i].os->n; k++)
             for (int b = 0; b < 100; b++)
-                e->obj[runs[i].map[k]].pages[b] += runs[i].pages[k][b];
+                /* As a float count would have it: exact up to 2^24, where
+                 * adding one no longer changes a float. */
+                e->obj[runs[i].map[k]].pages[b] +=
+                    (float)(runs[i].pages[k][b] < (1u << 24) ? runs[i].pages[k][b] : (1u << 24));
 
     /* Sort objects by samples in the reference run, hottest first. */
     {

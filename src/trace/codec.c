@@ -350,13 +350,7 @@ static int cols_reserve(hm__cols_t *c, uint32_t ns, uint32_t nev, size_t arena)
     return 0;
 }
 
-/* An integer column as read from the payload. */
-typedef struct {
-    unsigned w, sh;
-    uint64_t base;
-    uint32_t npatch;
-    const uint8_t *planes, *patch, *patch_end;
-} icol_t;
+typedef hm__icol_t icol_t;
 
 static int get_icol(const uint8_t **pp, const uint8_t *end, uint32_t n, icol_t *c, int which)
 {
@@ -378,7 +372,7 @@ static int get_icol(const uint8_t **pp, const uint8_t *end, uint32_t n, icol_t *
     p += (size_t)c->w * n;
     c->patch = p;
     /* Patches: (index gap, value) varint pairs; validated here, applied by
-     * the plane loops. */
+     * the patch loops. */
     uint64_t idx = 0;
     for (uint32_t k = 0; k < c->npatch; k++) {
         uint64_t gap = hm__get_varint(&p);
@@ -400,26 +394,37 @@ static uint64_t icol_max(const icol_t *c)
     return m > UINT64_MAX ? UINT64_MAX : (uint64_t)m;
 }
 
-/* Plane-major loops over a destination type; the compiler vectorizes them.
- * Returns non-zero when a patch does not fit the type. */
-#define DEFINE_PLANES(name, T, TMAX)                                             \
-    static int name(T *restrict dst, const icol_t *c, uint32_t n)               \
+/* A column's patches are applied in index order, a range of samples at a
+ * time; the cursor holds the next patch's index (validated by get_icol). */
+static void pcur_init(hm__pcur_t *q, const icol_t *c)
+{
+    q->p = c->patch;
+    q->left = c->npatch;
+    q->idx = q->left ? hm__get_varint(&q->p) : 0;
+}
+
+/* Plane-major loops over a destination type, for samples [i0, i0 + m) of a
+ * column of n (the plane stride); the compiler vectorizes them. The patch
+ * loop then overwrites the patched values in that range and returns
+ * non-zero when one does not fit the type. */
+#define DEFINE_PLANES(name, patchname, T, TMAX)                                  \
+    static void name(T *restrict dst, const icol_t *c, uint32_t i0, uint32_t m, uint32_t n) \
     {                                                                            \
-        const uint8_t *restrict pl = c->planes;                                  \
+        const uint8_t *restrict pl = c->planes + i0;                             \
         if (c->w == 0) {                                                         \
-            for (uint32_t i = 0; i < n; i++)                                     \
+            for (uint32_t i = 0; i < m; i++)                                     \
                 dst[i] = (T)c->base;                                             \
         } else if (c->w == 1) {                                                  \
             /* One fused pass for the common narrow widths. */                   \
             T b = (T)c->base;                                                    \
             unsigned sh = c->sh;                                                 \
-            for (uint32_t i = 0; i < n; i++)                                     \
+            for (uint32_t i = 0; i < m; i++)                                     \
                 dst[i] = (T)(b + (T)((T)pl[i] << sh));                           \
         } else if (c->w == 2 && sizeof(T) >= 2) {                                \
             T b = (T)c->base;                                                    \
             unsigned sh = c->sh;                                                 \
             const uint8_t *restrict q = pl + n;                                  \
-            for (uint32_t i = 0; i < n; i++)                                     \
+            for (uint32_t i = 0; i < m; i++)                                     \
                 dst[i] = (T)(b + (T)((T)(pl[i] | (T)((T)q[i] << 8)) << sh));     \
         } else if ((c->w == 3 || c->w == 4) && sizeof(T) >= 4) {                 \
             T b = (T)c->base;                                                    \
@@ -427,54 +432,59 @@ static uint64_t icol_max(const icol_t *c)
             const uint8_t *restrict q1 = pl + n, *restrict q2 = pl + 2 * (size_t)n; \
             const uint8_t *restrict q3 = c->w == 4 ? pl + 3 * (size_t)n : NULL; \
             if (q3)                                                              \
-                for (uint32_t i = 0; i < n; i++)                                 \
+                for (uint32_t i = 0; i < m; i++)                                 \
                     dst[i] = (T)(b + ((T)(pl[i] | (uint32_t)q1[i] << 8 | (uint32_t)q2[i] << 16 | \
                                           (uint32_t)q3[i] << 24) << sh));       \
             else                                                                 \
-                for (uint32_t i = 0; i < n; i++)                                 \
+                for (uint32_t i = 0; i < m; i++)                                 \
                     dst[i] = (T)(b + ((T)(pl[i] | (uint32_t)q1[i] << 8 | (uint32_t)q2[i] << 16) << sh)); \
         } else {                                                                 \
-            for (uint32_t i = 0; i < n; i++)                                     \
+            for (uint32_t i = 0; i < m; i++)                                     \
                 dst[i] = pl[i];                                                  \
             for (unsigned j = 1; j < c->w && j < sizeof(T); j++) {               \
                 const uint8_t *restrict q = pl + (size_t)j * n;                 \
-                for (uint32_t i = 0; i < n; i++)                                 \
+                for (uint32_t i = 0; i < m; i++)                                 \
                     dst[i] |= (T)((T)q[i] << (8 * j));                           \
             }                                                                    \
             if (c->sh || c->base) {                                              \
                 T b = (T)c->base;                                                \
                 unsigned sh = c->sh;                                             \
-                for (uint32_t i = 0; i < n; i++)                                 \
+                for (uint32_t i = 0; i < m; i++)                                 \
                     dst[i] = (T)(b + (T)(dst[i] << sh));                         \
             }                                                                    \
         }                                                                        \
-        const uint8_t *p = c->patch;                                             \
-        uint64_t idx = 0, bad = 0;                                               \
-        for (uint32_t k = 0; k < c->npatch; k++) {                               \
-            idx += hm__get_varint(&p);                                           \
-            uint64_t v = hm__get_varint(&p);                                     \
+    }                                                                            \
+    static int patchname(T *dst, const icol_t *c, hm__pcur_t *q, uint32_t i0, uint32_t m) \
+    {                                                                            \
+        uint64_t bad = 0;                                                        \
+        while (q->left && q->idx < (uint64_t)i0 + m) {                           \
+            uint64_t v = hm__get_varint(&q->p);                                  \
             unsigned __int128 full = ((unsigned __int128)v << c->sh) + c->base;  \
             bad |= (v >> (63 - c->sh) >> 1) != 0 || full > (TMAX);               \
-            dst[idx] = (T)full;                                                  \
+            dst[q->idx - i0] = (T)full;                                          \
+            if (--q->left)                                                       \
+                q->idx += hm__get_varint(&q->p);                                 \
         }                                                                        \
         return bad != 0;                                                         \
     }
-DEFINE_PLANES(planes_u64, uint64_t, UINT64_MAX)
-DEFINE_PLANES(planes_u32, uint32_t, UINT32_MAX)
-DEFINE_PLANES(planes_u16, uint16_t, UINT16_MAX)
-DEFINE_PLANES(planes_u8, uint8_t, UINT8_MAX)
+DEFINE_PLANES(planes_u64, patch_u64, uint64_t, UINT64_MAX)
+DEFINE_PLANES(planes_u32, patch_u32, uint32_t, UINT32_MAX)
+DEFINE_PLANES(planes_u16, patch_u16, uint16_t, UINT16_MAX)
+DEFINE_PLANES(planes_u8, patch_u8, uint8_t, UINT8_MAX)
 
-/* Decodes a column into a narrower type. When the header alone proves the
- * planes fit, the type's own loop runs; otherwise values go through the
- * 64-bit scratch and each is checked. */
-#define DECODE_NARROW(fn, T, maxv, dst, col, n, scratch, which)                  \
+/* Decodes samples [i0, i0 + m) of a column of n into a narrower type. When
+ * the header alone proves the planes fit, the type's own loop runs;
+ * otherwise values go through the 64-bit scratch and each is checked. */
+#define DECODE_NARROW(fn, pfn, T, maxv, dst, col, cur, i0, m, n, scratch, which) \
     do {                                                                         \
         uint64_t bad_ = 0;                                                       \
         if (icol_max(&(col)) <= (maxv)) {                                        \
-            bad_ = fn((dst), &(col), (n));                                       \
+            fn((dst), &(col), (i0), (m), (n));                                   \
+            bad_ = pfn((dst), &(col), (cur), (i0), (m));                         \
         } else {                                                                 \
-            bad_ = planes_u64((scratch), &(col), (n));                           \
-            for (uint32_t i_ = 0; i_ < (n); i_++) {                              \
+            planes_u64((scratch), &(col), (i0), (m), (n));                       \
+            bad_ = patch_u64((scratch), &(col), (cur), (i0), (m));               \
+            for (uint32_t i_ = 0; i_ < (m); i_++) {                              \
                 bad_ |= (scratch)[i_] > (maxv);                                  \
                 (dst)[i_] = (T)(scratch)[i_];                                    \
             }                                                                    \
@@ -483,9 +493,10 @@ DEFINE_PLANES(planes_u8, uint8_t, UINT8_MAX)
             return hm__errf(HM_ECORRUPT, "column %d: value out of range", (which)); \
     } while (0)
 
-#define DECODE_U64(dst, col, n, which)                                           \
+#define DECODE_U64(dst, col, cur, i0, m, n, which)                               \
     do {                                                                         \
-        if (planes_u64((dst), &(col), (n)))                                      \
+        planes_u64((dst), &(col), (i0), (m), (n));                               \
+        if (patch_u64((dst), &(col), (cur), (i0), (m)))                          \
             return hm__errf(HM_ECORRUPT, "column %d: value out of range", (which)); \
     } while (0)
 
@@ -587,109 +598,218 @@ static int decode_events(hm__cols_t *c, const uint8_t *p, const uint8_t *end, ui
     return 0;
 }
 
-int hm__block_decode(hm__cols_t *c, const uint8_t *raw, size_t raw_len, uint32_t ns,
-                     uint32_t nev, uint64_t first, uint64_t last)
+/* The sections of a payload, with every column header checked. */
+typedef struct {
+    icol_t t, code, res, ip, tid, w, dsrc, acc;
+    const uint8_t *exc, *exc_end, *ev;
+    unsigned ash;
+    uint32_t evlen;
+} payload_t;
+
+static int parse_payload(payload_t *y, const uint8_t *raw, size_t raw_len, uint32_t ns, uint32_t nev)
 {
     const uint8_t *p = raw, *end = raw + raw_len;
-    icol_t tcol, ccol, rcol, icol, tidcol, wcol, dcol, acol;
-    const uint8_t *exc, *exc_end;
     int rc;
-    if ((rc = get_icol(&p, end, ns, &tcol, HM__COL_TIME)) < 0 ||
-        (rc = get_icol(&p, end, ns, &ccol, HM__COL_ADDR_CODE)) < 0 ||
-        (rc = get_icol(&p, end, ns, &rcol, HM__COL_ADDR_RES)) < 0)
+    if ((rc = get_icol(&p, end, ns, &y->t, HM__COL_TIME)) < 0 ||
+        (rc = get_icol(&p, end, ns, &y->code, HM__COL_ADDR_CODE)) < 0 ||
+        (rc = get_icol(&p, end, ns, &y->res, HM__COL_ADDR_RES)) < 0)
         return rc;
     if (end - p < 5 || hm__get_u32(p + 1) > (size_t)(end - p - 5) || p[0] > 63)
         return hm__errf(HM_ECORRUPT, "column %d: bad header", HM__COL_ADDR_EXC);
-    unsigned ash = p[0];
-    exc = p + 5;
-    exc_end = exc + hm__get_u32(p + 1);
-    p = exc_end;
-    if ((rc = get_icol(&p, end, ns, &icol, HM__COL_IP)) < 0 ||
-        (rc = get_icol(&p, end, ns, &tidcol, HM__COL_TID)) < 0 ||
-        (rc = get_icol(&p, end, ns, &wcol, HM__COL_WEIGHT)) < 0 ||
-        (rc = get_icol(&p, end, ns, &dcol, HM__COL_DSRC)) < 0 ||
-        (rc = get_icol(&p, end, ns, &acol, HM__COL_ACCESS)) < 0)
+    y->ash = p[0];
+    y->exc = p + 5;
+    y->exc_end = y->exc + hm__get_u32(p + 1);
+    p = y->exc_end;
+    if ((rc = get_icol(&p, end, ns, &y->ip, HM__COL_IP)) < 0 ||
+        (rc = get_icol(&p, end, ns, &y->tid, HM__COL_TID)) < 0 ||
+        (rc = get_icol(&p, end, ns, &y->w, HM__COL_WEIGHT)) < 0 ||
+        (rc = get_icol(&p, end, ns, &y->dsrc, HM__COL_DSRC)) < 0 ||
+        (rc = get_icol(&p, end, ns, &y->acc, HM__COL_ACCESS)) < 0)
         return rc;
     if (end - p < 4)
         return hm__errf(HM_ECORRUPT, "events header past payload end");
-    uint32_t evlen = hm__get_u32(p);
+    y->evlen = hm__get_u32(p);
     p += 4;
-    if (evlen != (size_t)(end - p))
-        return hm__errf(HM_ECORRUPT, "events length %u does not match payload", evlen);
+    if (y->evlen != (size_t)(end - p))
+        return hm__errf(HM_ECORRUPT, "events length %u does not match payload", y->evlen);
     /* Every event takes at least 3 bytes, so nev is bounded by the payload
      * before anything is sized from it. */
-    if ((uint64_t)nev * 3 > evlen)
-        return hm__errf(HM_ECORRUPT, "%u events cannot fit in %u bytes", nev, evlen);
-    if ((rc = cols_reserve(c, ns, nev, (size_t)evlen + nev + 1)) < 0)
+    if ((uint64_t)nev * 3 > y->evlen)
+        return hm__errf(HM_ECORRUPT, "%u events cannot fit in %u bytes", nev, y->evlen);
+    y->ev = p;
+    return 0;
+}
+
+/* Time deltas into times, kept within [*cur, last]; non-zero when one is
+ * out of range. */
+static inline uint64_t times_from_deltas(uint64_t *restrict t, uint32_t m, uint64_t *cur, uint64_t last)
+{
+    uint64_t c = *cur, bad = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        uint64_t nt = c + t[i];
+        bad |= (nt < c) | (nt > last);
+        t[i] = c = nt;
+    }
+    *cur = c;
+    return bad;
+}
+
+/* Replays the encoder's address slot table over m samples: residuals in a
+ * become addresses; with ip non-NULL, ip residuals become ips too. Returns
+ * non-zero on a bad mode or exception. */
+static inline __attribute__((always_inline)) uint64_t
+addr_replay(hm__addr_state_t *st, const uint8_t *restrict code, uint64_t *restrict a, uint64_t *restrict ip,
+            uint32_t m, const uint8_t *exc_end, unsigned ash)
+{
+    uint64_t *last_a = st->last_a, *stride = st->stride, *slot_ip = st->slot_ip;
+    clock_t_ clk;
+    memcpy(clk.ref, st->ref, sizeof clk.ref);
+    clk.hand = st->hand;
+    const uint8_t *q = st->q;
+    uint64_t bad = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        unsigned k = code[i], j = k & (HM__ADDR_SLOTS - 1), mode = k >> 4;
+        uint64_t v;
+        bad |= mode > HM__ADDR_ABS;
+        unsigned store = j;
+        if (HM_LIKELY(mode <= HM__ADDR_STRIDE)) {
+            v = last_a[j] + (stride[j] & (uint64_t)-(int64_t)mode) + ((uint64_t)hm__unzigzag(a[i]) << ash);
+            stride[j] = v - last_a[j];
+        } else {
+            store = clock_victim(&clk);
+            if (mode == HM__ADDR_FAR) {
+                v = last_a[j] + ((uint64_t)hm__unzigzag(a[i]) << ash);
+            } else if (HM_LIKELY(q < exc_end)) {
+                /* One varint from inside the list reads at most 10
+                 * bytes, within the payload; the list's end is checked
+                 * before each, so corrupt modes cannot walk on. */
+                v = hm__get_varint(&q);
+                bad |= (q > exc_end) | (a[i] != 0) | (j != 0);
+            } else {
+                v = 0;
+                bad = 1;
+            }
+            stride[store] = 0;
+        }
+        if (ip) {
+            uint64_t x = slot_ip[j] + (uint64_t)hm__unzigzag(ip[i]);
+            slot_ip[store] = x;
+            ip[i] = x;
+        }
+        last_a[store] = v;
+        clk.ref[store] = 1;
+        a[i] = v;
+    }
+    memcpy(st->ref, clk.ref, sizeof clk.ref);
+    st->hand = clk.hand;
+    st->q = q;
+    return bad;
+}
+
+int hm__block_decode(hm__cols_t *c, const uint8_t *raw, size_t raw_len, uint32_t ns,
+                     uint32_t nev, uint64_t first, uint64_t last)
+{
+    payload_t y;
+    hm__pcur_t pc;
+    int rc;
+    if ((rc = parse_payload(&y, raw, raw_len, ns, nev)) < 0)
+        return rc;
+    if ((rc = cols_reserve(c, ns, nev, (size_t)y.evlen + nev + 1)) < 0)
         return hm__errf(rc, "cannot allocate a block of %u samples", ns);
 
     /* time: deltas from the block's first time, kept within [first, last] */
     {
-        uint64_t *restrict t = c->time;
-        DECODE_U64(t, tcol, ns, HM__COL_TIME);
-        uint64_t cur = first, bad = 0;
-        for (uint32_t i = 0; i < ns; i++) {
-            uint64_t nt = cur + t[i];
-            bad |= (nt < cur) | (nt > last);
-            t[i] = cur = nt;
-        }
-        if (bad)
+        pcur_init(&pc, &y.t);
+        DECODE_U64(c->time, y.t, &pc, 0, ns, ns, HM__COL_TIME);
+        uint64_t cur = first;
+        if (times_from_deltas(c->time, ns, &cur, last))
             return hm__errf(HM_ECORRUPT, "column %d: time outside the block's range", HM__COL_TIME);
     }
     /* addr: replay the encoder's slot table */
     {
-        uint8_t *restrict code = c->codes;
-        uint64_t *restrict a = c->addr;
-        DECODE_NARROW(planes_u8, uint8_t, UINT8_MAX, code, ccol, ns, c->scratch, HM__COL_ADDR_CODE);
-        DECODE_U64(a, rcol, ns, HM__COL_ADDR_RES);
-        uint64_t *restrict ip = c->ip;
-        DECODE_U64(ip, icol, ns, HM__COL_IP);
-        uint64_t last_a[HM__ADDR_SLOTS] = {0}, stride[HM__ADDR_SLOTS] = {0}, slot_ip[HM__ADDR_SLOTS] = {0};
-        clock_t_ clk = {{0}, 0};
-        const uint8_t *q = exc;
-        uint64_t bad = 0;
-        for (uint32_t i = 0; i < ns; i++) {
-            unsigned k = code[i], j = k & (HM__ADDR_SLOTS - 1), mode = k >> 4;
-            uint64_t v;
-            bad |= mode > HM__ADDR_ABS;
-            unsigned store = j;
-            if (HM_LIKELY(mode <= HM__ADDR_STRIDE)) {
-                v = last_a[j] + (stride[j] & (uint64_t)-(int64_t)mode) + ((uint64_t)hm__unzigzag(a[i]) << ash);
-                stride[j] = v - last_a[j];
-            } else {
-                store = clock_victim(&clk);
-                if (mode == HM__ADDR_FAR) {
-                    v = last_a[j] + ((uint64_t)hm__unzigzag(a[i]) << ash);
-                } else if (HM_LIKELY(q < exc_end)) {
-                    /* One varint from inside the list reads at most 10
-                     * bytes, within the payload; the list's end is checked
-                     * before each, so corrupt modes cannot walk on. */
-                    v = hm__get_varint(&q);
-                    bad |= (q > exc_end) | (a[i] != 0) | (j != 0);
-                } else {
-                    v = 0;
-                    bad = 1;
-                }
-                stride[store] = 0;
-            }
-            uint64_t x = slot_ip[j] + (uint64_t)hm__unzigzag(ip[i]);
-            slot_ip[store] = x;
-            ip[i] = x;
-            last_a[store] = v;
-            clk.ref[store] = 1;
-            a[i] = v;
-        }
-        if (bad || q != exc_end)
+        pcur_init(&pc, &y.code);
+        DECODE_NARROW(planes_u8, patch_u8, uint8_t, UINT8_MAX, c->codes, y.code, &pc, 0, ns, ns, c->scratch,
+                      HM__COL_ADDR_CODE);
+        pcur_init(&pc, &y.res);
+        DECODE_U64(c->addr, y.res, &pc, 0, ns, ns, HM__COL_ADDR_RES);
+        pcur_init(&pc, &y.ip);
+        DECODE_U64(c->ip, y.ip, &pc, 0, ns, ns, HM__COL_IP);
+        hm__addr_state_t st;
+        memset(&st, 0, sizeof st);
+        st.q = y.exc;
+        if (addr_replay(&st, c->codes, c->addr, c->ip, ns, y.exc_end, y.ash) || st.q != y.exc_end)
             return hm__errf(HM_ECORRUPT, "column %d: bad address exceptions", HM__COL_ADDR_EXC);
     }
-    DECODE_NARROW(planes_u32, uint32_t, UINT32_MAX, c->tid, tidcol, ns, c->scratch, HM__COL_TID);
-    DECODE_NARROW(planes_u32, uint32_t, UINT32_MAX, c->weight, wcol, ns, c->scratch, HM__COL_WEIGHT);
-    DECODE_NARROW(planes_u16, uint16_t, UINT16_MAX, c->dsrc, dcol, ns, c->scratch, HM__COL_DSRC);
-    DECODE_NARROW(planes_u8, uint8_t, UINT8_MAX, c->access, acol, ns, c->scratch, HM__COL_ACCESS);
+    pcur_init(&pc, &y.tid);
+    DECODE_NARROW(planes_u32, patch_u32, uint32_t, UINT32_MAX, c->tid, y.tid, &pc, 0, ns, ns, c->scratch, HM__COL_TID);
+    pcur_init(&pc, &y.w);
+    DECODE_NARROW(planes_u32, patch_u32, uint32_t, UINT32_MAX, c->weight, y.w, &pc, 0, ns, ns, c->scratch,
+                  HM__COL_WEIGHT);
+    pcur_init(&pc, &y.dsrc);
+    DECODE_NARROW(planes_u16, patch_u16, uint16_t, UINT16_MAX, c->dsrc, y.dsrc, &pc, 0, ns, ns, c->scratch,
+                  HM__COL_DSRC);
+    pcur_init(&pc, &y.acc);
+    DECODE_NARROW(planes_u8, patch_u8, uint8_t, UINT8_MAX, c->access, y.acc, &pc, 0, ns, ns, c->scratch,
+                  HM__COL_ACCESS);
 
     uint32_t k = 0;
-    if ((rc = decode_events(c, p, end, nev, first, last, &k)) < 0)
+    if ((rc = decode_events(c, y.ev, y.ev + y.evlen, nev, first, last, &k)) < 0)
         return rc;
     c->nev = k;
     return 0;
+}
+
+/* ---------------------------------------------------------- sample scan */
+
+int hm__block_scan_begin(hm__scan_t *s, hm__cols_t *c, const uint8_t *raw, size_t raw_len, uint32_t ns,
+                         uint32_t nev, uint64_t first, uint64_t last)
+{
+    payload_t y;
+    int rc;
+    if ((rc = parse_payload(&y, raw, raw_len, ns, nev)) < 0)
+        return rc;
+    if ((rc = cols_reserve(c, 0, nev, (size_t)y.evlen + nev + 1)) < 0)
+        return hm__errf(rc, "cannot allocate the events of a block");
+    uint32_t k = 0;
+    if ((rc = decode_events(c, y.ev, y.ev + y.evlen, nev, first, last, &k)) < 0)
+        return rc;
+    c->nev = k;
+    s->ns = ns;
+    s->next = 0;
+    s->cur = first;
+    s->last = last;
+    s->col[0] = y.t, s->col[1] = y.code, s->col[2] = y.res;
+    s->col[3] = y.w, s->col[4] = y.dsrc, s->col[5] = y.acc;
+    for (int j = 0; j < 6; j++)
+        pcur_init(&s->pc[j], &s->col[j]);
+    s->exc_end = y.exc_end;
+    s->ash = y.ash;
+    memset(&s->st, 0, sizeof s->st);
+    s->st.q = y.exc;
+    return 0;
+}
+
+int hm__block_scan_chunk(hm__scan_t *s, hm__scan_chunk_t *o)
+{
+    uint32_t i0 = s->next, n = s->ns, m = n - i0 < HM__SCAN_CHUNK ? n - i0 : HM__SCAN_CHUNK;
+    o->n = m;
+    if (m == 0)
+        return 0;
+    DECODE_U64(o->time, s->col[0], &s->pc[0], i0, m, n, HM__COL_TIME);
+    if (times_from_deltas(o->time, m, &s->cur, s->last))
+        return hm__errf(HM_ECORRUPT, "column %d: time outside the block's range", HM__COL_TIME);
+    DECODE_NARROW(planes_u8, patch_u8, uint8_t, UINT8_MAX, s->code, s->col[1], &s->pc[1], i0, m, n, s->scratch,
+                  HM__COL_ADDR_CODE);
+    DECODE_U64(o->addr, s->col[2], &s->pc[2], i0, m, n, HM__COL_ADDR_RES);
+    if (addr_replay(&s->st, s->code, o->addr, NULL, m, s->exc_end, s->ash) ||
+        (i0 + m == n && s->st.q != s->exc_end))
+        return hm__errf(HM_ECORRUPT, "column %d: bad address exceptions", HM__COL_ADDR_EXC);
+    DECODE_NARROW(planes_u32, patch_u32, uint32_t, UINT32_MAX, o->weight, s->col[3], &s->pc[3], i0, m, n,
+                  s->scratch, HM__COL_WEIGHT);
+    DECODE_NARROW(planes_u16, patch_u16, uint16_t, UINT16_MAX, o->dsrc, s->col[4], &s->pc[4], i0, m, n, s->scratch,
+                  HM__COL_DSRC);
+    DECODE_NARROW(planes_u8, patch_u8, uint8_t, UINT8_MAX, o->access, s->col[5], &s->pc[5], i0, m, n, s->scratch,
+                  HM__COL_ACCESS);
+    s->next = i0 + m;
+    return (int)m;
 }

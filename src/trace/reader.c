@@ -4,6 +4,7 @@
  * before it sizes an allocation or a read. */
 #define _GNU_SOURCE
 #include "trace_internal.h"
+#include "scan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,6 +42,8 @@ struct hm_trace {
     hm__cols_t cols;
     hm_block_t blk;
     int64_t decoded;              /* block held in cols, or -1 */
+    hm__scan_t *scan;             /* hm__trace_scan_block()'s state */
+    uint32_t scan_block;
 
     uint32_t it_block, si, ei;
     int it_loaded;
@@ -317,6 +320,7 @@ void hm_trace_close(hm_trace_t *t)
     free(t->cbuf);
     free(t->raw);
     hm__cols_free(&t->cols);
+    free(t->scan);
     free(t);
 }
 
@@ -348,7 +352,9 @@ static int grow(uint8_t **p, size_t *cap, size_t need)
     return 0;
 }
 
-static int load_block(hm_trace_t *t, uint32_t i)
+/* Reads block i, checks it against the index and its checksum, and
+ * decompresses its payload into t->raw (followed by HM__RAW_PAD zero bytes). */
+static int load_raw(hm_trace_t *t, uint32_t i)
 {
     const hm_block_info_t *b = &t->blocks[i];
     unsigned long long boff = (unsigned long long)b->offset;
@@ -384,17 +390,63 @@ static int load_block(hm_trace_t *t, uint32_t i)
         return hm__errf(HM_ECORRUPT, "block %u at offset %llu: decompressed %zu bytes, expected %zu", i,
                         boff, got, rlen);
     memset(t->raw + rlen, 0, HM__RAW_PAD);
-    rc = hm__block_decode(&t->cols, t->raw, rlen, ns, nev, b->first_time, b->last_time);
-    if (rc < 0) {
-        char why[256];
-        snprintf(why, sizeof why, "%s", hm_errdetail());
-        return hm__errf(rc, "block %u at offset %llu: %s", i, boff, why);
-    }
+    return 0;
+}
+
+/* Prefixes a codec error with the block and its offset. */
+static int block_err(const hm_trace_t *t, uint32_t i, int rc)
+{
+    char why[256];
+    snprintf(why, sizeof why, "%s", hm_errdetail());
+    return hm__errf(rc, "block %u at offset %llu: %s", i, (unsigned long long)t->blocks[i].offset, why);
+}
+
+static int load_block(hm_trace_t *t, uint32_t i)
+{
+    const hm_block_info_t *b = &t->blocks[i];
+    int rc = load_raw(t, i);
+    if (rc < 0)
+        return rc;
+    rc = hm__block_decode(&t->cols, t->raw, b->raw_bytes, b->samples, (uint32_t)(b->records - b->samples),
+                          b->first_time, b->last_time);
+    if (rc < 0)
+        return block_err(t, i, rc);
     hm__cols_t *c = &t->cols;
-    t->blk = (hm_block_t){ns, c->time, c->addr, c->ip, c->tid, c->weight, c->dsrc, c->access,
+    t->blk = (hm_block_t){b->samples, c->time, c->addr, c->ip, c->tid, c->weight, c->dsrc, c->access,
                           c->nev, c->events};
     t->decoded = i;
     return 0;
+}
+
+int hm__trace_scan_block(hm_trace_t *t, uint32_t i, const hm_record_t **events, const uint64_t **evtime,
+                         uint32_t *nev)
+{
+    hm__errclear();
+    *nev = 0;
+    if (i >= t->nblocks)
+        return hm__errf(HM_ERANGE, "block %u of %u", i, t->nblocks);
+    if (!t->scan && !(t->scan = malloc(sizeof *t->scan)))
+        return hm__errf(-ENOMEM, "block %u", i);
+    /* The events and the payload are replaced: no block stays decoded. */
+    int rc = load_raw(t, i);
+    if (rc < 0)
+        return rc;
+    const hm_block_info_t *b = &t->blocks[i];
+    rc = hm__block_scan_begin(t->scan, &t->cols, t->raw, b->raw_bytes, b->samples,
+                              (uint32_t)(b->records - b->samples), b->first_time, b->last_time);
+    if (rc < 0)
+        return block_err(t, i, rc);
+    t->scan_block = i;
+    *events = t->cols.events;
+    *evtime = t->cols.evtime;
+    *nev = t->cols.nev;
+    return 0;
+}
+
+int hm__trace_scan_next(hm_trace_t *t, hm__scan_chunk_t *out)
+{
+    int rc = hm__block_scan_chunk(t->scan, out);
+    return rc < 0 ? block_err(t, t->scan_block, rc) : rc;
 }
 
 int hm_trace_read_block(hm_trace_t *t, uint32_t i, const hm_block_t **out)

@@ -155,4 +155,64 @@ void hm__cols_free(hm__cols_t *c);
 int hm__block_decode(hm__cols_t *c, const uint8_t *raw, size_t raw_len, uint32_t ns,
                      uint32_t nev, uint64_t first, uint64_t last);
 
+
+/* An integer column as read from the payload (header checked). */
+typedef struct {
+    unsigned w, sh;
+    uint64_t base;
+    uint32_t npatch;
+    const uint8_t *planes, *patch, *patch_end;
+} hm__icol_t;
+
+/* Next patch of a column: its index and where its value is. */
+typedef struct {
+    const uint8_t *p;
+    uint32_t left;
+    uint64_t idx;
+} hm__pcur_t;
+
+/* The address predictor's state while a block's samples are replayed. */
+typedef struct {
+    uint64_t last_a[HM__ADDR_SLOTS], stride[HM__ADDR_SLOTS], slot_ip[HM__ADDR_SLOTS];
+    uint8_t ref[HM__ADDR_SLOTS];
+    unsigned hand;
+    const uint8_t *q;             /* next address exception */
+} hm__addr_state_t;
+
+/* Samples decoded a chunk at a time, small enough to stay in the first-level
+ * cache while the caller reads them. */
+#define HM__SCAN_CHUNK 1024
+typedef struct {
+    uint32_t n;
+    uint64_t time[HM__SCAN_CHUNK], addr[HM__SCAN_CHUNK];
+    uint32_t weight[HM__SCAN_CHUNK];
+    uint16_t dsrc[HM__SCAN_CHUNK];
+    uint8_t access[HM__SCAN_CHUNK];
+} hm__scan_chunk_t;
+
+/* A block's samples being scanned: the columns a scan decodes (time,
+ * address code, residual, weight, data source, access), their patch
+ * cursors, and the carried state. Instruction pointers and thread ids are
+ * not decoded. */
+typedef struct {
+    uint32_t ns, next;
+    uint64_t cur, last;           /* time of the last sample decoded; the block's last time */
+    hm__icol_t col[6];
+    hm__pcur_t pc[6];
+    const uint8_t *exc_end;
+    unsigned ash;
+    hm__addr_state_t st;
+    uint8_t code[HM__SCAN_CHUNK];
+    uint64_t scratch[HM__SCAN_CHUNK];
+} hm__scan_t;
+
+/* Starts a scan of a payload (as hm__block_decode() takes it): checks every
+ * column header and decodes the events into c (c->nev, c->events,
+ * c->evtime). 0 or HM_ECORRUPT. */
+int hm__block_scan_begin(hm__scan_t *s, hm__cols_t *c, const uint8_t *raw, size_t raw_len, uint32_t ns,
+                         uint32_t nev, uint64_t first, uint64_t last);
+/* Decodes the next samples (at most HM__SCAN_CHUNK) into o: their count, 0
+ * at the block's end, or HM_ECORRUPT. The payload must stay in place. */
+int hm__block_scan_chunk(hm__scan_t *s, hm__scan_chunk_t *o);
+
 #endif

@@ -4,7 +4,9 @@
  * Input: u16 samples, u16 events, u64 first time, u64 time span, payload.
  * The payload is copied into a buffer of exactly its size plus the
  * documented padding, so ASan sees any read beyond what the decoder may
- * touch. A decoded block is checked against the header's promises. */
+ * touch. A decoded block is checked against the header's promises, and
+ * the chunked sample scan runs on the same payload: it must not crash, and
+ * where the decoder accepts the block, it must read the same samples. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +45,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (c.evtime[i] < first || c.evtime[i] > last)
                 abort();
     }
+    int drc = hm__block_decode(&c, raw, len, ns, nev, first, last);
+    static hm__scan_t s;
+    static hm__scan_chunk_t ch;
+    hm__cols_t e;
+    memset(&e, 0, sizeof e);
+    if (hm__block_scan_begin(&s, &e, raw, len, ns, nev, first, last) == 0) {
+        uint32_t at = 0;
+        int got;
+        while ((got = hm__block_scan_chunk(&s, &ch)) > 0)
+            for (int i = 0; i < got; i++, at++)
+                if (drc == 0 && (ch.time[i] != c.time[at] || ch.addr[i] != c.addr[at] ||
+                                 ch.weight[i] != c.weight[at] || ch.dsrc[i] != c.dsrc[at] ||
+                                 ch.access[i] != c.access[at]))
+                    abort();
+        if (drc == 0 && (got != 0 || at != ns || e.nev != c.nev))
+            abort();
+    } else if (drc == 0) {
+        abort(); /* the scan checks no more than the decoder */
+    }
+    hm__cols_free(&e);
     hm__cols_free(&c);
     free(raw);
     return 0;
