@@ -11,10 +11,14 @@ static _Thread_local char errdetail_[512];
 
 int hm__errf(int err, const char *fmt, ...)
 {
+    /* Formatted apart first: callers often wrap the detail they were given
+     * ("%s: %s", where, hm_errdetail()), which is this very buffer. */
+    char buf[sizeof errdetail_];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(errdetail_, sizeof errdetail_, fmt, ap);
+    vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    memcpy(errdetail_, buf, sizeof buf);
     return err;
 }
 

@@ -36,6 +36,17 @@ static void stale(void)
 
 int main(void)
 {
+    /* A detail that wraps the one it was given ("%s: %s", where,
+     * hm_errdetail()) keeps that one intact. */
+    {
+        hm_estimator_t *e = NULL;
+        const char *paths[] = {"/nonexistent/wrapA.hmt", "/nonexistent/wrapB.hmt"};
+        CHECK(hm_estimator_open(&e, paths, 2, NULL) < 0);
+        const char *d = hm_errdetail();
+        size_t n = strlen(d), k = strlen("No such file or directory");
+        CHECK(n >= k && strcmp(d + n - k, "No such file or directory") == 0);
+        CHECK(strstr(d, "directory/") == NULL);
+    }
     hm_backend_t b;
     FRESH(hm_backend_parse("soft", &b));
     FRESH(hm_backend_parse("no-such-backend", &b));
