@@ -968,7 +968,8 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
                     continue;
                 for (int d = 0; d < e->ndev; d++) {
                     hm__est_cell_t *src = hm__est_cell(e, w, o, d), *u = &dst[(size_t)keep * e->ndev + d];
-                    u->n += src->n, u->w += src->w, u->m += src->m;
+                    u->n += src->n, u->w += src->w, u->m += src->m, u->x += src->x;
+                    u->sm += src->sm, u->mm += src->mm, u->hw += src->hw;
                 }
             }
         }
