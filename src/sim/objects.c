@@ -5,7 +5,10 @@
  * (allocation, device). Pages shared by several small allocations keep the
  * device they got first and are owned by the most recent allocation. A
  * device holds at most capacity/cores bytes for this thread; pages beyond
- * that spill to the default device and are counted. */
+ * that spill to the default device and are counted. What a device is
+ * reported to hold (its peak) counts a page from its first touch on, on
+ * the device it is on, as the OS populates pages: placing takes capacity,
+ * touching takes memory. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,10 +111,14 @@ static void place_pages_at(hm_sim_t *s, uint32_t idx, int keep_shared, int migra
                 g->spilled_bytes += 1u << HM_SIM_PAGE_SHIFT;
                 dev = s->def;
             }
-            d = &s->dev[dev];
-            if (++d->used_pages > d->peak_pages)
-                d->peak_pages = d->used_pages;
+            s->dev[dev].used_pages++;
             int old = *e ? HM_PE_DEV(*e) : -1;
+            /* A populated page that changes device is resident on the new
+             * one and no longer on the old. */
+            if ((*e & HM_PE_RESIDENT) && old != dev) {
+                s->dev[old].resident_pages--;
+                hm__sim_resident_add(s, dev);
+            }
             if (migrate && old >= 0 && old != dev && HM_PE_ALLOC(*e) == idx + 1 &&
                 (migrate != HM_MIGRATE_TOUCHED || (*e & HM_PE_TOUCHED))) {
                 uint64_t l0 = (pg << HM_SIM_PAGE_SHIFT) >> s->line_shift;
@@ -128,7 +135,7 @@ static void place_pages_at(hm_sim_t *s, uint32_t idx, int keep_shared, int migra
             }
         }
         uint64_t touched = HM_PE_ALLOC(*e) == idx + 1 ? *e & HM_PE_TOUCHED : 0;
-        *e = ((uint64_t)idx + 1) | ((uint64_t)(dev + 1) << 32) | touched;
+        *e = ((uint64_t)idx + 1) | ((uint64_t)(dev + 1) << 32) | touched | (*e & HM_PE_RESIDENT);
     }
 }
 
@@ -219,6 +226,8 @@ int hm_sim_free(hm_sim_t *s, uint64_t addr)
         uint64_t *e = page_slot(s, pg);
         if (e && HM_PE_ALLOC(*e) == (uint32_t)i + 1) {
             s->dev[HM_PE_DEV(*e)].used_pages--;
+            if (*e & HM_PE_RESIDENT)
+                s->dev[HM_PE_DEV(*e)].resident_pages--;
             *e = 0;
         }
     }
