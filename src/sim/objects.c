@@ -84,11 +84,10 @@ static int64_t live_find(const hm_sim_t *s, uint64_t addr)
 /* Places the pages of allocation @p idx by its hm_place_t. With
  * @p keep_shared, pages owned by another allocation keep their device.
  * With @p migrate, a page of this allocation that changes device is copied
- * as move_pages() would: its lines are read from the old device and
- * written to the new one, and *end gets the time the copy completes
- * (HM_MIGRATE_TOUCHED: only pages already touched, the others being not
- * yet populated). */
-#define HM_MIGRATE_TOUCHED 2
+ * as move_pages() would if the allocation has touched it (the others are
+ * not yet populated: nothing to copy): its lines are read from the old
+ * device and written to the new one, and *end gets the time the copy
+ * completes. */
 static void place_pages_at(hm_sim_t *s, uint32_t idx, int keep_shared, int migrate, double t, double *end)
 {
     hm__alloc_t *a = &s->allocs[idx];
@@ -119,8 +118,7 @@ static void place_pages_at(hm_sim_t *s, uint32_t idx, int keep_shared, int migra
                 s->dev[old].resident_pages--;
                 hm__sim_resident_add(s, dev);
             }
-            if (migrate && old >= 0 && old != dev && HM_PE_ALLOC(*e) == idx + 1 &&
-                (migrate != HM_MIGRATE_TOUCHED || (*e & HM_PE_TOUCHED))) {
+            if (migrate && old >= 0 && old != dev && HM_PE_ALLOC(*e) == idx + 1 && (*e & HM_PE_TOUCHED)) {
                 uint64_t l0 = (pg << HM_SIM_PAGE_SHIFT) >> s->line_shift;
                 uint64_t nl = (1u << HM_SIM_PAGE_SHIFT) >> s->line_shift;
                 for (uint64_t l = l0; l < l0 + nl; l++) {
@@ -266,7 +264,7 @@ int hm_sim_name(hm_sim_t *s, uint64_t addr, const char *name)
      * to the new) and the thread waits for the copy. */
     if (before.device != a->place.device || before.pages_percent != a->place.pages_percent) {
         double now = s->t + (double)(s->icount - s->t_icount) * s->cpi_ns, end = now;
-        place_pages_at(s, idx, 0, HM_MIGRATE_TOUCHED, now, &end);
+        place_pages_at(s, idx, 0, 1, now, &end);
         if (end > now) {
             s->t = end;
             s->t_icount = s->icount;
@@ -279,7 +277,9 @@ int hm_sim_name(hm_sim_t *s, uint64_t addr, const char *name)
 
 /* Placements with per-phase rules: at every phase boundary each live
  * object is matched again under the new innermost phase and its pages move
- * where that says, as move_pages() would; the thread waits for the copy.
+ * where that says, as move_pages() would: the pages it has touched are
+ * copied and the thread waits for the copy; the others, not yet
+ * populated, just take the new device.
  * Objects leaving a device go first, so that the space they free is there
  * for those arriving. */
 static void replace_live(hm_sim_t *s)
