@@ -70,6 +70,13 @@ int hm__site_frame(uintptr_t pc, char *buf, size_t len);
  * (valid while the process lives). Returns how many, or -1 when the table
  * cannot be read (a stripped program). Not reentrant from fn. */
 int hm__global_objects(size_t min, void (*fn)(void *ctx, uintptr_t addr, size_t size, const char *name), void *ctx);
+/* The same for every module loaded now: the program first, then its
+ * shared libraries in load order (module 0, 1, ...), from each file's
+ * .symtab, or its .dynsym when it is stripped. fn returns nonzero when it
+ * keeps the name pointer, which then stays valid while the process lives.
+ * Returns how many objects were passed to fn. Not reentrant from fn. */
+int hm__module_objects(size_t min, int (*fn)(void *ctx, int module, uintptr_t addr, size_t size, const char *name),
+                       void *ctx);
 
 /* Monotonic clock, nanoseconds. */
 uint64_t hm__now_ns(void);

@@ -72,8 +72,15 @@ static void symtab_load(symtab_t *t, const char *path)
         eh->e_phoff > n || eh->e_phnum > (n - eh->e_phoff) / sizeof(ElfW(Phdr)))
         goto fail;
     const ElfW(Shdr) *sh = (const ElfW(Shdr) *)(b + eh->e_shoff);
-    for (int i = 0; i < eh->e_shnum; i++) {
-        if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum)
+    /* .symtab, or in a stripped file .dynsym, which still lists what the
+     * module exports (a stripped shared library's global arrays). */
+    for (int i = 0, pass = 0; pass < 2 && !t->syms; i++) {
+        if (i == eh->e_shnum) {
+            i = -1;
+            pass++;
+            continue;
+        }
+        if (sh[i].sh_type != (pass ? SHT_DYNSYM : SHT_SYMTAB) || sh[i].sh_link >= eh->e_shnum)
             continue;
         const ElfW(Shdr) *ss = &sh[sh[i].sh_link];
         if (sh[i].sh_offset > n || sh[i].sh_size > n - sh[i].sh_offset || ss->sh_offset > n ||
@@ -172,6 +179,31 @@ static int main_base(struct dl_phdr_info *info, size_t size, void *data)
     return 1;
 }
 
+/* Whether symbol y of t is a defined data object of at least min bytes
+ * with a name. */
+static int symtab_is_object(const symtab_t *t, const ElfW(Sym) *y, size_t min)
+{
+    return ELF64_ST_TYPE(y->st_info) == STT_OBJECT && y->st_shndx != SHN_UNDEF && y->st_shndx < SHN_LORESERVE &&
+           y->st_size >= min && y->st_name < t->strsz && t->str[y->st_name] &&
+           memchr(t->str + y->st_name, 0, t->strsz - y->st_name);
+}
+
+/* The cached symbol table of the module at fbase (file path), loaded on
+ * first use; NULL when the cache is full. Called with symtab_lock held. */
+static symtab_t *symtab_cached(uintptr_t fbase, const char *path)
+{
+    for (size_t i = 0; i < sizeof symtabs / sizeof symtabs[0]; i++) {
+        if (symtabs[i].fbase == fbase)
+            return &symtabs[i];
+        if (!symtabs[i].fbase) {
+            symtabs[i].fbase = fbase;
+            symtab_load(&symtabs[i], path);
+            return &symtabs[i];
+        }
+    }
+    return NULL;
+}
+
 int hm__global_objects(size_t min, void (*fn)(void *ctx, uintptr_t addr, size_t size, const char *name), void *ctx)
 {
     uintptr_t fbase = 0;
@@ -179,30 +211,75 @@ int hm__global_objects(size_t min, void (*fn)(void *ctx, uintptr_t addr, size_t 
     if (!fbase)
         return -1;
     pthread_mutex_lock(&symtab_lock);
-    symtab_t *t = NULL;
-    for (size_t i = 0; i < sizeof symtabs / sizeof symtabs[0]; i++) {
-        if (symtabs[i].fbase == fbase) {
-            t = &symtabs[i];
-            break;
-        }
-        if (!symtabs[i].fbase) {
-            t = &symtabs[i];
-            t->fbase = fbase;
-            symtab_load(t, "/proc/self/exe");
-            break;
-        }
-    }
+    symtab_t *t = symtab_cached(fbase, "/proc/self/exe");
     int n = -1;
     if (t && !t->bad) {
         n = 0;
         for (size_t i = 0; i < t->nsyms; i++) {
-            const ElfW(Sym) *y = &t->syms[i];
-            if (ELF64_ST_TYPE(y->st_info) != STT_OBJECT || y->st_shndx == SHN_UNDEF || y->st_shndx >= SHN_LORESERVE ||
-                y->st_size < min || y->st_name >= t->strsz || !t->str[y->st_name])
+            if (!symtab_is_object(t, &t->syms[i], min))
                 continue;
-            fn(ctx, y->st_value + t->bias, y->st_size, t->str + y->st_name);
+            fn(ctx, t->syms[i].st_value + t->bias, t->syms[i].st_size, t->str + t->syms[i].st_name);
             n++;
         }
+    }
+    pthread_mutex_unlock(&symtab_lock);
+    return n;
+}
+
+/* The modules loaded now, in dl_iterate_phdr's order: the program first,
+ * then its libraries in load order. */
+#define HM_MAX_MODULES 512
+typedef struct {
+    int n;
+    struct {
+        uintptr_t fbase;
+        const char *path;
+    } m[HM_MAX_MODULES];
+} modules_t;
+
+static int list_module(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    modules_t *ms = data;
+    uintptr_t lo = UINTPTR_MAX;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_LOAD && info->dlpi_phdr[i].p_vaddr < lo)
+            lo = info->dlpi_phdr[i].p_vaddr & ~(uintptr_t)0xfff;
+    /* The program's own name may be relative to a directory it left. */
+    const char *path = ms->n == 0 ? "/proc/self/exe" : info->dlpi_name;
+    if (lo != UINTPTR_MAX && path && path[0]) {
+        ms->m[ms->n].fbase = info->dlpi_addr + lo;
+        ms->m[ms->n].path = path;
+        ms->n++;
+    }
+    return ms->n == HM_MAX_MODULES;
+}
+
+int hm__module_objects(size_t min, int (*fn)(void *ctx, int module, uintptr_t addr, size_t size, const char *name),
+                       void *ctx)
+{
+    static modules_t ms; /* large for a stack; callers are serialised by symtab_lock */
+    pthread_mutex_lock(&symtab_lock);
+    ms.n = 0;
+    dl_iterate_phdr(list_module, &ms);
+    int n = 0;
+    for (int k = 0; k < ms.n; k++) {
+        symtab_t tmp, *t = symtab_cached(ms.m[k].fbase, ms.m[k].path);
+        if (!t) { /* cache full: a mapping of its own, kept only if used */
+            memset(&tmp, 0, sizeof tmp);
+            tmp.fbase = ms.m[k].fbase;
+            symtab_load(&tmp, ms.m[k].path);
+            t = &tmp;
+        }
+        int kept = 0;
+        if (!t->bad)
+            for (size_t i = 0; i < t->nsyms; i++)
+                if (symtab_is_object(t, &t->syms[i], min)) {
+                    kept |= fn(ctx, k, t->syms[i].st_value + t->bias, t->syms[i].st_size, t->str + t->syms[i].st_name);
+                    n++;
+                }
+        if (t == &tmp && !tmp.bad && !kept)
+            munmap((void *)tmp.map, tmp.len);
     }
     pthread_mutex_unlock(&symtab_lock);
     return n;

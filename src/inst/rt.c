@@ -27,6 +27,7 @@
 
 #include "inst.h"
 #include "common/env.h"
+#include "placement/placement_int.h"
 
 #ifdef HM_HAVE_TRACE
 #include "hetmem/trace.h"
@@ -245,9 +246,9 @@ static void on_global(void *ctx, uintptr_t addr, size_t size, const char *name)
     hm_sim_t *s = ctx;
     hm_object_desc_t o = {0, name, addr, size};
     hm_place_t by_name, without;
-    hm_placement_match(rt.pl, NULL, &o, &by_name);
+    hm__placement_probe(rt.pl, NULL, &o, &by_name);
     o.name = NULL;
-    hm_placement_match(rt.pl, NULL, &o, &without);
+    hm__placement_probe(rt.pl, NULL, &o, &without);
     if (by_name.rule == without.rule && by_name.device == without.device)
         return;
     uint64_t site = hm__hash64(name, strlen(name), 0x676c6f62616cull);

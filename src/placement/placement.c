@@ -307,7 +307,7 @@ static int match_list(const rule_list_t *l, const hm_object_desc_t *o)
     return -1;
 }
 
-void hm_placement_match(hm_placement_t *p, const char *phase, const hm_object_desc_t *obj, hm_place_t *out)
+static void match(hm_placement_t *p, const char *phase, const hm_object_desc_t *obj, hm_place_t *out, int count)
 {
     out->rule = -1;
     out->phase_rule = 0;
@@ -333,12 +333,23 @@ void hm_placement_match(hm_placement_t *p, const char *phase, const hm_object_de
     if (i < 0)
         return;
     rule_t *r = &l->r[i];
-    __atomic_fetch_add(&r->hits, 1, __ATOMIC_RELAXED);
+    if (count)
+        __atomic_fetch_add(&r->hits, 1, __ATOMIC_RELAXED);
     out->rule = i;
     out->device = r->device;
     out->pages_percent = r->pages_percent;
     if (r->pages_percent <= 0) /* 0% of pages on the device: all on default */
         out->device = p->def;
+}
+
+void hm_placement_match(hm_placement_t *p, const char *phase, const hm_object_desc_t *obj, hm_place_t *out)
+{
+    match(p, phase, obj, out, 1);
+}
+
+void hm__placement_probe(hm_placement_t *p, const char *phase, const hm_object_desc_t *obj, hm_place_t *out)
+{
+    match(p, phase, obj, out, 0);
 }
 
 const char *hm_placement_device_name(const hm_placement_t *p, int dev)

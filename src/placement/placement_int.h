@@ -12,4 +12,10 @@
  * estimator's compiled placements) can be kept and found again by it. */
 uint64_t hm__placement_serial(const hm_placement_t *p);
 
+/* hm_placement_match without counting a hit: for asking how a candidate
+ * would be placed before deciding to make it an object (a global array
+ * that no rule names is not one, and must not mark a catch-all rule as
+ * matched). */
+void hm__placement_probe(hm_placement_t *p, const char *phase, const hm_object_desc_t *obj, hm_place_t *out);
+
 #endif

@@ -2,7 +2,11 @@
  *
  * In bind mode every tracked object gets its own page-aligned mapping, so
  * that mbind() moves exactly that object and nothing that shares its pages
- * (glibc's heap would mix neighbours into the same pages). */
+ * (glibc's heap would mix neighbours into the same pages). Global and
+ * static arrays that rules name by symbol cannot be given their own pages:
+ * only the whole pages inside them are bound, and the partial pages at
+ * either end, shared with neighbouring data, stay with the rest of the
+ * program's static data. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
@@ -15,6 +19,7 @@
 #include "hetmem/placement.h"
 #include "hetmem/trace.h"
 #include "common/objtab.h"
+#include "placement/placement_int.h"
 #include "os/os.h"
 #include "preload/preload_int.h"
 
@@ -24,20 +29,24 @@
  * free list, so their memory follows the peak number of live objects. */
 #define CHUNK_OBJS 4096u
 #define MAXCHUNK 4096u
+/* Global arrays named by rules, remembered to tell copies apart. */
+#define MAXGLOBAL 1024
 
 typedef struct {
     uint64_t addr, size, site;
-    char name[40];
+    char name[40];      /* hetmem_name() */
+    const char *sym;    /* symbol of a global array (in its module's mapped symbol table) */
     int16_t dev;        /* device holding it (-1: left to first touch) */
     int16_t want;       /* device the placement asked for last time */
     int16_t rest_dev;   /* device charged with the pages_percent remainder */
     uint8_t own;
+    uint8_t global;     /* a global or static array: only its whole pages are bound */
     uint32_t next_free; /* free-list link (id + 1) while unused */
     uint64_t bytes;     /* bytes charged to dev */
     uint64_t rest;      /* bytes charged to rest_dev */
 } obj_t;
 
-enum { PL_SPILLED = 1, PL_MOVED = 2, PL_PHASE = 4, PL_UNBOUND = 8 };
+enum { PL_SPILLED = 1, PL_MOVED = 2, PL_PHASE = 4, PL_UNBOUND = 8, PL_GLOBAL = 16 };
 
 static struct {
     hm_objtab_t *t;             /* live objects by address -> record id */
@@ -55,6 +64,11 @@ static struct {
     int phase_ref[16];
     int nphase;
     size_t pg;
+    int nglobal;                /* globals made objects at start-up */
+    struct {
+        uint32_t id;
+        int module;
+    } global[MAXGLOBAL];
 } B;
 
 /* A recursive spin lock: code running under it (jansson in the matcher,
@@ -163,12 +177,36 @@ static obj_t *insert(uint64_t a, uint64_t size)
 
 /* ---------------------------------------------------------------- binding */
 
-static void report(const obj_t *o, int want, int flags, const char *phase)
+/* The name rules see: hetmem_name()'s, else a global's symbol. */
+static const char *obj_name(const obj_t *o)
+{
+    return o->name[0] ? o->name : o->sym;
+}
+
+/* The pages a placement applies to: all of an object in its own mapping;
+ * of a global array only the whole pages inside it (none when it lies
+ * within two pages). */
+static void obj_span(const obj_t *o, uint64_t *base, uint64_t *pages)
+{
+    if (!o->global) {
+        *base = o->addr;
+        *pages = (o->size + B.pg - 1) / B.pg;
+        return;
+    }
+    uint64_t lo = (o->addr + B.pg - 1) & ~(uint64_t)(B.pg - 1), hi = (o->addr + o->size) & ~(uint64_t)(B.pg - 1);
+    *base = lo;
+    *pages = hi > lo ? (hi - lo) / B.pg : 0;
+}
+
+/* Payload: requested device, device, name, phase, bytes bound. Names are
+ * single tokens (symbols, or what the program gave hetmem_name). */
+static void report(const obj_t *o, int want, int flags, const char *phase, uint64_t bound)
 {
     char m[200];
-    snprintf(m, sizeof m, "%s %s %s %s", want >= 0 ? B.dname[want] : "-", o->dev >= 0 ? B.dname[o->dev] : "-",
-             o->name[0] ? o->name : "-", phase ? phase : "-");
-    hm__spool_direct(HM_SPOOL_PLACE, (uint32_t)flags, o->addr, o->size, o->site, m);
+    const char *nm = obj_name(o);
+    snprintf(m, sizeof m, "%s %s %.63s %.63s %llu", want >= 0 ? B.dname[want] : "-", o->dev >= 0 ? B.dname[o->dev] : "-",
+             nm && nm[0] ? nm : "-", phase ? phase : "-", (unsigned long long)bound);
+    hm__spool_direct(HM_SPOOL_PLACE, (uint32_t)(flags | (o->global ? PL_GLOBAL : 0)), o->addr, o->size, o->site, m);
 }
 
 static int mbind_range(uint64_t a, uint64_t len, int dev, int move)
@@ -187,10 +225,11 @@ static int mbind_range(uint64_t a, uint64_t len, int dev, int move)
 static void place(obj_t *o, int move)
 {
     const char *phase = B.nphase ? B.phase[B.nphase - 1] : NULL;
-    hm_object_desc_t d = {o->site, o->name[0] ? o->name : NULL, o->addr, o->size};
+    hm_object_desc_t d = {o->site, obj_name(o), o->addr, o->size};
     hm_place_t pl;
     hm_placement_match(B.pl, phase, &d, &pl);
-    uint64_t pages = (o->size + B.pg - 1) / B.pg;
+    uint64_t base, pages;
+    obj_span(o, &base, &pages);
     uint64_t on_dev = pl.pages_percent >= 100 ? pages : pages * (uint64_t)pl.pages_percent / 100;
     uint64_t bytes = on_dev * B.pg, rest = (pages - on_dev) * B.pg;
     int old = o->dev;
@@ -208,21 +247,26 @@ static void place(obj_t *o, int move)
         bytes = pages * B.pg;
         rest = 0;
     }
+    if (!pages) /* a global within two pages: nothing of its own to bind */
+        dev = -1;
     if (dev < 0)
         flags |= PL_UNBOUND;
     if (move && old == dev && pl.pages_percent >= 100)
         goto charge; /* nothing moves */
+    /* A global's pages may hold data already (initialised data, or written
+     * by constructors): they move with it from the start. */
+    int mv = move || o->global;
     if (dev >= 0 && (pl.pages_percent >= 100 || (flags & PL_SPILLED))) {
-        mbind_range(o->addr, pages * B.pg, dev, move);
+        mbind_range(base, pages * B.pg, dev, mv);
     } else if (dev >= 0) {
         /* Page split: runs of pages going to the same device, one mbind each. */
         int def = pl.default_device;
-        uint64_t run_start = o->addr;
-        int run_dev = hm_placement_page_device(&pl, o->addr);
-        for (uint64_t v = o->addr + B.pg; v <= o->addr + pages * B.pg; v += B.pg) {
-            int dv = v < o->addr + pages * B.pg ? hm_placement_page_device(&pl, v) : -2;
+        uint64_t run_start = base;
+        int run_dev = hm_placement_page_device(&pl, base);
+        for (uint64_t v = base + B.pg; v <= base + pages * B.pg; v += B.pg) {
+            int dv = v < base + pages * B.pg ? hm_placement_page_device(&pl, v) : -2;
             if (dv != run_dev) {
-                mbind_range(run_start, v - run_start, run_dev == pl.device ? dev : def, move);
+                mbind_range(run_start, v - run_start, run_dev == pl.device ? dev : def, mv);
                 run_start = v;
                 run_dev = dv;
             }
@@ -247,8 +291,54 @@ charge:
     }
     /* Re-placements are reported only when something changed. */
     if (!move || (flags & PL_MOVED) || o->want != pl.device)
-        report(o, pl.device, flags, phase);
+        report(o, pl.device, flags, phase, dev >= 0 ? pages * B.pg : 0);
     o->want = (int16_t)pl.device;
+}
+
+/* ---------------------------------------------------------- global arrays */
+
+/* Global and static arrays (defined data objects of 4 KiB or more in the
+ * symbol tables of the program and its libraries) that a top-level rule
+ * names by symbol become objects of that name, placed like heap objects,
+ * as in hetmem sim; the others stay with the program's static data, unbound
+ * (the runtime's own buffers among them). An array that a library defines
+ * and the program uses is copied into the program (a copy relocation), and
+ * only that copy is used: so a name is taken from the first module that
+ * defines it (the program, then its libraries in load order), as the
+ * dynamic linker binds it. */
+static int on_global(void *ctx, int module, uintptr_t addr, size_t size, const char *name)
+{
+    (void)ctx;
+    hm_object_desc_t d = {0, name, addr, size};
+    hm_place_t by_name, without;
+    hm__placement_probe(B.pl, NULL, &d, &by_name);
+    d.name = NULL;
+    hm__placement_probe(B.pl, NULL, &d, &without);
+    if (by_name.rule == without.rule && by_name.device == without.device)
+        return 0;
+    for (int i = 0; i < B.nglobal; i++)
+        if (B.global[i].module != module && obj_at(B.global[i].id)->sym && !strcmp(obj_at(B.global[i].id)->sym, name))
+            return 0;
+    if (B.nglobal == MAXGLOBAL) {
+        B.dropped++;
+        return 0;
+    }
+    lock();
+    obj_t *o = insert(addr, size);
+    if (!o) {
+        B.dropped++;
+        unlock();
+        return 0;
+    }
+    /* the site id hetmem sim gives it */
+    o->site = hm__hash64(name, strlen(name), 0x676c6f62616cull);
+    o->sym = name;
+    o->global = 1;
+    B.global[B.nglobal].id = (uint32_t)hm__objtab_get(B.t, addr)->id;
+    B.global[B.nglobal++].module = module;
+    place(o, 0);
+    unlock();
+    return 1;
 }
 
 static void parse_capacity(void)
@@ -310,6 +400,9 @@ void hm__bind_init(void)
         }
         parse_capacity();
         B.active = B.t != NULL;
+        /* Before main, and before the program's constructors write them. */
+        if (B.active)
+            hm__module_objects(4096, on_global, NULL);
     }
 out:
     free(info);
@@ -429,7 +522,7 @@ static void replace_all(void)
     if (!B.t)
         return;
     for (const hm_objtab_entry_t *e = hm__objtab_next(B.t, 0); e; e = hm__objtab_next(B.t, e->addr + 1))
-        if (obj_at(e->id)->own)
+        if (obj_at(e->id)->own || obj_at(e->id)->global)
             place(obj_at(e->id), 1);
 }
 
@@ -485,7 +578,7 @@ EXPORT void hm_rt_name(const void *ptr, const char *name)
     obj_t *hit = e ? obj_at(e->id) : NULL;
     if (hit) {
         snprintf(hit->name, sizeof hit->name, "%s", name);
-        if (B.active && hit->own)
+        if (B.active && (hit->own || hit->global))
             place(hit, 1);
     }
     unlock();

@@ -238,7 +238,11 @@ static inline int line_device(hm_sim_t *s, uint64_t addr, uint32_t *group)
     uint64_t *pe = hm__sim_page_ptr(s, addr);
     uint64_t e = pe ? *pe : 0;
     if (e) {
-        *pe = e | HM_PE_TOUCHED;
+        if (!(e & HM_PE_TOUCHED)) {
+            *pe = e | HM_PE_TOUCHED | HM_PE_RESIDENT;
+            if (!(e & HM_PE_RESIDENT))
+                hm__sim_resident_add(s, HM_PE_DEV(e));
+        }
         *group = s->allocs[HM_PE_ALLOC(e) - 1].group;
         return HM_PE_DEV(e);
     }

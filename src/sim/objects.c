@@ -5,7 +5,10 @@
  * (allocation, device). Pages shared by several small allocations keep the
  * device they got first and are owned by the most recent allocation. A
  * device holds at most capacity/cores bytes for this thread; pages beyond
- * that spill to the default device and are counted. */
+ * that spill to the default device and are counted. What a device is
+ * reported to hold (its peak) counts a page from its first touch on, on
+ * the device it is on, as the OS populates pages: placing takes capacity,
+ * touching takes memory. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,11 +84,10 @@ static int64_t live_find(const hm_sim_t *s, uint64_t addr)
 /* Places the pages of allocation @p idx by its hm_place_t. With
  * @p keep_shared, pages owned by another allocation keep their device.
  * With @p migrate, a page of this allocation that changes device is copied
- * as move_pages() would: its lines are read from the old device and
- * written to the new one, and *end gets the time the copy completes
- * (HM_MIGRATE_TOUCHED: only pages already touched, the others being not
- * yet populated). */
-#define HM_MIGRATE_TOUCHED 2
+ * as move_pages() would if the allocation has touched it (the others are
+ * not yet populated: nothing to copy): its lines are read from the old
+ * device and written to the new one, and *end gets the time the copy
+ * completes. */
 static void place_pages_at(hm_sim_t *s, uint32_t idx, int keep_shared, int migrate, double t, double *end)
 {
     hm__alloc_t *a = &s->allocs[idx];
@@ -108,12 +110,15 @@ static void place_pages_at(hm_sim_t *s, uint32_t idx, int keep_shared, int migra
                 g->spilled_bytes += 1u << HM_SIM_PAGE_SHIFT;
                 dev = s->def;
             }
-            d = &s->dev[dev];
-            if (++d->used_pages > d->peak_pages)
-                d->peak_pages = d->used_pages;
+            s->dev[dev].used_pages++;
             int old = *e ? HM_PE_DEV(*e) : -1;
-            if (migrate && old >= 0 && old != dev && HM_PE_ALLOC(*e) == idx + 1 &&
-                (migrate != HM_MIGRATE_TOUCHED || (*e & HM_PE_TOUCHED))) {
+            /* A populated page that changes device is resident on the new
+             * one and no longer on the old. */
+            if ((*e & HM_PE_RESIDENT) && old != dev) {
+                s->dev[old].resident_pages--;
+                hm__sim_resident_add(s, dev);
+            }
+            if (migrate && old >= 0 && old != dev && HM_PE_ALLOC(*e) == idx + 1 && (*e & HM_PE_TOUCHED)) {
                 uint64_t l0 = (pg << HM_SIM_PAGE_SHIFT) >> s->line_shift;
                 uint64_t nl = (1u << HM_SIM_PAGE_SHIFT) >> s->line_shift;
                 for (uint64_t l = l0; l < l0 + nl; l++) {
@@ -128,7 +133,7 @@ static void place_pages_at(hm_sim_t *s, uint32_t idx, int keep_shared, int migra
             }
         }
         uint64_t touched = HM_PE_ALLOC(*e) == idx + 1 ? *e & HM_PE_TOUCHED : 0;
-        *e = ((uint64_t)idx + 1) | ((uint64_t)(dev + 1) << 32) | touched;
+        *e = ((uint64_t)idx + 1) | ((uint64_t)(dev + 1) << 32) | touched | (*e & HM_PE_RESIDENT);
     }
 }
 
@@ -219,6 +224,8 @@ int hm_sim_free(hm_sim_t *s, uint64_t addr)
         uint64_t *e = page_slot(s, pg);
         if (e && HM_PE_ALLOC(*e) == (uint32_t)i + 1) {
             s->dev[HM_PE_DEV(*e)].used_pages--;
+            if (*e & HM_PE_RESIDENT)
+                s->dev[HM_PE_DEV(*e)].resident_pages--;
             *e = 0;
         }
     }
@@ -257,7 +264,7 @@ int hm_sim_name(hm_sim_t *s, uint64_t addr, const char *name)
      * to the new) and the thread waits for the copy. */
     if (before.device != a->place.device || before.pages_percent != a->place.pages_percent) {
         double now = s->t + (double)(s->icount - s->t_icount) * s->cpi_ns, end = now;
-        place_pages_at(s, idx, 0, HM_MIGRATE_TOUCHED, now, &end);
+        place_pages_at(s, idx, 0, 1, now, &end);
         if (end > now) {
             s->t = end;
             s->t_icount = s->icount;
@@ -270,7 +277,9 @@ int hm_sim_name(hm_sim_t *s, uint64_t addr, const char *name)
 
 /* Placements with per-phase rules: at every phase boundary each live
  * object is matched again under the new innermost phase and its pages move
- * where that says, as move_pages() would; the thread waits for the copy.
+ * where that says, as move_pages() would: the pages it has touched are
+ * copied and the thread waits for the copy; the others, not yet
+ * populated, just take the new device.
  * Objects leaving a device go first, so that the space they free is there
  * for those arriving. */
 static void replace_live(hm_sim_t *s)

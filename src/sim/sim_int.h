@@ -77,7 +77,9 @@ typedef struct {
     double busy_ns;
     uint64_t lines_read, lines_written;
     uint64_t cap_pages;              /* this thread's share; 0 = unlimited */
-    uint64_t used_pages, peak_pages;
+    uint64_t used_pages;             /* pages placed here: what capacity and spills count */
+    uint64_t resident_pages;         /* of those, pages populated (touched) here */
+    uint64_t peak_pages;             /* most resident pages at once */
     uint64_t spilled_pages;          /* pages that wanted this device and did not fit */
     /* loaded latency: the curve, and this thread's channel time in the
      * current and the previous utilisation window */
@@ -248,11 +250,25 @@ void hm__sim_objects_free(hm_sim_t *s);
 uint32_t hm__sim_group(hm_sim_t *s, uint64_t site, const char *name);
 
 /* Page-map entry: alloc index + 1 in the low 32 bits, device + 1 in 32..39,
- * and bit 40 once the page has been touched (a line of it read from its
- * device: the page is populated, and move_pages() would copy it). */
+ * bit 40 once the page has been touched by its allocation (a line of it
+ * read from its device: the page is populated, and move_pages() would copy
+ * it), and bit 41 while the page is populated and counted in its device's
+ * resident_pages (it stays when a new allocation takes the page over). */
 #define HM_PE_ALLOC(e) ((uint32_t)(e))
 #define HM_PE_DEV(e) ((int)(((e) >> 32) & 0xff) - 1)
 #define HM_PE_TOUCHED (1ull << 40)
+#define HM_PE_RESIDENT (1ull << 41)
+
+/* A page of device @p dev becomes populated: peak_bytes is the most memory
+ * a device held at once, counting pages as the OS does (when first
+ * touched), so pages placed and moved before any touch never count on the
+ * device they left. */
+static inline void hm__sim_resident_add(hm_sim_t *s, int dev)
+{
+    hm__device_t *d = &s->dev[dev];
+    if (++d->resident_pages > d->peak_pages)
+        d->peak_pages = d->resident_pages;
+}
 
 /* The page-map slot of @p addr, or NULL where none was ever allocated. */
 static inline uint64_t *hm__sim_page_ptr(hm_sim_t *s, uint64_t addr)

@@ -97,6 +97,67 @@ echo '{ "default": "0", "rules": [ {"name": "matrix", "device": "node0"} ] }' > 
 r=$(jq_py "$WORK/p1-r.json" "print(d['unmatched_rules'], sorted(v['name'] for v in d['devices']), min(v['processes'] for v in d['devices']) > 1)")
 [ "$r" = "[] ['0', 'node0'] True" ] && ok "pipeline: reports merged across processes" || bad "pipeline report: $r"
 
+# Global and static arrays placed by symbol: gvec (global), svec (static),
+# lvec (a library's static) and cvec (a library's global that the program
+# uses, so the program holds the live copy). The program reads the policy
+# before main touches anything, so the binding was made at start-up: the
+# whole pages inside each array are bound to node 0 (mode 2, mask 0x1) and
+# the partial pages it shares with neighbours, like the unnamed "head", are
+# left alone (mode 0); then move_pages finds every whole page on node 0.
+cc -O2 -g -fPIC -shared -o "$WORK/libglobals_lib.so" "$PROGS/globals_lib.c" &&
+  cc -O2 -g -fno-toplevel-reorder -I"$HETMEM_SRC/include" -o "$WORK/globals" "$PROGS/globals.c" \
+    -L"$WORK" -lglobals_lib -Wl,-rpath,"$WORK" -lnuma || exit 1
+cat > "$WORK/g.json" <<'J'
+{ "default": "0",
+  "rules": [ {"name": "gvec", "device": "node0"}, {"name": "svec", "device": "node0"},
+             {"name": "lvec", "device": "node0"}, {"name": "cvec", "device": "node0"},
+             {"name": "no_such_array", "device": "node0"} ],
+  "phases": { "solve": { "rules": [ {"name": "svec", "device": "ddr"} ] } } }
+J
+"$H" run --placement "$WORK/g.json" --report "$WORK/g-r.json" -- "$WORK/globals" > "$WORK/g.out" 2> "$WORK/g.err"; rc=$?
+[ $rc = 0 ] && ok "globals: run exit 0" || bad "globals run: rc $rc $(cat "$WORK/g.err")"
+"$WORK/globals" > "$WORK/g-plain.out"
+for a in gvec svec lvec cvec; do
+  r=$(awk -v a=$a '$1 == a && $2 != "pages" && $2 !~ /^0x/ { printf "%s=%s/%s ", $2, $3, $4 }' "$WORK/g.out")
+  case "$r" in
+  "head="[0-]/* ) ;;
+  *) bad "$a: leading partial page bound: $r"; continue ;;
+  esac
+  if [[ "$r" == *"first=2/0x1 last=2/0x1 tail="[0-]/* ]]; then ok "$a: whole pages bound to node 0 before main, partial pages left: $r"
+  else bad "$a: policy $r"; fi
+  read -r _ _ np on node < <(grep "^$a pages " "$WORK/g.out")
+  [ "$np" -gt 0 ] && [ "$on" = "$np" ] && [ "$node" = 0 ] && ok "$a: $on of $np whole pages on node 0" ||
+    bad "$a: pages $np on $on node $node"
+  plain=$(awk -v a=$a '$1 == a && $2 == "first" { print $3 }' "$WORK/g-plain.out")
+  [ "$plain" = 0 ] || bad "$a: bound without hetmem run (mode $plain)"
+done
+r=$(awk '$1 == "head" && $2 != "pages" && $2 !~ /^0x/ { printf "%s ", $3 }' "$WORK/g.out")
+[ "$r" = "- 0 0 0 " ] && ok "unnamed neighbour not bound" || bad "head policy: $r"
+# The report: one entry per array at start-up, at the address the program
+# sees, bound_bytes = its whole pages; svec moves for phase solve and back.
+r=$(jq_py "$WORK/g-r.json" "
+import re
+lay = {l.split()[0]: (int(l.split()[1], 16), int(l.split()[2])) for l in open('$WORK/g.out') if re.match(r'^\w+ 0x', l)}
+pg = 4096
+out = []
+for a in ['gvec', 'svec', 'lvec', 'cvec']:
+    e = [x for x in d['objects'] if x['name'] == a and x['phase'] is None and not x['moved']]
+    lo = (lay[a][0] + pg - 1) // pg * pg; hi = (lay[a][0] + lay[a][1]) // pg * pg
+    out.append(len(e) == 1 and e[0]['global'] and e[0]['device'] == 'node0' and e[0]['addr'] == lay[a][0] and
+               e[0]['size'] == lay[a][1] and e[0]['bound_bytes'] == hi - lo and e[0]['nodes'] == [0])
+mv = [(x['phase'], x['device']) for x in d['objects'] if x['name'] == 'svec' and x['moved']]
+print(out, mv, d['unmatched_rules'])")
+[ "$r" = "[True, True, True, True] [('solve', 'ddr'), (None, 'node0')] ['rules[4] {\"name\": \"no_such_array\", \"device\": \"node0\"} matched nothing']" ] &&
+  ok "globals report: placements, phase moves, unknown symbol reported unmatched" || bad "globals report: $r"
+"$H" run --placement "$WORK/g.json" -- "$WORK/globals" > /dev/null 2> "$WORK/g-t.err"
+grep -q "^0x[0-9a-f]\{16\} gvec .*node0 *global" "$WORK/g-t.err" && ok "globals in the table" || bad "table: $(cat "$WORK/g-t.err")"
+# A stripped program has no symbols to name: its rules match nothing and are
+# reported; the library's array is still placed.
+strip -o "$WORK/globals-stripped" "$WORK/globals"
+"$H" run --placement "$WORK/g.json" --report "$WORK/gs-r.json" -- "$WORK/globals-stripped" > /dev/null 2>&1 || bad "stripped run failed"
+r=$(jq_py "$WORK/gs-r.json" "print(sorted(x['name'] for x in d['objects'] if x['phase'] is None), len(d['unmatched_rules']))")
+[ "$r" = "['cvec', 'lvec'] 4" ] && ok "stripped program: its arrays' rules reported unmatched" || bad "stripped: $r"
+
 # Bad input.
 expect() { # expect CODE PATTERN -- ARGS...
   local code=$1 pat=$2; shift 3

@@ -143,7 +143,9 @@ static void test_placement(void)
         hbm_pages += p % 100 < 25;
     CHECK_EQ_U64((uint64_t)report_num(rep, "devices.1.bytes_read"), hbm_pages * 64 * 64);
     CHECK_EQ_U64((uint64_t)report_num(rep, "devices.0.bytes_read"), (100 - hbm_pages) * 64 * 64);
-    CHECK_EQ_U64((uint64_t)report_num(rep, "devices.1.peak_bytes"), 1 << 20);
+    /* Capacity counts pages placed (the "hot" objects filled hbm and the
+     * second spilled), the peak pages populated: only the touched ones. */
+    CHECK_EQ_U64((uint64_t)report_num(rep, "devices.1.peak_bytes"), hbm_pages * 4096);
     CHECK_EQ_U64((uint64_t)report_num(rep, "devices.1.spilled_bytes"), (1 << 20) - ((1 << 20) - (512 << 10) - hbm_pages * 4096));
     CHECK(strstr(rep, "\"name\": \"hot\"") != NULL);
     free(rep);
@@ -162,6 +164,47 @@ static void expect_bad(const char *json, int err, const char *part)
         fprintf(stderr, "detail \"%s\" lacks \"%s\"\n", hm_errdetail(), part);
         CHECK(0);
     }
+}
+
+/* peak_bytes counts pages where they are populated (touched), as the OS
+ * does: an object named (and moved) before it is written never counts on
+ * the device it left; a written one moves its pages' count with them; the
+ * peak is the most held at once and stays within capacity. */
+static void test_peak(void)
+{
+    hm_sim_machine_t *m = machine();
+    hm_placement_t *pl = NULL;
+    int rc = hm_placement_parse(&pl, "p.json", "{\"rules\": [{\"name\": \"hot\", \"device\": \"hbm\"}]}",
+                                hm_sim_machine_device_names(m), hm_sim_machine_ndevices(m));
+    CHECK_EQ_INT(rc, 0);
+    hm_sim_t *s;
+    if (!m || !pl || hm_sim_open(&s, m, pl, -1) < 0) {
+        CHECK(0 && "machine, placement or hm_sim_open failed");
+        return;
+    }
+    /* A: 200 pages on ddr, named to hbm before any touch, then written. */
+    hm_sim_alloc(s, 0x40000000, 200 * 4096, 0x44);
+    CHECK_EQ_INT(hm_sim_name(s, 0x40000000, "hot"), 0);
+    for (uint64_t a = 0x40000000; a < 0x40000000 + 200 * 4096; a += 4096)
+        hm_sim_store(s, a, 8, 0);
+    /* B: 100 pages written on ddr, then named: 56 fit in what is left of
+     * hbm's 1 MiB and move with their data, 44 spill and stay. */
+    hm_sim_alloc(s, 0x50000000, 100 * 4096, 0x55);
+    for (uint64_t a = 0x50000000; a < 0x50000000 + 100 * 4096; a += 4096)
+        hm_sim_store(s, a, 8, 0);
+    CHECK_EQ_INT(hm_sim_name(s, 0x50000000, "hot"), 0);
+    /* Freed, A gives its pages back; B's stay where they are. */
+    CHECK_EQ_INT(hm_sim_free(s, 0x40000000), 0);
+    hm_sim_alloc(s, 0x60000000, 10 * 4096, 0x66); /* allocated, never touched */
+    char *rep = hm_sim_report(s);
+    CHECK_EQ_U64((uint64_t)report_num(rep, "devices.1.peak_bytes"), 1 << 20);
+    CHECK_EQ_U64((uint64_t)report_num(rep, "devices.0.peak_bytes"), 100 * 4096);
+    CHECK_EQ_U64((uint64_t)report_num(rep, "devices.1.spilled_bytes"), 44 * 4096);
+    CHECK_EQ_U64((uint64_t)report_num(rep, "migrated_bytes"), 56 * 4096);
+    free(rep);
+    hm_sim_close(s);
+    hm_placement_close(pl);
+    hm_sim_machine_close(m);
 }
 
 static void test_bad_machines(void)
@@ -242,6 +285,7 @@ int main(void)
     test_mlp();
     test_bandwidth();
     test_placement();
+    test_peak();
     test_bad_machines();
     test_presets();
     return check_done();

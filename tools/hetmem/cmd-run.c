@@ -24,7 +24,7 @@ static const hm_cli_opt_t opts[] = {
     {0},
 };
 
-enum { PL_SPILLED = 1, PL_MOVED = 2, PL_PHASE = 4, PL_UNBOUND = 8 };
+enum { PL_SPILLED = 1, PL_MOVED = 2, PL_PHASE = 4, PL_UNBOUND = 8, PL_GLOBAL = 16 };
 
 static json_t *nodes_of(uint64_t mask)
 {
@@ -143,15 +143,18 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
             char req[64] = "-", got[64] = "-", name[64] = "-", phase[64] = "-";
             switch (r->kind) {
             case HM_SPOOL_PLACE: {
-                sscanf(pay, "%63s %63s %63s %63s", req, got, name, phase);
+                unsigned long long bound = 0;
+                sscanf(pay, "%63s %63s %63s %63s %llu", req, got, name, phase, &bound);
                 char site[32];
                 snprintf(site, sizeof site, "0x%016llx", (unsigned long long)r->c);
-                json_array_append_new(objs, json_pack("{s:I,s:I,s:s,s:s?,s:s?,s:s,s:s?,s:b,s:b}", "addr", (json_int_t)r->a,
-                                                      "size", (json_int_t)r->b, "site", site, "name",
+                json_array_append_new(objs, json_pack("{s:I,s:I,s:s,s:s?,s:s?,s:s,s:s?,s:b,s:b,s:b,s:I}", "addr",
+                                                      (json_int_t)r->a, "size", (json_int_t)r->b, "site", site, "name",
                                                       strcmp(name, "-") ? name : NULL, "phase",
                                                       strcmp(phase, "-") ? phase : NULL, "requested", req, "device",
                                                       strcmp(got, "-") ? got : NULL, "spilled",
-                                                      (r->tid & PL_SPILLED) != 0, "moved", (r->tid & PL_MOVED) != 0));
+                                                      (r->tid & PL_SPILLED) != 0, "moved", (r->tid & PL_MOVED) != 0,
+                                                      "global", (r->tid & PL_GLOBAL) != 0, "bound_bytes",
+                                                      (json_int_t)bound));
                 nobj++;
                 nspill += (r->tid & PL_SPILLED) != 0;
                 break;
@@ -239,9 +242,10 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
             hm__fmt_size((uint64_t)json_integer_value(json_object_get(o, "size")), sz, sizeof sz);
             const char *nm = json_string_value(json_object_get(o, "name"));
             const char *dv = json_string_value(json_object_get(o, "device"));
-            fprintf(stderr, "%-18s %-10s %-12s %-10s %-10s %s%s\n",
+            fprintf(stderr, "%-18s %-10s %-12s %-10s %-10s %s%s%s\n",
                     json_string_value(json_object_get(o, "site")), nm ? nm : "-", sz,
                     json_string_value(json_object_get(o, "requested")), dv ? dv : "(unbound)",
+                    json_is_true(json_object_get(o, "global")) ? "global " : "",
                     json_is_true(json_object_get(o, "spilled")) ? "spilled " : "",
                     json_is_true(json_object_get(o, "moved")) ? "moved" : "");
         }
