@@ -28,12 +28,17 @@ int main(int argc, char **argv)
         a[i] = i;
     uint64_t x = 88172645463325252ull, sum = 0;
     hetmem_phase_begin("gather");
-    for (size_t i = 0; i < count; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        size_t i0 = x & mask;
-        sum += a[i0];
-        if (d)
-            sum += a[(i0 + (size_t)d) & mask];
+    if (!d) {
+        for (size_t i = 0; i < count; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            sum += a[x & mask];
+        }
+    } else {
+        for (size_t i = 0; i < count; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            size_t i0 = x & mask;
+            sum += a[i0] + a[(i0 + (size_t)d) & mask];
+        }
     }
     hetmem_phase_end("gather");
     printf("%llu\n", (unsigned long long)sum);
