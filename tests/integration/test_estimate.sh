@@ -7,7 +7,9 @@ P="$K/phases.sim"
 [ -x "$P" ] || { echo "phases.sim not built"; exit 77; }
 jq '.devices |= .[0:2] | .name = "test-pair"' "$HETMEM_SRC/tests/sim-kernels/machines/two.json" > "$T/pair.json"
 M="$T/pair.json"
-ARGS=(8388608 4)
+# Arrays written first (WRITE=1): a phase move then copies every page, as the
+# estimator charges it (a program that never wrote its data moves nothing).
+ARGS=(8388608 4 1)
 for d in slow fast; do
   "$H" sim -m "$M" --device $d -o "$T/$d.hmt" --json "$T/$d.json" -- "$P" "${ARGS[@]}" >/dev/null || fail "sim --device $d"
 done
