@@ -244,12 +244,7 @@ static char *read_cmdline_argv(char ***argv_out)
 static void on_global(void *ctx, uintptr_t addr, size_t size, const char *name)
 {
     hm_sim_t *s = ctx;
-    hm_object_desc_t o = {0, name, addr, size};
-    hm_place_t by_name, without;
-    hm__placement_probe(rt.pl, NULL, &o, &by_name);
-    o.name = NULL;
-    hm__placement_probe(rt.pl, NULL, &o, &without);
-    if (by_name.rule == without.rule && by_name.device == without.device)
+    if (!hm__placement_names(rt.pl, name, addr, size))
         return;
     uint64_t site = hm__hash64(name, strlen(name), 0x676c6f62616cull);
     hm_sim_alloc(s, addr, size, site);

@@ -347,9 +347,14 @@ void hm_placement_match(hm_placement_t *p, const char *phase, const hm_object_de
     match(p, phase, obj, out, 1);
 }
 
-void hm__placement_probe(hm_placement_t *p, const char *phase, const hm_object_desc_t *obj, hm_place_t *out)
+int hm__placement_names(hm_placement_t *p, const char *name, uintptr_t addr, size_t size)
 {
-    match(p, phase, obj, out, 0);
+    hm_object_desc_t o = {0, name, addr, size};
+    hm_place_t by_name, without;
+    match(p, NULL, &o, &by_name, 0);
+    o.name = NULL;
+    match(p, NULL, &o, &without, 0);
+    return by_name.rule != without.rule || by_name.device != without.device;
 }
 
 const char *hm_placement_device_name(const hm_placement_t *p, int dev)

@@ -2,6 +2,7 @@
 #ifndef HETMEM_PLACEMENT_INT_H
 #define HETMEM_PLACEMENT_INT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "hetmem/placement.h"
@@ -12,10 +13,11 @@
  * estimator's compiled placements) can be kept and found again by it. */
 uint64_t hm__placement_serial(const hm_placement_t *p);
 
-/* hm_placement_match without counting a hit: for asking how a candidate
- * would be placed before deciding to make it an object (a global array
- * that no rule names is not one, and must not mark a catch-all rule as
- * matched). */
-void hm__placement_probe(hm_placement_t *p, const char *phase, const hm_object_desc_t *obj, hm_place_t *out);
+/* Whether a top-level rule places the global array NAME, at [addr,
+ * addr + size), otherwise than it would an array without a name: only then
+ * is the array made an object of that name (a global array that no rule
+ * names stays with the program's static data). Asks without counting a
+ * hit, so a catch-all rule is not marked as matched by it. */
+int hm__placement_names(hm_placement_t *p, const char *name, uintptr_t addr, size_t size);
 
 #endif

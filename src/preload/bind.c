@@ -309,12 +309,7 @@ charge:
 static int on_global(void *ctx, int module, uintptr_t addr, size_t size, const char *name)
 {
     (void)ctx;
-    hm_object_desc_t d = {0, name, addr, size};
-    hm_place_t by_name, without;
-    hm__placement_probe(B.pl, NULL, &d, &by_name);
-    d.name = NULL;
-    hm__placement_probe(B.pl, NULL, &d, &without);
-    if (by_name.rule == without.rule && by_name.device == without.device)
+    if (!hm__placement_names(B.pl, name, addr, size))
         return 0;
     for (int i = 0; i < B.nglobal; i++)
         if (B.global[i].module != module && obj_at(B.global[i].id)->sym && !strcmp(obj_at(B.global[i].id)->sym, name))
