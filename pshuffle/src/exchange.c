@@ -850,8 +850,10 @@ static int step(ps_shuffler_t *ps, ps__xchg_t *x, uint64_t deadline)
                 return moved;
             moved = 1;
             if (x->phase == PS_PH_HDR) {
+                /* Headers this rank cannot take: the senders cut their
+                 * payload by them, into messages it cannot match. */
                 if ((err = on_headers(ps, x)))
-                    xfail(x, err, 0); /* bad headers: the payload still moves, and the exchange fails */
+                    ps__fatal(ps, err, "exchange");
                 prof(ps, x, PS_PROF_ONHDR);
                 x->round = 0;
                 if (x->nrounds)
@@ -1021,12 +1023,22 @@ static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread)
 /* Test hook: PSHUFFLE_TEST_CORRUPT=RANK:direct (or RANK:packed) damages,
  * on that rank of a memory store, the first sample with a payload that it
  * sends from the store (or packs), after its checksum was taken: the
- * checks of the exchange must find it. */
+ * checks of the exchange must find it. RANK:header announces the first
+ * sample it sends as 2 GiB, as a header damaged on its way would: its
+ * receiver must end the job with a message, since the two sides then cut
+ * the payload into different messages. */
 static void test_corrupt(ps_shuffler_t *ps, ps__xchg_t *x)
 {
     const char *s = getenv("PSHUFFLE_TEST_CORRUPT");
     char *end;
-    if (!s || !*s || ps->root || strtol(s, &end, 10) != ps->rank || *end != ':')
+    if (!s || !*s || strtol(s, &end, 10) != ps->rank || *end != ':')
+        return;
+    if (!strcmp(end + 1, "header")) {
+        if (x->plan.nsend)
+            put64(x->shdr + 16, UINT64_C(1) << 31);
+        return;
+    }
+    if (ps->root)
         return;
     int direct = !strcmp(end + 1, "direct");
     for (uint64_t i = 0; i < ps->n; i++) {

@@ -5,7 +5,7 @@
  *   create DIR | reopen DIR                           (rank count change)
  *   corrupt DIR | enospc DIR                           (directory store)
  *   dupx | allocbegin | loneend                        (errors every rank returns)
- *   allocchunk | closemid | stall                      (the job must abort with a message) */
+ *   allocchunk | closemid | stall | badheader          (the job must abort with a message) */
 #include <errno.h>
 #include <unistd.h>
 
@@ -202,7 +202,8 @@ int main(int argc, char **argv)
         err = t_rank_ == 0 ? ps_exchange_end(ps) : ps_exchange_begin(ps, 0);
         expect("lone ps_exchange_end", err, PS_ESTATE, "ranks called different functions");
         T_OK(ps_exchange(ps, 0)); /* still usable */
-    } else if (!strcmp(mode, "allocchunk") || !strcmp(mode, "closemid") || !strcmp(mode, "stall")) {
+    } else if (!strcmp(mode, "allocchunk") || !strcmp(mode, "closemid") || !strcmp(mode, "stall") ||
+               !strcmp(mode, "badheader")) {
         /* These end the job (MPI_Abort with a message); reaching the end is
          * the failure. */
         T_OK(ps_open(&ps, MPI_COMM_WORLD, &c));

@@ -18,7 +18,7 @@ step allocbegin env PSHUFFLE_TEST_FAIL_ALLOC=1:begin timeout 30 $PS_MPIRUN $PS_M
 expect_abort() {
   local mode=$1 words=$2 n=$3; shift 3
   local log="$W/$mode.log" t0=$SECONDS
-  env "$@" timeout 30 $PS_MPIRUN $PS_MPI_FLAGS -x PSHUFFLE_TEST_FAIL_ALLOC -x PSHUFFLE_TIMEOUT -n "$n" \
+  env PSHUFFLE_TEST_CORRUPT= "$@" timeout 30 $PS_MPIRUN $PS_MPI_FLAGS -x PSHUFFLE_TEST_FAIL_ALLOC -x PSHUFFLE_TIMEOUT -x PSHUFFLE_TEST_CORRUPT -n "$n" \
     "$PS_BIN/mpi_bad" "$mode" > "$log" 2>&1
   local rc=$?
   [ $rc -ne 0 ] || { cat "$log"; fail "$mode: the job succeeded"; }
@@ -29,6 +29,10 @@ expect_abort() {
 }
 expect_abort allocchunk "pshuffle: rank 1: exchange: Cannot allocate memory.*aborting the job" 3 \
   PSHUFFLE_TEST_FAIL_ALLOC=1:chunk PSHUFFLE_TIMEOUT=10
+# A damaged header (a sample announced as 2 GiB) ends the job on the
+# receiving rank, before it posts a receive for that payload.
+expect_abort badheader "headers from rank 1: sample size over 1 GiB; aborting the job" 3 \
+  PSHUFFLE_TEST_FAIL_ALLOC= PSHUFFLE_TIMEOUT=10 PSHUFFLE_TEST_CORRUPT=1:header
 expect_abort closemid "ps_close during an exchange.*aborting the job" 3 PSHUFFLE_TEST_FAIL_ALLOC= PSHUFFLE_TIMEOUT=10
 expect_abort stall "from the other ranks within 3 s (PSHUFFLE_TIMEOUT).*aborting the job" 3 PSHUFFLE_TEST_FAIL_ALLOC= \
   PSHUFFLE_TIMEOUT=3
