@@ -38,6 +38,7 @@
 #define BW_MATCH 0.05 /* runs whose time ratio is within this of their bandwidth ratio are bandwidth-bound */
 #define CUTOFF 1.03     /* the published method's cut-off */
 #define SATURATED 0.95  /* sampled utilisation of a run whose latencies are all queueing */
+#define STREAM_PASSES 2.0 /* L1 misses per line and instance of an object that is swept */
 #define STREAMED 0.02    /* share of cache-hit loads that waited for memory marking a streamed object */
 
 static const char *const model_names[HM_EST_NMODELS] = {"linear", "default"};
@@ -425,6 +426,11 @@ static void prepare_default(hm_estimator_t *e)
      * missed L1) count at the same share, and each reads the line and later
      * writes it back. An object with no missing loads counts all its store
      * misses. */
+    /* Instances (stretches between phase markers) per class. */
+    double *ninst = hm__xcalloc((size_t)C, sizeof(double));
+    for (int w = 0; w < e->nwin; w++)
+        if (w == 0 || e->win[w].region != e->win[w - 1].region)
+            ninst[m->wcls[w]] += 1;
     for (int c = 0; c < C; c++)
         for (int o = 0; o < O; o++) {
             double rd = 0, sm = 0, ld = 0, wshare = 0;
@@ -440,6 +446,13 @@ static void prepare_default(hm_estimator_t *e)
             }
             double rho = ld > 0 ? fmin(1.0, rd / ld) : 1.0;
             if (wshare >= STREAMED)
+                rho = 1;
+            /* An object whose lines miss L1 at most STREAM_PASSES times per
+             * instance, and some of whose loads reach memory, is swept, not
+             * reused: its cache hits are lines a prefetcher brought in
+             * time. */
+            double lines = (double)e->obj[o].size / LINE_BYTES;
+            if (lines > 0 && rd > 0 && ld + sm <= STREAM_PASSES * ninst[c] * lines)
                 rho = 1;
             HM_DEBUG("estimate: class %s object %d: memory share %.3f, waiting hits %.3f -> traffic share %.3f",
                      e->phase_name[m->cls_phase[c]], o, ld > 0 ? rd / ld : 1.0, wshare, rho);
@@ -710,6 +723,7 @@ static void prepare_default(hm_estimator_t *e)
     free(lmem);
     free(smiss);
     free(hwait);
+    free(ninst);
 }
 
 int hm__est_prepare(hm_estimator_t *e)
