@@ -64,13 +64,9 @@ uint64_t hm__hash64(const void *data, size_t len, uint64_t seed);
 uint64_t hm__site_id(const uintptr_t *pcs, int n);
 /* One frame as "module+0xoff symbol" into buf; returns snprintf's count. */
 int hm__site_frame(uintptr_t pc, char *buf, size_t len);
-/* Calls fn for each data object of at least min bytes in the main
- * program's static symbol table (its global and static arrays: defined
- * STT_OBJECT symbols), with its run-time address, size and symbol name
- * (valid while the process lives). Returns how many, or -1 when the table
- * cannot be read (a stripped program). Not reentrant from fn. */
-int hm__global_objects(size_t min, void (*fn)(void *ctx, uintptr_t addr, size_t size, const char *name), void *ctx);
-/* The same for every module loaded now: the program first, then its
+/* Calls fn for each data object of at least min bytes (global and static
+ * arrays: defined STT_OBJECT symbols) of every module loaded now, with its
+ * run-time address, size and symbol name: the program first, then its
  * shared libraries in load order (module 0, 1, ...), from each file's
  * .symtab, or its .dynsym when it is stripped. fn returns nonzero when it
  * keeps the name pointer, which then stays valid while the process lives.

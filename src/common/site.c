@@ -166,19 +166,6 @@ int hm__site_frame(uintptr_t pc, char *buf, size_t len)
     return snprintf(buf, len, "%s+0x%llx", base, off);
 }
 
-/* dl_iterate_phdr callback: the main program (the first object) and where
- * its lowest PT_LOAD segment lies, which is what dladdr calls its base. */
-static int main_base(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size;
-    uintptr_t lo = UINTPTR_MAX;
-    for (int i = 0; i < info->dlpi_phnum; i++)
-        if (info->dlpi_phdr[i].p_type == PT_LOAD && info->dlpi_phdr[i].p_vaddr < lo)
-            lo = info->dlpi_phdr[i].p_vaddr & ~(uintptr_t)0xfff;
-    *(uintptr_t *)data = lo == UINTPTR_MAX ? 0 : info->dlpi_addr + lo;
-    return 1;
-}
-
 /* Whether symbol y of t is a defined data object of at least min bytes
  * with a name. */
 static int symtab_is_object(const symtab_t *t, const ElfW(Sym) *y, size_t min)
@@ -202,28 +189,6 @@ static symtab_t *symtab_cached(uintptr_t fbase, const char *path)
         }
     }
     return NULL;
-}
-
-int hm__global_objects(size_t min, void (*fn)(void *ctx, uintptr_t addr, size_t size, const char *name), void *ctx)
-{
-    uintptr_t fbase = 0;
-    dl_iterate_phdr(main_base, &fbase);
-    if (!fbase)
-        return -1;
-    pthread_mutex_lock(&symtab_lock);
-    symtab_t *t = symtab_cached(fbase, "/proc/self/exe");
-    int n = -1;
-    if (t && !t->bad) {
-        n = 0;
-        for (size_t i = 0; i < t->nsyms; i++) {
-            if (!symtab_is_object(t, &t->syms[i], min))
-                continue;
-            fn(ctx, t->syms[i].st_value + t->bias, t->syms[i].st_size, t->str + t->syms[i].st_name);
-            n++;
-        }
-    }
-    pthread_mutex_unlock(&symtab_lock);
-    return n;
 }
 
 /* The modules loaded now, in dl_iterate_phdr's order: the program first,

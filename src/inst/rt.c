@@ -235,17 +235,39 @@ static char *read_cmdline_argv(char ***argv_out)
     return buf;
 }
 
-/* Global and static arrays of the program (defined data objects of its
- * symbol table, 4 KiB or more) that a top-level placement rule names by
- * symbol become objects of that name, placed like heap objects: what NPB
- * codes and Fortran common blocks keep their arrays in. The others stay
- * with the rest of the program's static data on the default device, and
- * are not reported (the runtime's own buffers are among them). */
-static void on_global(void *ctx, uintptr_t addr, size_t size, const char *name)
+/* Global and static arrays (defined data objects of 4 KiB or more in the
+ * symbol tables of the program and its libraries) that a top-level
+ * placement rule names by symbol become objects of that name, placed like
+ * heap objects: what NPB codes and Fortran common blocks keep their arrays
+ * in. The others stay with the rest of the static data on the default
+ * device, and are not reported (the runtime's own buffers are among them).
+ * A name is taken from the first module that defines it (the program, then
+ * its libraries in load order), as the dynamic linker binds it: an array
+ * of a library that the program uses is the program's copy (a copy
+ * relocation), as in hetmem run. */
+#define MAX_GLOBALS 1024
+static struct {
+    int n, dropped;
+    struct {
+        int module;
+        const char *name;
+    } g[MAX_GLOBALS];
+} globals;
+
+static int on_global(void *ctx, int module, uintptr_t addr, size_t size, const char *name)
 {
     hm_sim_t *s = ctx;
     if (!hm__placement_names(rt.pl, name, addr, size))
-        return;
+        return 0;
+    for (int i = 0; i < globals.n; i++)
+        if (globals.g[i].module != module && !strcmp(globals.g[i].name, name))
+            return 0;
+    if (globals.n == MAX_GLOBALS) {
+        globals.dropped++;
+        return 0;
+    }
+    globals.g[globals.n].module = module;
+    globals.g[globals.n++].name = name;
     uint64_t site = hm__hash64(name, strlen(name), 0x676c6f62616cull);
     hm_sim_alloc(s, addr, size, site);
     hm_sim_name(s, addr, name);
@@ -256,6 +278,7 @@ static void on_global(void *ctx, uintptr_t addr, size_t size, const char *name)
         hm_trace_write_name(rt.tw, hm_sim_now_ns(s), addr, name);
     }
 #endif
+    return 1;
 }
 
 void hm__inst_init(void)
@@ -338,8 +361,12 @@ void hm__inst_init(void)
         setitimer(ITIMER_REAL, &it, NULL);
         rt.progress = 1;
     }
-    if (rt.pl)
-        hm__global_objects(4096, on_global, s);
+    if (rt.pl) {
+        hm__module_objects(4096, on_global, s);
+        if (globals.dropped)
+            HM_WARN("%d global arrays named by rules beyond the first %d are left with the static data", globals.dropped,
+                    MAX_GLOBALS);
+    }
     hm__inst_sim = s;
 out:
     on_exit(finish_status, NULL);

@@ -181,6 +181,14 @@ for o in gvec:fast svec:nvm; do
     ok "${o%%:*} reported as an object on ${o#*:}" || fail "${o%%:*} not reported on ${o#*:}"
 done
 lt "$(j "$T/gl_out.json" '.devices[] | select(.name == "slow") | .bytes_read')" 65536 "globals by symbol: default device reads"
+#    A static array of a shared library (lvec, 2 MiB, written once and read
+#    twice through a pointer) is placed by its symbol too.
+echo '{"default": "slow", "rules": [{"name": "lvec", "device": "nvm"}]}' > "$T/gll.json"
+sim "$T/gll_out.json" --placement "$T/gll.json" -- "$K/globals.sim" 2 lib
+near "$(j "$T/gll_out.json" '.devices[] | select(.name == "nvm") | .bytes_read')" 6291456 0.05 \
+  "library array lvec placed on nvm by symbol: bytes read there"
+[ "$(j "$T/gll_out.json" '.objects[] | select(.name == "lvec") | .device')" = nvm ] &&
+  ok "lvec reported as an object on nvm" || fail "lvec not reported on nvm: $(j "$T/gll_out.json" -c .objects)"
 
 # 11. Loaded latency on a preset: on ddr4 (a curve measured with Intel MLC,
 #    docs/machines.md), a chase with k stream lines between steps, at the
