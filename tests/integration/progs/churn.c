@@ -4,17 +4,20 @@
  * rounds inside a phase so that live objects are re-placed, and a
  * realloc'd object. Everything is freed before exit.
  * Then CYCLES alloc/free pairs of 64-128 KiB objects, 16 live at a time,
- * and one object named "last".
- * Usage: churn ROUNDS [CYCLES] */
+ * and one object named "last". PAUSE_US, when given, is slept after each
+ * round (a long soak at a bounded number of objects).
+ * Usage: churn ROUNDS [CYCLES [PAUSE_US]] */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hetmem/hetmem.h"
 
 int main(int argc, char **argv)
 {
     int rounds = argc > 1 ? atoi(argv[1]) : 100;
+    long pause_us = argc > 3 ? atol(argv[3]) : 0;
     uint64_t x = 12345;
     char *keep = malloc(3u << 20); /* lives across all rounds */
     for (int r = 0; r < rounds; r++) {
@@ -36,6 +39,8 @@ int main(int argc, char **argv)
             free(p[i]);
         for (int i = 0; i < 8; i += 2)
             free(p[i]);
+        if (pause_us > 0)
+            usleep((useconds_t)pause_us);
     }
     free(keep);
     long cycles = argc > 2 ? atol(argv[2]) : 0;
