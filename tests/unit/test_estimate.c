@@ -428,33 +428,44 @@ static void test_loaded_latency(void)
     CHECK(strstr(hm_errdetail(), "loaded_latency[1]") != NULL);
 }
 
+/* Parses a hand-written summary and opens a default-model state on it,
+ * checking that all on the default device gives base_ns; NULL when either
+ * fails (*e, set either way, is for hm_estimator_close). */
+static hm_est_state_t *open_default(hm_estimator_t **e, const char *name, const char *js, double base_ns)
+{
+    hm_est_state_t *st = NULL;
+    *e = NULL;
+    CHECK_EQ_INT(hm_estimator_parse_summary(e, name, js), 0);
+    if (!*e)
+        return NULL;
+    CHECK_EQ_INT(hm_est_state_open(&st, *e, HM_EST_DEFAULT, 0), 0);
+    if (st)
+        CHECK_NEAR(hm_est_state_runtime(st), base_ns, 1e-6);
+    return st;
+}
+
 /* Cache hits are traffic only for an object whose hits wait for memory in
  * some run (a prefetched stream that falls behind); the hits of a randomly
  * accessed object that never wait are cache hits. Two objects with the same
  * memory loads and latency, one with many hits besides: on a bandwidth-bound
  * pair of runs (times in the ratio of the bandwidths), moving either to the
  * far device costs the same unless the hits waited. */
-static double hits_far(const char *hw_far, int obj)
+static double hits_far(const char *hw_far, int obj, const char *size0)
 {
     const char *fmt =
         "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
         " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 1e6, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
         "               {\"name\": \"far\", \"runtime_ns\": 4e6, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 200}],"
-        " \"objects\": [{\"site\": \"0x1\", \"size\": 1048576}, {\"site\": \"0x2\", \"size\": 1048576}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": %s}, {\"site\": \"0x2\", \"size\": 1048576}],"
         " \"windows\": [{\"phase\": 0, \"t_ns\": [1e6, 4e6], \"stats\": ["
         "   [0, 0, 2000, 29000, 1000, 20000, 0, 100, 0], [1, 0, 100, 20000, 100, 20000, 0, 100, 0],"
         "   [0, 1, 2000, 49000, 1000, 40000, 0, 100, %s], [1, 1, 100, 40000, 100, 40000, 0, 100, 0]]}]}";
     char js[2048];
-    snprintf(js, sizeof js, fmt, hw_far);
-    hm_estimator_t *e = NULL;
-    hm_est_state_t *st = NULL;
+    snprintf(js, sizeof js, fmt, size0, hw_far);
+    hm_estimator_t *e;
     double r = -1;
-    CHECK_EQ_INT(hm_estimator_parse_summary(&e, "hits", js), 0);
-    if (!e)
-        return r;
-    CHECK_EQ_INT(hm_est_state_open(&st, e, HM_EST_DEFAULT, 0), 0);
+    hm_est_state_t *st = open_default(&e, "hits", js, 1e6);
     if (st) {
-        CHECK_NEAR(hm_est_state_runtime(st), 1e6, 1e-6);
         hm_est_state_move(st, -1, obj, 1, 100, &r);
         hm_est_state_close(st);
     }
@@ -464,14 +475,20 @@ static double hits_far(const char *hw_far, int obj)
 
 static void test_cache_hits_traffic(void)
 {
-    double a = hits_far("0", 0), b = hits_far("0", 1);
+    double a = hits_far("0", 0, "1048576"), b = hits_far("0", 1, "1048576");
     CHECK(a > 1e6 && b > 1e6);
     CHECK_NEAR(a, b, 0.02);
     /* 90 of the first object's memory loads were hits that waited, in the
      * far run: a stream, all of whose 1000 misses are traffic. */
-    double as = hits_far("90", 0), bs = hits_far("90", 1);
+    double as = hits_far("90", 0, "1048576"), bs = hits_far("90", 1, "1048576");
     CHECK(as > 1.5 * bs);
     CHECK(as > 1.5 * a);
+    /* No hit waited, but the object is as large as its 2e6 misses in lines
+     * (128 MiB): each line missed once, so it was swept and its hits were
+     * prefetched lines, traffic as for the stream. */
+    double aw = hits_far("0", 0, "134217728");
+    CHECK(aw > 1.5 * a);
+    CHECK_NEAR(aw, as, 0.02);
 }
 
 /* Instances of one phase with different traffic mixes are timed apart: 20
@@ -499,15 +516,10 @@ static void test_window_classes(void)
             w ? ", " : "", w, o, o);
     }
     snprintf(js + len, sizeof js - len, "]}");
-    hm_estimator_t *e = NULL;
-    CHECK_EQ_INT(hm_estimator_parse_summary(&e, "classes", js), 0);
-    if (!e)
-        return;
-    hm_est_state_t *st = NULL;
-    CHECK_EQ_INT(hm_est_state_open(&st, e, HM_EST_DEFAULT, 0), 0);
+    hm_estimator_t *e;
+    hm_est_state_t *st = open_default(&e, "classes", js, 6.4e6);
     if (st) {
         double r = 0;
-        CHECK_NEAR(hm_est_state_runtime(st), 6.4e6, 1e-6);
         hm_est_state_move(st, -1, 0, 1, 100, &r);
         CHECK_NEAR(r, 16e6, 0.03);
         hm_est_state_move(st, -1, 1, 1, 100, &r);
@@ -546,15 +558,10 @@ static void test_store_traffic_kept(void)
             "[1, 0, 50, 500, 50, 500, 50, 0], [1, 1, 50, 1000, 50, 1000, 50, 0]]}",
             w ? ", " : "");
     snprintf(js + len, sizeof js - len, "]}");
-    hm_estimator_t *e = NULL;
-    CHECK_EQ_INT(hm_estimator_parse_summary(&e, "stores", js), 0);
-    if (!e)
-        return;
-    hm_est_state_t *st = NULL;
-    CHECK_EQ_INT(hm_est_state_open(&st, e, HM_EST_DEFAULT, 0), 0);
+    hm_estimator_t *e;
+    hm_est_state_t *st = open_default(&e, "stores", js, 6.4e6);
     if (st) {
         double r = 0;
-        CHECK_NEAR(hm_est_state_runtime(st), 6.4e6, 1e-6);
         hm_est_state_move(st, -1, 1, 1, 100, &r);
         CHECK_NEAR(r, 38.4e6, 0.03);
         hm_est_state_close(st);
