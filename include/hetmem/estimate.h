@@ -38,7 +38,7 @@
  *   "phases": ["(no phase)", "copy", ...],
  *   "objects": [ {"site": "0x332b5c7b30010890", "name": "a", "size": 67108864, "allocations": 1}, ... ],
  *   "windows": [ {"phase": 1, "region": 3, "instructions": 1049881, "t_ns": [759230, 361022],
- *                 "stats": [ [OBJ, DEV, SAMPLES, WEIGHT_SUM, L1_MISSES, MEMORY_WEIGHT, STORE_MISSES, MEMORY_LOADS, HIT_WAITS], ... ] }, ... ] }
+ *                 "stats": [ [OBJ, DEV, SAMPLES, WEIGHT_SUM, L1_MISSES, MEMORY_WEIGHT, STORE_MISSES, MEMORY_LOADS, HIT_WAITS, STORE_HITS], ... ] }, ... ] }
  * @endcode
  * "bandwidth_gbs" and "write_bandwidth_gbs" (default: the read figure) are
  * the traced thread's share of the device (GB/s = bytes per ns); "runtime_ns" the measured runtime of the run with all data on the
@@ -53,9 +53,10 @@
  * the store samples among the L1 misses (each also writes a line back), and
  * the load samples that reached memory (served by it, or a hit that waited
  * for a line on its way), and among those the cache hits that waited;
+ * and the store samples that hit L1 (each dirties a line already there);
  * rows left out are zero; MEMORY_WEIGHT may be left out (it is then
  * WEIGHT_SUM), STORE_MISSES (then 0), MEMORY_LOADS (then every load that
- * missed L1) and HIT_WAITS (then 0). Optional per object: "pages", 100 counts of
+ * missed L1), HIT_WAITS (then 0) and STORE_HITS (then 0). Optional per object: "pages", 100 counts of
  * sampled L1 misses by (page number % 100), for pages_percent splits
  * (without it a split moves its percentage of the object's accesses).
  *

@@ -22,6 +22,7 @@ typedef struct {
                  * latency (a line still on its way from memory) */
     float hw;   /* load samples that hit a cache (L2, L3) but waited for memory
                  * there: a line still on its way, as a late prefetch leaves it */
+    float sh;   /* store samples that hit L1: each dirties a line already there */
 } hm__est_cell_t;
 
 typedef struct {

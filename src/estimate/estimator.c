@@ -165,9 +165,9 @@ HM_API int hm_estimator_save(const hm_estimator_t *e, const char *path)
             for (int d = 0; d < D; d++) {
                 const hm__est_cell_t *c = hm__est_cell(e, w, o, d);
                 if (c->n > 0 || c->w > 0 || c->m > 0)
-                    json_array_append_new(st, json_pack("[i, i, f, f, f, f, f, f, f]", o, d, (double)c->n, (double)c->w,
-                                                        (double)c->m, (double)c->x, (double)c->sm, (double)c->mm,
-                                                        (double)c->hw));
+                    json_array_append_new(st, json_pack("[i, i, f, f, f, f, f, f, f, f]", o, d, (double)c->n,
+                                                        (double)c->w, (double)c->m, (double)c->x, (double)c->sm,
+                                                        (double)c->mm, (double)c->hw, (double)c->sh));
             }
         json_array_append_new(wins, json_pack("{s:i, s:i, s:f, s:o, s:o}", "phase", e->win[w].phase, "region",
                                               e->win[w].region, "instructions", e->win[w].instructions, "t_ns", t,
@@ -315,13 +315,13 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
         json_t *row;
         json_array_foreach(st, i, row) {
             size_t cols = json_array_size(row);
-            if (!json_is_array(row) || cols < 5 || cols > 9)
-                BAD("%s: windows[%d].stats[%zu] must be [OBJ, DEV, SAMPLES, WEIGHT_SUM, L1_MISSES(, MEMORY_WEIGHT(, STORE_MISSES(, MEMORY_LOADS(, HIT_WAITS))))]", what, w, i);
+            if (!json_is_array(row) || cols < 5 || cols > 10)
+                BAD("%s: windows[%d].stats[%zu] must be [OBJ, DEV, SAMPLES, WEIGHT_SUM, L1_MISSES(, MEMORY_WEIGHT(, STORE_MISSES(, MEMORY_LOADS(, HIT_WAITS(, STORE_HITS)))))]", what, w, i);
             json_int_t o = json_integer_value(json_array_get(row, 0)), d = json_integer_value(json_array_get(row, 1));
             if (!json_is_integer(json_array_get(row, 0)) || o < 0 || o >= e->nobj || !json_is_integer(json_array_get(row, 1)) ||
                 d < 0 || d >= e->ndev)
                 BAD("%s: windows[%d].stats[%zu]: object or device index out of range", what, w, i);
-            double v[7];
+            double v[8];
             for (int k = 0; k < (int)cols - 2; k++) {
                 v[k] = json_number_value(json_array_get(row, (size_t)k + 2));
                 if (!(v[k] >= 0) || !isfinite(v[k]))
@@ -334,9 +334,11 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
             /* Without it, every load that missed L1 reached memory. */
             c->mm += (float)(cols >= 8 ? v[5] : v[2] - (cols >= 7 ? v[4] : 0));
             /* Without it, no cache hit waited for memory. */
-            c->hw += (float)(cols == 9 ? v[6] : 0);
-            if (c->sm > c->m || c->mm > c->m - c->sm || c->hw > c->mm)
-                BAD("%s: windows[%d].stats[%zu]: more store misses or memory loads than L1 misses, or more waiting hits than memory loads", what, w, i);
+            c->hw += (float)(cols >= 9 ? v[6] : 0);
+            /* Without it, no store hit L1. */
+            c->sh += (float)(cols == 10 ? v[7] : 0);
+            if (c->sm > c->m || c->mm > c->m - c->sm || c->hw > c->mm || c->m + c->sh > c->n)
+                BAD("%s: windows[%d].stats[%zu]: more store misses or memory loads than L1 misses, more waiting hits than memory loads, or more L1 misses and store hits than samples", what, w, i);
         }
     }
     for (int o = 0; o < e->nobj; o++)

@@ -40,6 +40,7 @@
 #define SATURATED 0.95  /* sampled utilisation of a run whose latencies are all queueing */
 #define STREAM_PASSES 2.0 /* L1 misses per line and instance of an object that is swept */
 #define STREAMED 0.02    /* share of cache-hit loads that waited for memory marking a streamed object */
+#define STORE_HITS_PER_LINE 8.0 /* store hits that dirty one line: 8-byte elements stored in order */
 
 static const char *const model_names[HM_EST_NMODELS] = {"linear", "default"};
 
@@ -396,6 +397,7 @@ static void prepare_default(hm_estimator_t *e)
     double *lmiss = hm__xcalloc((size_t)C * O * D, sizeof(double)), *lmem = hm__xcalloc((size_t)C * O * D, sizeof(double));
     double *smiss = hm__xcalloc((size_t)C * O * D, sizeof(double));
     double *hwait = hm__xcalloc((size_t)C * O * D, sizeof(double));
+    double *shit = hm__xcalloc((size_t)C * O * D, sizeof(double));
 
     for (int w = 0; w < e->nwin; w++) {
         int c = m->wcls[w];
@@ -410,6 +412,7 @@ static void prepare_default(hm_estimator_t *e)
                 lmem[ix3(e, c, o, d)] += x->mm * e->period[d];
                 smiss[ix3(e, c, o, d)] += x->sm * e->period[d];
                 hwait[ix3(e, c, o, d)] += x->hw * e->period[d];
+                shit[ix3(e, c, o, d)] += x->sh * e->period[d];
             }
         }
     }
@@ -433,13 +436,14 @@ static void prepare_default(hm_estimator_t *e)
             ninst[m->wcls[w]] += 1;
     for (int c = 0; c < C; c++)
         for (int o = 0; o < O; o++) {
-            double rd = 0, sm = 0, ld = 0, wshare = 0;
+            double rd = 0, sm = 0, ld = 0, sh = 0, wshare = 0;
             for (int d = 0; d < D; d++) {
                 size_t i = ix3(e, c, o, d);
                 if (lmem[i] > rd)
                     rd = lmem[i];
                 sm += smiss[i] / D;
                 ld += lmiss[i] / D;
+                sh += shit[i] / D;
                 double hits = lmiss[i] - (lmem[i] - hwait[i]);
                 if (hits > 0 && hwait[i] / hits > wshare)
                     wshare = hwait[i] / hits;
@@ -454,10 +458,25 @@ static void prepare_default(hm_estimator_t *e)
             double lines = (double)e->obj[o].size / LINE_BYTES;
             if (lines > 0 && rd > 0 && ld + sm <= STREAM_PASSES * ninst[c] * lines)
                 rho = 1;
-            HM_DEBUG("estimate: class %s object %d: memory share %.3f, waiting hits %.3f -> traffic share %.3f",
-                     e->phase_name[m->cls_phase[c]], o, ld > 0 ? rd / ld : 1.0, wshare, rho);
             m->bytes[(size_t)c * O + o] = rho * (ld + sm) * LINE_BYTES;
-            m->wbytes[(size_t)c * O + o] = rho * sm * LINE_BYTES;
+            /* Stores that hit L1 dirty lines that loads brought in (a
+             * read-modify-write sweep: u[i] = f(u[i], ...)); each such line
+             * is written back once, however many stores hit it. Those
+             * write-backs are the object's, not prefetches: counted here,
+             * they are not spread over the objects with the traffic the
+             * samples miss. Lines: the store hits over STORE_HITS_PER_LINE
+             * (8-byte elements stored one after another), and at most the
+             * lines its loads took from memory (all its misses for a stream
+             * whose hits waited; a line a store miss brought is already
+             * counted). The swept rule alone does not say the lines left
+             * the caches: a small array read and written once per sweep
+             * stays in them. */
+            double rw = wshare >= STREAMED ? 1.0 : ld > 0 ? fmin(1.0, rd / ld) : 0.0;
+            double dirty = fmin(rw * ld, sh / STORE_HITS_PER_LINE);
+            m->wbytes[(size_t)c * O + o] = (rho * sm + dirty) * LINE_BYTES;
+            HM_DEBUG("estimate: class %s object %d: memory share %.3f, waiting hits %.3f -> traffic share %.3f, "
+                     "lines dirtied by store hits %.4g", e->phase_name[m->cls_phase[c]], o, ld > 0 ? rd / ld : 1.0,
+                     wshare, rho, dirty);
         }
     for (int c = 0; c < C; c++) {
         double Br = 0, Bw = 0, L[64], Tc[64], tau[64];
@@ -723,6 +742,7 @@ static void prepare_default(hm_estimator_t *e)
     free(lmem);
     free(smiss);
     free(hwait);
+    free(shit);
     free(ninst);
 }
 

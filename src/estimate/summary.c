@@ -681,6 +681,7 @@ static int bin_run(run_t *r)
         c->x += mem ? wt : hitwait ? wt - base[lv & 3] : 0.0f;
         c->mm += (float)((mem != 0) | hitwait);
         c->hw += (float)hitwait;
+        c->sh += (float)((t5 & 1) && !(kind[t5] & K_MISS));
     }
     return 0;
 }
@@ -969,7 +970,7 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
                 for (int d = 0; d < e->ndev; d++) {
                     hm__est_cell_t *src = hm__est_cell(e, w, o, d), *u = &dst[(size_t)keep * e->ndev + d];
                     u->n += src->n, u->w += src->w, u->m += src->m, u->x += src->x;
-                    u->sm += src->sm, u->mm += src->mm, u->hw += src->hw;
+                    u->sm += src->sm, u->mm += src->mm, u->hw += src->hw, u->sh += src->sh;
                 }
             }
         }

@@ -569,6 +569,72 @@ static void test_store_traffic_kept(void)
     hm_estimator_close(e);
 }
 
+/* Stores that hit L1 in lines a load brought from memory (a read-modify-
+ * write sweep) write those lines back: the object's own traffic, not
+ * prefetches to spread over the objects. Per window object 0 loads 100
+ * sampled lines from memory and stores 800 times (8 stores per line: 100
+ * dirty lines), object 1 loads 100 lines and stores nothing; with period
+ * 1000 that is 12.8 MB read and 6.4 MB written, 0.96 ms at 20 GB/s and
+ * 3.84 ms at 5 GB/s (both runs bound). Object 0 alone on the far device
+ * sends it 6.4 MB read and 6.4 MB written (2.56 ms a window); object 1
+ * alone, 6.4 MB read (1.28 ms). Spreading the write-backs by latency cost,
+ * as unsampled traffic, times both at 1.92 ms. With hits_per_line 0 object
+ * 0's stores do not hit L1 (no such column): the same two placements then
+ * cost alike, and an object whose loads mostly hit a cache (memory share
+ * 0.05, no hit waited) dirties only the lines its loads took from memory. */
+static void rmw_far(const char *store_hits, const char *mem_loads, double *far0, double *far1)
+{
+    char js[8192];
+    size_t len = 0;
+    len += (size_t)snprintf(js + len, sizeof js - len,
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 9.6e6, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 38.4e6, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 200}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 67108864}, {\"site\": \"0x2\", \"size\": 67108864}],"
+        " \"windows\": [");
+    for (int w = 0; w < 10; w++)
+        len += (size_t)snprintf(js + len, sizeof js - len,
+            "%s{\"phase\": 0, \"t_ns\": [0.96e6, 3.84e6], \"stats\": ["
+            "[0, 0, 900, 2000, 100, 2000, 0, %s, 0, %s], [0, 1, 900, 4000, 100, 4000, 0, %s, 0, %s],"
+            "[1, 0, 100, 2000, 100, 2000, 0, 100, 0, 0], [1, 1, 100, 4000, 100, 4000, 0, 100, 0, 0]]}",
+            w ? ", " : "", mem_loads, store_hits, mem_loads, store_hits);
+    snprintf(js + len, sizeof js - len, "]}");
+    hm_estimator_t *e;
+    *far0 = *far1 = -1;
+    hm_est_state_t *st = open_default(&e, "rmw", js, 9.6e6);
+    if (st) {
+        hm_est_state_move(st, -1, 0, 1, 100, far0);
+        hm_est_state_move(st, -1, 0, 0, 100, NULL);
+        hm_est_state_move(st, -1, 1, 1, 100, far1);
+        hm_est_state_close(st);
+    }
+    hm_estimator_close(e);
+}
+
+static void test_store_hits_write_back(void)
+{
+    double a, b;
+    rmw_far("800", "100", &a, &b);
+    CHECK_NEAR(a, 25.6e6, 0.03);
+    CHECK_NEAR(b, 12.8e6, 0.03);
+    /* The same loads, no store hits: the write-backs are traffic the samples
+     * missed, and the two objects look alike. */
+    rmw_far("0", "100", &a, &b);
+    CHECK_NEAR(a, b, 0.02);
+    /* Loads that mostly hit a cache: 5 of its 100 lines dirtied, not 100. */
+    double c, d;
+    rmw_far("800", "5", &c, &d);
+    CHECK(c < 0.8 * 25.6e6);
+    /* A 10-column row with more store hits than its samples allow is refused. */
+    hm_estimator_t *e = NULL;
+    CHECK(hm_estimator_parse_summary(&e, "bad",
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"a\", \"runtime_ns\": 1}, {\"name\": \"b\", \"runtime_ns\": 1}],"
+        " \"objects\": [], \"windows\": [{\"phase\": 0, \"t_ns\": [1, 1], \"stats\": [[0, 0, 10, 0, 5, 0, 0, 5, 0, 6]]}]}") < 0);
+    CHECK(strstr(hm_errdetail(), "store hits") != NULL);
+    hm_estimator_close(e);
+}
+
 /* ------------------------------------------------ compiled placements */
 
 /* A synthetic summary: 3 devices, 3 phases, CP_OBJ objects (some named,
@@ -1027,6 +1093,7 @@ int main(void)
     test_cache_hits_traffic();
     test_window_classes();
     test_store_traffic_kept();
+    test_store_hits_write_back();
     test_compiled_placements();
     test_attribution();
     test_bad_input();
