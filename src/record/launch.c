@@ -203,6 +203,7 @@ int hm__launch(char *const argv[], const char *preload, char *const extra_env[],
 typedef struct {
     const uint8_t *base;
     size_t len, off;
+    size_t released; /* pages before this offset were given back */
     int truncated;
 } sfile_t;
 
@@ -287,7 +288,7 @@ int hm__spool_open(hm__spool_set_t **out, const char *dir)
             cap = cap ? cap * 2 : 16;
             s->f = hm__xrealloc(s->f, (size_t)cap * sizeof *s->f);
         }
-        s->f[s->n++] = (sfile_t){m, (size_t)st.st_size, 8, 0};
+        s->f[s->n++] = (sfile_t){m, (size_t)st.st_size, 8, 0, 0};
     }
     closedir(d);
     s->heap = hm__xmalloc((size_t)(s->n ? s->n : 1) * sizeof *s->heap);
@@ -297,6 +298,21 @@ int hm__spool_open(hm__spool_set_t **out, const char *dir)
         sift_down(s, i);
     *out = s;
     return 0;
+}
+
+/* A long run's spools reach hundreds of megabytes, and every mapped page
+ * read stays in the resident set: the pages the merge has moved past are
+ * given back, a few megabytes at a time. The mapping is private and
+ * read-only, so a page given back and touched again is read from the file. */
+#define SPOOL_RELEASE_STEP ((size_t)4 << 20)
+
+static void release_read(sfile_t *f, size_t upto)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), end = upto & ~(pg - 1);
+    if (end >= f->released + SPOOL_RELEASE_STEP) {
+        madvise((void *)(uintptr_t)(f->base + f->released), end - f->released, MADV_DONTNEED);
+        f->released = end;
+    }
 }
 
 int hm__spool_next(hm__spool_set_t *s, const hm__spool_rec_t **rec, const char **payload)
@@ -309,6 +325,7 @@ int hm__spool_next(hm__spool_set_t *s, const hm__spool_rec_t **rec, const char *
             sift_down(s, 0);
             continue;
         }
+        release_read(f, f->off);
         *rec = r;
         *payload = r->len ? (const char *)(r + 1) : "";
         f->off += sizeof *r + r->len;

@@ -71,12 +71,81 @@ r=$(jq_py "$WORK/c-r.json" "print(sorted((v['name'], v['at_exit'], v['peak'] <= 
   && ok "churn with pages_percent: nothing charged at exit, peak bounded" || bad "churn accounting: $r $(jq_py "$WORK/c-r.json" "print(d['devices'])")"
 
 # The object table reclaims freed entries: after 50k alloc/free cycles
-# every object is still tracked and placed, and none is reported untracked.
+# every object is still tracked and placed (counted in the sites' totals),
+# and none is reported untracked. The report lists the first 10000 only.
 "$H" run --placement "$WORK/c.json" --report "$WORK/k-r.json" -- "$WORK/churn" 0 50000 > /dev/null 2> "$WORK/k.err" \
   || bad "cycle run failed: $(cat "$WORK/k.err")"
-r=$(jq_py "$WORK/k-r.json" "print(len(d['objects']), [v['at_exit'] for v in d['devices']])")
-if [ "$r" = "50001 [0, 0]" ] && ! grep -q "not tracked" "$WORK/k.err"; then ok "50k alloc/free cycles: every object tracked and placed"
+r=$(jq_py "$WORK/k-r.json" "print(sum(s['placements'] for s in d['sites']), len(d['objects']), d['objects_omitted'], [v['at_exit'] for v in d['devices']])")
+if [ "$r" = "50001 10000 40001 [0, 0]" ] && ! grep -q "not tracked" "$WORK/k.err"; then ok "50k alloc/free cycles: every object tracked and placed, the first 10000 listed"
 else bad "after cycles: $r $(cat "$WORK/k.err")"; fi
+
+# A long run's report is bounded: the first --report-objects placement
+# events are listed, the others only counted, and "sites" totals every
+# event whatever the limit. Checked against the same run listing every
+# event, and against the summary line. Small objects overflow node0's
+# 1 MiB (spills); phase solve moves the large ones and moves them back.
+cat > "$WORK/sp.json" <<'J'
+{ "default": "0",
+  "rules": [ {"min_size": "1M", "device": "0"}, {"device": "node0"} ],
+  "phases": { "solve": { "rules": [ {"min_size": "1M", "device": "ddr"} ] } } }
+J
+"$H" run --placement "$WORK/sp.json" --capacity node0=1M --report-objects 100000 --report "$WORK/all-r.json" -- \
+  "$WORK/churn" 12 3000 > /dev/null 2> "$WORK/all.err" || bad "full report run failed: $(cat "$WORK/all.err")"
+"$H" run --placement "$WORK/sp.json" --capacity node0=1M --report-objects 100 --report "$WORK/cut-r.json" -- \
+  "$WORK/churn" 12 3000 > /dev/null 2> "$WORK/cut.err" || bad "bounded report run failed: $(cat "$WORK/cut.err")"
+summary() { sed -n 's/^hetmem: run: \([0-9]*\) object placements\{0,1\}, \([0-9]*\) spilled.*/\1 \2/p' "$1"; }
+read -r n nsp < <(summary "$WORK/cut.err")
+r=$(jq_py "$WORK/cut-r.json" "
+a = json.load(open('$WORK/all-r.json'))
+n, nsp = ${n:-0}, ${nsp:-0}
+key = ('site', 'name', 'phase', 'requested', 'device', 'global')
+grp = {}
+for o in a['objects']:
+    g = grp.setdefault(tuple(o[k] for k in key), dict({k: o[k] for k in key}, nodes=o['nodes'], placements=0, bytes=0,
+                                                    bound_bytes=0, spilled=0, moved=0))
+    g['placements'] += 1; g['bytes'] += o['size']; g['bound_bytes'] += o['bound_bytes']
+    g['spilled'] += o['spilled']; g['moved'] += o['moved']
+tot = lambda f: sum(x[f] for x in d['sites'])
+noaddr = lambda l: [{k: v for k, v in o.items() if k != 'addr'} for o in l]
+checks = {
+    'meaningful': n > 1000 and nsp > 0 and any(o['moved'] for o in a['objects']),
+    'all listed': len(a['objects']) == n and a['objects_omitted'] == 0,
+    '100 listed': len(d['objects']) == 100,
+    'omitted': d['objects_omitted'] == n - 100,
+    'first 100': noaddr(d['objects']) == noaddr(a['objects'][:100]),
+    'placements': tot('placements') == n,
+    'spilled': tot('spilled') == nsp,
+    'bytes': tot('bytes') == sum(o['size'] for o in a['objects']),
+    'bound_bytes': tot('bound_bytes') == sum(o['bound_bytes'] for o in a['objects']),
+    'moved': tot('moved') == sum(o['moved'] for o in a['objects']),
+    'sites of all': a['sites'] == list(grp.values()),
+    'sites of cut': d['sites'] == a['sites'],
+}
+print(' '.join(k for k, v in checks.items() if not v) or 'ok')" 2>&1)
+[ "$r" = ok ] && ok "--report-objects 100 of $n placements: 100 listed, $((n - 100)) omitted, sites total all of them" \
+  || bad "bounded report ($n placements, $nsp spilled): failed: $r"
+"$H" run --placement "$WORK/p.json" --report-objects 0 --report "$WORK/z-r.json" -- "$WORK/bindcheck" > /dev/null 2> "$WORK/z.err" \
+  || bad "--report-objects 0 run failed: $(cat "$WORK/z.err")"
+read -r n _ < <(summary "$WORK/z.err")
+r=$(jq_py "$WORK/z-r.json" "print(d['objects'], d['objects_omitted'] == ${n:-0} > 0, [(x['name'], x['nodes']) for x in d['sites'] if x['name'] == 'matrix'])")
+[ "$r" = "[] True [('matrix', [0])]" ] && ok "--report-objects 0: none listed, all in sites" || bad "--report-objects 0: $r"
+
+# The table on stderr: one line per placement up to 50 placements, totals
+# per site beyond (a long run would print a line per object).
+table_rows() { grep -c '^0x[0-9a-f]\{16\} ' "$1"; }
+"$H" run --placement "$WORK/c.json" -- "$WORK/churn" 0 49 > /dev/null 2> "$WORK/t50.err"
+read -r n _ < <(summary "$WORK/t50.err")
+if [ "${n:-}" = 50 ] && [ "$(table_rows "$WORK/t50.err")" = 50 ] && head -1 "$WORK/t50.err" | grep -q "^site  *name  *size  *requested  *device  *note$"
+then ok "50 placements: one table line each"; else bad "table of 50: $(head -3 "$WORK/t50.err")"; fi
+"$H" run --placement "$WORK/c.json" -- "$WORK/churn" 0 50 > /dev/null 2> "$WORK/t51.err"
+if [ "$(table_rows "$WORK/t51.err")" = 2 ] && grep -q "^hetmem: run: 51 object placements, more than 50: totals per site" "$WORK/t51.err"
+then ok "51 placements: totals per site"; else bad "table of 51: $(head -5 "$WORK/t51.err")"; fi
+"$H" run --placement "$WORK/sp.json" --capacity node0=1M -- "$WORK/churn" 12 3000 > /dev/null 2> "$WORK/tm.err"
+read -r n nsp < <(summary "$WORK/tm.err")
+r=$(awk '/^site / { print $4, $8, $9 } /^0x/ { p += $4; s += $9; m += $10 } END { print NR, p, s, m }' "$WORK/tm.err" | tr '\n' ' ')
+want_m=$(jq_py "$WORK/all-r.json" "print(sum(o['moved'] for o in d['objects']))")
+[ "$r" = "placements spilled moved 10 $n $nsp $want_m " ] \
+  && ok "$n placements: a table of 7 sites, totals add up" || bad "site table ($n placements, $nsp spilled, $want_m moved): $r"
 
 # Every unmatched rule is reported, however long the list (it used to be
 # one spool record, cut at 4000 bytes without its terminator).
@@ -175,4 +244,6 @@ expect 1 "No such file" -- --placement "$WORK/missing.json" -- true
 expect 1 "hbm is not a device of" -- --placement "$WORK/d.json" --capacity hbm=1G -- true
 expect 2 "not DEV=SIZE" -- --placement "$WORK/d.json" --capacity 1G -- true
 expect 2 "not a size" -- --placement "$WORK/d.json" --capacity 0=lots -- true
+expect 2 "report-objects: '-1' is not a non-negative integer" -- --placement "$WORK/d.json" --report-objects -1 -- true
+expect 2 "report-objects: 'lots' is not a non-negative integer" -- --placement "$WORK/d.json" --report-objects lots -- true
 exit $fail

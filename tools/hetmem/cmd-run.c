@@ -14,17 +14,23 @@
 #include "os/os.h"
 #include "record/record_int.h"
 
-enum { OPT_PLACEMENT = 256, OPT_REPORT, OPT_CAPACITY, OPT_MIN_SIZE };
+enum { OPT_PLACEMENT = 256, OPT_REPORT, OPT_REPORT_OBJECTS, OPT_CAPACITY, OPT_MIN_SIZE };
 
 static const hm_cli_opt_t opts[] = {
     {OPT_PLACEMENT, "placement", "FILE", "placement JSON (docs/placement-format.md)"},
     {OPT_REPORT, "report", "FILE", "write the placement report as JSON (default: table on stderr)"},
+    {OPT_REPORT_OBJECTS, "report-objects", "N",
+     "placement events the report lists one by one (default 10000, 0: none); its \"sites\" totals count all"},
     {OPT_CAPACITY, "capacity", "DEV=SIZE", "capacity of a placement device (repeatable); default: its nodes' memory"},
     {OPT_MIN_SIZE, "min-size", "SIZE", "bind allocations of at least SIZE bytes (default 64K)"},
     {0},
 };
 
 enum { PL_SPILLED = 1, PL_MOVED = 2, PL_PHASE = 4, PL_UNBOUND = 8, PL_GLOBAL = 16 };
+
+/* Placement events the stderr table lists one by one; a run with more gets
+ * totals per site, as a table of a long run's events would be unreadable. */
+enum { TABLE_OBJECTS = 50 };
 
 static json_t *nodes_of(uint64_t mask)
 {
@@ -35,18 +41,141 @@ static json_t *nodes_of(uint64_t mask)
     return a;
 }
 
+/* NUMA nodes of device dev (NULL: left to first touch, no nodes), resolved
+ * once per name: a long run places the same few devices many times. The
+ * array is borrowed from cache. */
+static json_t *device_nodes(json_t *cache, const hm_os_info_t *info, const char *dev)
+{
+    const char *key = dev ? dev : "";
+    json_t *a = json_object_get(cache, key);
+    if (!a) {
+        uint64_t m;
+        a = dev && hm__os_resolve_device(info, dev, &m) == 0 ? nodes_of(m) : json_array();
+        json_object_set_new(cache, key, a);
+    }
+    return a;
+}
+
+/* The report's "sites": one entry per distinct (site, name, phase,
+ * requested, device, global) over all placement events, in order of first
+ * appearance, with its totals. Memory grows with the distinct tuples, not
+ * with the events. */
+typedef struct {
+    json_t *entry; /* the tuple and its nodes; the totals are added at the end */
+    uint64_t placements, bytes, bound_bytes, spilled, moved;
+} site_t;
+
+typedef struct {
+    json_t *index; /* "site name phase requested device global" -> position */
+    site_t *v;
+    size_t n, cap;
+} sites_t;
+
+/* The strings are the spool's tokens, "-" for none; tokens hold no spaces,
+ * so the composed key is unambiguous. */
+static void site_add(sites_t *ss, const char *site, const char *name, const char *phase, const char *req,
+                     const char *dev, uint32_t flags, json_t *nodes, uint64_t size, uint64_t bound)
+{
+    char key[400];
+    int global = (flags & PL_GLOBAL) != 0;
+    snprintf(key, sizeof key, "%s %s %s %s %s %d", site, name, phase, req, dev, global);
+    json_t *at = json_object_get(ss->index, key);
+    site_t *x;
+    if (at) {
+        x = &ss->v[json_integer_value(at)];
+    } else {
+        if (ss->n == ss->cap) {
+            ss->cap = ss->cap ? 2 * ss->cap : 64;
+            ss->v = hm__xrealloc(ss->v, ss->cap * sizeof *ss->v);
+        }
+        json_object_set_new(ss->index, key, json_integer((json_int_t)ss->n));
+        x = &ss->v[ss->n++];
+        memset(x, 0, sizeof *x);
+        x->entry = json_pack("{s:s,s:s?,s:s?,s:s,s:s?,s:b,s:O}", "site", site, "name", strcmp(name, "-") ? name : NULL,
+                             "phase", strcmp(phase, "-") ? phase : NULL, "requested", req, "device",
+                             strcmp(dev, "-") ? dev : NULL, "global", global, "nodes", nodes);
+    }
+    x->placements++;
+    x->bytes += size;
+    x->bound_bytes += bound;
+    x->spilled += (flags & PL_SPILLED) != 0;
+    x->moved += (flags & PL_MOVED) != 0;
+}
+
+/* The "sites" array (caller owns it); releases the rest of ss. */
+static json_t *sites_finish(sites_t *ss)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < ss->n; i++) {
+        site_t *x = &ss->v[i];
+        json_object_set_new(x->entry, "placements", json_integer((json_int_t)x->placements));
+        json_object_set_new(x->entry, "bytes", json_integer((json_int_t)x->bytes));
+        json_object_set_new(x->entry, "bound_bytes", json_integer((json_int_t)x->bound_bytes));
+        json_object_set_new(x->entry, "spilled", json_integer((json_int_t)x->spilled));
+        json_object_set_new(x->entry, "moved", json_integer((json_int_t)x->moved));
+        json_array_append_new(a, x->entry);
+    }
+    json_decref(ss->index);
+    free(ss->v);
+    return a;
+}
+
+static void print_objects(json_t *objs)
+{
+    fprintf(stderr, "%-18s %-10s %-12s %-10s %-10s %s\n", "site", "name", "size", "requested", "device", "note");
+    for (size_t i = 0; i < json_array_size(objs); i++) {
+        json_t *o = json_array_get(objs, i);
+        char sz[32];
+        hm__fmt_size((uint64_t)json_integer_value(json_object_get(o, "size")), sz, sizeof sz);
+        const char *nm = json_string_value(json_object_get(o, "name"));
+        const char *dv = json_string_value(json_object_get(o, "device"));
+        fprintf(stderr, "%-18s %-10s %-12s %-10s %-10s %s%s%s\n", json_string_value(json_object_get(o, "site")),
+                nm ? nm : "-", sz, json_string_value(json_object_get(o, "requested")), dv ? dv : "(unbound)",
+                json_is_true(json_object_get(o, "global")) ? "global " : "",
+                json_is_true(json_object_get(o, "spilled")) ? "spilled " : "",
+                json_is_true(json_object_get(o, "moved")) ? "moved" : "");
+    }
+}
+
+static void print_sites(json_t *sites, unsigned long long nobj)
+{
+    fprintf(stderr, "hetmem: run: %llu object placements, more than %d: totals per site instead of one line per "
+            "object (--report FILE lists them one by one)\n", nobj, TABLE_OBJECTS);
+    fprintf(stderr, "%-18s %-10s %-10s %10s %-12s %-10s %-10s %8s %8s\n", "site", "name", "phase", "placements",
+            "bytes", "requested", "device", "spilled", "moved");
+    for (size_t i = 0; i < json_array_size(sites); i++) {
+        json_t *o = json_array_get(sites, i);
+        char sz[32];
+        hm__fmt_size((uint64_t)json_integer_value(json_object_get(o, "bytes")), sz, sizeof sz);
+        const char *nm = json_string_value(json_object_get(o, "name"));
+        const char *ph = json_string_value(json_object_get(o, "phase"));
+        const char *dv = json_string_value(json_object_get(o, "device"));
+        fprintf(stderr, "%-18s %-10s %-10s %10lld %-12s %-10s %-10s %8lld %8lld%s\n",
+                json_string_value(json_object_get(o, "site")), nm ? nm : "-", ph ? ph : "-",
+                (long long)json_integer_value(json_object_get(o, "placements")), sz,
+                json_string_value(json_object_get(o, "requested")), dv ? dv : "(unbound)",
+                (long long)json_integer_value(json_object_get(o, "spilled")),
+                (long long)json_integer_value(json_object_get(o, "moved")),
+                json_is_true(json_object_get(o, "global")) ? " global" : "");
+    }
+}
+
 static int run(const hm_cmd_t *cmd, int argc, char **argv)
 {
     hm_cli_t p;
     const char *arg, *place = NULL, *report = NULL;
     char capacity[1024] = "";
-    uint64_t min_size = 64 * 1024;
+    uint64_t min_size = 64 * 1024, report_objects = 10000;
     int k;
     hm_cli_init(&p, cmd, argc, argv, 1);
     while ((k = hm_cli_next(&p, &arg)) != -1) {
         switch (k) {
         case OPT_PLACEMENT: place = arg; break;
         case OPT_REPORT: report = arg; break;
+        case OPT_REPORT_OBJECTS:
+            if (hm_cli_u64(cmd, "--report-objects", arg, &report_objects))
+                return HM_EXIT_USAGE;
+            break;
         case OPT_CAPACITY: {
             const char *eq = strchr(arg, '=');
             uint64_t v;
@@ -132,10 +261,21 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
         return hm_cli_fail("run", rc);
     }
 
+    /* The report keeps the first report_objects placement events one by
+     * one and every event in its site's totals, so that neither memory nor
+     * the report grows with a long run's placements. The table on stderr
+     * needs them one by one only while there are few. */
+    uint64_t keep = report ? report_objects : TABLE_OBJECTS;
     hm__spool_set_t *s;
     json_t *objs = json_array(), *devs = json_array(), *unmatched = json_array();
     json_t *unmatched_n = json_object(); /* rule -> processes that did not match it */
-    int nspill = 0, nobj = 0, nproc = 0;
+    json_t *nodes = json_object();       /* device -> its nodes, resolved once */
+    sites_t sites = {json_object(), NULL, 0, 0};
+    unsigned long long nspill = 0, nobj = 0;
+    int nproc = 0;
+    /* NUMA nodes of each device, so the report says where pages are. */
+    info = hm__xmalloc(sizeof *info);
+    hm__os_probe(info);
     if (hm__spool_open(&s, tmpl) == 0) {
         const hm__spool_rec_t *r;
         const char *pay;
@@ -147,14 +287,18 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
                 sscanf(pay, "%63s %63s %63s %63s %llu", req, got, name, phase, &bound);
                 char site[32];
                 snprintf(site, sizeof site, "0x%016llx", (unsigned long long)r->c);
-                json_array_append_new(objs, json_pack("{s:I,s:I,s:s,s:s?,s:s?,s:s,s:s?,s:b,s:b,s:b,s:I}", "addr",
-                                                      (json_int_t)r->a, "size", (json_int_t)r->b, "site", site, "name",
-                                                      strcmp(name, "-") ? name : NULL, "phase",
-                                                      strcmp(phase, "-") ? phase : NULL, "requested", req, "device",
-                                                      strcmp(got, "-") ? got : NULL, "spilled",
-                                                      (r->tid & PL_SPILLED) != 0, "moved", (r->tid & PL_MOVED) != 0,
-                                                      "global", (r->tid & PL_GLOBAL) != 0, "bound_bytes",
-                                                      (json_int_t)bound));
+                json_t *nd = device_nodes(nodes, info, strcmp(got, "-") ? got : NULL);
+                if (nobj < keep)
+                    json_array_append_new(objs, json_pack("{s:I,s:I,s:s,s:s?,s:s?,s:s,s:s?,s:b,s:b,s:b,s:I,s:O}",
+                                                          "addr", (json_int_t)r->a, "size", (json_int_t)r->b, "site",
+                                                          site, "name", strcmp(name, "-") ? name : NULL, "phase",
+                                                          strcmp(phase, "-") ? phase : NULL, "requested", req,
+                                                          "device", strcmp(got, "-") ? got : NULL, "spilled",
+                                                          (r->tid & PL_SPILLED) != 0, "moved",
+                                                          (r->tid & PL_MOVED) != 0, "global",
+                                                          (r->tid & PL_GLOBAL) != 0, "bound_bytes",
+                                                          (json_int_t)bound, "nodes", nd));
+                site_add(&sites, site, name, phase, req, got, r->tid, nd, r->b, bound);
                 nobj++;
                 nspill += (r->tid & PL_SPILLED) != 0;
                 break;
@@ -210,60 +354,52 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     }
     json_decref(unmatched_n);
     hm__spool_remove(tmpl);
-    /* NUMA nodes of each device, so the report says where pages are. */
-    info = hm__xmalloc(sizeof *info);
-    hm__os_probe(info);
-    for (size_t i = 0; i < json_array_size(objs); i++) {
-        json_t *o = json_array_get(objs, i);
-        const char *d = json_string_value(json_object_get(o, "device"));
-        uint64_t m;
-        json_object_set_new(o, "nodes", d && hm__os_resolve_device(info, d, &m) == 0 ? nodes_of(m) : json_array());
-    }
     for (size_t i = 0; i < json_array_size(devs); i++) {
         json_t *o = json_array_get(devs, i);
-        uint64_t m;
-        const char *d = json_string_value(json_object_get(o, "name"));
-        json_object_set_new(o, "nodes", hm__os_resolve_device(info, d, &m) == 0 ? nodes_of(m) : json_array());
+        json_object_set(o, "nodes", device_nodes(nodes, info, json_string_value(json_object_get(o, "name"))));
     }
     free(info);
-    json_t *root = json_pack("{s:s,s:i,s:f,s:o,s:o,s:o}", "placement", abs_place, "exit_status", hm__exit_code(status),
-                             "wall_seconds", (double)wall / 1e9, "objects", objs, "devices", devs, "unmatched_rules",
-                             unmatched);
+    json_decref(nodes);
+    json_t *sa = sites_finish(&sites);
     if (report) {
-        if (json_dump_file(root, report, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) {
-            json_decref(root);
-            return hm_cli_failf(report, "cannot write the report: %s", strerror(errno));
+        json_t *root = json_pack("{s:s,s:i,s:f,s:o,s:I,s:o,s:o,s:o}", "placement", abs_place, "exit_status",
+                                 hm__exit_code(status), "wall_seconds", (double)wall / 1e9, "objects", objs,
+                                 "objects_omitted", (json_int_t)(nobj - json_array_size(objs)), "sites", sa,
+                                 "devices", devs, "unmatched_rules", unmatched);
+        int wrc = json_dump_file(root, report, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        int werr = errno;
+        json_incref(unmatched); /* for the summary line */
+        json_decref(root);
+        if (wrc != 0) {
+            json_decref(unmatched);
+            return hm_cli_failf(report, "cannot write the report: %s", strerror(werr));
         }
     } else {
-        fprintf(stderr, "%-18s %-10s %-12s %-10s %-10s %s\n", "site", "name", "size", "requested", "device", "note");
-        for (size_t i = 0; i < json_array_size(objs); i++) {
-            json_t *o = json_array_get(objs, i);
-            char sz[32];
-            hm__fmt_size((uint64_t)json_integer_value(json_object_get(o, "size")), sz, sizeof sz);
-            const char *nm = json_string_value(json_object_get(o, "name"));
-            const char *dv = json_string_value(json_object_get(o, "device"));
-            fprintf(stderr, "%-18s %-10s %-12s %-10s %-10s %s%s%s\n",
-                    json_string_value(json_object_get(o, "site")), nm ? nm : "-", sz,
-                    json_string_value(json_object_get(o, "requested")), dv ? dv : "(unbound)",
-                    json_is_true(json_object_get(o, "global")) ? "global " : "",
-                    json_is_true(json_object_get(o, "spilled")) ? "spilled " : "",
-                    json_is_true(json_object_get(o, "moved")) ? "moved" : "");
-        }
+        if (nobj <= TABLE_OBJECTS)
+            print_objects(objs);
+        else
+            print_sites(sa, nobj);
         for (size_t i = 0; i < json_array_size(unmatched); i++)
             fprintf(stderr, "%s\n", json_string_value(json_array_get(unmatched, i)));
+        json_decref(objs);
+        json_decref(sa);
+        json_decref(devs);
     }
-    fprintf(stderr, "hetmem: run: %d object placement%s, %d spilled, %zu unmatched rule%s, %.3f s\n", nobj,
+    fprintf(stderr, "hetmem: run: %llu object placement%s, %llu spilled, %zu unmatched rule%s, %.3f s\n", nobj,
             nobj == 1 ? "" : "s", nspill, json_array_size(unmatched), json_array_size(unmatched) == 1 ? "" : "s",
             (double)wall / 1e9);
-    json_decref(root);
+    json_decref(unmatched);
     return hm__exit_code(status);
 }
 
 const hm_cmd_t hm_cmd_run = {
     "run", "Run a command with its objects bound per a placement",
-    "hetmem run --placement FILE [--report FILE] [--capacity DEV=SIZE]... -- CMD ARGS",
+    "hetmem run --placement FILE [--report FILE [--report-objects N]] [--capacity DEV=SIZE]... -- CMD ARGS",
     "Devices in the placement name NUMA nodes: N, nodeN, tierN or a kind from\n"
     "'hetmem doctor' (ddr, hbm, cxl). An object that does not fit its device's\n"
-    "capacity spills to the placement's default device. The exit status is the\n"
+    "capacity spills to the placement's default device. The report lists the\n"
+    "first N placement events one by one and totals all of them per allocation\n"
+    "site; without --report, stderr gets a table with one line per placement, or\n"
+    "the totals per site when there are more than 50. The exit status is the\n"
     "command's.",
     opts, run};
