@@ -431,6 +431,11 @@ static void prepare_default(hm_estimator_t *e)
      * misses. */
     /* Instances (stretches between phase markers) per class. */
     double *ninst = hm__xcalloc((size_t)C, sizeof(double));
+    /* Per class and object: the loads' traffic up to one pass over the
+     * object per instance (or what its loads took from memory, if more),
+     * the loads' traffic beyond that, and the reads of its store misses. */
+    double *lbase = hm__xcalloc((size_t)C * O, sizeof(double)), *lexc = hm__xcalloc((size_t)C * O, sizeof(double));
+    double *rfo = hm__xcalloc((size_t)C * O, sizeof(double));
     for (int w = 0; w < e->nwin; w++)
         if (w == 0 || e->win[w].region != e->win[w - 1].region)
             ninst[m->wcls[w]] += 1;
@@ -459,6 +464,10 @@ static void prepare_default(hm_estimator_t *e)
             if (lines > 0 && rd > 0 && ld + sm <= STREAM_PASSES * ninst[c] * lines)
                 rho = 1;
             m->bytes[(size_t)c * O + o] = rho * (ld + sm) * LINE_BYTES;
+            double pass = fmax(rd, ninst[c] * lines);
+            lbase[(size_t)c * O + o] = fmin(rho * ld, pass) * LINE_BYTES;
+            lexc[(size_t)c * O + o] = (rho * ld - fmin(rho * ld, pass)) * LINE_BYTES;
+            rfo[(size_t)c * O + o] = rho * sm * LINE_BYTES;
             /* Stores that hit L1 dirty lines that loads brought in (a
              * read-modify-write sweep: u[i] = f(u[i], ...)); each such line
              * is written back once, however many stores hit it. Those
@@ -497,28 +506,40 @@ static void prepare_default(hm_estimator_t *e)
         }
         /* No run can have kept its channels busy longer than it ran: sampled
          * traffic beyond that (store misses to a line already on its way
-         * count again, for one) is scaled down until every run fits. */
-        /* The loads' share is the uncertain part (a miss that hit a cache
-         * counts as traffic for a streamed object), while every store miss
-         * dirties a line that is written back once: the loads' traffic is
-         * scaled down first, and the whole only if the stores alone do not
-         * fit. */
-        double fit = 1, lfit = 1, Ld = Br - Bw;
+         * count again, for one) is scaled down until every run fits. The
+         * loads' share is the uncertain part (a miss that hit a cache counts
+         * as traffic for a streamed object), while every store miss and
+         * every dirtied line is written back once: the loads' traffic is
+         * scaled down, and the whole only if the stores alone do not fit.
+         * Of the loads, those beyond one pass over the object per instance
+         * go first: a line missed again within an instance (a stencil's
+         * neighbour planes) more likely came from a cache than from memory. */
+        double Lb = 0, Lx = 0, R = 0, cap = INFINITY;
+        for (int o = 0; o < O; o++) {
+            Lb += lbase[(size_t)c * O + o];
+            Lx += lexc[(size_t)c * O + o];
+            R += rfo[(size_t)c * O + o];
+        }
+        int over = 0;
         for (int d = 0; d < D; d++)
             if (tau[d] > Tc[d] && Tc[d] > 0) {
-                fit = fmin(fit, Tc[d] / tau[d]);
-                double ws = Bw / e->bw[d] + Bw / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d]);
-                lfit = Ld > 0 ? fmin(lfit, (Tc[d] - ws) * e->bw[d] / Ld) : -1;
+                over = 1;
+                cap = fmin(cap, (Tc[d] - Bw / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d])) * e->bw[d] - R);
             }
-        if (fit < 1 && lfit > 0) {
-            for (int o = 0; o < O; o++) {
-                double *b = &m->bytes[(size_t)c * O + o], wb = m->wbytes[(size_t)c * O + o];
-                *b = wb + (*b - wb) * lfit;
-            }
-            Br = Bw + Ld * lfit;
+        if (over && cap > 0) {
+            double xf = cap >= Lb + Lx ? 1 : cap >= Lb ? (Lx > 0 ? (cap - Lb) / Lx : 1) : 0;
+            double bf = cap >= Lb ? 1 : cap / Lb;
+            for (int o = 0; o < O; o++)
+                m->bytes[(size_t)c * O + o] = rfo[(size_t)c * O + o] + lbase[(size_t)c * O + o] * bf +
+                                              lexc[(size_t)c * O + o] * xf;
+            Br = R + Lb * bf + Lx * xf;
             for (int d = 0; d < D; d++)
                 tau[d] = e->bw[d] > 0 ? Br / e->bw[d] + Bw / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d]) : 0;
-        } else if (fit < 1) {
+        } else if (over) {
+            double fit = 1;
+            for (int d = 0; d < D; d++)
+                if (tau[d] > Tc[d] && Tc[d] > 0)
+                    fit = fmin(fit, Tc[d] / tau[d]);
             for (int o = 0; o < O; o++) {
                 m->bytes[(size_t)c * O + o] *= fit;
                 m->wbytes[(size_t)c * O + o] *= fit;
@@ -743,6 +764,9 @@ static void prepare_default(hm_estimator_t *e)
     free(smiss);
     free(hwait);
     free(shit);
+    free(lbase);
+    free(lexc);
+    free(rfo);
     free(ninst);
 }
 

@@ -449,22 +449,25 @@ static hm_est_state_t *open_default(hm_estimator_t **e, const char *name, const 
  * accessed object that never wait are cache hits. Two objects with the same
  * memory loads and latency, one with many hits besides: on a bandwidth-bound
  * pair of runs (times in the ratio of the bandwidths), moving either to the
- * far device costs the same unless the hits waited. */
+ * far device costs the same unless the hits waited. The runs' channels
+ * moved all of the first object's 500,000 sampled misses and the second's
+ * 100,000 (38.4 MB: 1.92 ms at 20 GB/s), so that no sampled traffic has to
+ * be taken back. */
 static double hits_far(const char *hw_far, int obj, const char *size0)
 {
     const char *fmt =
         "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
-        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 1e6, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
-        "               {\"name\": \"far\", \"runtime_ns\": 4e6, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 200}],"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 1.92e6, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 7.68e6, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 200}],"
         " \"objects\": [{\"site\": \"0x1\", \"size\": %s}, {\"site\": \"0x2\", \"size\": 1048576}],"
-        " \"windows\": [{\"phase\": 0, \"t_ns\": [1e6, 4e6], \"stats\": ["
-        "   [0, 0, 2000, 29000, 1000, 20000, 0, 100, 0], [1, 0, 100, 20000, 100, 20000, 0, 100, 0],"
-        "   [0, 1, 2000, 49000, 1000, 40000, 0, 100, %s], [1, 1, 100, 40000, 100, 40000, 0, 100, 0]]}]}";
+        " \"windows\": [{\"phase\": 0, \"t_ns\": [1.92e6, 7.68e6], \"stats\": ["
+        "   [0, 0, 2000, 29000, 500, 20000, 0, 100, 0], [1, 0, 100, 20000, 100, 20000, 0, 100, 0],"
+        "   [0, 1, 2000, 49000, 500, 40000, 0, 100, %s], [1, 1, 100, 40000, 100, 40000, 0, 100, 0]]}]}";
     char js[2048];
     snprintf(js, sizeof js, fmt, size0, hw_far);
     hm_estimator_t *e;
     double r = -1;
-    hm_est_state_t *st = open_default(&e, "hits", js, 1e6);
+    hm_est_state_t *st = open_default(&e, "hits", js, 1.92e6);
     if (st) {
         hm_est_state_move(st, -1, obj, 1, 100, &r);
         hm_est_state_close(st);
@@ -479,13 +482,13 @@ static void test_cache_hits_traffic(void)
     CHECK(a > 1e6 && b > 1e6);
     CHECK_NEAR(a, b, 0.02);
     /* 90 of the first object's memory loads were hits that waited, in the
-     * far run: a stream, all of whose 1000 misses are traffic. */
+     * far run: a stream, all of whose 500 sampled misses are traffic. */
     double as = hits_far("90", 0, "1048576"), bs = hits_far("90", 1, "1048576");
     CHECK(as > 1.5 * bs);
     CHECK(as > 1.5 * a);
-    /* No hit waited, but the object is as large as its 2e6 misses in lines
-     * (128 MiB): each line missed once, so it was swept and its hits were
-     * prefetched lines, traffic as for the stream. */
+    /* No hit waited, but the object (128 MiB, 2 M lines) is larger than its
+     * 500,000 misses in lines: no line missed twice, so it was swept and its
+     * hits were prefetched lines, traffic as for the stream. */
     double aw = hits_far("0", 0, "134217728");
     CHECK(aw > 1.5 * a);
     CHECK_NEAR(aw, as, 0.02);
@@ -632,6 +635,40 @@ static void test_store_hits_write_back(void)
         " \"devices\": [{\"name\": \"a\", \"runtime_ns\": 1}, {\"name\": \"b\", \"runtime_ns\": 1}],"
         " \"objects\": [], \"windows\": [{\"phase\": 0, \"t_ns\": [1, 1], \"stats\": [[0, 0, 10, 0, 5, 0, 0, 5, 0, 6]]}]}") < 0);
     CHECK(strstr(hm_errdetail(), "store hits") != NULL);
+    hm_estimator_close(e);
+}
+
+/* When the sampled traffic is more than the bound runs' channels moved, the
+ * loads beyond one pass over an object per instance are taken back first: a
+ * line missed again within an instance (a stencil's neighbour planes) more
+ * likely came from a cache. Two streamed objects of 16,000 lines each, read
+ * once from memory per instance; object 0's lines miss L1 three times,
+ * object 1's once (sampled: 48 and 16 misses at period 1000). The runs'
+ * channels moved 2 x 16,000 lines (102.4 us at 20 GB/s, 409.6 us at 5 GB/s),
+ * half the sampled 64,000. Either object alone on the far device sends it
+ * 16,000 lines (204.8 us); scaling all loads alike would give object 0
+ * 24,000 lines there (307.2 us) and object 1 8,000 (102.4 us). */
+static void test_reuse_scaled_first(void)
+{
+    const char *js =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 102400, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 409600, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 200}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 1024000}, {\"site\": \"0x2\", \"size\": 1024000}],"
+        " \"windows\": [{\"phase\": 0, \"t_ns\": [102400, 409600], \"stats\": ["
+        "   [0, 0, 48, 4800, 48, 1000, 0, 10, 5], [1, 0, 16, 1600, 16, 500, 0, 5, 2],"
+        "   [0, 1, 48, 9600, 48, 2000, 0, 10, 5], [1, 1, 16, 3200, 16, 1000, 0, 5, 2]]}]}";
+    hm_estimator_t *e;
+    hm_est_state_t *st = open_default(&e, "reuse", js, 102400);
+    if (st) {
+        double a = 0, b = 0;
+        hm_est_state_move(st, -1, 0, 1, 100, &a);
+        hm_est_state_move(st, -1, 0, 0, 100, NULL);
+        hm_est_state_move(st, -1, 1, 1, 100, &b);
+        CHECK_NEAR(a, 204800, 0.03);
+        CHECK_NEAR(b, 204800, 0.03);
+        hm_est_state_close(st);
+    }
     hm_estimator_close(e);
 }
 
@@ -1094,6 +1131,7 @@ int main(void)
     test_window_classes();
     test_store_traffic_kept();
     test_store_hits_write_back();
+    test_reuse_scaled_first();
     test_compiled_placements();
     test_attribution();
     test_bad_input();
