@@ -26,6 +26,7 @@ extern char *secure_getenv(const char *name);
     X(BIND, "HETMEM_BIND", "record", "device every page is bound to (--bind)")                      \
     X(PLACEMENT, "HETMEM_PLACEMENT", "run", "placement file to enforce")                           \
     X(CAPACITY, "HETMEM_CAPACITY", "run", "device capacities, DEV=BYTES,...")                       \
+    X(EVENTS, "HETMEM_EVENTS", "run", "0: no allocation, name or phase records (the report needs none)") \
     X(SIM_MACHINE, "HETMEM_SIM_MACHINE", "sim", "machine file (unset: simulator runtime inactive)") \
     X(SIM_RESULT, "HETMEM_SIM_RESULT", "sim", "where the simulator's JSON report goes")            \
     X(SIM_PLACEMENT, "HETMEM_SIM_PLACEMENT", "sim", "placement file for the simulated run")         \

@@ -126,7 +126,9 @@ void hm__thr_exit(void *p)
 
 static void ev_push(uint16_t kind, uint64_t a, uint64_t b, uint64_t c, const char *s)
 {
-    if (!hm__opt.record)
+    /* hetmem run reads only the placement records: a long run's millions
+     * of allocation records would only fill the disk. */
+    if (!hm__opt.record || !hm__opt.events)
         return;
     hm__thr_t *t = hm__thr_get();
     if (!t)

@@ -146,6 +146,7 @@ static void read_opts(void)
     if (!hm__opt.period)
         hm__opt.period = 1000000;
     hm__opt.min_size = env_u64(HM_ENV_MIN_SIZE, 64 * 1024);
+    hm__opt.events = env_u64(HM_ENV_EVENTS, 1) != 0;
     hm__opt.depth = (int)env_u64(HM_ENV_DEPTH, 6);
     if (hm__opt.depth < 1 || hm__opt.depth > 16)
         hm__opt.depth = 6;

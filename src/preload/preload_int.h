@@ -37,6 +37,7 @@ extern __thread int hm__guard HM_TLS;
 /* Options, read once from the environment without allocating. */
 typedef struct {
     int record;            /* HETMEM_SPOOL set */
+    int events;            /* allocation, name and phase records wanted (HETMEM_EVENTS not 0) */
     int backend;           /* hm_backend_t, or -1 for no sampling */
     uint64_t period;       /* soft: ns between samples; perf: events per sample */
     uint64_t min_size;     /* track allocations of at least this many bytes */

@@ -70,6 +70,21 @@ r=$(jq_py "$WORK/c-r.json" "print(sorted((v['name'], v['at_exit'], v['peak'] <= 
 [ "$r" = "[('0', 0, True), ('node0', 0, True)]" ] \
   && ok "churn with pages_percent: nothing charged at exit, peak bounded" || bad "churn accounting: $r $(jq_py "$WORK/c-r.json" "print(d['devices'])")"
 
+# Placement runs write no allocation, name or phase records (the report
+# reads none): hetmem run hands the runtime HETMEM_EVENTS=0, and with it
+# the spool of 20000 alloc/free cycles holds placement records only, under
+# half of what the same run writes with the events (40 B and up a record).
+"$H" run --placement "$WORK/c.json" -- env > "$WORK/env.out" 2> /dev/null
+grep -qx "HETMEM_EVENTS=0" "$WORK/env.out" && ok "run: the runtime is told not to spool events" || bad "run: HETMEM_EVENTS=0 not set"
+for ev in 0 1; do
+  mkdir -p "$WORK/sp$ev"
+  HETMEM_SPOOL="$WORK/sp$ev" HETMEM_PLACEMENT="$WORK/c.json" HETMEM_BACKEND= HETMEM_EVENTS=$ev \
+    LD_PRELOAD="$HETMEM_BUILD/lib/libhetmem_preload.so" "$WORK/churn" 0 20000 > /dev/null 2>&1 || bad "spool run ($ev) failed"
+done
+s0=$(cat "$WORK"/sp0/*.spool | wc -c); s1=$(cat "$WORK"/sp1/*.spool | wc -c)
+[ "$s0" -gt 20000 ] && [ $((2 * s0)) -lt "$s1" ] && ok "spool without events: $s0 bytes, with: $s1" \
+  || bad "spool sizes without/with events: $s0 $s1"
+
 # The object table reclaims freed entries: after 50k alloc/free cycles
 # every object is still tracked and placed (counted in the sites' totals),
 # and none is reported untracked. The report lists the first 10000 only.

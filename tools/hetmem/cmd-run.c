@@ -250,9 +250,10 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     snprintf(e_place, sizeof e_place, "%s=%s", hm__env_name(HM_ENV_PLACEMENT), abs_place);
     snprintf(e_cap, sizeof e_cap, "%s=%s", hm__env_name(HM_ENV_CAPACITY), capacity);
     snprintf(e_min, sizeof e_min, "%s=%llu", hm__env_name(HM_ENV_MIN_SIZE), (unsigned long long)min_size);
-    char e_nob[64];
+    char e_nob[64], e_noev[64];
     snprintf(e_nob, sizeof e_nob, "%s=", hm__env_name(HM_ENV_BACKEND));
-    char *env[] = {e_spool, e_place, e_cap, e_min, e_nob, NULL};
+    snprintf(e_noev, sizeof e_noev, "%s=0", hm__env_name(HM_ENV_EVENTS));
+    char *env[] = {e_spool, e_place, e_cap, e_min, e_nob, e_noev, NULL};
     int status;
     uint64_t wall;
     rc = hm__launch(argv + p.ind, preload, env, &status, &wall);
