@@ -617,25 +617,21 @@ static void prepare_default(hm_estimator_t *e)
                  e->phase_name[m->cls_phase[c]], Br, Bw, nb ? extra / nb : 0.0);
         if (nb > 0 && Br + Bw > 0) {
             /* Traffic the samples do not show is mostly hardware prefetches,
-             * which follow the accesses that wait for memory: it goes to the
-             * objects by their memory-bound latency cost in the bound runs.
-             * Sampled traffic beyond what the bound runs moved is scaled down. */
+             * whose volume follows the demand misses they run ahead of
+             * (a stream the prefetcher keeps ahead of waits for nothing, yet
+             * brings the most): it goes to the objects in proportion to
+             * their sampled traffic (reads; the write-backs where a class
+             * reads nothing). Sampled traffic beyond what the bound runs
+             * moved is scaled down. */
             extra /= nb;
             shrink /= nb;
-            double lsum = 0;
-            for (int d = 0; d < D; d++)
-                if (bound[d])
-                    lsum += L[d];
             for (int o = 0; o < O; o++) {
-                double lo = 0;
-                for (int d = 0; d < D; d++)
-                    if (bound[d])
-                        lo += raw[ix3(e, c, o, d)];
                 if (extra < 0) {
                     m->bytes[(size_t)c * O + o] *= shrink;
                     m->wbytes[(size_t)c * O + o] *= shrink;
                 } else {
-                    m->bytes_x[(size_t)c * O + o] = lsum > 0 ? extra * lo / lsum : extra * m->bytes[(size_t)c * O + o] / (Br > 0 ? Br : 1);
+                    m->bytes_x[(size_t)c * O + o] = Br > 0 ? extra * m->bytes[(size_t)c * O + o] / Br
+                                                           : extra * m->wbytes[(size_t)c * O + o] / Bw;
                 }
             }
         }

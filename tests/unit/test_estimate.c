@@ -672,6 +672,39 @@ static void test_reuse_scaled_first(void)
     hm_estimator_close(e);
 }
 
+/* The traffic a bound run moved beyond its samples (prefetches) follows the
+ * objects' sampled traffic, not how long their loads waited: a stream the
+ * prefetcher keeps ahead of waits for nothing yet brings the most. Two
+ * objects with 100,000 sampled lines each, one of whose loads wait four
+ * times longer; the runs (times in the ratio of the bandwidths, so both
+ * bound) moved 20 MB, 7.2 MB more than the samples show. Either object
+ * alone on the far device sends it 6.4 + 3.6 MB (2 ms); spread by latency,
+ * the slow-waiting object would take 5.76 MB of the rest (2.43 ms) and the
+ * other 1.44 MB (1.57 ms). */
+static void test_unsampled_by_traffic(void)
+{
+    const char *js =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 1e6, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 4e6, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 200}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 67108864}, {\"site\": \"0x2\", \"size\": 67108864}],"
+        " \"windows\": [{\"phase\": 0, \"t_ns\": [1e6, 4e6], \"stats\": ["
+        "   [0, 0, 100, 80000, 100, 80000, 0, 100, 0], [1, 0, 100, 20000, 100, 20000, 0, 100, 0],"
+        "   [0, 1, 100, 160000, 100, 160000, 0, 100, 0], [1, 1, 100, 40000, 100, 40000, 0, 100, 0]]}]}";
+    hm_estimator_t *e;
+    hm_est_state_t *st = open_default(&e, "unsampled", js, 1e6);
+    if (st) {
+        double a = 0, b = 0;
+        hm_est_state_move(st, -1, 0, 1, 100, &a);
+        hm_est_state_move(st, -1, 0, 0, 100, NULL);
+        hm_est_state_move(st, -1, 1, 1, 100, &b);
+        CHECK_NEAR(a, 2e6, 0.03);
+        CHECK_NEAR(b, 2e6, 0.03);
+        hm_est_state_close(st);
+    }
+    hm_estimator_close(e);
+}
+
 /* ------------------------------------------------ compiled placements */
 
 /* A synthetic summary: 3 devices, 3 phases, CP_OBJ objects (some named,
@@ -1132,6 +1165,7 @@ int main(void)
     test_store_traffic_kept();
     test_store_hits_write_back();
     test_reuse_scaled_first();
+    test_unsampled_by_traffic();
     test_compiled_placements();
     test_attribution();
     test_bad_input();
