@@ -44,7 +44,9 @@
  * the traced thread's share of the device (GB/s = bytes per ns); "runtime_ns" the measured runtime of the run with all data on the
  * device; per window "t_ns" that run's time in the window, and "region" the
  * stretch between two phase markers it lies in (optional: without it a new
- * region starts wherever the phase changes). "stats" rows give,
+ * region starts wherever the phase changes; any non-negative integers, of
+ * which only the order counts). Times, rates and counts above 1e18 are
+ * refused. "stats" rows give,
  * for object OBJ (index into "objects"; the number of objects stands for the
  * untracked pseudo-object) in the run on device DEV, its sample count, the sum
  * of the samples' latency weights (core cycles), the samples that missed

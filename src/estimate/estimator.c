@@ -183,6 +183,37 @@ HM_API int hm_estimator_save(const hm_estimator_t *e, const char *path)
 
 #define BAD(...) do { rc = hm__errf(HM_EBADJSON, __VA_ARGS__); goto fail; } while (0)
 
+/* Times (ns), counts and rates above this are no measurement (1e18 ns is 31
+ * years), and sums of such figures lose the precision the models need: a
+ * window of 1e67 ns made a placement's estimate negative. */
+#define FIGURE_MAX 1e18
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A hand-written summary may number its regions as it likes (any
+ * non-negative int): the models index arrays by region, so the ids become
+ * their ranks, 0 to (distinct ids - 1), in the same order. */
+static void renumber_regions(hm_estimator_t *e)
+{
+    int n = e->nwin, k = 0;
+    int *ids = hm__xmalloc((size_t)(n > 0 ? n : 1) * sizeof *ids);
+    for (int w = 0; w < n; w++)
+        ids[w] = e->win[w].region;
+    qsort(ids, (size_t)n, sizeof *ids, cmp_int);
+    for (int w = 0; w < n; w++)
+        if (w == 0 || ids[w] != ids[k - 1])
+            ids[k++] = ids[w];
+    for (int w = 0; w < n; w++) {
+        const int *at = bsearch(&e->win[w].region, ids, (size_t)k, sizeof *ids, cmp_int);
+        e->win[w].region = (int)(at - ids);
+    }
+    free(ids);
+}
+
 static int from_json(hm_estimator_t **out, const char *what, json_t *root)
 {
     int rc = 0;
@@ -228,8 +259,11 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
         for (int j = 0; j < d; j++)
             if (!strcmp(e->dev_name[j], nm))
                 BAD("%s: device '%s' appears twice", what, nm);
-        if (!(e->runtime_ns[d] >= 0) || !(per >= 1) || !(e->bw[d] >= 0) || !(e->lat_ns[d] >= 0))
+        if (!(e->runtime_ns[d] >= 0) || !(per >= 1) || !(e->bw[d] >= 0) || !(e->wbw[d] >= 0) || !(e->lat_ns[d] >= 0))
             BAD("%s: negative or invalid figure", where);
+        if (!(e->runtime_ns[d] <= FIGURE_MAX) || !(per <= FIGURE_MAX) || !(e->bw[d] <= FIGURE_MAX) ||
+            !(e->wbw[d] <= FIGURE_MAX) || !(e->lat_ns[d] <= FIGURE_MAX))
+            BAD("%s: a figure above %g", where, FIGURE_MAX);
         e->dev_name[d] = hm__xstrdup(nm);
         e->period[d] = per;
         if (!json_object_get(x, "write_bandwidth_gbs"))
@@ -241,7 +275,7 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
         json_array_foreach(ll, k, pt) {
             double u = json_number_value(json_array_get(pt, 0)), ns = json_number_value(json_array_get(pt, 1));
             double pu = k ? e->ll[d][0][k - 1] : 0, pn = k ? e->ll[d][1][k - 1] : e->lat_ns[d];
-            if (!json_is_array(pt) || json_array_size(pt) != 2 || !(u > pu && u <= 1) || !(ns >= pn))
+            if (!json_is_array(pt) || json_array_size(pt) != 2 || !(u > pu && u <= 1) || !(ns >= pn) || !(ns <= FIGURE_MAX))
                 BAD("%s: loaded_latency[%zu] must be [utilisation, ns], utilisation rising in (0, 1], ns not falling", where, k);
             e->ll[d][0][k] = u, e->ll[d][1][k] = ns;
             e->ll_n[d] = (int)k + 1;
@@ -301,12 +335,14 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
         e->win[w].region = rg ? (int)json_integer_value(rg)
                               : w == 0 ? 0 : e->win[w - 1].region + (e->win[w - 1].phase != (int)p);
         e->win[w].instructions = json_number_value(json_object_get(x, "instructions"));
+        if (!(e->win[w].instructions >= 0) || !(e->win[w].instructions <= FIGURE_MAX))
+            BAD("%s: windows[%d].instructions must be a number from 0 to %g", what, w, FIGURE_MAX);
         if (!json_is_array(t) || (int)json_array_size(t) != e->ndev)
             BAD("%s: windows[%d].t_ns must hold one time per device (%d)", what, w, e->ndev);
         for (int d = 0; d < e->ndev; d++) {
             double v = json_number_value(json_array_get(t, (size_t)d));
-            if (!(v >= 0))
-                BAD("%s: windows[%d].t_ns[%d] must be a non-negative number", what, w, d);
+            if (!(v >= 0) || !(v <= FIGURE_MAX))
+                BAD("%s: windows[%d].t_ns[%d] must be a number from 0 to %g", what, w, d, FIGURE_MAX);
             e->t[(size_t)w * e->ndev + d] = v;
         }
         if (st && !json_is_array(st))
@@ -324,8 +360,8 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
             double v[8];
             for (int k = 0; k < (int)cols - 2; k++) {
                 v[k] = json_number_value(json_array_get(row, (size_t)k + 2));
-                if (!(v[k] >= 0) || !isfinite(v[k]))
-                    BAD("%s: windows[%d].stats[%zu]: counts must be non-negative numbers", what, w, i);
+                if (!(v[k] >= 0) || !(v[k] <= FIGURE_MAX))
+                    BAD("%s: windows[%d].stats[%zu]: counts must be numbers from 0 to %g", what, w, i, FIGURE_MAX);
             }
             hm__est_cell_t *c = hm__est_cell(e, w, (int)o, (int)d);
             c->n += (float)v[0], c->w += (float)v[1], c->m += (float)v[2];
@@ -341,6 +377,7 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
                 BAD("%s: windows[%d].stats[%zu]: more store misses or memory loads than L1 misses, more waiting hits than memory loads, or more L1 misses and store hits than samples", what, w, i);
         }
     }
+    renumber_regions(e);
     for (int o = 0; o < e->nobj; o++)
         for (int w = 0; w < e->nwin; w++)
             e->obj[o].samples += hm__est_cell(e, w, o, e->ref)->n;

@@ -1065,7 +1065,11 @@ HM_API int hm_est_state_move(hm_est_state_t *s, int phase, int obj, int dev, int
         }
         *cur = nw;
     }
-    /* Keep the running sum from drifting over long searches. */
+    /* Keep the running sums from drifting over long searches: migration
+     * is never negative, though adding and taking back the same costs can
+     * leave a rounding error below zero. */
+    if (s->mig < 0)
+        s->mig = 0;
     double sum = s->mig;
     for (int c = 0; c < nclass(s); c++)
         sum += s->t[c];

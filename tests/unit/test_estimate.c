@@ -692,6 +692,42 @@ static void test_unsampled_by_traffic(void)
     CHECK_NEAR(b, 2e6, 0.03);
 }
 
+/* Hand-written summaries: a time no run can have is refused (a window of
+ * 2e67 ns made estimates negative: sums that large lose the precision the
+ * models need), and region ids may be any non-negative integers: only their
+ * order counts (ids a hundred million apart once made the classification
+ * allocate for every id up to the largest). */
+static void test_summary_figures(void)
+{
+    const char *fmt =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0, \"phases\": [\"a\", \"b\"],"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 3e6, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 6e6, \"bandwidth_gbs\": 5, \"read_latency_ns\": 200}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 1048576}],"
+        " \"windows\": [{\"phase\": 0, \"region\": %s, \"t_ns\": [1e6, %s], \"stats\": [[0, 0, 100, 9000, 50], [0, 1, 100, 19000, 50]]},"
+        "               {\"phase\": 1, \"region\": %s, \"t_ns\": [2e6, 4e6], \"stats\": [[0, 0, 100, 9000, 50], [0, 1, 100, 19000, 50]]}]}";
+    char js[2048];
+    hm_estimator_t *e = NULL;
+    snprintf(js, sizeof js, fmt, "0", "2e67", "1");
+    CHECK(hm_estimator_parse_summary(&e, "huge", js) < 0);
+    CHECK(strstr(hm_errdetail(), "windows[0].t_ns[1]") != NULL);
+    double dense = -1, sparse = -2;
+    snprintf(js, sizeof js, fmt, "0", "2e6", "1");
+    for (int k = 0; k < 2; k++) {
+        if (k)
+            snprintf(js, sizeof js, fmt, "7", "2e6", "222222220");
+        hm_est_state_t *st = open_default(&e, "regions", js, 3e6);
+        if (st) {
+            hm_est_state_move(st, -1, 0, 1, 100, k ? &sparse : &dense);
+            hm_est_state_close(st);
+        }
+        hm_estimator_close(e);
+        e = NULL;
+    }
+    CHECK(dense > 3e6);
+    CHECK_NEAR(sparse, dense, 1e-12);
+}
+
 /* ------------------------------------------------ compiled placements */
 
 /* A synthetic summary: 3 devices, 3 phases, CP_OBJ objects (some named,
@@ -1153,6 +1189,7 @@ int main(void)
     test_store_hits_write_back();
     test_reuse_scaled_first();
     test_unsampled_by_traffic();
+    test_summary_figures();
     test_compiled_placements();
     test_attribution();
     test_bad_input();
