@@ -219,7 +219,8 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
     hm_estimator_t *e = NULL;
     int rc = summary ? hm_estimator_open_summary(&e, summary) : hm_estimator_open(&e, traces, ntr, &opts);
     if (rc < 0)
-        return hm_cli_failf(summary ? summary : "estimate", "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
+        return summary ? hm_cli_fail("estimate", rc) /* the detail names the file */
+                       : hm_cli_failf("estimate", "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
     if (save && (rc = hm_estimator_save(e, save)) < 0) {
         hm_estimator_close(e);
         return hm_cli_fail(save, rc);

@@ -212,7 +212,7 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
     char what[64];
     int rc = summary ? hm_estimator_open_summary(&e, summary) : hm_estimator_open(&e, traces, ntraces, NULL);
     if (rc < 0) {
-        hm_cli_fail(summary ? summary : "traces", rc);
+        hm_cli_fail(summary ? "optimize" : "traces", rc); /* the detail names the file */
         goto done;
     }
     int ndev = hm_estimator_ndevices(e);
