@@ -464,9 +464,9 @@ static void prepare_default(hm_estimator_t *e)
             if (lines > 0 && rd > 0 && ld + sm <= STREAM_PASSES * ninst[c] * lines)
                 rho = 1;
             m->bytes[(size_t)c * O + o] = rho * (ld + sm) * LINE_BYTES;
-            double pass = fmax(rd, ninst[c] * lines);
-            lbase[(size_t)c * O + o] = fmin(rho * ld, pass) * LINE_BYTES;
-            lexc[(size_t)c * O + o] = (rho * ld - fmin(rho * ld, pass)) * LINE_BYTES;
+            double first = fmin(rho * ld, fmax(rd, ninst[c] * lines)); /* one pass, or what reached memory */
+            lbase[(size_t)c * O + o] = first * LINE_BYTES;
+            lexc[(size_t)c * O + o] = (rho * ld - first) * LINE_BYTES;
             rfo[(size_t)c * O + o] = rho * sm * LINE_BYTES;
             /* Stores that hit L1 dirty lines that loads brought in (a
              * read-modify-write sweep: u[i] = f(u[i], ...)); each such line

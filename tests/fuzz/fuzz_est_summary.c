@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "hetmem/estimate.h"
+#include "fuzz_text.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -47,11 +48,9 @@ static void run(hm_estimator_t *e, hm_est_model_t model, int phased)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *json = malloc(size + 1);
+    char *json = fuzz_text(data, size);
     if (!json)
         return 0;
-    memcpy(json, data, size);
-    json[size] = 0;
     hm_estimator_t *e;
     if (hm_estimator_parse_summary(&e, "fuzz.json", json) == 0) {
         run(e, HM_EST_DEFAULT, 0);

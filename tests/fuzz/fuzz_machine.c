@@ -6,16 +6,15 @@
 #include <string.h>
 
 #include "hetmem/sim.h"
+#include "fuzz_text.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *json = malloc(size + 1);
+    char *json = fuzz_text(data, size);
     if (!json)
         return 0;
-    memcpy(json, data, size);
-    json[size] = 0;
     hm_sim_machine_t *m;
     if (hm_sim_machine_parse(&m, "fuzz.json", json) == 0) {
         volatile size_t sink = strlen(hm_sim_machine_name(m)) + strlen(hm_sim_machine_json(m));

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "hetmem/placement.h"
+#include "fuzz_text.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -33,11 +34,9 @@ static void exercise(hm_placement_t *p)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *json = malloc(size + 1);
+    char *json = fuzz_text(data, size);
     if (!json)
         return 0;
-    memcpy(json, data, size);
-    json[size] = 0;
     static const char *const devs[] = {"ddr", "hbm", "cxl"};
     hm_placement_t *p;
     if (hm_placement_parse(&p, "fuzz.json", json, devs, 3) == 0) {
