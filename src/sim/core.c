@@ -148,7 +148,9 @@ static inline void touch(hm__cache_t *c, uint32_t set, uint64_t idx)
 {
     uint32_t bit = 1u << (uint32_t)(idx - (uint64_t)set * c->assoc);
     uint32_t m = c->mru[set] | bit;
-    c->mru[set] = m == c->wmask ? bit : m;
+    /* All ways used: a new round starts with this one, except in a
+     * direct-mapped cache, whose one way is always the victim. */
+    c->mru[set] = m == c->wmask ? (c->assoc > 1 ? bit : 0) : m;
 }
 
 /* A set's partial tags are one to four 16-byte vectors of 8 lanes: one

@@ -278,6 +278,43 @@ static void test_presets(void)
     CHECK_STR_EQ(path, "./x.json");
 }
 
+/* A direct-mapped cache (assoc 1): two lines one cache size apart share the
+ * one way of their set and evict each other on every access; two lines in
+ * different sets both stay. Bit-PLRU must still pick way 0 as the victim. */
+static void test_direct_mapped(void)
+{
+    const char *js =
+        "{\"name\": \"dm\", \"cores\": 1, \"core\": {\"freq_ghz\": 1.0, \"base_cpi\": 1.0, \"rob\": 64, \"mlp\": 4},"
+        " \"caches\": [{\"name\": \"L1\", \"size\": \"4K\", \"assoc\": 1, \"latency\": 2}],"
+        " \"devices\": [{\"name\": \"ddr\", \"read_latency_ns\": 100, \"read_bandwidth_gbs\": 64, \"capacity\": \"64M\"}]}";
+    for (int conflict = 0; conflict < 2; conflict++) {
+        hm_sim_machine_t *m = NULL;
+        hm_sim_t *s;
+        if (hm_sim_machine_parse(&m, "dm.json", js) < 0 || hm_sim_open(&s, m, NULL, 0) < 0) {
+            CHECK(0 && "direct-mapped machine or hm_sim_open failed");
+            hm_sim_machine_close(m);
+            return;
+        }
+        const uint64_t a = 0x10000000, b = a + (conflict ? 4096 : 64 * 3);
+        for (int i = 0; i < 1000; i++) {
+            hm_sim_load(s, a, 8, 0, 0);
+            hm_sim_load(s, b, 8, 0, 0);
+        }
+        char *rep = hm_sim_report(s);
+        double misses = report_num(rep, "levels.0.load_misses"), hits = report_num(rep, "levels.0.load_hits");
+        if (conflict) {
+            CHECK_EQ_U64((uint64_t)misses, 2000);
+            CHECK_EQ_U64((uint64_t)hits, 0);
+        } else {
+            CHECK_EQ_U64((uint64_t)misses, 2);
+            CHECK_EQ_U64((uint64_t)hits, 1998);
+        }
+        free(rep);
+        hm_sim_close(s);
+        hm_sim_machine_close(m);
+    }
+}
+
 int main(void)
 {
     test_chase(0, 100);
@@ -288,5 +325,6 @@ int main(void)
     test_peak();
     test_bad_machines();
     test_presets();
+    test_direct_mapped();
     return check_done();
 }
