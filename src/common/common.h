@@ -68,11 +68,21 @@ int hm__site_frame(uintptr_t pc, char *buf, size_t len);
  * arrays: defined STT_OBJECT symbols) of every module loaded now, with its
  * run-time address, size and symbol name: the program first, then its
  * shared libraries in load order (module 0, 1, ...), from each file's
- * .symtab, or its .dynsym when it is stripped. fn returns nonzero when it
- * keeps the name pointer, which then stays valid while the process lives.
- * Returns how many objects were passed to fn. Not reentrant from fn. */
-int hm__module_objects(size_t min, int (*fn)(void *ctx, int module, uintptr_t addr, size_t size, const char *name),
-                       void *ctx);
+ * .symtab, or its .dynsym when it is stripped, that want (when not NULL)
+ * accepts. fn returns nonzero when it keeps the object, whose name pointer
+ * then stays valid while the process lives. A name kept from one module is not passed again from a later
+ * one: the first module that defines it wins, as the dynamic linker binds
+ * it (an array of a library that the program uses is the program's copy, a
+ * copy relocation). At most HM_MODULE_KEPT names are kept per call; the
+ * objects beyond are not passed, and are counted in *dropped. Returns how
+ * many objects were passed to fn. Not reentrant from fn. */
+#define HM_MODULE_KEPT 1024
+int hm__module_objects(size_t min, int (*want)(void *ctx, const char *name, uintptr_t addr, size_t size),
+                       int (*fn)(void *ctx, int module, uintptr_t addr, size_t size, const char *name), void *ctx,
+                       int *dropped);
+/* The allocation-site id of the global or static array named @p name, the
+ * same in hetmem sim, hetmem run and the traces they write. */
+uint64_t hm__global_site(const char *name);
 
 /* Monotonic clock, nanoseconds. */
 uint64_t hm__now_ns(void);

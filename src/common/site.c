@@ -220,10 +220,16 @@ static int list_module(struct dl_phdr_info *info, size_t size, void *data)
     return ms->n == HM_MAX_MODULES;
 }
 
-int hm__module_objects(size_t min, int (*fn)(void *ctx, int module, uintptr_t addr, size_t size, const char *name),
-                       void *ctx)
+int hm__module_objects(size_t min, int (*want)(void *ctx, const char *name, uintptr_t addr, size_t size),
+                       int (*fn)(void *ctx, int module, uintptr_t addr, size_t size, const char *name), void *ctx,
+                       int *dropped)
 {
     static modules_t ms; /* large for a stack; callers are serialised by symtab_lock */
+    static struct {
+        int module;
+        const char *name;
+    } kept_names[HM_MODULE_KEPT];
+    int nkept = 0;
     pthread_mutex_lock(&symtab_lock);
     ms.n = 0;
     dl_iterate_phdr(list_module, &ms);
@@ -237,15 +243,37 @@ int hm__module_objects(size_t min, int (*fn)(void *ctx, int module, uintptr_t ad
             t = &tmp;
         }
         int kept = 0;
-        if (!t->bad)
-            for (size_t i = 0; i < t->nsyms; i++)
-                if (symtab_is_object(t, &t->syms[i], min)) {
-                    kept |= fn(ctx, k, t->syms[i].st_value + t->bias, t->syms[i].st_size, t->str + t->syms[i].st_name);
-                    n++;
-                }
+        for (size_t i = 0; !t->bad && i < t->nsyms; i++) {
+            if (!symtab_is_object(t, &t->syms[i], min))
+                continue;
+            const char *name = t->str + t->syms[i].st_name;
+            uintptr_t addr = t->syms[i].st_value + t->bias;
+            if (want && !want(ctx, name, addr, t->syms[i].st_size))
+                continue;
+            int earlier = 0;
+            for (int j = 0; j < nkept && !earlier; j++)
+                earlier = kept_names[j].module != k && !strcmp(kept_names[j].name, name);
+            if (earlier)
+                continue;
+            if (nkept == HM_MODULE_KEPT) {
+                ++*dropped;
+                continue;
+            }
+            n++;
+            if (fn(ctx, k, addr, t->syms[i].st_size, name)) {
+                kept_names[nkept].module = k;
+                kept_names[nkept++].name = name;
+                kept = 1;
+            }
+        }
         if (t == &tmp && !tmp.bad && !kept)
             munmap((void *)tmp.map, tmp.len);
     }
     pthread_mutex_unlock(&symtab_lock);
     return n;
+}
+
+uint64_t hm__global_site(const char *name)
+{
+    return hm__hash64(name, strlen(name), 0x676c6f62616cull); /* "global" */
 }

@@ -241,34 +241,19 @@ static char *read_cmdline_argv(char ***argv_out)
  * heap objects: what NPB codes and Fortran common blocks keep their arrays
  * in. The others stay with the rest of the static data on the default
  * device, and are not reported (the runtime's own buffers are among them).
- * A name is taken from the first module that defines it (the program, then
- * its libraries in load order), as the dynamic linker binds it: an array
- * of a library that the program uses is the program's copy (a copy
- * relocation), as in hetmem run. */
-#define MAX_GLOBALS 1024
-static struct {
-    int n, dropped;
-    struct {
-        int module;
-        const char *name;
-    } g[MAX_GLOBALS];
-} globals;
+ * A name defined by several modules is the first one's
+ * (hm__module_objects), as in hetmem run. */
+static int named_global(void *ctx, const char *name, uintptr_t addr, size_t size)
+{
+    (void)ctx;
+    return hm__placement_names(rt.pl, name, addr, size);
+}
 
 static int on_global(void *ctx, int module, uintptr_t addr, size_t size, const char *name)
 {
+    (void)module;
     hm_sim_t *s = ctx;
-    if (!hm__placement_names(rt.pl, name, addr, size))
-        return 0;
-    for (int i = 0; i < globals.n; i++)
-        if (globals.g[i].module != module && !strcmp(globals.g[i].name, name))
-            return 0;
-    if (globals.n == MAX_GLOBALS) {
-        globals.dropped++;
-        return 0;
-    }
-    globals.g[globals.n].module = module;
-    globals.g[globals.n++].name = name;
-    uint64_t site = hm__hash64(name, strlen(name), 0x676c6f62616cull);
+    uint64_t site = hm__global_site(name);
     hm_sim_alloc(s, addr, size, site);
     hm_sim_name(s, addr, name);
 #ifdef HM_HAVE_TRACE
@@ -362,10 +347,11 @@ void hm__inst_init(void)
         rt.progress = 1;
     }
     if (rt.pl) {
-        hm__module_objects(4096, on_global, s);
-        if (globals.dropped)
-            HM_WARN("%d global arrays named by rules beyond the first %d are left with the static data", globals.dropped,
-                    MAX_GLOBALS);
+        int dropped = 0;
+        hm__module_objects(4096, named_global, on_global, s, &dropped);
+        if (dropped)
+            HM_WARN("%d global arrays named by rules beyond the first %d are left with the static data", dropped,
+                    HM_MODULE_KEPT);
     }
     hm__inst_sim = s;
 out:

@@ -30,7 +30,6 @@
 #define CHUNK_OBJS 4096u
 #define MAXCHUNK 4096u
 /* Global arrays named by rules, remembered to tell copies apart. */
-#define MAXGLOBAL 1024
 
 typedef struct {
     uint64_t addr, size, site;
@@ -64,11 +63,6 @@ static struct {
     int phase_ref[16];
     int nphase;
     size_t pg;
-    int nglobal;                /* globals made objects at start-up */
-    struct {
-        uint32_t id;
-        int module;
-    } global[MAXGLOBAL];
 } B;
 
 /* A recursive spin lock: code running under it (jansson in the matcher,
@@ -301,23 +295,18 @@ charge:
  * symbol tables of the program and its libraries) that a top-level rule
  * names by symbol become objects of that name, placed like heap objects,
  * as in hetmem sim; the others stay with the program's static data, unbound
- * (the runtime's own buffers among them). An array that a library defines
- * and the program uses is copied into the program (a copy relocation), and
- * only that copy is used: so a name is taken from the first module that
- * defines it (the program, then its libraries in load order), as the
- * dynamic linker binds it. */
-static int on_global(void *ctx, int module, uintptr_t addr, size_t size, const char *name)
+ * (the runtime's own buffers among them). A name defined by several
+ * modules is the first one's (hm__module_objects), as the dynamic linker
+ * binds it. */
+static int named_global(void *ctx, const char *name, uintptr_t addr, size_t size)
 {
     (void)ctx;
-    if (!hm__placement_names(B.pl, name, addr, size))
-        return 0;
-    for (int i = 0; i < B.nglobal; i++)
-        if (B.global[i].module != module && obj_at(B.global[i].id)->sym && !strcmp(obj_at(B.global[i].id)->sym, name))
-            return 0;
-    if (B.nglobal == MAXGLOBAL) {
-        B.dropped++;
-        return 0;
-    }
+    return hm__placement_names(B.pl, name, addr, size);
+}
+
+static int on_global(void *ctx, int module, uintptr_t addr, size_t size, const char *name)
+{
+    (void)ctx, (void)module;
     lock();
     obj_t *o = insert(addr, size);
     if (!o) {
@@ -325,12 +314,9 @@ static int on_global(void *ctx, int module, uintptr_t addr, size_t size, const c
         unlock();
         return 0;
     }
-    /* the site id hetmem sim gives it */
-    o->site = hm__hash64(name, strlen(name), 0x676c6f62616cull);
+    o->site = hm__global_site(name); /* the site id hetmem sim gives it */
     o->sym = name;
     o->global = 1;
-    B.global[B.nglobal].id = (uint32_t)hm__objtab_get(B.t, addr)->id;
-    B.global[B.nglobal++].module = module;
     place(o, 0);
     unlock();
     return 1;
@@ -396,8 +382,11 @@ void hm__bind_init(void)
         parse_capacity();
         B.active = B.t != NULL;
         /* Before main, and before the program's constructors write them. */
-        if (B.active)
-            hm__module_objects(4096, on_global, NULL);
+        if (B.active) {
+            int dropped = 0;
+            hm__module_objects(4096, named_global, on_global, NULL, &dropped);
+            B.dropped += (uint64_t)dropped;
+        }
     }
 out:
     free(info);
