@@ -264,4 +264,5 @@ expect 2 "not DEV=SIZE" -- --placement "$WORK/d.json" --capacity 1G -- true
 expect 2 "not a size" -- --placement "$WORK/d.json" --capacity 0=lots -- true
 expect 2 "report-objects: '-1' is not a non-negative integer" -- --placement "$WORK/d.json" --report-objects -1 -- true
 expect 2 "report-objects: 'lots' is not a non-negative integer" -- --placement "$WORK/d.json" --report-objects lots -- true
+expect 2 "report-objects needs --report FILE" -- --placement "$WORK/d.json" --report-objects 10 -- true
 exit $fail

@@ -166,7 +166,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     const char *arg, *place = NULL, *report = NULL;
     char capacity[1024] = "";
     uint64_t min_size = 64 * 1024, report_objects = 10000;
-    int k;
+    int k, objects_given = 0;
     hm_cli_init(&p, cmd, argc, argv, 1);
     while ((k = hm_cli_next(&p, &arg)) != -1) {
         switch (k) {
@@ -175,6 +175,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
         case OPT_REPORT_OBJECTS:
             if (hm_cli_u64(cmd, "--report-objects", arg, &report_objects))
                 return HM_EXIT_USAGE;
+            objects_given = 1;
             break;
         case OPT_CAPACITY: {
             const char *eq = strchr(arg, '=');
@@ -198,6 +199,9 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     }
     if (!place)
         return hm_cli_usage(cmd, "--placement FILE is required");
+    if (objects_given && !report)
+        return hm_cli_usage(cmd, "--report-objects needs --report FILE (the table on stderr lists per site past %d objects)",
+                            TABLE_OBJECTS);
     if (p.ind >= argc)
         return hm_cli_usage(cmd, "missing command to run (hetmem run --placement FILE -- CMD ARGS)");
 
