@@ -29,7 +29,6 @@
  * free list, so their memory follows the peak number of live objects. */
 #define CHUNK_OBJS 4096u
 #define MAXCHUNK 4096u
-/* Global arrays named by rules, remembered to tell copies apart. */
 
 typedef struct {
     uint64_t addr, size, site;
@@ -40,6 +39,7 @@ typedef struct {
     int16_t rest_dev;   /* device charged with the pages_percent remainder */
     uint8_t own;
     uint8_t global;     /* a global or static array: only its whole pages are bound */
+    uint8_t live;       /* in the address table (not on the free list) */
     uint32_t next_free; /* free-list link (id + 1) while unused */
     uint64_t bytes;     /* bytes charged to dev */
     uint64_t rest;      /* bytes charged to rest_dev */
@@ -110,6 +110,7 @@ static obj_t *find(uint64_t a)
 static void obj_release(uint64_t id)
 {
     obj_t *o = obj_at(id);
+    o->live = 0;
     o->next_free = B.free_obj;
     B.free_obj = (uint32_t)id + 1;
 }
@@ -165,6 +166,7 @@ static obj_t *insert(uint64_t a, uint64_t size)
     memset(o, 0, sizeof *o);
     o->addr = a;
     o->size = size;
+    o->live = 1;
     o->dev = o->want = o->rest_dev = -1;
     return o;
 }
@@ -501,13 +503,30 @@ void hm__bind_atfork_child(void)
 
 /* ---------------------------------------------------------- hetmem.h API */
 
+/* At a phase boundary every live object is matched again under the new
+ * innermost phase, as in hetmem sim: in record order (which follows the
+ * program's allocations and frees, not the addresses the allocator and
+ * ASLR gave them, so the same program re-places in the same order, and
+ * spills the same objects, on every run), those leaving their device for
+ * the default one first, so that the room they free is there for those
+ * arriving. */
 static void replace_all(void)
 {
     if (!B.t)
         return;
-    for (const hm_objtab_entry_t *e = hm__objtab_next(B.t, 0); e; e = hm__objtab_next(B.t, e->addr + 1))
-        if (obj_at(e->id)->own || obj_at(e->id)->global)
-            place(obj_at(e->id), 1);
+    const char *phase = B.nphase ? B.phase[B.nphase - 1] : NULL;
+    for (int pass = 0; pass < 2; pass++)
+        for (uint32_t id = 0; id < B.nobj; id++) {
+            obj_t *o = obj_at(id);
+            if (!o->live || !(o->own || o->global))
+                continue;
+            hm_object_desc_t d = {o->site, obj_name(o), o->addr, o->size};
+            hm_place_t pl;
+            hm_placement_match(B.pl, phase, &d, &pl);
+            int out = pl.pages_percent == 0 || pl.device == pl.default_device;
+            if (out == (pass == 0))
+                place(o, 1);
+        }
 }
 
 EXPORT void hm_rt_phase_begin(const char *name)
