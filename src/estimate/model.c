@@ -639,8 +639,11 @@ static void prepare_default(hm_estimator_t *e)
          * measured latencies include what queueing added, so that a run
          * near its bandwidth still says how much of the time the memory
          * accesses took; if that gives no sensible split (a negative part),
-         * over the unbound runs only; with one such run, its whole time is
-         * charged to its latency cost. */
+         * over the unbound runs only. With one such run, its sampled
+         * latency cost is taken at face value (k = 1: a miss's latency is
+         * at most the time it adds, misses overlap) and C is the rest; k is
+         * lower only when that cost exceeds the run's time. Without any
+         * latency cost, the residuals carry the whole time. */
         double cc = 0, k = 0;
         int fitted = 0;
         for (int pass = 0; pass < 2 && !fitted; pass++) {
@@ -661,8 +664,8 @@ static void prepare_default(hm_estimator_t *e)
             for (int d = 0; d < D; d++)
                 if (!bound[d] && (u < 0 || L[d] < L[u]))
                     u = d;
-            cc = 0;
-            k = u >= 0 && L[u] > 0 ? Tc[u] / L[u] : 0;
+            k = u >= 0 && L[u] > 0 ? fmin(1.0, Tc[u] / L[u]) : 0;
+            cc = k > 0 ? Tc[u] - k * L[u] : 0;
         }
         m->c_ns[c] = cc;
         HM_DEBUG("estimate: class %s: C %.4g ns, k %.4g, fitted %d", e->phase_name[m->cls_phase[c]], cc, k, fitted);

@@ -692,6 +692,30 @@ static void test_unsampled_by_traffic(void)
     CHECK_NEAR(b, 2e6, 0.03);
 }
 
+/* A phase whose only unbound run cannot give C and k apart (one point, and
+ * the other run's latency cost does not grow with the device's latency) is
+ * charged its sampled latency cost at face value, k = 1 (misses overlap at
+ * least that well), and C takes the rest: not its whole time to that cost,
+ * which made k 100 here and the far placement of object 0 cost 40 ms. The
+ * near run takes 10 ms, 0.1 of it its loads' latency cost; the far run is
+ * bound by object 1's stores (64 MB read and 64 MB written back at 5 GB/s).
+ * Object 0 alone on the far device (latency 4x): 9.9 + 0.4 ms. */
+static void test_one_unbound_run(void)
+{
+    const char *js =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 1e7, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 2.56e7, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 400}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 1048576}, {\"site\": \"0x2\", \"size\": 67108864}],"
+        " \"windows\": [{\"phase\": 0, \"t_ns\": [1e7, 2.56e7], \"stats\": ["
+        "   [0, 0, 100, 1000, 10, 100, 0, 10, 0], [1, 0, 1000, 0, 1000, 0, 1000, 0, 0],"
+        "   [0, 1, 100, 1000, 10, 0, 0, 0, 0], [1, 1, 1000, 0, 1000, 0, 1000, 0, 0]]}]}";
+    double a, b;
+    far_each("one unbound", js, 1e7, &a, &b);
+    CHECK_NEAR(a, 1.03e7, 0.03);
+    CHECK(b > 2e7); /* the stores' object on the far device takes its channel time */
+}
+
 /* Hand-written summaries: a time no run can have is refused (a window of
  * 2e67 ns made estimates negative: sums that large lose the precision the
  * models need), and region ids may be any non-negative integers: only their
@@ -1189,6 +1213,7 @@ int main(void)
     test_store_hits_write_back();
     test_reuse_scaled_first();
     test_unsampled_by_traffic();
+    test_one_unbound_run();
     test_summary_figures();
     test_compiled_placements();
     test_attribution();
