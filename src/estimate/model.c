@@ -659,6 +659,20 @@ static void prepare_default(hm_estimator_t *e)
                 fitted = k > 0 && cc >= 0 ? pass + 1 : 0;
             }
         }
+        /* A line steeper than k = 1 says the time grows faster with the
+         * devices than the loads' latency cost does: something the samples
+         * weigh not at all (store bandwidth, a bound run's channels) slows
+         * the slower runs. Those runs are timed by their channels; the
+         * latency terms keep k = 1, with C from the unbound runs. */
+        if (fitted && k > 1) {
+            double sc = 0;
+            int nc = 0;
+            for (int d = 0; d < D; d++)
+                if (!bound[d])
+                    sc += Tc[d] - L[d], nc++;
+            if (nc > 0 && sc >= 0)
+                k = 1, cc = sc / nc;
+        }
         if (!fitted) {
             int u = -1;
             for (int d = 0; d < D; d++)

@@ -716,6 +716,28 @@ static void test_one_unbound_run(void)
     CHECK(b > 2e7); /* the stores' object on the far device takes its channel time */
 }
 
+/* A fit steeper than k = 1 through a bound run: the far run is slow
+ * because of object 1's stores (bound by its channel), not because object
+ * 0's loads wait four times longer there (1 -> 4 ms of latency cost). The
+ * line through both runs (k 5.2, C 4.8 ms) would charge object 0's move to
+ * the far device 5.2 x its 3 ms more of latency (25.6 ms); at k = 1 and C
+ * from the near run (9 ms) it costs those 3 ms: 13 ms. */
+static void test_steep_fit(void)
+{
+    const char *js =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 1e7, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 2.56e7, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 400}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 1048576}, {\"site\": \"0x2\", \"size\": 67108864}],"
+        " \"windows\": [{\"phase\": 0, \"t_ns\": [1e7, 2.56e7], \"stats\": ["
+        "   [0, 0, 1000, 2000, 100, 1000, 0, 100, 0], [1, 0, 1000, 0, 1000, 0, 1000, 0, 0],"
+        "   [0, 1, 1000, 5000, 100, 4000, 0, 100, 0], [1, 1, 1000, 0, 1000, 0, 1000, 0, 0]]}]}";
+    double a, b;
+    far_each("steep", js, 1e7, &a, &b);
+    CHECK_NEAR(a, 1.3e7, 0.03);
+    CHECK(b > 2e7);
+}
+
 /* Hand-written summaries: a time no run can have is refused (a window of
  * 2e67 ns made estimates negative: sums that large lose the precision the
  * models need), and region ids may be any non-negative integers: only their
@@ -1214,6 +1236,7 @@ int main(void)
     test_reuse_scaled_first();
     test_unsampled_by_traffic();
     test_one_unbound_run();
+    test_steep_fit();
     test_summary_figures();
     test_compiled_placements();
     test_attribution();
