@@ -435,7 +435,7 @@ static void prepare_default(hm_estimator_t *e)
      * object per instance (or what its loads took from memory, if more),
      * the loads' traffic beyond that, and the reads of its store misses. */
     double *lbase = hm__xcalloc((size_t)C * O, sizeof(double)), *lexc = hm__xcalloc((size_t)C * O, sizeof(double));
-    double *rfo = hm__xcalloc((size_t)C * O, sizeof(double));
+    double *rfo = hm__xcalloc((size_t)C * O, sizeof(double)), *sexc = hm__xcalloc((size_t)C * O, sizeof(double));
     for (int w = 0; w < e->nwin; w++)
         if (w == 0 || e->win[w].region != e->win[w - 1].region)
             ninst[m->wcls[w]] += 1;
@@ -468,6 +468,11 @@ static void prepare_default(hm_estimator_t *e)
             lbase[(size_t)c * O + o] = first * LINE_BYTES;
             lexc[(size_t)c * O + o] = (rho * ld - first) * LINE_BYTES;
             rfo[(size_t)c * O + o] = rho * sm * LINE_BYTES;
+            /* An object that only stores (no load missed): its store misses
+             * beyond one pass per instance revisited lines that L1 had
+             * lost, most likely to L2 (a scatter over more lines than L1
+             * holds). */
+            sexc[(size_t)c * O + o] = ld > 0 ? 0 : fmax(0.0, rho * sm - ninst[c] * lines) * LINE_BYTES;
             /* Stores that hit L1 dirty lines that loads brought in (a
              * read-modify-write sweep: u[i] = f(u[i], ...)); each such line
              * is written back once, however many stores hit it. Those
@@ -514,18 +519,37 @@ static void prepare_default(hm_estimator_t *e)
          * Of the loads, those beyond one pass over the object per instance
          * go first: a line missed again within an instance (a stencil's
          * neighbour planes) more likely came from a cache than from memory. */
-        double Lb = 0, Lx = 0, R = 0, cap = INFINITY;
+        double Lb = 0, Lx = 0, R = 0, Se = 0, cap = INFINITY;
         for (int o = 0; o < O; o++) {
             Lb += lbase[(size_t)c * O + o];
             Lx += lexc[(size_t)c * O + o];
             R += rfo[(size_t)c * O + o];
+            Se += sexc[(size_t)c * O + o];
         }
+        /* Budget per over run, in read bytes at its read share: the store
+         * excess (read and written back) goes first, then the loads beyond
+         * one pass, then the loads' first pass. */
         int over = 0;
+        double sf = 1;
         for (int d = 0; d < D; d++)
             if (tau[d] > Tc[d] && Tc[d] > 0) {
                 over = 1;
-                cap = fmin(cap, (Tc[d] - Bw / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d])) * e->bw[d] - R);
+                double rb = 1 / e->bw[d], wb = 1 / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d]);
+                double avail = Tc[d] - (R - Se) * rb - (Bw - Se) * wb - (Lb + Lx) * rb;
+                if (avail < Se * (rb + wb))
+                    sf = fmin(sf, Se > 0 ? fmax(0.0, avail / (Se * (rb + wb))) : 1);
             }
+        if (over && Se > 0 && sf < 1) {
+            for (int o = 0; o < O; o++) {
+                size_t i = (size_t)c * O + o;
+                rfo[i] -= sexc[i] * (1 - sf);
+                m->wbytes[i] -= sexc[i] * (1 - sf);
+            }
+            R -= Se * (1 - sf), Bw -= Se * (1 - sf);
+        }
+        for (int d = 0; d < D; d++)
+            if (tau[d] > Tc[d] && Tc[d] > 0)
+                cap = fmin(cap, (Tc[d] - Bw / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d])) * e->bw[d] - R);
         if (over && cap > 0) {
             double xf = cap >= Lb + Lx ? 1 : cap >= Lb ? (Lx > 0 ? (cap - Lb) / Lx : 1) : 0;
             double bf = cap >= Lb ? 1 : cap / Lb;
@@ -780,6 +804,7 @@ static void prepare_default(hm_estimator_t *e)
     free(lbase);
     free(lexc);
     free(rfo);
+    free(sexc);
     free(ninst);
 }
 

@@ -558,7 +558,8 @@ static void test_window_classes(void)
  * at 5 GB/s reads and 1 GB/s writes (5.12 ms). With object 1 alone on the
  * far device its 3.2 MB read and 3.2 MB written there take 3.84 ms a
  * window; scaling all sampled traffic alike would cut its writes by a
- * fifth (3.07 ms). */
+ * fifth (3.07 ms). The objects (128 MiB each) hold every line sampled:
+ * no miss revisits a line. */
 static void test_store_traffic_kept(void)
 {
     char js[8192];
@@ -569,7 +570,7 @@ static void test_store_traffic_kept(void)
         "                \"write_bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
         "               {\"name\": \"far\", \"runtime_ns\": 51.2e6, \"period\": 1000, \"bandwidth_gbs\": 5,"
         "                \"write_bandwidth_gbs\": 1, \"read_latency_ns\": 200}],"
-        " \"objects\": [{\"site\": \"0x1\", \"size\": 1048576}, {\"site\": \"0x2\", \"size\": 1048576}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 134217728}, {\"site\": \"0x2\", \"size\": 134217728}],"
         " \"windows\": [");
     for (int w = 0; w < 10; w++)
         len += (size_t)snprintf(js + len, sizeof js - len,
@@ -736,6 +737,30 @@ static void test_steep_fit(void)
     far_each("steep", js, 1e7, &a, &b);
     CHECK_NEAR(a, 1.3e7, 0.03);
     CHECK(b > 2e7);
+}
+
+/* A scatter of stores over more lines than L1 holds misses each line again
+ * and again, mostly in L2: object 1 only stores, and its store misses come
+ * to three passes over it, while the far run's channels moved one pass of
+ * each object (object 0 read, object 1 read for ownership and written
+ * back: 201 MB at 5 GB/s, its whole 40.3 ms). When the sampled traffic has
+ * to be taken back, the store misses beyond one pass go first: object 1
+ * alone on the far device moves 64 MiB each way (26.8 ms), not the 86 MB
+ * each way that scaling all traffic alike leaves (34.4 ms). */
+static void test_store_scatter_excess(void)
+{
+    const char *js =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 1.4e7, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 4.027e7, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 400}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 67108864}, {\"site\": \"0x2\", \"size\": 67108864}],"
+        " \"windows\": [{\"phase\": 0, \"t_ns\": [1.4e7, 4.027e7], \"stats\": ["
+        "   [0, 0, 1049, 200, 1049, 200, 0, 1049, 0], [1, 0, 3146, 0, 3146, 0, 3146, 0, 0],"
+        "   [0, 1, 1049, 800, 1049, 800, 0, 1049, 0], [1, 1, 3146, 0, 3146, 0, 3146, 0, 0]]}]}";
+    double a, b;
+    far_each("scatter", js, 1.4e7, &a, &b);
+    CHECK_NEAR(b, 2.68e7, 0.03);
+    CHECK(a > 1.4e7 && a < b);
 }
 
 /* Hand-written summaries: a time no run can have is refused (a window of
@@ -1237,6 +1262,7 @@ int main(void)
     test_unsampled_by_traffic();
     test_one_unbound_run();
     test_steep_fit();
+    test_store_scatter_excess();
     test_summary_figures();
     test_compiled_placements();
     test_attribution();
