@@ -25,20 +25,23 @@ typedef struct {
 } ipoint_t;
 
 /* A sample as the binning needs it, kept from the one decoding pass:
- * 12 bytes instead of the decoded record's 35, since the window bounds are
+ * 8 bytes instead of the decoded record's 35, since the window bounds are
  * known only once every run has been read. Times are deltas from the
- * previous sample; a delta that does not fit in 32 bits is carried by an
- * escape entry (tag SAMP_ESC, high bits in weight) before the sample. */
+ * previous sample. The tag is (object of this run + 1, 0: untracked) << 5 |
+ * level << 2 | load << 1 | store. A sample whose delta, weight or tag does
+ * not fit a short entry (32, 16 and 16 bits, the tag below SAMP_LONG)
+ * takes three: {delta's high bits, SAMP_LONG << 16}, {delta's low bits,
+ * weight}, {tag, 0}. */
 typedef struct {
     uint32_t dt;
-    uint32_t weight;
-    uint32_t tag;             /* (object of this run + 1, 0: untracked) << 5 | level << 2 | load << 1 | store */
+    uint32_t wtag;            /* weight | tag << 16 */
 } samp_t;
 
-#define SAMP_ESC UINT32_MAX
+#define SAMP_LONG 0xffffu
+#define SAMP_SHORT_OBJ ((SAMP_LONG >> 5) - 1) /* largest object + 1 of a short entry */
 #define SAMP_MAX_OBJ ((1u << 27) - 2)
 
-/* The kept samples are the one large allocation of summary building (12
+/* The kept samples are the one large allocation of summary building (8
  * bytes a sample, tens of MB for long traces). They are mapped with
  * transparent huge pages where the kernel allows them: on 4 KiB pages, the
  * page faults of first touching the buffer cost about a tenth of the whole
@@ -70,10 +73,12 @@ static samp_t *samp_map(size_t n, size_t *cap)
     return p;
 }
 
+/* The mapping is whole pages of whole entries, so cap entries are all of it. */
+_Static_assert(4096 % sizeof(samp_t) == 0, "a page holds whole samp_t entries");
 static void samp_unmap(samp_t *p, size_t cap)
 {
     if (p)
-        munmap(p, samp_bytes(cap));
+        munmap(p, cap * sizeof *p);
 }
 
 /* One run while it is read. */
@@ -95,8 +100,8 @@ typedef struct {
     float base[4];            /* usual latency of a hit per level: 5th percentile */
     struct oset *os;          /* this run's objects */
     int *map;                 /* this run's object -> the union's */
-    uint64_t (*pages)[100];   /* per object of this run: pages of sampled misses */
-    int npages;               /* objects that pages has room for */
+    uint64_t (*pages)[100];   /* per object of this run + 1: pages of sampled misses (row 0: untracked, unread) */
+    int npages;               /* rows that pages has room for */
     samp_t *buf;              /* the samples, compact, in time order */
     size_t nbuf, cbuf;
     hm_estimator_t *e;        /* where bin_run() puts the samples */
@@ -464,10 +469,10 @@ static int track_event(run_t *r, track_t *k, const hm_record_t *ev)
             live_add(os, o, al->size, 1);
         }
     }
-    if (os->n > r->npages) {
+    if (os->n + 1 > r->npages) {
         if ((unsigned)os->n > SAMP_MAX_OBJ)
             return hm__errf(HM_ETOOBIG, "%s: more than %u objects", r->path, SAMP_MAX_OBJ);
-        int np = 2 * os->n;
+        int np = 2 * (os->n + 1);
         r->pages = hm__xrealloc(r->pages, (size_t)np * sizeof *r->pages);
         memset(r->pages + r->npages, 0, (size_t)(np - r->npages) * sizeof *r->pages);
         r->npages = np;
@@ -498,14 +503,14 @@ static int buf_grow(run_t *r, size_t more)
 /* Where recent samples' objects lie, which spares most samples a lookup
  * in the allocation table: the ranges of objects, and the untracked
  * stretches (stack, static data) found around samples outside them. A
- * direct-mapped slot per 2 MiB of addresses answers most samples with one
+ * direct-mapped slot per 64 KiB of addresses answers most samples with one
  * well-predicted test (a loop over a few large arrays stays in a few
  * slots); behind it, the last few ranges found catch small objects that
  * share a slot. The ranges never disagree (objects are disjoint, and a
  * stretch is free of objects), so any range that holds the address gives
  * the answer. Emptied whenever the table changes. */
-#define SLOTS 256
-#define SLOT_SHIFT 21
+#define SLOTS 512
+#define SLOT_SHIFT 16
 #define RECENT 8
 typedef struct {
     uint64_t addr, size;
@@ -561,8 +566,22 @@ static int walk_run(run_t *r)
     int rc = 0;
     recent_t rec;
     memset(&rec, 0, sizeof rec);
-    uint64_t prev = 0, nopage[100] = {0};
+    uint64_t prev = 0;
+    /* Per kind of sample (t5 = level << 2 | load << 1 | store, levels past
+     * 7 as 7): its row of the hit-latency histogram (the loads that hit a
+     * cache count in their level's, the rest in row 0, which nothing
+     * reads), and whether it missed L1; tables rather than branches on the
+     * sample's kind, which follows no pattern. */
+    uint8_t kind_row[32];
+    uint64_t kind_miss[32];
+    for (unsigned t5 = 0; t5 < 32; t5++) {
+        unsigned lv = t5 >> 2, load = t5 >> 1 & 1, store = t5 & 1;
+        kind_row[t5] = (uint8_t)(load && lv >= HM_DSRC_L1 && lv <= HM_DSRC_L3 ? lv : 0);
+        kind_miss[t5] = store ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2;
+    }
     r->nbuf = 0;
+    r->npages = 16;
+    r->pages = hm__xcalloc((size_t)r->npages, sizeof *r->pages);
     if (!(r->buf = samp_map(r->st.records[HM_REC_SAMPLE] + 16, &r->cbuf))) {
         hm__objtab_close(k.tab);
         return -ENOMEM;
@@ -606,14 +625,11 @@ static int walk_run(run_t *r)
                         break;
                     pages = r->pages;
                 }
-                unsigned lv = HM_DSRC_LEVEL(ch->dsrc[i]);
+                unsigned lv = HM_DSRC_LEVEL(ch->dsrc[i]), acc = ch->access[i];
                 uint32_t wt = ch->weight[i];
-                int store = ch->access[i] == HM_ACCESS_STORE, load = ch->access[i] == HM_ACCESS_LOAD;
-                /* Loads that hit a cache count in their level's row, the
-                 * rest in row 0, which nothing reads: no branch on the
-                 * sample's kind, which follows no pattern. */
-                unsigned row = lv & -(unsigned)(load & (lv - HM_DSRC_L1 <= HM_DSRC_L3 - HM_DSRC_L1));
-                hist[row][wt < 511 ? wt : 511]++;
+                unsigned t5 = (lv > 7 ? 7 : lv) << 2 | (unsigned)(acc == HM_ACCESS_LOAD) << 1 |
+                              (unsigned)(acc == HM_ACCESS_STORE);
+                hist[kind_row[t5]][wt < 511 ? wt : 511]++;
                 uint64_t a = ch->addr[i];
                 const range_t *sl = &rec.slot[(a >> SLOT_SHIFT) % SLOTS];
                 int o = HM_LIKELY(a - sl->addr < sl->size) ? sl->obj : find_obj(&k, &rec, a);
@@ -621,19 +637,20 @@ static int walk_run(run_t *r)
                 /* Pages of the accesses that reach memory: a pages_percent
                  * split moves those, whatever the cache hits do. Untracked
                  * samples count in a row of their own, which nothing reads. */
-                uint64_t *pg = o >= 0 ? pages[o] : nopage;
-                pg[(a >> 12) % 100] += (uint64_t)((store & (lv != HM_DSRC_L1)) | (!store & (lv >= HM_DSRC_L2)));
+                pages[o1][(a >> 12) % 100] += kind_miss[t5];
                 uint64_t dt = st - prev;
                 prev = st;
-                if (dt > UINT32_MAX) {
+                if (HM_UNLIKELY((dt >> 32) | (wt >> 16) | (o1 > SAMP_SHORT_OBJ))) {
                     r->nbuf = (size_t)(out - r->buf);
-                    if (r->cbuf - r->nbuf < (size_t)(n - i) + 1 && (rc = buf_grow(r, n - i + 1)) < 0)
+                    if (r->cbuf - r->nbuf < (size_t)(n - i) + 2 && (rc = buf_grow(r, n - i + 2)) < 0)
                         break;
                     out = r->buf + r->nbuf;
-                    *out++ = (samp_t){(uint32_t)dt, (uint32_t)(dt >> 32), SAMP_ESC};
+                    *out++ = (samp_t){(uint32_t)(dt >> 32), SAMP_LONG << 16};
+                    *out++ = (samp_t){(uint32_t)dt, wt};
+                    *out++ = (samp_t){o1 << 5 | t5, 0};
+                } else {
+                    *out++ = (samp_t){(uint32_t)dt, wt | (o1 << 5 | t5) << 16};
                 }
-                *out++ = (samp_t){dt > UINT32_MAX ? 0 : (uint32_t)dt, wt,
-                                  o1 << 5 | (lv > 7 ? 7 : lv) << 2 | (uint32_t)load << 1 | (uint32_t)store};
             }
             if (rc == 0)
                 r->nbuf = (size_t)(out - r->buf);
@@ -667,9 +684,16 @@ static int bin_run(run_t *r)
     const hm_estimator_t *e = r->e;
     const int d = r->dev, last = e->nwin - 1, O = e->nobj, D = e->ndev;
     const uint64_t *bound = r->bound;
-    const int *map = r->map;
     const float base[4] = {r->base[0], r->base[1], r->base[2], r->base[3]};
     hm__est_cell_t *cw = e->cell + d; /* window w's cells, this run's device */
+    /* Offset of each object's cells in a window (o1: the run's object + 1,
+     * 0 untracked), without a branch on whether it is tracked. */
+    size_t *off = malloc(((size_t)r->os->n + 1) * sizeof *off);
+    if (!off)
+        return -ENOMEM;
+    off[0] = (size_t)(O - 1) * (size_t)D;
+    for (int j = 0; j < r->os->n; j++)
+        off[j + 1] = (size_t)r->map[j] * (size_t)D;
     /* What each kind of sample (t5 = level << 2 | load << 1 | store) adds to
      * a cell, as add[k] + weight * mul[k] for k = t5 << 1 | hitwait, with
      * no branch on the kind, which follows no pattern. A store sample says
@@ -681,13 +705,13 @@ static int bin_run(run_t *r)
      * latency. The products are exact (by 0 or 1), so every lane adds what
      * the scalar formula would. */
     v4f_t add[64][2], mul[64][2];
-    uint8_t hit[32]; /* t5 -> 1 + its level when a load hit L2 or L3 (hitwait possible), else 0 */
+    float wait[32]; /* weight above which a sample of kind t5 waited (hitwait): loads that hit L2 or L3 */
     for (unsigned k = 0; k < 64; k++) {
         unsigned t5 = k >> 1, h = k & 1, lv = t5 >> 2, load = t5 >> 1 & 1, store = t5 & 1;
         int miss = store ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2;
         int mem = load && (lv == HM_DSRC_MEM || lv == HM_DSRC_LFB || lv == HM_DSRC_REMOTE);
         int ishit = load && lv >= HM_DSRC_L2 && lv <= HM_DSRC_L3;
-        hit[t5] = (uint8_t)(ishit ? 1 + (lv & 3) : 0);
+        wait[t5] = ishit ? 2 * base[lv & 3] : INFINITY;
         h = h && ishit;
         add[k][0] = (v4f_t){1.0f, 0.0f, (float)miss, (float)(miss && store)};
         mul[k][0] = (v4f_t){0.0f, 1.0f, 0.0f, 0.0f};
@@ -698,22 +722,25 @@ static int bin_run(run_t *r)
     uint64_t st = 0;
     for (size_t i = 0; i < r->nbuf; i++) {
         samp_t s = r->buf[i];
-        if (s.tag == SAMP_ESC) {
-            st += (uint64_t)s.weight << 32 | s.dt;
-            continue;
+        uint64_t dt = s.dt;
+        uint32_t wu = s.wtag & 0xffff, tag = s.wtag >> 16;
+        if (HM_UNLIKELY(tag == SAMP_LONG)) {
+            dt = dt << 32 | r->buf[i + 1].dt;
+            wu = r->buf[i + 1].wtag;
+            tag = r->buf[i + 2].dt;
+            i += 2;
         }
-        st += s.dt;
+        st += dt;
         if (w < last && st >= bound[w + 1]) {
             while (w < last && st >= bound[w + 1])
                 w++;
             cw = e->cell + (size_t)w * (size_t)O * (size_t)D + d;
         }
-        uint32_t o1 = s.tag >> 5;
-        unsigned t5 = s.tag & 31;
-        hm__est_cell_t *c = cw + (size_t)(o1 ? map[o1 - 1] : O - 1) * (size_t)D;
-        float wt = (float)s.weight;
-        unsigned hl = hit[t5];
-        unsigned k = t5 << 1 | (hl && wt > 2 * base[(hl - 1) & 3]);
+        uint32_t o1 = tag >> 5;
+        unsigned t5 = tag & 31;
+        hm__est_cell_t *c = cw + off[o1];
+        float wt = (float)wu;
+        unsigned k = t5 << 1 | (wt > wait[t5]);
         v4f_t wv = {wt, wt, wt, wt}, lo, hi;
         memcpy(&lo, &c->n, sizeof lo);
         memcpy(&hi, &c->mm, sizeof hi);
@@ -722,6 +749,7 @@ static int bin_run(run_t *r)
         memcpy(&c->n, &lo, sizeof lo);
         memcpy(&c->mm, &hi, sizeof hi);
     }
+    free(off);
     return 0;
 }
 
@@ -958,7 +986,7 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
                 /* As a float count would have it: exact up to 2^24, where
                  * adding one no longer changes a float. */
                 e->obj[runs[i].map[k]].pages[b] +=
-                    (float)(runs[i].pages[k][b] < (1u << 24) ? runs[i].pages[k][b] : (1u << 24));
+                    (float)(runs[i].pages[k + 1][b] < (1u << 24) ? runs[i].pages[k + 1][b] : (1u << 24));
 
     /* Sort objects by samples in the reference run, hottest first. */
     {
