@@ -50,7 +50,7 @@ typedef struct {
 
 /* Bytes of the mapping for n entries: whole huge pages from half of one up.
  * Clearing a huge page costs less than the 4 KiB page faults it saves once
- * half of it is used (a profile of the stream traces, 2.6 MB a run: page
+ * half of it is used (a profile of the stream traces, then 2.6 MB a run: page
  * faults took about 13% of summary building on 4 KiB pages; on huge pages,
  * clearing them took about 6%). */
 static size_t samp_bytes(size_t n)
