@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <pthread.h>
 #include <string.h>
@@ -24,31 +25,37 @@ typedef struct {
 } ipoint_t;
 
 /* A sample as the binning needs it, kept from the one decoding pass:
- * 12 bytes instead of the decoded record's 35, since the window bounds are
+ * 8 bytes instead of the decoded record's 35, since the window bounds are
  * known only once every run has been read. Times are deltas from the
- * previous sample; a delta that does not fit in 32 bits is carried by an
- * escape entry (tag SAMP_ESC, high bits in weight) before the sample. */
+ * previous sample. The tag is (object of this run + 1, 0: untracked) << 5 |
+ * level << 2 | load << 1 | store. A sample whose delta, weight or tag does
+ * not fit a short entry (32, 16 and 16 bits, the tag below SAMP_LONG)
+ * takes three: {delta's high bits, SAMP_LONG << 16}, {delta's low bits,
+ * weight}, {tag, 0}. */
 typedef struct {
     uint32_t dt;
-    uint32_t weight;
-    uint32_t tag;             /* (object of this run + 1, 0: untracked) << 5 | level << 2 | load << 1 | store */
+    uint32_t wtag;            /* weight | tag << 16 */
 } samp_t;
 
-#define SAMP_ESC UINT32_MAX
+#define SAMP_LONG 0xffffu
+#define SAMP_SHORT_OBJ ((SAMP_LONG >> 5) - 1) /* largest object + 1 of a short entry */
 #define SAMP_MAX_OBJ ((1u << 27) - 2)
 
-/* The kept samples are the one large allocation of summary building (12
+/* The kept samples are the one large allocation of summary building (8
  * bytes a sample, tens of MB for long traces). They are mapped with
  * transparent huge pages where the kernel allows them: on 4 KiB pages, the
  * page faults of first touching the buffer cost about a tenth of the whole
  * pass. */
 #define SAMP_HUGE ((size_t)2 << 20)
 
-/* Bytes of the mapping for n entries: whole huge pages from two of them up
- * (below, clearing a huge page would cost more than the faults it saves). */
+/* Bytes of the mapping for n entries: whole huge pages from half of one up.
+ * Clearing a huge page costs less than the 4 KiB page faults it saves once
+ * half of it is used (a profile of the stream traces, then 2.6 MB a run: page
+ * faults took about 13% of summary building on 4 KiB pages; on huge pages,
+ * clearing them took about 6%). */
 static size_t samp_bytes(size_t n)
 {
-    size_t b = n * sizeof(samp_t), a = b >= 2 * SAMP_HUGE ? SAMP_HUGE : 4096;
+    size_t b = n * sizeof(samp_t), a = b >= SAMP_HUGE / 2 ? SAMP_HUGE : 4096;
     return (b + a - 1) & ~(a - 1);
 }
 
@@ -59,17 +66,19 @@ static samp_t *samp_map(size_t n, size_t *cap)
     if (p == MAP_FAILED)
         return NULL;
 #ifdef MADV_HUGEPAGE
-    if (bytes >= 2 * SAMP_HUGE)
+    if (bytes >= SAMP_HUGE)
         madvise(p, bytes, MADV_HUGEPAGE); /* advice only: without it, 4 KiB pages */
 #endif
     *cap = bytes / sizeof(samp_t);
     return p;
 }
 
+/* The mapping is whole pages of whole entries, so cap entries are all of it. */
+_Static_assert(4096 % sizeof(samp_t) == 0, "a page holds whole samp_t entries");
 static void samp_unmap(samp_t *p, size_t cap)
 {
     if (p)
-        munmap(p, samp_bytes(cap));
+        munmap(p, cap * sizeof *p);
 }
 
 /* One run while it is read. */
@@ -91,8 +100,8 @@ typedef struct {
     float base[4];            /* usual latency of a hit per level: 5th percentile */
     struct oset *os;          /* this run's objects */
     int *map;                 /* this run's object -> the union's */
-    uint64_t (*pages)[100];   /* per object of this run: pages of sampled misses */
-    int npages;               /* objects that pages has room for */
+    uint64_t (*pages)[100];   /* per object of this run + 1: pages of sampled misses (row 0: untracked, unread) */
+    int npages;               /* rows that pages has room for */
     samp_t *buf;              /* the samples, compact, in time order */
     size_t nbuf, cbuf;
     hm_estimator_t *e;        /* where bin_run() puts the samples */
@@ -279,10 +288,10 @@ static void add_event(run_t *r, const hm_record_t *ev)
 static int walk_run(run_t *r);
 static int bin_run(run_t *r);
 
-/* Samples that take a thread a few milliseconds to read (walk_run) or to
+/* Samples that take a thread about a millisecond to read (walk_run) or to
  * bin (bin_run, several times faster per sample). */
 #define WALK_PER_THREAD ((uint64_t)1 << 15)
-#define BIN_PER_THREAD ((uint64_t)1 << 18)
+#define BIN_PER_THREAD ((uint64_t)1 << 16)
 
 /* Runs fn on every run, on up to one thread per online CPU, each taking the
  * next run not yet taken (the runs are independent until their objects are
@@ -460,15 +469,21 @@ static int track_event(run_t *r, track_t *k, const hm_record_t *ev)
             live_add(os, o, al->size, 1);
         }
     }
-    if (os->n > r->npages) {
+    if (os->n + 1 > r->npages) {
         if ((unsigned)os->n > SAMP_MAX_OBJ)
             return hm__errf(HM_ETOOBIG, "%s: more than %u objects", r->path, SAMP_MAX_OBJ);
-        int np = 2 * os->n;
+        int np = 2 * (os->n + 1);
         r->pages = hm__xrealloc(r->pages, (size_t)np * sizeof *r->pages);
         memset(r->pages + r->npages, 0, (size_t)(np - r->npages) * sizeof *r->pages);
         r->npages = np;
     }
     return 0;
+}
+
+/* Whether an event changes which object an address belongs to. */
+static int changes_table(const hm_record_t *ev)
+{
+    return ev->kind == HM_REC_ALLOC || ev->kind == HM_REC_FREE || ev->kind == HM_REC_NAME;
 }
 
 /* Makes room for @p more entries in the run's sample buffer. */
@@ -485,18 +500,59 @@ static int buf_grow(run_t *r, size_t more)
     return 0;
 }
 
-/* Objects of the last few samples, and the untracked stretches (stack,
- * static data) they fell in: consecutive samples mostly fall in the ranges
- * of recent ones (a loop over a few arrays), which saves a lookup in the
- * table. The ranges never disagree (objects are disjoint, and a stretch is
- * free of objects), so every entry is tested without branching and any
- * match gives the answer. Emptied whenever the table changes. */
+/* Where recent samples' objects lie, which spares most samples a lookup
+ * in the allocation table: the ranges of objects, and the untracked
+ * stretches (stack, static data) found around samples outside them. A
+ * direct-mapped slot per 64 KiB of addresses answers most samples with one
+ * well-predicted test (a loop over a few large arrays stays in a few
+ * slots); behind it, the last few ranges found catch small objects that
+ * share a slot. The ranges never disagree (objects are disjoint, and a
+ * stretch is free of objects), so any range that holds the address gives
+ * the answer. Emptied whenever the table changes. */
+#define SLOTS 512
+#define SLOT_SHIFT 16
 #define RECENT 8
 typedef struct {
-    uint64_t addr[RECENT], size[RECENT];
-    int obj[RECENT]; /* this run's object, -1: none */
+    uint64_t addr, size;
+    int obj; /* this run's object, -1: untracked */
+} range_t;
+
+typedef struct {
+    range_t slot[SLOTS];
+    range_t recent[RECENT];
     unsigned next;
 } recent_t;
+
+/* The object at @p a when its slot does not hold it: from the recent
+ * ranges, else from the table; the range found goes into the slot. */
+static int find_obj(const track_t *k, recent_t *rec, uint64_t a)
+{
+    range_t *sl = &rec->slot[(a >> SLOT_SHIFT) % SLOTS];
+    for (int x = 0; x < RECENT; x++)
+        if (a - rec->recent[x].addr < rec->recent[x].size) {
+            *sl = rec->recent[x];
+            return sl->obj;
+        }
+    range_t g;
+    const hm_objtab_entry_t *ent = hm__objtab_find(k->tab, a);
+    if (ent) {
+        /* A zero-size entry covers its first byte. */
+        g = (range_t){ent->addr, ent->size ? ent->size : 1, k->allocs[ent->id].obj};
+    } else {
+        /* Untracked: the free part of its page around it, so that the next
+         * samples there need no lookup either. */
+        uint64_t lo = a & ~(uint64_t)4095, hi = lo + 4096;
+        const hm_objtab_entry_t *nx = hm__objtab_next(k->tab, a);
+        if (nx && nx->addr < hi)
+            hi = nx->addr;
+        if (a > lo && hm__objtab_overlap(k->tab, lo, a - lo))
+            lo = a; /* something below it in its page: just this byte */
+        g = (range_t){lo, hi > lo ? hi - lo : 1, -1};
+    }
+    rec->recent[rec->next++ % RECENT] = g;
+    *sl = g;
+    return g.obj;
+}
 
 /* The one decoding pass over a run: phase markers and counters, objects
  * (allocations, frees and names, keyed by site and name), the usual latency
@@ -511,7 +567,21 @@ static int walk_run(run_t *r)
     recent_t rec;
     memset(&rec, 0, sizeof rec);
     uint64_t prev = 0;
+    /* Per kind of sample (t5 = level << 2 | load << 1 | store, levels past
+     * 7 as 7): its row of the hit-latency histogram (the loads that hit a
+     * cache count in their level's, the rest in row 0, which nothing
+     * reads), and whether it missed L1; tables rather than branches on the
+     * sample's kind, which follows no pattern. */
+    uint8_t kind_row[32];
+    uint64_t kind_miss[32];
+    for (unsigned t5 = 0; t5 < 32; t5++) {
+        unsigned lv = t5 >> 2, load = t5 >> 1 & 1, store = t5 & 1;
+        kind_row[t5] = (uint8_t)(load && lv >= HM_DSRC_L1 && lv <= HM_DSRC_L3 ? lv : 0);
+        kind_miss[t5] = store ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2;
+    }
     r->nbuf = 0;
+    r->npages = 16;
+    r->pages = hm__xcalloc((size_t)r->npages, sizeof *r->pages);
     if (!(r->buf = samp_map(r->st.records[HM_REC_SAMPLE] + 16, &r->cbuf))) {
         hm__objtab_close(k.tab);
         return -ENOMEM;
@@ -546,7 +616,8 @@ static int walk_run(run_t *r)
                 if (HM_UNLIKELY(st >= et)) {
                     r->nbuf = (size_t)(out - r->buf);
                     while (rc == 0 && st >= et) {
-                        memset(&rec, 0, sizeof rec); /* the table may change */
+                        if (changes_table(&evs[ei]))
+                            memset(&rec, 0, sizeof rec);
                         rc = track_event(r, &k, &evs[ei++]);
                         et = ei < nev ? evt[ei] : UINT64_MAX;
                     }
@@ -554,61 +625,32 @@ static int walk_run(run_t *r)
                         break;
                     pages = r->pages;
                 }
-                unsigned lv = HM_DSRC_LEVEL(ch->dsrc[i]);
+                unsigned lv = HM_DSRC_LEVEL(ch->dsrc[i]), acc = ch->access[i];
                 uint32_t wt = ch->weight[i];
-                int store = ch->access[i] == HM_ACCESS_STORE, load = ch->access[i] == HM_ACCESS_LOAD;
-                if (load && lv >= HM_DSRC_L1 && lv <= HM_DSRC_L3)
-                    hist[lv][wt < 511 ? wt : 511]++;
+                unsigned t5 = (lv > 7 ? 7 : lv) << 2 | (unsigned)(acc == HM_ACCESS_LOAD) << 1 |
+                              (unsigned)(acc == HM_ACCESS_STORE);
+                hist[kind_row[t5]][wt < 511 ? wt : 511]++;
                 uint64_t a = ch->addr[i];
-                int o = -2;
-                for (int x = 0; x < RECENT; x++)
-                    if (a - rec.addr[x] < rec.size[x]) {
-                        o = rec.obj[x];
-                        break;
-                    }
-                if (o == -2) {
-                    const hm_objtab_entry_t *ent = hm__objtab_find(k.tab, a);
-                    unsigned x = rec.next++ % RECENT;
-                    if (ent) {
-                        o = k.allocs[ent->id].obj;
-                        /* A zero-size entry covers its first byte. */
-                        rec.addr[x] = ent->addr;
-                        rec.size[x] = ent->size ? ent->size : 1;
-                    } else {
-                        /* Untracked (stack, static data): the free part of
-                         * its page around it, so that the next samples
-                         * there need no lookup either. */
-                        uint64_t lo = a & ~(uint64_t)4095, hi = lo + 4096;
-                        const hm_objtab_entry_t *nx = hm__objtab_next(k.tab, a);
-                        if (nx && nx->addr < hi)
-                            hi = nx->addr;
-                        if (a > lo && hm__objtab_overlap(k.tab, lo, a - lo))
-                            lo = a; /* something below it in its page: just this byte */
-                        o = -1;
-                        rec.addr[x] = lo;
-                        rec.size[x] = hi > lo ? hi - lo : 1;
-                    }
-                    rec.obj[x] = o;
-                }
-                uint32_t o1 = 0;
-                if (o >= 0) {
-                    o1 = (uint32_t)o + 1;
-                    /* Pages of the accesses that reach memory: a pages_percent
-                     * split moves those, whatever the cache hits do. */
-                    if (store ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2)
-                        pages[o][(a >> 12) % 100]++;
-                }
+                const range_t *sl = &rec.slot[(a >> SLOT_SHIFT) % SLOTS];
+                int o = HM_LIKELY(a - sl->addr < sl->size) ? sl->obj : find_obj(&k, &rec, a);
+                uint32_t o1 = (uint32_t)(o + 1);
+                /* Pages of the accesses that reach memory: a pages_percent
+                 * split moves those, whatever the cache hits do. Untracked
+                 * samples count in a row of their own, which nothing reads. */
+                pages[o1][(a >> 12) % 100] += kind_miss[t5];
                 uint64_t dt = st - prev;
                 prev = st;
-                if (dt > UINT32_MAX) {
+                if (HM_UNLIKELY((dt >> 32) | (wt >> 16) | (o1 > SAMP_SHORT_OBJ))) {
                     r->nbuf = (size_t)(out - r->buf);
-                    if (r->cbuf - r->nbuf < (size_t)(n - i) + 1 && (rc = buf_grow(r, n - i + 1)) < 0)
+                    if (r->cbuf - r->nbuf < (size_t)(n - i) + 2 && (rc = buf_grow(r, n - i + 2)) < 0)
                         break;
                     out = r->buf + r->nbuf;
-                    *out++ = (samp_t){(uint32_t)dt, (uint32_t)(dt >> 32), SAMP_ESC};
+                    *out++ = (samp_t){(uint32_t)(dt >> 32), SAMP_LONG << 16};
+                    *out++ = (samp_t){(uint32_t)dt, wt};
+                    *out++ = (samp_t){o1 << 5 | t5, 0};
+                } else {
+                    *out++ = (samp_t){(uint32_t)dt, wt | (o1 << 5 | t5) << 16};
                 }
-                *out++ = (samp_t){dt > UINT32_MAX ? 0 : (uint32_t)dt, wt,
-                                  o1 << 5 | (lv > 7 ? 7 : lv) << 2 | (uint32_t)load << 1 | (uint32_t)store};
             }
             if (rc == 0)
                 r->nbuf = (size_t)(out - r->buf);
@@ -617,7 +659,8 @@ static int walk_run(run_t *r)
             rc = hm__errf(got, "%s: %s", r->path, hm_errdetail());
         /* Events after the block's last sample. */
         while (rc == 0 && ei < nev) {
-            memset(&rec, 0, sizeof rec);
+            if (changes_table(&evs[ei]))
+                memset(&rec, 0, sizeof rec);
             rc = track_event(r, &k, &evs[ei++]);
         }
     }
@@ -627,6 +670,13 @@ static int walk_run(run_t *r)
     return rc;
 }
 
+/* Half a cell (n, w, m, sm or mm, x, hw, sh) as one vector: the cell's
+ * eight sums are updated by two vector additions per sample, each lane the
+ * same float addition, in the same order, as a scalar update would make. */
+typedef float v4f_t __attribute__((vector_size(16)));
+_Static_assert(sizeof(hm__est_cell_t) == 8 * sizeof(float) && offsetof(hm__est_cell_t, mm) == 4 * sizeof(float),
+               "a cell is eight floats, n first, mm fifth");
+
 /* Puts a run's kept samples into their windows and objects (the union's
  * order); each run fills only its own device's cells. */
 static int bin_run(run_t *r)
@@ -634,55 +684,72 @@ static int bin_run(run_t *r)
     const hm_estimator_t *e = r->e;
     const int d = r->dev, last = e->nwin - 1, O = e->nobj, D = e->ndev;
     const uint64_t *bound = r->bound;
-    const int *map = r->map;
     const float base[4] = {r->base[0], r->base[1], r->base[2], r->base[3]};
     hm__est_cell_t *cw = e->cell + d; /* window w's cells, this run's device */
-    /* What each kind of sample (level << 2 | load << 1 | store) counts as. */
-    enum { K_MISS = 1, K_SMISS = 2, K_MEM = 4, K_HIT = 8 };
-    uint8_t kind[32];
-    for (unsigned t5 = 0; t5 < 32; t5++) {
-        unsigned lv = t5 >> 2, load = t5 >> 1 & 1, store = t5 & 1;
+    /* Offset of each object's cells in a window (o1: the run's object + 1,
+     * 0 untracked), without a branch on whether it is tracked. */
+    size_t *off = malloc(((size_t)r->os->n + 1) * sizeof *off);
+    if (!off)
+        return -ENOMEM;
+    off[0] = (size_t)(O - 1) * (size_t)D;
+    for (int j = 0; j < r->os->n; j++)
+        off[j + 1] = (size_t)r->map[j] * (size_t)D;
+    /* What each kind of sample (t5 = level << 2 | load << 1 | store) adds to
+     * a cell, as add[k] + weight * mul[k] for k = t5 << 1 | hitwait, with
+     * no branch on the kind, which follows no pattern. A store sample says
+     * only whether it hit L1 (as Intel's store event). A store miss moves
+     * two lines: the read for ownership and, later, the write-back of the
+     * dirty line. A load from memory is memory-bound; a cache hit that
+     * waited well beyond that level's usual latency (hitwait) waited for a
+     * line on its way from memory, the wait being its weight less that
+     * latency. The products are exact (by 0 or 1), so every lane adds what
+     * the scalar formula would. */
+    v4f_t add[64][2], mul[64][2];
+    float wait[32]; /* weight above which a sample of kind t5 waited (hitwait): loads that hit L2 or L3 */
+    for (unsigned k = 0; k < 64; k++) {
+        unsigned t5 = k >> 1, h = k & 1, lv = t5 >> 2, load = t5 >> 1 & 1, store = t5 & 1;
         int miss = store ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2;
-        kind[t5] = (uint8_t)((miss ? K_MISS : 0) | (miss && store ? K_SMISS : 0) |
-                             (load && (lv == HM_DSRC_MEM || lv == HM_DSRC_LFB || lv == HM_DSRC_REMOTE) ? K_MEM : 0) |
-                             (load && lv >= HM_DSRC_L2 && lv <= HM_DSRC_L3 ? K_HIT : 0));
+        int mem = load && (lv == HM_DSRC_MEM || lv == HM_DSRC_LFB || lv == HM_DSRC_REMOTE);
+        int ishit = load && lv >= HM_DSRC_L2 && lv <= HM_DSRC_L3;
+        wait[t5] = ishit ? 2 * base[lv & 3] : INFINITY;
+        h = h && ishit;
+        add[k][0] = (v4f_t){1.0f, 0.0f, (float)miss, (float)(miss && store)};
+        mul[k][0] = (v4f_t){0.0f, 1.0f, 0.0f, 0.0f};
+        add[k][1] = (v4f_t){(float)(mem || h), h && !mem ? -base[lv & 3] : 0.0f, (float)h, (float)(store && !miss)};
+        mul[k][1] = (v4f_t){0.0f, (float)(mem || h), 0.0f, 0.0f};
     }
     int w = 0;
     uint64_t st = 0;
     for (size_t i = 0; i < r->nbuf; i++) {
         samp_t s = r->buf[i];
-        if (s.tag == SAMP_ESC) {
-            st += (uint64_t)s.weight << 32 | s.dt;
-            continue;
+        uint64_t dt = s.dt;
+        uint32_t wu = s.wtag & 0xffff, tag = s.wtag >> 16;
+        if (HM_UNLIKELY(tag == SAMP_LONG)) {
+            dt = dt << 32 | r->buf[i + 1].dt;
+            wu = r->buf[i + 1].wtag;
+            tag = r->buf[i + 2].dt;
+            i += 2;
         }
-        st += s.dt;
+        st += dt;
         if (w < last && st >= bound[w + 1]) {
             while (w < last && st >= bound[w + 1])
                 w++;
             cw = e->cell + (size_t)w * (size_t)O * (size_t)D + d;
         }
-        uint32_t o1 = s.tag >> 5;
-        unsigned t5 = s.tag & 31, lv = t5 >> 2; /* levels past 7 are unknown ones, all alike below */
-        hm__est_cell_t *c = cw + (size_t)(o1 ? map[o1 - 1] : O - 1) * (size_t)D;
-        float wt = (float)s.weight;
-        /* Without branches on the sample's kind, which follows no pattern:
-         * adding zero leaves a count or sum as it was. A store sample says
-         * only whether it hit L1 (as Intel's store event). A store miss
-         * moves two lines: the read for ownership and, later, the
-         * write-back of the dirty line. A load from memory is
-         * memory-bound; a cache hit that waited well beyond that level's
-         * usual latency waited for a line on its way from memory. */
-        int hitwait = (kind[t5] & K_HIT) && wt > 2 * base[lv & 3];
-        int mem = kind[t5] & K_MEM;
-        c->n += 1;
-        c->w += wt;
-        c->m += (float)(kind[t5] & K_MISS);
-        c->sm += (float)((kind[t5] & K_SMISS) != 0);
-        c->x += mem ? wt : hitwait ? wt - base[lv & 3] : 0.0f;
-        c->mm += (float)((mem != 0) | hitwait);
-        c->hw += (float)hitwait;
-        c->sh += (float)((t5 & 1) && !(kind[t5] & K_MISS));
+        uint32_t o1 = tag >> 5;
+        unsigned t5 = tag & 31;
+        hm__est_cell_t *c = cw + off[o1];
+        float wt = (float)wu;
+        unsigned k = t5 << 1 | (wt > wait[t5]);
+        v4f_t wv = {wt, wt, wt, wt}, lo, hi;
+        memcpy(&lo, &c->n, sizeof lo);
+        memcpy(&hi, &c->mm, sizeof hi);
+        lo += add[k][0] + wv * mul[k][0];
+        hi += add[k][1] + wv * mul[k][1];
+        memcpy(&c->n, &lo, sizeof lo);
+        memcpy(&c->mm, &hi, sizeof hi);
     }
+    free(off);
     return 0;
 }
 
@@ -919,7 +986,7 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
                 /* As a float count would have it: exact up to 2^24, where
                  * adding one no longer changes a float. */
                 e->obj[runs[i].map[k]].pages[b] +=
-                    (float)(runs[i].pages[k][b] < (1u << 24) ? runs[i].pages[k][b] : (1u << 24));
+                    (float)(runs[i].pages[k + 1][b] < (1u << 24) ? runs[i].pages[k + 1][b] : (1u << 24));
 
     /* Sort objects by samples in the reference run, hottest first. */
     {
@@ -940,14 +1007,6 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
         }
         qsort_r(ord, (size_t)keep, sizeof *ord, cmp_obj, hot);
         hm__est_obj_t *nobj = hm__xcalloc((size_t)e->nobj, sizeof *nobj);
-        hm__est_cell_t *ncell = calloc((size_t)e->nwin * e->nobj * e->ndev, sizeof *ncell);
-        if (!ncell) {
-            free(hot);
-            free(ord);
-            free(nobj);
-            rc = -ENOMEM;
-            goto out;
-        }
         for (int j = 0; j < keep; j++) {
             int o = ord[j];
             nobj[j] = e->obj[o];
@@ -959,26 +1018,33 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
         }
         int nn = keep + 1;
         nobj[keep] = e->obj[O];
+        /* The cells reordered in place, a window at a time through a copy
+         * of it: window w's new cells lie at or below its old ones, over
+         * windows already copied (a second array the size of all cells
+         * would cost its page faults). */
+        size_t row = (size_t)(O + 1) * e->ndev;
+        hm__est_cell_t *tmp = hm__xcalloc(row, sizeof *tmp);
         for (int w = 0; w < e->nwin; w++) {
-            hm__est_cell_t *dst = &ncell[(size_t)w * nn * e->ndev];
+            memcpy(tmp, &e->cell[(size_t)w * row], row * sizeof *tmp);
+            hm__est_cell_t *dst = &e->cell[(size_t)w * nn * e->ndev];
             for (int j = 0; j < keep; j++)
-                memcpy(&dst[(size_t)j * e->ndev], hm__est_cell(e, w, ord[j], 0), (size_t)e->ndev * sizeof *ncell);
+                memcpy(&dst[(size_t)j * e->ndev], &tmp[(size_t)ord[j] * e->ndev], (size_t)e->ndev * sizeof *tmp);
             /* Untracked, plus whatever the dropped objects got. */
+            memset(&dst[(size_t)keep * e->ndev], 0, (size_t)e->ndev * sizeof *tmp);
             for (int o = 0; o <= O; o++) {
                 if (o < O && (os.v[o].allocations > 0 || hot[o] > 0))
                     continue;
                 for (int d = 0; d < e->ndev; d++) {
-                    hm__est_cell_t *src = hm__est_cell(e, w, o, d), *u = &dst[(size_t)keep * e->ndev + d];
+                    hm__est_cell_t *src = &tmp[(size_t)o * e->ndev + d], *u = &dst[(size_t)keep * e->ndev + d];
                     u->n += src->n, u->w += src->w, u->m += src->m, u->x += src->x;
                     u->sm += src->sm, u->mm += src->mm, u->hw += src->hw, u->sh += src->sh;
                 }
             }
         }
+        free(tmp);
 
         free(e->obj);
-        free(e->cell);
         e->obj = nobj;
-        e->cell = ncell;
         e->nobj = nn;
         for (int w = 0; w < e->nwin; w++)
             nobj[keep].samples += hm__est_cell(e, w, keep, e->ref)->n;

@@ -1206,6 +1206,85 @@ static void test_attribution(void)
     free(paths[1]);
 }
 
+/* Samples that the summary keeps in long form: a time gap past 2^32 units,
+ * a weight past 16 bits and objects past the first 2046 of a run; their
+ * windows, objects and weights must come out as for any other sample. */
+#define LS_OBJ 2100
+#define LS_BASE 0x300000000ull
+static void test_long_samples(void)
+{
+    char *paths[2];
+    const uint64_t t2 = 5000000000ull; /* past 2^32 after the first sample */
+    for (int run = 0; run < 2; run++) {
+        paths[run] = path_of(run ? "long-fast.hmt" : "long-slow.hmt");
+        const char *argv[] = {"./app.sim", NULL};
+        hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", 1000, run ? "fast" : "slow", NULL, argv};
+        hm_trace_writer_t *w;
+        CHECK_EQ_INT(hm_trace_writer_open(&w, paths[run], &m), 0);
+        for (int k = 0; k < LS_OBJ; k++) {
+            hm_alloc_t a = {10 + (uint64_t)k, LS_BASE + (uint64_t)k * 64, 64, 0x9000 + (uint64_t)k, 0};
+            CHECK_EQ_INT(hm_trace_write_alloc(w, &a), 0);
+        }
+        const uint16_t mem = HM_DSRC_MAKE_MEM(0);
+        hm_sample_t smp[] = {
+            {5000, LS_BASE, 0x1, 0, 7, mem, HM_ACCESS_LOAD},
+            {t2, LS_BASE + 8, 0x1, 0, 100000, mem, HM_ACCESS_LOAD},
+            {t2 + 10, LS_BASE + (LS_OBJ - 1) * 64, 0x1, 0, 9, mem, HM_ACCESS_LOAD},
+            {t2 + 20, U_ADDR, 0x1, 0, 3, mem, HM_ACCESS_LOAD},
+            {t2 + 30, LS_BASE + 64, 0x1, 0, 70000, mem, HM_ACCESS_STORE},
+        };
+        for (size_t i = 0; i < HM_ARRAY_LEN(smp); i++)
+            CHECK_EQ_INT(hm_trace_write_sample(w, &smp[i]), 0);
+        hm_trace_end_t end = {t2 + 40, 0};
+        CHECK_EQ_INT(hm_trace_writer_close(w, &end), 0);
+    }
+    hm_estimator_t *e = NULL;
+    hm_estimator_opts_t o = {10};
+    CHECK_EQ_INT(hm_estimator_open(&e, (const char *const *)paths, 2, &o), 0);
+    char *p = path_of("long-summary.json");
+    if (e) {
+        CHECK_EQ_INT(hm_estimator_save(e, p), 0);
+        hm_estimator_close(e);
+        /* Per window and object (by site; 0: untracked), device 0 then 1:
+         * samples and weight sums. */
+        double got[10][4][2][2] = {{{{0}}}};
+        json_t *js = json_load_file(p, 0, NULL);
+        json_t *objs = json_object_get(js, "objects"), *wins = json_object_get(js, "windows"), *win, *row;
+        CHECK_EQ_INT((int)json_array_size(wins), 10);
+        size_t w, i;
+        json_array_foreach(wins, w, win) {
+            json_array_foreach(json_object_get(win, "stats"), i, row) {
+                size_t ob = (size_t)json_integer_value(json_array_get(row, 0));
+                int d = (int)json_integer_value(json_array_get(row, 1));
+                const char *site = json_string_value(json_object_get(json_array_get(objs, ob), "site"));
+                uint64_t sv = site ? strtoull(site, NULL, 16) : 0;
+                int k = !site ? 0 : sv == 0x9000 ? 1 : sv == 0x9001 ? 2 : sv == 0x9000 + LS_OBJ - 1 ? 3 : -1;
+                CHECK(k >= 0 && w < 10 && (d == 0 || d == 1));
+                if (k >= 0 && w < 10 && (d == 0 || d == 1)) {
+                    got[w][k][d][0] += json_number_value(json_array_get(row, 2));
+                    got[w][k][d][1] += json_number_value(json_array_get(row, 3));
+                }
+            }
+        }
+        json_decref(js);
+        for (int d = 0; d < 2; d++) {
+            CHECK_NEAR(got[0][1][d][0], 1, 0);
+            CHECK_NEAR(got[0][1][d][1], 7, 0);
+            CHECK_NEAR(got[9][1][d][0], 1, 0);
+            CHECK_NEAR(got[9][1][d][1], 100000, 0);
+            CHECK_NEAR(got[9][2][d][0], 1, 0);
+            CHECK_NEAR(got[9][2][d][1], 70000, 0);
+            CHECK_NEAR(got[9][3][d][0], 1, 0);
+            CHECK_NEAR(got[9][3][d][1], 9, 0);
+            CHECK_NEAR(got[9][0][d][0], 1, 0);
+            CHECK_NEAR(got[9][0][d][1], 3, 0);
+        }
+    }
+    free(p);
+    free(paths[0]);
+    free(paths[1]);
+}
+
 static void test_bad_input(void)
 {
     char *a = path_of("bad-a.hmt"), *b = path_of("bad-b.hmt"), *c = path_of("bad-c.hmt");
@@ -1293,6 +1372,7 @@ int main(void)
     test_summary_figures();
     test_compiled_placements();
     test_attribution();
+    test_long_samples();
     test_bad_input();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
