@@ -640,38 +640,24 @@ static void prepare_default(hm_estimator_t *e)
         HM_DEBUG("estimate: class %s: sampled traffic %.4g read, %.4g written; unsampled from bound runs %.4g",
                  e->phase_name[m->cls_phase[c]], Br, Bw, nb ? extra / nb : 0.0);
         if (nb > 0 && Br + Bw > 0) {
-            /* Traffic the samples do not show is mostly hardware
-             * prefetches. A stream starts, and starts again on every page,
-             * from loads that reach memory, and runs ahead of them; the
-             * prefetched lines a streamed object then uses are in its
-             * sampled traffic already (all its L1 misses count), while a
-             * search's short runs of adjacent misses start streams whose
-             * lines are never used. So the rest goes to the objects in
-             * proportion to their loads that reached memory (in the run
-             * where the most did); by their sampled traffic where no load
-             * reached memory (reads; the write-backs where a class reads
-             * nothing). Sampled traffic beyond what the bound runs moved
-             * is scaled down. */
+            /* Traffic the samples do not show is mostly hardware prefetches,
+             * whose volume follows the demand misses they run ahead of
+             * (a stream the prefetcher keeps ahead of waits for nothing, yet
+             * brings the most): it goes to the objects in proportion to
+             * their sampled traffic (reads; the write-backs where a class
+             * reads nothing). Sampled traffic beyond what the bound runs
+             * moved is scaled down. */
             extra /= nb;
             shrink /= nb;
-            double *lm = hm__xcalloc((size_t)O, sizeof(double)), lmtot = 0;
-            for (int o = 0; o < O; o++) {
-                for (int d = 0; d < D; d++)
-                    lm[o] = fmax(lm[o], lmem[ix3(e, c, o, d)]);
-                lmtot += lm[o];
-            }
             for (int o = 0; o < O; o++) {
                 if (extra < 0) {
                     m->bytes[(size_t)c * O + o] *= shrink;
                     m->wbytes[(size_t)c * O + o] *= shrink;
-                } else if (lmtot > 0) {
-                    m->bytes_x[(size_t)c * O + o] = extra * lm[o] / lmtot;
                 } else {
                     m->bytes_x[(size_t)c * O + o] = Br > 0 ? extra * m->bytes[(size_t)c * O + o] / Br
                                                            : extra * m->wbytes[(size_t)c * O + o] / Bw;
                 }
             }
-            free(lm);
         }
         /* Fit t = C + k L (least squares): first over every run, whose
          * measured latencies include what queueing added, so that a run

@@ -669,10 +669,10 @@ static void test_reuse_scaled_first(void)
 }
 
 /* The traffic a bound run moved beyond its samples (prefetches) follows the
- * objects' loads that reached memory, not how long they waited: a stream
- * the prefetcher keeps ahead of waits for nothing yet brings the most. Two
- * objects with 100,000 sampled lines each, all from memory, one of whose
- * loads wait four times longer; the runs (times in the ratio of the bandwidths, so both
+ * objects' sampled traffic, not how long their loads waited: a stream the
+ * prefetcher keeps ahead of waits for nothing yet brings the most. Two
+ * objects with 100,000 sampled lines each, one of whose loads wait four
+ * times longer; the runs (times in the ratio of the bandwidths, so both
  * bound) moved 20 MB, 7.2 MB more than the samples show. Either object
  * alone on the far device sends it 6.4 + 3.6 MB (2 ms); spread by latency,
  * the slow-waiting object would take 5.76 MB of the rest (2.43 ms) and the
@@ -761,32 +761,6 @@ static void test_store_scatter_excess(void)
     far_each("scatter", js, 1.4e7, &a, &b);
     CHECK_NEAR(b, 2.68e7, 0.03);
     CHECK(a > 1.4e7 && a < b);
-}
-
-/* The read traffic the samples miss follows the loads that reached memory,
- * not the sampled traffic: a streamed object (its hits waited in the far
- * run, so all its 64 MB of L1 misses count) already holds the prefetched
- * lines it used, while a searched 4 MiB object, whose 200 of 1000 sampled
- * misses reached memory, starts the streams that bring lines it never
- * uses. Both runs are bound (times in the ratio of the bandwidths) and
- * moved 128 MB, 51.2 MB more than sampled: by memory loads the searched
- * object takes 34.1 MB of it (46.9 MB in all: 9.39 ms alone on the far
- * device); by sampled traffic it would take 8.5 MB (5.33 ms, the near
- * device's channels then being the longer). */
-static void test_unsampled_by_memory_loads(void)
-{
-    const char *js =
-        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
-        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 6.4e6, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
-        "               {\"name\": \"far\", \"runtime_ns\": 25.6e6, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 200}],"
-        " \"objects\": [{\"site\": \"0x1\", \"size\": 134217728}, {\"site\": \"0x2\", \"size\": 4194304}],"
-        " \"windows\": [{\"phase\": 0, \"t_ns\": [6.4e6, 25.6e6], \"stats\": ["
-        "   [0, 0, 1000, 100, 1000, 100, 0, 100, 0], [1, 0, 1000, 100, 1000, 100, 0, 200, 0],"
-        "   [0, 1, 1000, 200, 1000, 200, 0, 100, 90], [1, 1, 1000, 200, 1000, 200, 0, 200, 0]]}]}";
-    double a, b;
-    far_each("unsampled by memory loads", js, 6.4e6, &a, &b);
-    CHECK_NEAR(b, 9.39e6, 0.03);
-    CHECK_NEAR(a, 81.07e6 / 5, 0.03); /* the stream alone there: its 81.1 MB */
 }
 
 /* Hand-written summaries: a time no run can have is refused (a window of
@@ -1368,7 +1342,6 @@ int main(void)
     test_one_unbound_run();
     test_steep_fit();
     test_store_scatter_excess();
-    test_unsampled_by_memory_loads();
     test_summary_figures();
     test_compiled_placements();
     test_attribution();
