@@ -543,9 +543,12 @@ static void prepare_default(hm_estimator_t *e)
             for (int o = 0; o < O; o++) {
                 size_t i = (size_t)c * O + o;
                 rfo[i] -= sexc[i] * (1 - sf);
+                m->bytes[i] -= sexc[i] * (1 - sf);
                 m->wbytes[i] -= sexc[i] * (1 - sf);
             }
-            R -= Se * (1 - sf), Bw -= Se * (1 - sf);
+            R -= Se * (1 - sf), Br -= Se * (1 - sf), Bw -= Se * (1 - sf);
+            for (int d = 0; d < D; d++)
+                tau[d] = e->bw[d] > 0 ? Br / e->bw[d] + Bw / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d]) : 0;
         }
         for (int d = 0; d < D; d++)
             if (tau[d] > Tc[d] && Tc[d] > 0)
