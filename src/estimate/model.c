@@ -923,8 +923,8 @@ static void apply(hm_est_state_t *s, int c, int o, slot_t sl, double sign)
 static double class_time(hm_est_state_t *s, int c)
 {
     hm_estimator_t *e = s->e;
-    if (s->model == HM_EST_LINEAR)
-        return s->lin_t[c];
+    if (s->model == HM_EST_LINEAR) /* at least the fastest windows' time; below 0 only by rounding */
+        return s->lin_t[c] > 0 ? s->lin_t[c] : 0;
     const hm__est_default_t *m = &e->dm;
     int D = e->ndev;
     double r = 0;

@@ -8,6 +8,8 @@
 #include "common/env.h"
 #include "sim_int.h"
 
+#define CACHE_PER_CORE_MAX (512ull << 20)
+
 #ifndef HETMEM_SOURCE_DIR
 #define HETMEM_SOURCE_DIR ""
 #endif
@@ -156,6 +158,13 @@ static int from_json(hm_sim_machine_t *m, json_t *root, const char *what)
         if (per < (uint64_t)l->assoc * m->line)
             return hm__errf(HM_EBADMACHINE, "%s: %s\"size\" %llu (per core %llu) is smaller than one set (%u ways x %u B)",
                             what, where, (unsigned long long)l->size, (unsigned long long)per, l->assoc, m->line);
+        /* The simulated thread keeps state for every line of its share
+         * (about 20 bytes a line): 512 MiB per core, far above any
+         * processor cache, keeps that within 160 MiB a level. */
+        if (per > CACHE_PER_CORE_MAX)
+            return hm__errf(HM_EBADMACHINE, "%s: %s\"size\" %llu (per core %llu) is above the %llu per core the simulator supports",
+                            what, where, (unsigned long long)l->size, (unsigned long long)per,
+                            (unsigned long long)CACHE_PER_CORE_MAX);
     }
     json_t *devs = json_object_get(root, "devices");
     if (!json_is_array(devs) || json_array_size(devs) < 1 || json_array_size(devs) > HM_SIM_MAX_DEVICES)
