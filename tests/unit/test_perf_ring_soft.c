@@ -1,7 +1,9 @@
 #define _GNU_SOURCE
 /* Soft-sampler attribution on hand-assembled x86-64: look-back within the
  * block, undoing constant and register-register increments (add, sub,
- * lea), at-PC and gather lanes. */
+ * lea), at-PC and gather lanes, and the preference for the access of a
+ * block the prefetcher cannot follow (indirect, or a stride of a line). */
+#include <math.h>
 #include <stdio.h>
 #include <sys/ucontext.h>
 
@@ -25,6 +27,30 @@ static int run(uint64_t pc_off, uint64_t *addr, uint64_t *ip, int *acc, int *how
     r.regs[REG_RDX] = 100;
     r.regs[REG_RSI] = 0x20000;
     return hm__soft_resolve_code(loop, sizeof loop, BASE, &r, addr, ip, acc, how);
+}
+
+/* Resolves the sample r (at r.regs[REG_RIP]) n times with times 0..n-1
+ * and counts how many landed on each of ips; each must land on one of
+ * them, at the address want[] gives for it. */
+static void draws(const uint8_t *code, size_t len, hm__soft_raw_t r, int n, const uint64_t *ips,
+                  const uint64_t *want, int nips, int *got)
+{
+    for (int j = 0; j < nips; j++)
+        got[j] = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t a = 0, ip = 0;
+        int acc, how;
+        r.time = (uint64_t)i;
+        CHECK_EQ_INT(hm__soft_resolve_code(code, len, BASE, &r, &a, &ip, &acc, &how), 1);
+        int j = 0;
+        while (j < nips && ips[j] != ip)
+            j++;
+        CHECK(j < nips);
+        if (j < nips) {
+            CHECK_EQ_U64(a, want[j]);
+            got[j]++;
+        }
+    }
 }
 
 int main(void)
@@ -74,8 +100,12 @@ int main(void)
      * a register:
      *  0: movsd xmm0,[rsi+rax*8]  5: movsd [r11],xmm0  10: add r11,rbx
      * 13: add rax,1  17: cmp rdx,rax  20: jne 0  22: ret
-     * A sample on the add rax or the cmp is charged to the store, whose
-     * pointer is the saved r11 minus the saved rbx. */
+     * The block is a loop: wherever the PC is in it, the sample goes to the
+     * load of A (8 bytes per iteration: 8/64 of a line) or the store to B
+     * (rbx = 64 KiB per iteration: a whole line), 1:8. Either way its
+     * address is the one of this iteration: the store's pointer is the
+     * saved r11 minus the saved rbx behind the add, the saved r11 on the
+     * store itself. */
     static const uint8_t tr[] = {0xf2, 0x0f, 0x10, 0x04, 0xc6, 0xf2, 0x41, 0x0f, 0x11, 0x03, 0x49, 0x01,
                                  0xdb, 0x48, 0x83, 0xc0, 0x01, 0x48, 0x39, 0xc2, 0x75, 0xea, 0xc3};
     memset(&r, 0, sizeof r);
@@ -83,60 +113,130 @@ int main(void)
     r.regs[REG_RAX] = 9;
     r.regs[REG_R11] = 0x900000 + 8 * 8192;
     r.regs[REG_RBX] = 8 * 8192;
-    for (uint64_t pc = 13; pc <= 17; pc += 4) {
-        r.regs[REG_RIP] = BASE + pc;
+    static const struct {
+        uint64_t pc, a, b; /* PC; the addresses of A and B the accesses behind it (or on it) used */
+    } at[] = {{5, 0x100000 + 9 * 8, 0x900000 + 8 * 8192},
+              {10, 0x100000 + 9 * 8, 0x900000 + 8 * 8192},
+              {13, 0x100000 + 9 * 8, 0x900000},
+              {17, 0x100000 + 8 * 8, 0x900000}};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        r.regs[REG_RIP] = BASE + at[i].pc;
+        const uint64_t ips[] = {BASE, BASE + 5}, want[] = {at[i].a, at[i].b};
+        int got[2];
+        draws(tr, sizeof tr, r, 4000, ips, want, 2, got);
+        CHECK(fabs(got[1] / 4000.0 - 8.0 / 9) <= 0.03);
+    }
+    /* The same loop with an 8-byte store step (a copy, not a transpose):
+     * both accesses bring 1/8 of a line, one sample in two each. */
+    r.regs[REG_RBX] = 8;
+    r.regs[REG_R11] = 0x900000 + 8;
+    r.regs[REG_RIP] = BASE + 13;
+    {
+        const uint64_t ips[] = {BASE, BASE + 5}, want[] = {0x100000 + 9 * 8, 0x900000};
+        int got[2];
+        draws(tr, sizeof tr, r, 4000, ips, want, 2, got);
+        CHECK(fabs(got[0] / 4000.0 - 0.5) <= 0.03);
+    }
+    /* The same sample twice is charged the same way. */
+    r.time = 12345;
+    CHECK_EQ_INT(hm__soft_resolve_code(tr, sizeof tr, BASE, &r, &a, &ip, &acc, &how), 1);
+    uint64_t ip1 = ip;
+    CHECK_EQ_INT(hm__soft_resolve_code(tr, sizeof tr, BASE, &r, &a, &ip, &acc, &how), 1);
+    CHECK_EQ_U64(ip, ip1);
+    /* After a page fault, the PC is the faulting store the kernel restarts
+     * (first touch of B): the sample is the store's, at the saved r11,
+     * whatever the draw. */
+    r.regs[REG_RBX] = 8 * 8192;
+    r.regs[REG_R11] = 0x900000 + 8 * 8192;
+    r.regs[REG_RIP] = BASE + 5;
+    r.faulted = 1;
+    for (r.time = 0; r.time < 100; r.time++) {
         CHECK_EQ_INT(hm__soft_resolve_code(tr, sizeof tr, BASE, &r, &a, &ip, &acc, &how), 1);
-        CHECK_EQ_U64(a, 0x900000);
+        CHECK_EQ_U64(a, 0x900000 + 8 * 8192);
         CHECK_EQ_U64(ip, BASE + 5);
         CHECK_EQ_INT(acc, HM_ACCESS_STORE);
+        CHECK_EQ_INT(how, 2);
     }
-    /* PC on the store itself. Without a page fault since the last sample,
-     * the timer landed after the load before it (the load stalled). After a
-     * page fault, the PC is the faulting store the kernel restarts (first
-     * touch of B): the sample is the store's, at the saved r11. */
-    r.regs[REG_RIP] = BASE + 5;
-    CHECK_EQ_INT(hm__soft_resolve_code(tr, sizeof tr, BASE, &r, &a, &ip, &acc, &how), 1);
-    CHECK_EQ_U64(a, 0x100000 + 9 * 8);
-    CHECK_EQ_U64(ip, BASE);
-    CHECK_EQ_INT(acc, HM_ACCESS_LOAD);
-    r.faulted = 1;
-    CHECK_EQ_INT(hm__soft_resolve_code(tr, sizeof tr, BASE, &r, &a, &ip, &acc, &how), 1);
-    CHECK_EQ_U64(a, 0x900000 + 8 * 8192);
-    CHECK_EQ_U64(ip, BASE + 5);
-    CHECK_EQ_INT(acc, HM_ACCESS_STORE);
-    CHECK_EQ_INT(how, 2);
-    /* A fault does not change a sample whose PC has no data access: the add
-     * after the store still gives the store. */
-    r.regs[REG_RIP] = BASE + 13;
-    CHECK_EQ_INT(hm__soft_resolve_code(tr, sizeof tr, BASE, &r, &a, &ip, &acc, &how), 1);
-    CHECK_EQ_U64(a, 0x900000);
-    CHECK_EQ_U64(ip, BASE + 5);
     r.faulted = 0;
 
     /* lea r11,[r11+rbx*8+16] and sub r10,rcx are undone from the saved rbx
      * and rcx; add rcx,rcx (a register doubled) cannot be and clobbers.
      *  0: movsd [r11],xmm0  5: lea r11,[r11+rbx*8+0x10]  10: sub r10,rcx
-     * 13: mov [r10],rax  16: add rcx,rcx  19: cmp rdx,rax  22: jne 0 */
+     * 13: mov [r10],rax  16: add rcx,rcx  19: cmp rdx,rax  22: jne 0
+     * A loop again. With rcx = 0 the store to [r10] does not move (no line
+     * per iteration) and every sample is the store to [r11], whose pointer
+     * the lea stepped by 3 * 8 + 16 bytes. */
     static const uint8_t le[] = {0xf2, 0x41, 0x0f, 0x11, 0x03, 0x4d, 0x8d, 0x5c, 0xdb, 0x10, 0x49, 0x29,
                                  0xca, 0x4d, 0x89, 0x02, 0x48, 0x01, 0xc9, 0x48, 0x39, 0xc2, 0x75, 0xe8};
     memset(&r, 0, sizeof r);
     r.regs[REG_R11] = 0x700000 + 3 * 8 + 16;
     r.regs[REG_RBX] = 3;
     r.regs[REG_R10] = 0x800000;
+    r.regs[REG_RCX] = 0;
+    for (r.time = 0; r.time < 50; r.time++) {
+        r.regs[REG_RIP] = BASE + 13;
+        CHECK_EQ_INT(hm__soft_resolve_code(le, sizeof le, BASE, &r, &a, &ip, &acc, &how), 1);
+        CHECK_EQ_U64(a, 0x700000);
+        CHECK_EQ_U64(ip, BASE);
+    }
+    /* With the lea's step at 0 (rbx = -2) and rcx = 0x40, every sample is
+     * the store to [r10]: on the add rcx,rcx, r10 unchanged since; on the
+     * cmp, add rcx,rcx has clobbered rcx, not r10; on the leader, ahead of
+     * the PC, its address replayed from the saved r10 (r10 - rcx). */
+    r.regs[REG_RBX] = (uint64_t)-2;
+    r.regs[REG_R11] = 0x700000;
     r.regs[REG_RCX] = 0x40;
-    r.regs[REG_RIP] = BASE + 13; /* on the store to [r10]: nothing behind but the lea'd store */
-    CHECK_EQ_INT(hm__soft_resolve_code(le, sizeof le, BASE, &r, &a, &ip, &acc, &how), 1);
-    CHECK_EQ_U64(a, 0x700000);
-    CHECK_EQ_U64(ip, BASE);
-    r.regs[REG_RIP] = BASE + 16; /* behind: mov [r10],rax at 13, r10 unchanged since */
-    CHECK_EQ_INT(hm__soft_resolve_code(le, sizeof le, BASE, &r, &a, &ip, &acc, &how), 1);
-    CHECK_EQ_U64(a, 0x800000);
-    CHECK_EQ_U64(ip, BASE + 13);
-    /* On the cmp: add rcx,rcx clobbers rcx (it cannot be undone), not r10,
-     * so the store at 13 is still found. */
-    r.regs[REG_RIP] = BASE + 19;
-    CHECK_EQ_INT(hm__soft_resolve_code(le, sizeof le, BASE, &r, &a, &ip, &acc, &how), 1);
-    CHECK_EQ_U64(a, 0x800000);
+    for (r.time = 0; r.time < 50; r.time++) {
+        r.regs[REG_RIP] = BASE + 16;
+        CHECK_EQ_INT(hm__soft_resolve_code(le, sizeof le, BASE, &r, &a, &ip, &acc, &how), 1);
+        CHECK_EQ_U64(a, 0x800000);
+        CHECK_EQ_U64(ip, BASE + 13);
+        r.regs[REG_RIP] = BASE + 19;
+        CHECK_EQ_INT(hm__soft_resolve_code(le, sizeof le, BASE, &r, &a, &ip, &acc, &how), 1);
+        CHECK_EQ_U64(a, 0x800000);
+        r.regs[REG_RIP] = BASE;
+        CHECK_EQ_INT(hm__soft_resolve_code(le, sizeof le, BASE, &r, &a, &ip, &acc, &how), 1);
+        CHECK_EQ_U64(a, 0x800000 - 0x40);
+        CHECK_EQ_U64(ip, BASE + 13);
+        CHECK_EQ_INT(how, 3);
+    }
+
+    /* Gather (SpMV inner loop, s += val[k] * x[col[k]], as GCC 12 -O2
+     * builds it):
+     *  0: mov edx,[rbp+rax*4]  4: movsd xmm0,[r13+rdx*8]  11: mulsd xmm0,[r12+rax*8]
+     * 17: add rax,1  21: addsd xmm1,xmm0  25: cmp rax,rdi  28: jne 0
+     * x's index comes from the load of col: a line per iteration, against
+     * 8/64 for val and 4/64 for col, wherever the PC lands in the loop. */
+    static const uint8_t ga[] = {0x8b, 0x54, 0x85, 0x00, 0xf2, 0x41, 0x0f, 0x10, 0x44, 0xd5, 0x00,
+                                 0xf2, 0x41, 0x0f, 0x59, 0x04, 0xc4, 0x48, 0x83, 0xc0, 0x01, 0xf2,
+                                 0x0f, 0x58, 0xc8, 0x48, 0x39, 0xf8, 0x75, 0xe2, 0xc3};
+    memset(&r, 0, sizeof r);
+    r.regs[REG_RBP] = 0x100000;
+    r.regs[REG_R12] = 0x200000;
+    r.regs[REG_R13] = 0x300000;
+    r.regs[REG_RAX] = 40;
+    r.regs[REG_RDX] = 777;
+    static const uint64_t pcs[] = {4, 11, 17, 21, 25, 28};
+    for (size_t i = 0; i < sizeof pcs / sizeof pcs[0]; i++) {
+        r.regs[REG_RIP] = BASE + pcs[i];
+        int k = pcs[i] > 17 ? 39 : 40; /* rax as the accesses saw it */
+        const uint64_t ips[] = {BASE, BASE + 4, BASE + 11},
+                       want[] = {0x100000 + 4 * (uint64_t)k, 0x300000 + 777 * 8, 0x200000 + 8 * (uint64_t)k};
+        int got[3];
+        draws(ga, sizeof ga, r, 4000, ips, want, 3, got);
+        CHECK(fabs(got[1] / 4000.0 - 64.0 / 76) <= 0.03);
+        CHECK(fabs(got[2] / 4000.0 - 8.0 / 76) <= 0.03);
+    }
+    /* The same three accesses followed by a ret, no loop: the closest
+     * access behind the PC (val) would be charged, but x, indirect, lies
+     * behind it in the block and is charged instead. */
+    static const uint8_t gn[] = {0x8b, 0x54, 0x85, 0x00, 0xf2, 0x41, 0x0f, 0x10, 0x44, 0xd5,
+                                 0x00, 0xf2, 0x41, 0x0f, 0x59, 0x04, 0xc4, 0xc3};
+    r.regs[REG_RIP] = BASE + 17;
+    CHECK_EQ_INT(hm__soft_resolve_code(gn, sizeof gn, BASE, &r, &a, &ip, &acc, &how), 1);
+    CHECK_EQ_U64(a, 0x300000 + 777 * 8);
+    CHECK_EQ_U64(ip, BASE + 4);
+    CHECK_EQ_INT(how, 1);
     return check_done();
 }
 #else

@@ -44,8 +44,12 @@ typedef struct {
     int8_t adj_mul;          /* 1, 2, 4, 8 (add, lea) or -1 (sub) */
     int64_t disp, adj;       /* displacement; the constant part */
     uint32_t clobber;        /* gregs written in a way we cannot undo */
+    uint32_t reads;          /* gregs read (register operands, address registers) */
+    uint32_t tgt;            /* a direct branch's target offset in the function, or NO_TGT */
     uint16_t vclobber;       /* vector registers written */
 } ins_t;
+
+#define NO_TGT UINT32_MAX
 
 typedef struct {
     uint64_t start;
@@ -199,6 +203,17 @@ static void describe(const ZydisDecodedInstruction *in, const ZydisDecodedOperan
             x->flags |= F_STORE;
         break;
     }
+    for (int i = 0; i < in->operand_count; i++) {
+        const ZydisDecodedOperand *o = &op[i];
+        int r[2] = {-1, -1};
+        if (o->type == ZYDIS_OPERAND_TYPE_REGISTER && (o->actions & ZYDIS_OPERAND_ACTION_MASK_READ))
+            r[0] = greg_of(o->reg.value);
+        else if (o->type == ZYDIS_OPERAND_TYPE_MEMORY)
+            r[0] = greg_of(o->mem.base), r[1] = greg_of(o->mem.index);
+        for (int j = 0; j < 2; j++)
+            if (r[j] >= 0 && r[j] != REG_RIP)
+                x->reads |= 1u << r[j];
+    }
     /* Register effects: add/sub/inc/dec by a constant or by another
      * register, and lea r,[r+i*s+d] (or [i+r]), can be undone, the other
      * register's value coming from the saved context; any other write
@@ -305,6 +320,7 @@ static int decode_range(const uint8_t *code, uint64_t start, uint64_t end, func_
         x->off = (uint32_t)(at - start);
         x->len = in.length;
         x->flags = after_branch ? F_LEADER : 0;
+        x->tgt = NO_TGT;
         after_branch = 0;
         describe(&in, op, x);
         switch (in.meta.category) {
@@ -319,6 +335,7 @@ static int decode_range(const uint8_t *code, uint64_t start, uint64_t end, func_
             if ((in.attributes & ZYDIS_ATTRIB_IS_RELATIVE) && in.raw.imm[0].size) {
                 uint64_t tgt = at + in.length + (uint64_t)in.raw.imm[0].value.s;
                 if (tgt >= start && tgt < end) {
+                    x->tgt = (uint32_t)(tgt - start);
                     if (nt == tcap) {
                         size_t nc = tcap ? tcap * 2 : 64;
                         uint64_t *t = realloc(targets, nc * sizeof *targets);
@@ -422,8 +439,167 @@ static int ea_of(const func_t *f, uint32_t i, uint32_t k, const hm__soft_raw_t *
 
 enum { HOW_NONE = 0, HOW_BACK, HOW_AT, HOW_FWD };
 
+/* Which access of a block the sample is charged to.
+ *
+ * The PC a timer interrupt saves is not where the stall was: the core
+ * retires what it can once the stalling access returns, so the PC lands
+ * one or several instructions after it, how many depending on the core.
+ * On one host the gather loop below is interrupted after the load that
+ * stalled, on another after the next one, and the closest access behind
+ * the PC is then a neighbour that hits the cache:
+ *
+ *     mov    (%rbp,%rax,4),%edx        col[k]     4 bytes per iteration
+ *     movsd  (%r13,%rdx,8),%xmm0       x[col[k]]  a new line each time
+ *     mulsd  (%r12,%rax,8),%xmm0       val[k]     8 bytes per iteration
+ *     add $1,%rax ; addsd ; cmp ; jne               <- PC
+ *
+ * So the PC only says which block the time went to. When that block is a
+ * loop (its branch goes back to its first instruction), the sample is
+ * charged to one of the loop's accesses drawn in proportion to the cache
+ * lines each brings per iteration: an access that moves by d bytes per
+ * iteration brings d/64 of a line (a sequential double: 1/8; a step of a
+ * line or more, as a transposed store: 1); an indirect access, whose index
+ * (or base, when it has no index) comes from a data load in the loop
+ * (gathers, pointer chasing), a whole line; one that does not move
+ * (y[i] inside the loop over k), none. The draw is a hash of the sample's
+ * time and registers, so a run's attribution is reproducible from its
+ * samples. Outside loops, the closest access behind the PC is charged,
+ * unless an indirect access lies behind it in the block. A sample after a
+ * page fault is the faulting access and is left as it is. */
+
+/* Bounds on the scans, so that a sample costs the same in generated code
+ * with huge blocks: a loop of more instructions is taken as straight-line
+ * code, and a walk back stops after this many. */
+enum { LOOP_MAX = 256, SCAN_MAX = 64 };
+
+/* Does register g, as instruction i reads it, derive from a data load in
+ * the block [lead, end]? Walks back from i (once around the back edge of a
+ * loop), following the sources of whatever computed g. Loads of the stack
+ * and of RIP-relative globals (spilled or invariant pointers) do not count. */
+static int from_load(const func_t *f, int g, uint32_t i, uint32_t lead, uint32_t end, int loop)
+{
+    uint32_t want = 1u << g, m = i;
+    uint32_t steps = loop ? end - lead : i - lead;
+    if (steps > SCAN_MAX)
+        steps = SCAN_MAX;
+    for (uint32_t s = 0; s < steps; s++) {
+        m = m == lead ? end : m - 1;
+        const ins_t *x = &f->ins[m];
+        uint32_t w = x->clobber & want;
+        if (!w)
+            continue;
+        if ((x->flags & (F_MEM | F_STORE | F_RIP)) == F_MEM)
+            return 1;
+        want = (want & ~w) | (x->reads & ~(1u << REG_RSP));
+        if (!want)
+            return 0;
+    }
+    return 0;
+}
+
+/* How far register g moves per iteration of the loop [lead, end], from
+ * its undoable adjustments (a register step read from the context).
+ * -1 if something else writes it. */
+static int step_of(const func_t *f, int g, uint32_t lead, uint32_t end, uint32_t k, const hm__soft_raw_t *raw,
+                   int64_t *step)
+{
+    int64_t s = 0;
+    for (uint32_t m = lead; m <= end; m++) {
+        const ins_t *x = &f->ins[m];
+        if (x->clobber >> g & 1)
+            return -1;
+        if (x->adj_reg != g)
+            continue;
+        s += x->adj;
+        if (x->adj_src >= 0) {
+            uint64_t v;
+            if (reg_at(f, x->adj_src, m, k, raw, 1, &v) != 0)
+                return -1;
+            s += (int64_t)v * x->adj_mul;
+        }
+    }
+    *step = s;
+    return 0;
+}
+
+static int indirect(const func_t *f, uint32_t i, uint32_t lead, uint32_t end, int loop)
+{
+    const ins_t *x = &f->ins[i];
+    if (x->flags & F_VSIB)
+        return 1;
+    return x->index >= 0 ? from_load(f, x->index, i, lead, end, loop)
+                         : x->base >= 0 && from_load(f, x->base, i, lead, end, loop);
+}
+
+/* Cache lines access i of the loop [lead, end] brings per iteration, in
+ * 64ths (0..64). A base written otherwise than by a step (reloaded from
+ * the stack, say) is taken as fixed when an index steps; an address
+ * computed anew each iteration counts as a line. */
+static unsigned lines64(const func_t *f, uint32_t i, uint32_t lead, uint32_t end, uint32_t k,
+                        const hm__soft_raw_t *raw)
+{
+    const ins_t *x = &f->ins[i];
+    if (indirect(f, i, lead, end, 1))
+        return 64;
+    int64_t sb = 0, si = 0;
+    int bok = x->base < 0 || step_of(f, x->base, lead, end, k, raw, &sb) == 0;
+    int iok = x->index < 0 || step_of(f, x->index, lead, end, k, raw, &si) == 0;
+    if (!iok || (!bok && x->index < 0))
+        return 64;
+    int64_t st = (bok ? sb : 0) + si * (int64_t)x->scale;
+    if (st < 0)
+        st = -st;
+    return st > 64 ? 64 : (unsigned)st;
+}
+
+/* Moves the sample from `*hit` (the closest access) to the access of the
+ * same block it is charged to (see above). Returns 1 if moved. */
+static int charge(const func_t *f, const hm__soft_raw_t *raw, uint32_t k, uint32_t *hit, uint64_t *ea,
+                  int *access, int *how)
+{
+    uint32_t lead = k, end = k;
+    while (lead > 0 && !(f->ins[lead].flags & F_LEADER) && k - lead < LOOP_MAX)
+        lead--;
+    while (!(f->ins[end].flags & F_END) && end + 1 < f->n && !(f->ins[end + 1].flags & F_LEADER) &&
+           end - k < LOOP_MAX)
+        end++;
+    uint32_t best = *hit;
+    uint64_t a;
+    int acc;
+    if ((f->ins[end].flags & F_END) && f->ins[end].tgt == f->ins[lead].off && end - lead < LOOP_MAX) {
+        enum { MAXC = 64 };
+        uint32_t cm[MAXC], cw[MAXC], nc = 0;
+        uint64_t tot = 0;
+        for (uint32_t m = lead; m <= end && nc < MAXC; m++)
+            if ((f->ins[m].flags & F_MEM) && ea_of(f, m, k, raw, &a, &acc) == 0) {
+                cm[nc] = m;
+                cw[nc] = lines64(f, m, lead, end, k, raw);
+                tot += cw[nc++];
+            }
+        if (!tot)
+            return 0;
+        uint64_t r = hm__hash64(raw->regs, sizeof raw->regs, raw->time) % tot;
+        uint32_t c = 0;
+        while (r >= cw[c])
+            r -= cw[c++];
+        best = cm[c];
+    } else if (!indirect(f, best, lead, end, 0)) {
+        for (uint32_t m = best; m-- > lead && best - m <= SCAN_MAX;)
+            if ((f->ins[m].flags & F_MEM) && indirect(f, m, lead, end, 0) && ea_of(f, m, k, raw, &a, &acc) == 0) {
+                best = m;
+                break;
+            }
+    }
+    if (best == *hit)
+        return 0;
+    ea_of(f, best, k, raw, ea, access);
+    *how = best < k ? HOW_BACK : best == k ? HOW_AT : HOW_FWD;
+    *hit = best;
+    return 1;
+}
+
 static int resolve_in(const func_t *f, const hm__soft_raw_t *raw, uint64_t pc, uint64_t *addr, uint64_t *ip,
-                      int *access, int *how, int *vsib)
+                      int *access, int *how, int *vsib, int *moved)
 {
     uint32_t off = (uint32_t)(pc - f->start);
     uint32_t lo = 0, hi = f->n;
@@ -471,6 +647,7 @@ static int resolve_in(const func_t *f, const hm__soft_raw_t *raw, uint64_t pc, u
     }
     if (*how == HOW_NONE)
         return 0;
+    *moved = !raw->faulted && charge(f, raw, k, &hit, &ea, access, how);
     *addr = ea;
     *ip = f->start + f->ins[hit].off;
     *vsib = (f->ins[hit].flags & F_VSIB) != 0;
@@ -483,8 +660,8 @@ int hm__soft_resolve_code(const uint8_t *code, size_t len, uint64_t code_addr, c
     func_t f;
     if (decode_range(code, code_addr, code_addr + len, &f) != 0)
         return -1;
-    int vs = 0;
-    int r = resolve_in(&f, raw, raw->regs[REG_RIP], addr, ip, access, how, &vs);
+    int vs = 0, moved = 0;
+    int r = resolve_in(&f, raw, raw->regs[REG_RIP], addr, ip, access, how, &vs, &moved);
     free(f.ins);
     return r;
 }
@@ -593,8 +770,8 @@ int hm__soft_resolve(hm__soft_cache_t *c, const hm__soft_raw_t *raw, uint64_t *a
         c->st.nofunc++;
         return 0;
     }
-    int how, vs = 0;
-    int r = resolve_in(f, raw, pc, addr, ip, access, &how, &vs);
+    int how, vs = 0, moved = 0;
+    int r = resolve_in(f, raw, pc, addr, ip, access, &how, &vs, &moved);
     switch (how) {
     case HOW_BACK: c->st.back++; break;
     case HOW_AT: c->st.at++; break;
@@ -603,5 +780,7 @@ int hm__soft_resolve(hm__soft_cache_t *c, const hm__soft_raw_t *raw, uint64_t *a
     }
     if (r && vs)
         c->st.vsib++;
+    if (r && moved)
+        c->st.moved++;
     return r;
 }
