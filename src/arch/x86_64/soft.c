@@ -501,21 +501,21 @@ static int from_load(const func_t *f, int g, uint32_t i, uint32_t lead, uint32_t
  * its undoable adjustments (a register step read from the context).
  * -1 if something else writes it. */
 static int step_of(const func_t *f, int g, uint32_t lead, uint32_t end, uint32_t k, const hm__soft_raw_t *raw,
-                   int64_t *step)
+                   uint64_t *step)
 {
-    int64_t s = 0;
+    uint64_t s = 0; /* modulo 2^64, as the registers */
     for (uint32_t m = lead; m <= end; m++) {
         const ins_t *x = &f->ins[m];
         if (x->clobber >> g & 1)
             return -1;
         if (x->adj_reg != g)
             continue;
-        s += x->adj;
+        s += (uint64_t)x->adj;
         if (x->adj_src >= 0) {
             uint64_t v;
             if (reg_at(f, x->adj_src, m, k, raw, 1, &v) != 0)
                 return -1;
-            s += (int64_t)v * x->adj_mul;
+            s += v * (uint64_t)(int64_t)x->adj_mul;
         }
     }
     *step = s;
@@ -541,14 +541,14 @@ static unsigned lines64(const func_t *f, uint32_t i, uint32_t lead, uint32_t end
     const ins_t *x = &f->ins[i];
     if (indirect(f, i, lead, end, 1))
         return 64;
-    int64_t sb = 0, si = 0;
+    uint64_t sb = 0, si = 0;
     int bok = x->base < 0 || step_of(f, x->base, lead, end, k, raw, &sb) == 0;
     int iok = x->index < 0 || step_of(f, x->index, lead, end, k, raw, &si) == 0;
     if (!iok || (!bok && x->index < 0))
         return 64;
-    int64_t st = (bok ? sb : 0) + si * (int64_t)x->scale;
-    if (st < 0)
-        st = -st;
+    uint64_t st = (bok ? sb : 0) + si * x->scale;
+    if (st >> 63)
+        st = -st; /* a step down */
     return st > 64 ? 64 : (unsigned)st;
 }
 
