@@ -216,7 +216,10 @@ int main(void)
     r.regs[REG_R13] = 0x300000;
     r.regs[REG_RAX] = 40;
     r.regs[REG_RDX] = 777;
-    static const uint64_t pcs[] = {4, 11, 17, 21, 25, 28};
+    /* PC 0, the loop head after a taken back edge: the load of col at the
+     * PC has not run, so x's address is the previous iteration's (edx
+     * still holds that col[k]), rebuilt around the back edge. */
+    static const uint64_t pcs[] = {0, 4, 11, 17, 21, 25, 28};
     for (size_t i = 0; i < sizeof pcs / sizeof pcs[0]; i++) {
         r.regs[REG_RIP] = BASE + pcs[i];
         int k = pcs[i] > 17 ? 39 : 40; /* rax as the accesses saw it */
@@ -237,6 +240,56 @@ int main(void)
     CHECK_EQ_U64(a, 0x300000 + 777 * 8);
     CHECK_EQ_U64(ip, BASE + 4);
     CHECK_EQ_INT(how, 1);
+    /* A column walk through row pointers (A[i][j] over i, as GCC 12 -O2
+     * builds it from double **A):
+     *  0: mov rax,[rdi]  3: add rdi,8  7: addsd xmm0,[rax+rdx]  12: cmp rsi,rdi  15: jne 0
+     * The element's base is loaded anew each iteration and its index is
+     * fixed: a line per iteration, against 8/64 for the row pointers. */
+    static const uint8_t rp[] = {0x48, 0x8b, 0x07, 0x48, 0x83, 0xc7, 0x08, 0xf2, 0x0f,
+                                 0x58, 0x04, 0x10, 0x48, 0x39, 0xfe, 0x75, 0xef, 0xc3};
+    memset(&r, 0, sizeof r);
+    r.regs[REG_RDI] = 0x500000 + 8 * 10;
+    r.regs[REG_RAX] = 0x600000;
+    r.regs[REG_RDX] = 0x40;
+    r.regs[REG_RIP] = BASE + 12;
+    {
+        const uint64_t ips[] = {BASE, BASE + 7}, want[] = {0x500000 + 8 * 9, 0x600040};
+        int got[2];
+        draws(rp, sizeof rp, r, 4000, ips, want, 2, got);
+        CHECK(fabs(got[1] / 4000.0 - 64.0 / 72) <= 0.03);
+    }
+    /* A block that ends in a call to its own start is not a loop: two
+     * sequential loads, the closest behind the PC is charged every time.
+     *  0: mov rax,[rdi]  3: mov rcx,[rsi]  6: add rsi,8  10: add rdi,8  14: call 0  19: ret */
+    static const uint8_t cl[] = {0x48, 0x8b, 0x07, 0x48, 0x8b, 0x0e, 0x48, 0x83, 0xc6, 0x08,
+                                 0x48, 0x83, 0xc7, 0x08, 0xe8, 0xed, 0xff, 0xff, 0xff, 0xc3};
+    memset(&r, 0, sizeof r);
+    r.regs[REG_RDI] = 0x500008;
+    r.regs[REG_RSI] = 0x700008;
+    r.regs[REG_RIP] = BASE + 14;
+    {
+        const uint64_t ips[] = {BASE + 3}, want[] = {0x700000};
+        int got[1];
+        draws(cl, sizeof cl, r, 200, ips, want, 1, got);
+        CHECK_EQ_INT(got[0], 200);
+    }
+    /* A straight-line block longer than the loop scan (a load, then 300
+     * addsd): the closest access lies before where the scan stops; it is
+     * charged as is (this read out of bounds once). */
+    {
+        enum { N = 300 };
+        uint8_t lb[4 + 4 * N + 1];
+        memcpy(lb, (const uint8_t[]){0xf2, 0x0f, 0x10, 0x07}, 4); /* movsd xmm0,[rdi] */
+        for (int i = 0; i < N; i++)
+            memcpy(lb + 4 + 4 * i, (const uint8_t[]){0xf2, 0x0f, 0x58, 0xc0}, 4); /* addsd xmm0,xmm0 */
+        lb[4 + 4 * N] = 0xc3;
+        memset(&r, 0, sizeof r);
+        r.regs[REG_RDI] = 0x800000;
+        r.regs[REG_RIP] = BASE + 4 + 4 * (N - 1);
+        CHECK_EQ_INT(hm__soft_resolve_code(lb, sizeof lb, BASE, &r, &a, &ip, &acc, &how), 1);
+        CHECK_EQ_U64(a, 0x800000);
+        CHECK_EQ_U64(ip, BASE);
+    }
     return check_done();
 }
 #else

@@ -335,7 +335,8 @@ static int decode_range(const uint8_t *code, uint64_t start, uint64_t end, func_
             if ((in.attributes & ZYDIS_ATTRIB_IS_RELATIVE) && in.raw.imm[0].size) {
                 uint64_t tgt = at + in.length + (uint64_t)in.raw.imm[0].value.s;
                 if (tgt >= start && tgt < end) {
-                    x->tgt = (uint32_t)(tgt - start);
+                    if (in.meta.category == ZYDIS_CATEGORY_COND_BR || in.meta.category == ZYDIS_CATEGORY_UNCOND_BR)
+                        x->tgt = (uint32_t)(tgt - start);
                     if (nt == tcap) {
                         size_t nc = tcap ? tcap * 2 : 64;
                         uint64_t *t = realloc(targets, nc * sizeof *targets);
@@ -478,13 +479,18 @@ enum { LOOP_MAX = 256, SCAN_MAX = 64 };
  * and of RIP-relative globals (spilled or invariant pointers) do not count. */
 static int from_load(const func_t *f, int g, uint32_t i, uint32_t lead, uint32_t end, int loop)
 {
+    if (i < lead || i > end)
+        return 0;
     uint32_t want = 1u << g, m = i;
-    uint32_t steps = loop ? end - lead : i - lead;
+    /* Around a loop the walk ends on i itself (mov (%rax),%rax). */
+    uint32_t steps = loop ? end - lead + 1 : i - lead;
     if (steps > SCAN_MAX)
         steps = SCAN_MAX;
     for (uint32_t s = 0; s < steps; s++) {
         m = m == lead ? end : m - 1;
         const ins_t *x = &f->ins[m];
+        if (x->adj_reg >= 0 && (want >> x->adj_reg & 1) && x->adj_src >= 0)
+            want |= 1u << x->adj_src; /* add %rcx,%rdx: rdx derives from rcx too */
         uint32_t w = x->clobber & want;
         if (!w)
             continue;
@@ -534,7 +540,8 @@ static int indirect(const func_t *f, uint32_t i, uint32_t lead, uint32_t end, in
 /* Cache lines access i of the loop [lead, end] brings per iteration, in
  * 64ths (0..64). A base written otherwise than by a step (reloaded from
  * the stack, say) is taken as fixed when an index steps; an address
- * computed anew each iteration counts as a line. */
+ * computed anew each iteration (a row pointer loaded with a fixed column
+ * index, A[i][j] over i) counts as a line. */
 static unsigned lines64(const func_t *f, uint32_t i, uint32_t lead, uint32_t end, uint32_t k,
                         const hm__soft_raw_t *raw)
 {
@@ -544,12 +551,52 @@ static unsigned lines64(const func_t *f, uint32_t i, uint32_t lead, uint32_t end
     uint64_t sb = 0, si = 0;
     int bok = x->base < 0 || step_of(f, x->base, lead, end, k, raw, &sb) == 0;
     int iok = x->index < 0 || step_of(f, x->index, lead, end, k, raw, &si) == 0;
-    if (!iok || (!bok && x->index < 0))
+    if (!iok || (!bok && (x->index < 0 || si * x->scale == 0)))
         return 64;
     uint64_t st = (bok ? sb : 0) + si * x->scale;
     if (st >> 63)
         st = -st; /* a step down */
     return st > 64 ? 64 : (unsigned)st;
+}
+
+/* Address of access m of the loop [lead, end] for a sample at k: as it
+ * ran in this iteration (m <= k) or will run next (m > k, replayed
+ * forward); failing the latter (a register written in between: the load
+ * of an index), as it ran in the previous iteration, from the registers
+ * rewound to the loop head (`prev`, filled on first use: poison marks the
+ * ones that could not be) and undone over [m, end]. */
+typedef struct {
+    int ready;
+    uint32_t poison;
+    hm__soft_raw_t raw;
+} prev_t;
+
+static int ea_loop(const func_t *f, uint32_t m, uint32_t k, uint32_t lead, uint32_t end, const hm__soft_raw_t *raw,
+                   prev_t *pv, uint64_t *ea, int *access)
+{
+    if (ea_of(f, m, k, raw, ea, access) == 0)
+        return 0;
+    const ins_t *x = &f->ins[m];
+    if (m <= k || (x->flags & F_VSIB))
+        return -1;
+    if (!pv->ready) {
+        pv->ready = 1;
+        pv->raw = *raw;
+        for (int g = 0; g < 16; g++) {
+            uint64_t v;
+            if (reg_at(f, g, lead, k, raw, 0, &v) == 0)
+                pv->raw.regs[g] = v;
+            else
+                pv->poison |= 1u << g;
+        }
+    }
+    uint32_t need = (x->base >= 0 ? 1u << x->base : 0) | (x->index >= 0 ? 1u << x->index : 0);
+    for (uint32_t j = m; j <= end; j++)
+        if (f->ins[j].adj_src >= 0)
+            need |= 1u << f->ins[j].adj_src;
+    if (need & pv->poison)
+        return -1;
+    return ea_of(f, m, end + 1, &pv->raw, ea, access);
 }
 
 /* Moves the sample from `*hit` (the closest access) to the access of the
@@ -564,14 +611,18 @@ static int charge(const func_t *f, const hm__soft_raw_t *raw, uint32_t k, uint32
            end - k < LOOP_MAX)
         end++;
     uint32_t best = *hit;
-    uint64_t a;
-    int acc;
+    uint64_t a, besta = 0;
+    int acc, bestacc = 0;
     if ((f->ins[end].flags & F_END) && f->ins[end].tgt == f->ins[lead].off && end - lead < LOOP_MAX) {
+        /* At most MAXC accesses of a loop take part, the first ones. */
         enum { MAXC = 64 };
         uint32_t cm[MAXC], cw[MAXC], nc = 0;
+        uint64_t ca[MAXC];
+        int cacc[MAXC];
         uint64_t tot = 0;
+        prev_t pv = {0};
         for (uint32_t m = lead; m <= end && nc < MAXC; m++)
-            if ((f->ins[m].flags & F_MEM) && ea_of(f, m, k, raw, &a, &acc) == 0) {
+            if ((f->ins[m].flags & F_MEM) && ea_loop(f, m, k, lead, end, raw, &pv, &ca[nc], &cacc[nc]) == 0) {
                 cm[nc] = m;
                 cw[nc] = lines64(f, m, lead, end, k, raw);
                 tot += cw[nc++];
@@ -582,17 +633,22 @@ static int charge(const func_t *f, const hm__soft_raw_t *raw, uint32_t k, uint32
         uint32_t c = 0;
         while (r >= cw[c])
             r -= cw[c++];
-        best = cm[c];
-    } else if (!indirect(f, best, lead, end, 0)) {
+        best = cm[c], besta = ca[c], bestacc = cacc[c];
+    } else {
+        /* The look-back that found `*hit` is not bounded: it may lie
+         * before a capped lead. */
+        if (best < lead || best > end || indirect(f, best, lead, end, 0))
+            return 0;
         for (uint32_t m = best; m-- > lead && best - m <= SCAN_MAX;)
             if ((f->ins[m].flags & F_MEM) && indirect(f, m, lead, end, 0) && ea_of(f, m, k, raw, &a, &acc) == 0) {
-                best = m;
+                best = m, besta = a, bestacc = acc;
                 break;
             }
     }
     if (best == *hit)
         return 0;
-    ea_of(f, best, k, raw, ea, access);
+    *ea = besta;
+    *access = bestacc;
     *how = best < k ? HOW_BACK : best == k ? HOW_AT : HOW_FWD;
     *hit = best;
     return 1;
