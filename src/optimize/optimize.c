@@ -395,22 +395,17 @@ static int fill_result(hm__opt_t *o, hm_optimize_result_t *res)
     return 0;
 }
 
-/* The agent's first incumbent, a static placement it keeps unless it finds
- * one the estimator rates strictly faster.
- * - A phased search starts from the best static placement: keeping every
- *   object on one device in all phases is a phased placement too (with no
- *   migration), so the phased result is never worse than it. It comes from
- *   the exhaustive search when the objects are few enough, else from greedy.
- * - A static search starts from greedy's placement, so that among
- *   placements the estimator cannot tell apart (objects it has no samples
- *   of, ties) the agent returns the knapsack's, not an arbitrary one.
- * Its calls count against the budget. */
+/* A phased search starts from the best static placement: keeping every
+ * object on one device in all phases is a phased placement too (with no
+ * migration), so the phased result is never worse than it. The static
+ * placement comes from the exhaustive search when the objects are few
+ * enough, else from greedy; its calls count against the budget. */
 static int static_start(hm__opt_t *o)
 {
     hm_optimize_opts_t so = *o->opts;
     hm_optimize_result_t sr;
-    so.algo = o->opts->phased && o->nobj <= HM_OPT_EXHAUSTIVE_MAX ? HM_OPT_EXHAUSTIVE : HM_OPT_GREEDY;
     so.phased = 0;
+    so.algo = o->nobj <= HM_OPT_EXHAUSTIVE_MAX ? HM_OPT_EXHAUSTIVE : HM_OPT_GREEDY;
     so.budget = 0;
     so.time_s = 0;
     so.policy_in = so.policy_out = NULL;
@@ -453,7 +448,7 @@ HM_API int hm_optimize_run(hm_estimator_t *e, const hm_optimize_opts_t *opts, hm
                       o.nunits, opts->phased ? "(phase, object) decisions" : "movable objects", HM_OPT_EXHAUSTIVE_MAX);
         goto out;
     }
-    if (opts->algo == HM_OPT_RL && (rc = static_start(&o)) < 0)
+    if (opts->phased && opts->algo == HM_OPT_RL && (rc = static_start(&o)) < 0)
         goto out;
     switch (opts->algo) {
     case HM_OPT_GREEDY: rc = hm__opt_greedy(&o); break;

@@ -201,7 +201,7 @@ static void check_fits(hm_estimator_t *e, const inst_t *in, const hm_optimize_re
 }
 
 /* Instances of test_optimum where greedy stops short of the optimum: rl
- * starts from greedy's placement, so its optimum there is its own search's. */
+ * must reach it there by its own search. */
 static int greedy_short;
 
 /* Exhaustive equals brute force; every algorithm stays within capacity;
