@@ -6,7 +6,9 @@
  * that was stalling, which on a streaming loop is usually an add/cmp/jcc
  * with no memory operand. So we walk back within the basic block to the
  * closest memory instruction whose address registers we can still
- * reconstruct from the saved context.
+ * reconstruct from the saved context. How far after the stall the PC
+ * lands depends on the core, so in a loop the sample then goes to one of
+ * the loop's accesses by the cache lines each brings (charge(), below).
  *
  * Each function is decoded once (Zydis) into a compact table: per
  * instruction its memory operand and its effect on general registers, so a
