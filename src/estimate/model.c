@@ -18,9 +18,9 @@
  *         C_c is the device-independent time and k_c the time per unit of
  *         sampled latency weight, fitted on the runs whose device was not
  *         near its bandwidth share (t = C + k L); L the object's sampled
- *         latency cost in the run on d (its unloaded cost, scaled from an
- *         unloaded run by the devices' latencies, when d's run was
- *         bandwidth-bound); Y_c,d the bytes the placement sends to d
+ *         latency cost in the run on d (when d's run was bandwidth-bound,
+ *         an unbound run's unloaded cost with each memory load's idle
+ *         latency changed to d's); Y_c,d the bytes the placement sends to d
  *         (sampled L1 misses x line size); r the residual that makes every
  *         all-on-one-device estimate equal its measured run, spread by xi_d,
  *         the share of the latency cost placed on d. */
@@ -714,9 +714,9 @@ static void prepare_default(hm_estimator_t *e)
             HM_DEBUG("estimate:   run %s: T %.4g ns, L %.4g, sampled util %.2f%s", e->dev_name[d], Tc[d], L[d],
                      Tc[d] > 0 ? tau[d] / Tc[d] : 0.0, bound[d] ? " (bandwidth-bound)" : "");
         /* Latency terms per device: measured for unbound runs; for bound ones,
-         * the unloaded cost, scaled from the nearest unbound run by the
-         * devices' idle latencies. When every run was bandwidth-bound, the
-         * least loaded run is that reference. */
+         * the unloaded cost of the nearest unbound run, each of its memory
+         * loads' idle latency changed to the device's. When every run was
+         * bandwidth-bound, the least loaded run is that reference. */
         for (int d = 0; d < D; d++) {
             int src = d;
             double scale = 1;
@@ -750,10 +750,21 @@ static void prepare_default(hm_estimator_t *e)
             }
             m->k[(size_t)c * D + d] = k;
             /* Measured latencies carry the run's own load: unloaded, they
-             * are what a placement's load then raises again. */
-            scale /= ll_factor(e, src, Tc[src] > 0 ? fmin(1.0, tau[src] / Tc[src]) : 0);
+             * are what a placement's load then raises again. Taken from
+             * another run, only the idle latency of each load that reached
+             * memory changes with the device: that part of the cost (at
+             * most the loads times the run's idle latency) is scaled by the
+             * ratio of latencies, while the wait beyond it (behind the
+             * phase's own write-backs and bursts, which an unbound run still
+             * shows) is the phase's, not the device's, and is carried over
+             * as it is. */
+            double llf = ll_factor(e, src, Tc[src] > 0 ? fmin(1.0, tau[src] / Tc[src]) : 0);
             for (int o = 0; o < O; o++) {
-                double l = raw[ix3(e, c, o, src)] * scale;
+                double l = raw[ix3(e, c, o, src)] * scale / llf;
+                if (src != d && scale > 0) {
+                    double a = raw[ix3(e, c, o, src)] / llf, idle = fmin(a, lmem[ix3(e, c, o, src)] * e->lat_ns[src]);
+                    l = idle * scale * llf + (a - idle);
+                }
                 m->lat[ix3(e, c, o, d)] = l;
                 m->latsum[(size_t)c * D + d] += l;
                 /* Sampling error: relative 1/sqrt(n) on the object's latency

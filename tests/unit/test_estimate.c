@@ -763,6 +763,32 @@ static void test_store_scatter_excess(void)
     CHECK(a > 1.4e7 && a < b);
 }
 
+/* A bound run's latency terms come from an unbound one, and only the idle
+ * latency of each memory load changes with the device: what the loads
+ * waited beyond it is the phase's own queueing (here behind object 1's
+ * write-backs, which stay where object 1 is) and is carried over as it is.
+ * Object 0's 100,000 loads wait 500 ns on the near device (idle 100 ns);
+ * object 1's 10.5 M store misses keep the far device's channels 90% busy
+ * (bound) and make no latency cost. The near run takes 100 ms, 50 of them
+ * object 0's latency cost (k = 1, C 50 ms). Object 0 alone on the far
+ * device (idle 400 ns) waits 400 + 400 ns per load: 50 + 80 = 130 ms.
+ * Scaling its whole cost by the ratio of latencies charged 50 + 200 ms. */
+static void test_queueing_carried(void)
+{
+    const char *js =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 1e8, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 3e8, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 400}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 6400000}, {\"site\": \"0x2\", \"size\": 704643072}],"
+        " \"windows\": [{\"phase\": 0, \"t_ns\": [1e8, 3e8], \"stats\": ["
+        "   [0, 0, 100, 50000, 100, 50000, 0, 100, 0], [1, 0, 10500, 0, 10500, 0, 10500, 0, 0],"
+        "   [0, 1, 100, 80000, 100, 80000, 0, 100, 0], [1, 1, 10500, 0, 10500, 0, 10500, 0, 0]]}]}";
+    double a, b;
+    far_each("queueing", js, 1e8, &a, &b);
+    CHECK_NEAR(a, 1.3e8, 0.03);
+    CHECK(b > 2.5e8); /* object 1 on the far device: its channels */
+}
+
 /* Hand-written summaries: a time no run can have is refused (a window of
  * 2e67 ns made estimates negative: sums that large lose the precision the
  * models need), and region ids may be any non-negative integers: only their
@@ -1342,6 +1368,7 @@ int main(void)
     test_one_unbound_run();
     test_steep_fit();
     test_store_scatter_excess();
+    test_queueing_carried();
     test_summary_figures();
     test_compiled_placements();
     test_attribution();
