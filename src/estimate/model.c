@@ -178,9 +178,10 @@ static double lat_bw_time(const hm_estimator_t *e, double C, const double *lpd, 
  * hardly use it. Timed as one class, the phase would let those write-backs
  * overlap the other half's traffic to the fast device, and a placement that
  * sends one grid to a slow device would look cheaper than it is. Windows
- * inside an instance are not split further: they are aligned across runs
- * only by a proportional stretch, so their mixes differ between runs where
- * the instance's parts run at different relative speeds. An instance's mix
+ * inside an instance are not split by their mix (splitting them made
+ * `coupled` on knl-mcdram 11% off instead of 3%: a window's mix is noisy
+ * and its alignment across runs only as fine as the instruction counters),
+ * only by their regime (split_regimes). An instance's mix
  * is its objects' shares of its sampled L1 misses, loads and stores apart,
  * over all runs. A class is split in two (2-means from its two most
  * distant instances) while the split leaves at most SPLIT_SSE of the
@@ -286,6 +287,81 @@ static int bisect(const double *sig, int dim, int *ix, int n, int minw, int *na,
     return 1;
 }
 
+/* Regimes inside a class: the windows of an instance can wait for
+ * different things. A Gauss-Seidel sweep forward streams its matrix, which
+ * the prefetcher keeps ahead of (few loads reach memory: the channels bound
+ * it), and backward misses on every line (most loads reach memory: as many
+ * misses in flight as the core holds bound it). Timed as one class, the
+ * max of the summed latency and channel terms takes the larger sum for the
+ * whole instance, while each half pays its own bound: a placement that
+ * sends part of the traffic to a slower device then looks cheaper than it
+ * is. Windows are aligned by instruction counts where the traces carry
+ * them (the same work in every run), so a window's regime is the share of
+ * its sampled L1 misses, over all runs, that memory served. A class is
+ * split in two by that share as classes are by their mix (2-means, at least
+ * SPLIT_L1 apart, leaving at most SPLIT_SSE of the spread); windows with
+ * fewer than MIX_SAMPLES misses take the regime of the window before them
+ * in their instance. Without instruction counts windows are a stretch of
+ * time and are not split. */
+static int split_regimes(hm_estimator_t *e, int nc)
+{
+    hm__est_default_t *m = &e->dm;
+    int W = e->nwin, O = e->nobj, D = e->ndev, n0 = nc;
+    double *sig = hm__xcalloc((size_t)W + 1, sizeof *sig), *tot = hm__xcalloc((size_t)W + 1, sizeof *tot);
+    double *scratch = hm__xcalloc((size_t)W / sizeof(double) + 8, sizeof *scratch);
+    int *ix = hm__xcalloc((size_t)W + 1, sizeof *ix);
+    for (int w = 0; w < W; w++) {
+        double mm = 0;
+        for (int o = 0; o < O; o++)
+            for (int d = 0; d < D; d++) {
+                const hm__est_cell_t *c = hm__est_cell(e, w, o, d);
+                mm += c->mm;
+                tot[w] += c->m;
+            }
+        sig[w] = tot[w] > 0 ? mm / tot[w] : 0;
+    }
+    for (int c = 0; c < n0; c++) {
+        int n = 0, all = 0, timed = 0;
+        for (int w = 0; w < W; w++)
+            if (m->wcls[w] == c) {
+                all++;
+                timed |= !(e->win[w].instructions > 0);
+                if (tot[w] >= MIX_SAMPLES)
+                    ix[n++] = w;
+            }
+        if (timed)
+            continue;
+        int minw = (int)ceil(SPLIT_MIN * all), na;
+        minw = minw < 2 ? 2 : minw;
+        if (!bisect(sig, 1, ix, n, minw, &na, scratch)) {
+            HM_DEBUG("estimate: class %d (%s): %d windows, %d with samples, no regime split", c, e->phase_name[m->cls_phase[c]], all, n);
+            continue;
+        }
+        for (int i = na; i < n; i++)
+            m->wcls[ix[i]] = nc;
+        int prev = c;
+        for (int w = 0; w < W; w++) {
+            if (m->wcls[w] != c && m->wcls[w] != nc)
+                continue;
+            if (w == 0 || e->win[w].region != e->win[w - 1].region)
+                prev = c;
+            if (tot[w] >= MIX_SAMPLES)
+                prev = m->wcls[w];
+            else
+                m->wcls[w] = prev;
+        }
+        m->cls_phase[nc] = m->cls_phase[c];
+        HM_DEBUG("estimate: phase %s: windows split in two regimes by the share of misses memory served",
+                 e->phase_name[m->cls_phase[c]]);
+        nc++;
+    }
+    free(sig);
+    free(tot);
+    free(scratch);
+    free(ix);
+    return nc;
+}
+
 static void classify(hm_estimator_t *e)
 {
     hm__est_default_t *m = &e->dm;
@@ -293,7 +369,7 @@ static void classify(hm_estimator_t *e)
     for (int w = 0; w < W; w++)
         R = e->win[w].region + 1 > R ? e->win[w].region + 1 : R;
     m->wcls = hm__xcalloc((size_t)(W > 0 ? W : 1), sizeof *m->wcls);
-    m->cls_phase = hm__xcalloc((size_t)P * MAX_SUB + 1, sizeof *m->cls_phase);
+    m->cls_phase = hm__xcalloc((size_t)P * MAX_SUB * 2 + 1, sizeof *m->cls_phase);
     double *sig = hm__xcalloc((size_t)R * dim + 1, sizeof *sig), *tot = hm__xcalloc((size_t)R + 1, sizeof *tot);
     double *scratch = hm__xcalloc((size_t)3 * dim + (size_t)R / sizeof(double) + 2, sizeof *scratch);
     int *ix = hm__xcalloc((size_t)R + 1, sizeof *ix), *rphase = hm__xcalloc((size_t)R + 1, sizeof *rphase);
@@ -363,6 +439,7 @@ static void classify(hm_estimator_t *e)
     }
     for (int w = 0; w < W; w++)
         m->wcls[w] = rcls[e->win[w].region];
+    nc = split_regimes(e, nc);
     m->ncls = nc;
     free(sig);
     free(tot);

@@ -789,6 +789,36 @@ static void test_queueing_carried(void)
     CHECK(b > 2.5e8); /* object 1 on the far device: its channels */
 }
 
+/* Two regimes in one class: each instance of the phase first streams
+ * object 0 (prefetched: a tenth of its misses reach memory; the channels
+ * bound both runs: 64 MB per window, 3.2 ms at 20 GB/s, 12.8 ms at 5 GB/s)
+ * and then chases object 1 (every miss reaches memory; 100,000 loads per
+ * window, latency-bound: 2.5 ms near, 10 ms far). Object 0 alone on the far
+ * device: the streaming windows take their far channel time, the chasing
+ * ones their near time: 2 x 12.8 + 2 x 2.5 = 30.6 ms. Timed as one class,
+ * the instance's summed channel time (25.6 ms) hid the chasing half. */
+static void test_regimes(void)
+{
+    const char *js =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 11.4e6, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 45.6e6, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 400}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 134217728}, {\"site\": \"0x2\", \"size\": 67108864}],"
+        " \"windows\": ["
+        "  {\"phase\": 0, \"region\": 0, \"instructions\": 1e6, \"t_ns\": [3.2e6, 12.8e6], \"stats\": ["
+        "   [0, 0, 1000, 2000, 1000, 2000, 0, 100, 100], [0, 1, 1000, 8000, 1000, 8000, 0, 100, 100]]},"
+        "  {\"phase\": 0, \"region\": 0, \"instructions\": 1e6, \"t_ns\": [3.2e6, 12.8e6], \"stats\": ["
+        "   [0, 0, 1000, 2000, 1000, 2000, 0, 100, 100], [0, 1, 1000, 8000, 1000, 8000, 0, 100, 100]]},"
+        "  {\"phase\": 0, \"region\": 0, \"instructions\": 1e6, \"t_ns\": [2.5e6, 1e7], \"stats\": ["
+        "   [1, 0, 100, 10000, 100, 10000, 0, 100, 0], [1, 1, 100, 40000, 100, 40000, 0, 100, 0]]},"
+        "  {\"phase\": 0, \"region\": 0, \"instructions\": 1e6, \"t_ns\": [2.5e6, 1e7], \"stats\": ["
+        "   [1, 0, 100, 10000, 100, 10000, 0, 100, 0], [1, 1, 100, 40000, 100, 40000, 0, 100, 0]]}]}";
+    double a, b;
+    far_each("regimes", js, 11.4e6, &a, &b);
+    CHECK_NEAR(a, 30.6e6, 0.03);
+    CHECK_NEAR(b, 2 * 3.2e6 + 2 * 1e7, 0.03); /* object 1 alone far: its latency 4x */
+}
+
 /* Hand-written summaries: a time no run can have is refused (a window of
  * 2e67 ns made estimates negative: sums that large lose the precision the
  * models need), and region ids may be any non-negative integers: only their
@@ -1369,6 +1399,7 @@ int main(void)
     test_steep_fit();
     test_store_scatter_excess();
     test_queueing_carried();
+    test_regimes();
     test_summary_figures();
     test_compiled_placements();
     test_attribution();
