@@ -106,7 +106,7 @@ typedef struct hm__soft_cache hm__soft_cache_t;
 
 typedef struct {
     uint64_t total, back, at, fwd, none, nofunc, vsib;
-    uint64_t moved; /* charged to another access of the block than the closest (docs/record.md, soft, 4a/4b) */
+    uint64_t moved; /* charged to another access than the closest: of the block (docs/record.md, soft, 4a/4b) or of the loop it falls out of (4c, also when the block had none) */
 } hm__soft_stats_t;
 
 /* Per-collector decode cache. Not thread-safe (one collector thread). */

@@ -71,10 +71,15 @@ int main(void)
     CHECK_EQ_INT(run(0, &a, &ip, &acc, &how), 1);
     CHECK_EQ_U64(a, 0x10000 + 5 * 8);
     CHECK_EQ_INT(how, 2);
-    /* PC on imul after the store (new block after jne): store found behind. */
+    /* PC on imul after the store, in the block the loop falls out of: the
+     * store stores rax, which the loop's load produced, so it retired only
+     * once that load had (step 4c): the sample is the loop's, its one load
+     * as it ran in the last iteration (rcx 4 once the add is undone). */
     CHECK_EQ_INT(run(17, &a, &ip, &acc, &how), 1);
-    CHECK_EQ_U64(a, 0x20008);
-    CHECK_EQ_INT(acc, HM_ACCESS_STORE);
+    CHECK_EQ_U64(a, 0x10000 + 4 * 8);
+    CHECK_EQ_U64(ip, BASE);
+    CHECK_EQ_INT(acc, HM_ACCESS_LOAD);
+    CHECK_EQ_INT(how, 1);
     /* PC on ret: mov rbx,[rcx] is behind, but imul clobbered... no: imul is
      * before the load, so rcx at the load is the saved rcx. */
     CHECK_EQ_INT(run(24, &a, &ip, &acc, &how), 1);
@@ -230,6 +235,130 @@ int main(void)
         CHECK(fabs(got[1] / 4000.0 - 64.0 / 76) <= 0.03);
         CHECK(fabs(got[2] / 4000.0 - 8.0 / 76) <= 0.03);
     }
+    /* After the loop (step 4c). The same loop falling out into the update
+     * of y[i] (as GCC 12 -O2 builds y[i] += s after the loop over k):
+     * 30: addsd xmm1,[rsi+r9]  36: lea rax,[rdi+8]  40: movsd [rsi+r9],xmm1
+     * 46: add r9,8  50: ret
+     * The addsd waits for xmm1, the loop's sum, and the store for the
+     * addsd: both retire only after the loop's last loads. A sample after
+     * either, or on the block's first instruction (the closest access
+     * behind it is then the loop's), goes to the loop's draw, its accesses
+     * as they ran in the last iteration (rax 39 once the add is undone).
+     * Once the lea has overwritten rax (PC 40, 46), only x can be rebuilt. */
+    static const uint8_t gx[] = {0x8b, 0x54, 0x85, 0x00, 0xf2, 0x41, 0x0f, 0x10, 0x44, 0xd5, 0x00, 0xf2, 0x41,
+                                 0x0f, 0x59, 0x04, 0xc4, 0x48, 0x83, 0xc0, 0x01, 0xf2, 0x0f, 0x58, 0xc8, 0x48,
+                                 0x39, 0xf8, 0x75, 0xe2, 0xf2, 0x42, 0x0f, 0x58, 0x0c, 0x0e, 0x48, 0x8d, 0x47,
+                                 0x08, 0xf2, 0x42, 0x0f, 0x11, 0x0c, 0x0e, 0x49, 0x83, 0xc1, 0x08, 0xc3};
+    r.regs[REG_RSI] = 0x400000;
+    r.regs[REG_R9] = 0x80;
+    r.regs[REG_RDI] = 40;
+    {
+        const uint64_t ips[] = {BASE, BASE + 4, BASE + 11},
+                       want[] = {0x100000 + 4 * 39, 0x300000 + 777 * 8, 0x200000 + 8 * 39};
+        static const uint64_t xpcs[] = {30, 36};
+        for (size_t i = 0; i < sizeof xpcs / sizeof xpcs[0]; i++) {
+            int got[3];
+            r.regs[REG_RIP] = BASE + xpcs[i];
+            draws(gx, sizeof gx, r, 4000, ips, want, 3, got);
+            CHECK(fabs(got[1] / 4000.0 - 64.0 / 76) <= 0.03);
+            CHECK(fabs(got[2] / 4000.0 - 8.0 / 76) <= 0.03);
+        }
+        int got[3];
+        r.regs[REG_RAX] = 48; /* rdi + 8 */
+        r.regs[REG_RIP] = BASE + 40;
+        draws(gx, sizeof gx, r, 200, ips, want, 3, got);
+        CHECK_EQ_INT(got[1], 200);
+        r.regs[REG_RIP] = BASE + 46;
+        draws(gx, sizeof gx, r, 200, ips, want, 3, got);
+        CHECK_EQ_INT(got[1], 200);
+        r.regs[REG_RAX] = 40;
+    }
+    /* The same loop falling out into a load of y[i] that the loop does not
+     * feed: 30: movsd xmm2,[rsi+r9]  36: add r9,8  40: addsd xmm2,xmm1  44: ret
+     * After the load (PC 36, 40) the sample is the load's: its address and
+     * its value owe nothing to the loop. After the addsd, which takes the
+     * loop's sum (PC 44), it is the loop's. */
+    static const uint8_t gy[] = {0x8b, 0x54, 0x85, 0x00, 0xf2, 0x41, 0x0f, 0x10, 0x44, 0xd5, 0x00, 0xf2,
+                                 0x41, 0x0f, 0x59, 0x04, 0xc4, 0x48, 0x83, 0xc0, 0x01, 0xf2, 0x0f, 0x58,
+                                 0xc8, 0x48, 0x39, 0xf8, 0x75, 0xe2, 0xf2, 0x42, 0x0f, 0x10, 0x14, 0x0e,
+                                 0x49, 0x83, 0xc1, 0x08, 0xf2, 0x0f, 0x58, 0xd1, 0xc3};
+    for (r.time = 0; r.time < 50; r.time++) {
+        r.regs[REG_R9] = 0x80;
+        r.regs[REG_RIP] = BASE + 36;
+        CHECK_EQ_INT(hm__soft_resolve_code(gy, sizeof gy, BASE, &r, &a, &ip, &acc, &how), 1);
+        CHECK_EQ_U64(a, 0x400080);
+        CHECK_EQ_U64(ip, BASE + 30);
+        CHECK_EQ_INT(how, 1);
+        r.regs[REG_R9] = 0x88;
+        r.regs[REG_RIP] = BASE + 40;
+        CHECK_EQ_INT(hm__soft_resolve_code(gy, sizeof gy, BASE, &r, &a, &ip, &acc, &how), 1);
+        CHECK_EQ_U64(a, 0x400080);
+        CHECK_EQ_U64(ip, BASE + 30);
+    }
+    {
+        const uint64_t ips[] = {BASE, BASE + 4, BASE + 11},
+                       want[] = {0x100000 + 4 * 39, 0x300000 + 777 * 8, 0x200000 + 8 * 39};
+        int got[3];
+        r.regs[REG_RIP] = BASE + 44;
+        draws(gy, sizeof gy, r, 4000, ips, want, 3, got);
+        CHECK(fabs(got[1] / 4000.0 - 64.0 / 76) <= 0.03);
+    }
+    /* After a pointer chase, the next node's field is read through the
+     * pointer the loop loaded: a dependent miss of its own, which keeps the
+     * sample.  0: mov rax,[rax]  3: dec rcx  6: jne 0  8: mov rdx,[rax+8]  12: ret */
+    static const uint8_t pc[] = {0x48, 0x8b, 0x00, 0x48, 0xff, 0xc9, 0x75, 0xf8, 0x48, 0x8b, 0x50, 0x08, 0xc3};
+    memset(&r, 0, sizeof r);
+    r.regs[REG_RAX] = 0x540000;
+    r.regs[REG_RIP] = BASE + 12;
+    for (r.time = 0; r.time < 50; r.time++) {
+        CHECK_EQ_INT(hm__soft_resolve_code(pc, sizeof pc, BASE, &r, &a, &ip, &acc, &how), 1);
+        CHECK_EQ_U64(a, 0x540008);
+        CHECK_EQ_U64(ip, BASE + 8);
+    }
+    /* The transpose loop falling out into a block without an access:
+     *  ... 20: jne 0  22: add r9,8  26: ret
+     * With the PC on the ret the closest access behind it is the loop's: the
+     * loop's draw, 1:8 between A and B, as they ran in the last iteration
+     * (no access lies at or after the PC in the block, so the sample had
+     * no address). */
+    static const uint8_t tx[] = {0xf2, 0x0f, 0x10, 0x04, 0xc6, 0xf2, 0x41, 0x0f, 0x11, 0x03, 0x49, 0x01, 0xdb, 0x48,
+                                 0x83, 0xc0, 0x01, 0x48, 0x39, 0xc2, 0x75, 0xea, 0x49, 0x83, 0xc1, 0x08, 0xc3};
+    memset(&r, 0, sizeof r);
+    r.regs[REG_RSI] = 0x100000;
+    r.regs[REG_RAX] = 9;
+    r.regs[REG_RDX] = 9;
+    r.regs[REG_R11] = 0x900000 + 8 * 8192;
+    r.regs[REG_RBX] = 8 * 8192;
+    r.regs[REG_RIP] = BASE + 26;
+    {
+        const uint64_t ips[] = {BASE, BASE + 5}, want[] = {0x100000 + 8 * 8, 0x900000};
+        int got[2];
+        draws(tx, sizeof tx, r, 4000, ips, want, 2, got);
+        CHECK(fabs(got[1] / 4000.0 - 8.0 / 9) <= 0.03);
+    }
+    /* The same with the sum zeroed (pxor xmm1,xmm1: a zero idiom, it reads
+     * nothing) after a load of y[i] in the gather's exit block:
+     * 30: movsd xmm2,[rsi+r9]  36: pxor xmm1,xmm1  40: ret
+     * nothing between the load and the PC waits on the loop. */
+    static const uint8_t gz[] = {0x8b, 0x54, 0x85, 0x00, 0xf2, 0x41, 0x0f, 0x10, 0x44, 0xd5, 0x00, 0xf2,
+                                 0x41, 0x0f, 0x59, 0x04, 0xc4, 0x48, 0x83, 0xc0, 0x01, 0xf2, 0x0f, 0x58,
+                                 0xc8, 0x48, 0x39, 0xf8, 0x75, 0xe2, 0xf2, 0x42, 0x0f, 0x10, 0x14, 0x0e,
+                                 0x66, 0x0f, 0xef, 0xc9, 0xc3};
+    memset(&r, 0, sizeof r);
+    r.regs[REG_RSI] = 0x400000;
+    r.regs[REG_R9] = 0x80;
+    r.regs[REG_RIP] = BASE + 40;
+    for (r.time = 0; r.time < 50; r.time++) {
+        CHECK_EQ_INT(hm__soft_resolve_code(gz, sizeof gz, BASE, &r, &a, &ip, &acc, &how), 1);
+        CHECK_EQ_U64(a, 0x400080);
+        CHECK_EQ_U64(ip, BASE + 30);
+    }
+    memset(&r, 0, sizeof r);
+    r.regs[REG_RBP] = 0x100000;
+    r.regs[REG_R12] = 0x200000;
+    r.regs[REG_R13] = 0x300000;
+    r.regs[REG_RAX] = 40;
+    r.regs[REG_RDX] = 777;
     /* The same three accesses followed by a ret, no loop: the closest
      * access behind the PC (val) would be charged, but x, indirect, lies
      * behind it in the block and is charged instead. */

@@ -32,13 +32,17 @@ struct hm_eh_bases_ {
 };
 extern const void *_Unwind_Find_FDE(void *pc, struct hm_eh_bases_ *bases);
 
-enum { F_LEADER = 1, F_END = 2, F_MEM = 4, F_STORE = 8, F_RIP = 16, F_VSIB = 32, F_ADDR32 = 64, F_VSIB_D = 128 };
+enum {
+    F_LEADER = 1, F_END = 2, F_MEM = 4, F_STORE = 8, F_RIP = 16, F_VSIB = 32, F_ADDR32 = 64, F_VSIB_D = 128,
+    F_COND = 256 /* a conditional branch: the next instruction is reached by falling through it */
+};
 
 /* Registers are numbered by their ucontext greg index (REG_R8 = 0 ...
  * REG_RIP = 16); vector index registers xmm/ymm/zmm0-15 as 0..15. */
 typedef struct {
     uint32_t off;
-    uint8_t len, flags;
+    uint8_t len;
+    uint16_t flags;
     int8_t base, index;      /* -1 none */
     uint8_t scale;
     int8_t adj_reg;          /* register changed by an undoable amount, or -1 */
@@ -47,8 +51,10 @@ typedef struct {
     int64_t disp, adj;       /* displacement; the constant part */
     uint32_t clobber;        /* gregs written in a way we cannot undo */
     uint32_t reads;          /* gregs read (register operands, address registers) */
+    uint32_t vals;           /* gregs read as register operands (values, not addresses) */
     uint32_t tgt;            /* a direct branch's target offset in the function, or NO_TGT */
     uint16_t vclobber;       /* vector registers written */
+    uint16_t vreads;         /* vector registers read as register operands */
 } ins_t;
 
 #define NO_TGT UINT32_MAX
@@ -192,7 +198,7 @@ static void describe(const ZydisDecodedInstruction *in, const ZydisDecodedOperan
             x->flags |= F_VSIB | (vsib_dword(in->mnemonic) ? F_VSIB_D : 0);
             int v = vec_of(o->mem.index);
             if (v < 0) {
-                x->flags &= (uint8_t)~F_MEM; /* xmm16-31: not in the saved context */
+                x->flags &= (uint16_t)~F_MEM; /* xmm16-31: not in the saved context */
                 continue;
             }
             x->index = (int8_t)v;
@@ -205,13 +211,51 @@ static void describe(const ZydisDecodedInstruction *in, const ZydisDecodedOperan
             x->flags |= F_STORE;
         break;
     }
-    for (int i = 0; i < in->operand_count; i++) {
+    /* A zero idiom (xor eax,eax; pxor xmm1,xmm1) reads nothing: the core
+     * breaks the dependency. */
+    int zero = 0;
+    switch (in->mnemonic) {
+    case ZYDIS_MNEMONIC_XOR:
+    case ZYDIS_MNEMONIC_SUB:
+    case ZYDIS_MNEMONIC_PXOR:
+    case ZYDIS_MNEMONIC_XORPS:
+    case ZYDIS_MNEMONIC_XORPD:
+    case ZYDIS_MNEMONIC_VPXOR:
+    case ZYDIS_MNEMONIC_VXORPS:
+    case ZYDIS_MNEMONIC_VXORPD: {
+        int nr = 0, same = 1;
+        ZydisRegister first = ZYDIS_REGISTER_NONE;
+        for (int i = 0; i < in->operand_count; i++) {
+            const ZydisDecodedOperand *o = &op[i];
+            if (o->visibility != ZYDIS_OPERAND_VISIBILITY_EXPLICIT)
+                continue;
+            if (o->type != ZYDIS_OPERAND_TYPE_REGISTER) {
+                same = 0;
+                break;
+            }
+            if (nr++ == 0)
+                first = o->reg.value;
+            else if (o->reg.value != first)
+                same = 0;
+        }
+        zero = same && nr >= 2;
+        break;
+    }
+    default: break;
+    }
+    for (int i = 0; i < in->operand_count && !zero; i++) {
         const ZydisDecodedOperand *o = &op[i];
         int r[2] = {-1, -1};
-        if (o->type == ZYDIS_OPERAND_TYPE_REGISTER && (o->actions & ZYDIS_OPERAND_ACTION_MASK_READ))
+        if (o->type == ZYDIS_OPERAND_TYPE_REGISTER && (o->actions & ZYDIS_OPERAND_ACTION_MASK_READ)) {
             r[0] = greg_of(o->reg.value);
-        else if (o->type == ZYDIS_OPERAND_TYPE_MEMORY)
+            int v = vec_of(o->reg.value);
+            if (v >= 0)
+                x->vreads |= (uint16_t)(1u << v);
+            if (r[0] >= 0 && r[0] != REG_RIP)
+                x->vals |= 1u << r[0];
+        } else if (o->type == ZYDIS_OPERAND_TYPE_MEMORY) {
             r[0] = greg_of(o->mem.base), r[1] = greg_of(o->mem.index);
+        }
         for (int j = 0; j < 2; j++)
             if (r[j] >= 0 && r[j] != REG_RIP)
                 x->reads |= 1u << r[j];
@@ -333,6 +377,8 @@ static int decode_range(const uint8_t *code, uint64_t start, uint64_t end, func_
         case ZYDIS_CATEGORY_SYSCALL:
         case ZYDIS_CATEGORY_INTERRUPT:
             x->flags |= F_END;
+            if (in.meta.category == ZYDIS_CATEGORY_COND_BR)
+                x->flags |= F_COND;
             after_branch = 1;
             if ((in.attributes & ZYDIS_ATTRIB_IS_RELATIVE) && in.raw.imm[0].size) {
                 uint64_t tgt = at + in.length + (uint64_t)in.raw.imm[0].value.s;
@@ -466,9 +512,23 @@ enum { HOW_NONE = 0, HOW_BACK, HOW_AT, HOW_FWD };
  * (gathers, pointer chasing), a whole line; one that does not move
  * (y[i] inside the loop over k), none. The draw is a hash of the sample's
  * time and registers, so a run's attribution is reproducible from its
- * samples. Outside loops, the closest access behind the PC is charged,
- * unless an indirect access lies behind it in the block. A sample after a
- * page fault is the faulting access and is left as it is. */
+ * samples.
+ *
+ * After a loop, in the block it falls out of, the core still retires the
+ * loop's last iteration: it retires in order, so an instruction there
+ * that takes a value the loop loaded (y[i] += s, then the store of y[i],
+ * after the loop over k) reaches the head only to wait for the loop's
+ * last loads, and a sample on the block's first instruction had only
+ * the loop's branch retired before it. Such samples get the loop's draw
+ * (after_loop(), below). An access of that block whose address does not
+ * come from the loop's loads was issued while the loop ran (the core
+ * dispatches past the predicted exit), so its latency hides under the
+ * loop's; a store waits only for its data; one whose address does come
+ * from them is a dependent miss of its own and keeps the sample.
+ *
+ * Elsewhere, the closest access behind the PC is charged, unless an
+ * indirect access lies behind it in the block. A sample after a page
+ * fault is the faulting access and is left as it is. */
 
 /* Bounds on the scans, so that a sample costs the same in generated code
  * with huge blocks: a loop of more instructions is taken as straight-line
@@ -601,8 +661,108 @@ static int ea_loop(const func_t *f, uint32_t m, uint32_t k, uint32_t lead, uint3
     return ea_of(f, m, end + 1, &pv->raw, ea, access);
 }
 
-/* Moves the sample from `*hit` (the closest access) to the access of the
- * same block it is charged to (see above). Returns 1 if moved. */
+/* Draws the access of the loop [lead, end] a sample at k is charged to
+ * (step 4a): one of its accesses with an address rebuildable from the
+ * sample, in proportion to the lines each brings per iteration. Returns
+ * 0 when none takes part. */
+static int draw(const func_t *f, const hm__soft_raw_t *raw, uint32_t k, uint32_t lead, uint32_t end, uint32_t *best,
+                uint64_t *ea, int *access)
+{
+    /* At most MAXC accesses of a loop take part, the first ones. */
+    enum { MAXC = 64 };
+    uint32_t cm[MAXC], cw[MAXC], nc = 0;
+    uint64_t ca[MAXC];
+    int cacc[MAXC];
+    uint64_t tot = 0;
+    prev_t pv = {0};
+    for (uint32_t m = lead; m <= end && nc < MAXC; m++)
+        if ((f->ins[m].flags & F_MEM) && ea_loop(f, m, k, lead, end, raw, &pv, &ca[nc], &cacc[nc]) == 0) {
+            cm[nc] = m;
+            cw[nc] = lines64(f, m, lead, end, k, raw);
+            tot += cw[nc++];
+        }
+    if (!tot)
+        return 0;
+    uint64_t r = hm__hash64(raw->regs, sizeof raw->regs, raw->time) % tot;
+    uint32_t c = 0;
+    while (r >= cw[c])
+        r -= cw[c++];
+    *best = cm[c], *ea = ca[c], *access = cacc[c];
+    return 1;
+}
+
+/* Data flow of one instruction over the registers that hold a value
+ * computed from a data load of a loop (gregs in *g, vector registers in
+ * *v): what it writes joins them if it reads one of them (or, with
+ * `loads`, if it is itself a data load), and leaves them otherwise. */
+static void flow(const ins_t *x, uint32_t *g, uint16_t *v, int loads)
+{
+    uint32_t wg = x->clobber | (x->adj_reg >= 0 ? 1u << x->adj_reg : 0);
+    int from = (x->reads & *g) || (x->vreads & *v) || ((x->flags & F_VSIB) && x->index >= 0 && (*v >> x->index & 1)) ||
+               (loads && (x->flags & (F_MEM | F_STORE | F_RIP)) == F_MEM);
+    if (from) {
+        *g |= wg;
+        *v |= x->vclobber;
+    } else {
+        *g &= ~wg;
+        *v &= (uint16_t)~x->vclobber;
+    }
+}
+
+/* Step 4c: is a sample at k, in the block that starts at `lead`, the time
+ * of the loop that block falls out of? If so, *ll and *le are the loop's
+ * bounds. It is when the block's leader follows the conditional branch
+ * back to the start of a loop, and either no access of the block lies
+ * before k (the closest access behind the PC is the loop's), or the
+ * closest one, or an instruction between it and k, takes as an operand a
+ * value the loop computed from its loads, while that access's address
+ * does not derive from them. */
+static int after_loop(const func_t *f, uint32_t k, uint32_t lead, uint32_t *ll, uint32_t *le)
+{
+    if (lead == 0 || !(f->ins[lead].flags & F_LEADER))
+        return 0;
+    uint32_t e = lead - 1, l = e;
+    const ins_t *br = &f->ins[e];
+    if (!(br->flags & F_COND) || br->tgt == NO_TGT)
+        return 0;
+    while (l > 0 && !(f->ins[l].flags & F_LEADER) && e - l < LOOP_MAX)
+        l--;
+    if (f->ins[l].off != br->tgt || e - l >= LOOP_MAX)
+        return 0;
+    /* The registers that hold, at the loop's exit, a value computed from
+     * its loads: its body applied from none until nothing changes. Each
+     * pass that changes something adds a register, so this ends within
+     * one pass per register (16 general, 16 vector) and one more. */
+    uint32_t g = 0;
+    uint16_t v = 0;
+    for (int pass = 0; pass < 33; pass++) {
+        uint32_t g0 = g;
+        uint16_t v0 = v;
+        for (uint32_t m = l; m <= e; m++)
+            flow(&f->ins[m], &g, &v, 1);
+        if (g == g0 && v == v0)
+            break;
+    }
+    int have = 0, dep = 0, waits = 0;
+    for (uint32_t i = lead; i < k; i++) {
+        const ins_t *x = &f->ins[i];
+        if (x->flags & F_MEM) {
+            have = 1, waits = 0;
+            dep = (x->base >= 0 && (g >> x->base & 1)) ||
+                  (x->index >= 0 && ((x->flags & F_VSIB) ? (v >> x->index & 1) : (g >> x->index & 1)));
+        }
+        if ((x->vals & g) || (x->vreads & v))
+            waits = 1;
+        flow(x, &g, &v, 0);
+    }
+    if (have && (dep || !waits))
+        return 0;
+    *ll = l, *le = e;
+    return 1;
+}
+
+/* Moves the sample from `*hit` (the closest access; UINT32_MAX when there
+ * is none) to the access it is charged to (see above). Returns 1 if moved. */
 static int charge(const func_t *f, const hm__soft_raw_t *raw, uint32_t k, uint32_t *hit, uint64_t *ea,
                   int *access, int *how)
 {
@@ -612,34 +772,19 @@ static int charge(const func_t *f, const hm__soft_raw_t *raw, uint32_t k, uint32
     while (!(f->ins[end].flags & F_END) && end + 1 < f->n && !(f->ins[end + 1].flags & F_LEADER) &&
            end - k < LOOP_MAX)
         end++;
-    uint32_t best = *hit;
+    uint32_t best = *hit, ll, le;
     uint64_t a, besta = 0;
     int acc, bestacc = 0;
     if ((f->ins[end].flags & F_END) && f->ins[end].tgt == f->ins[lead].off && end - lead < LOOP_MAX) {
-        /* At most MAXC accesses of a loop take part, the first ones. */
-        enum { MAXC = 64 };
-        uint32_t cm[MAXC], cw[MAXC], nc = 0;
-        uint64_t ca[MAXC];
-        int cacc[MAXC];
-        uint64_t tot = 0;
-        prev_t pv = {0};
-        for (uint32_t m = lead; m <= end && nc < MAXC; m++)
-            if ((f->ins[m].flags & F_MEM) && ea_loop(f, m, k, lead, end, raw, &pv, &ca[nc], &cacc[nc]) == 0) {
-                cm[nc] = m;
-                cw[nc] = lines64(f, m, lead, end, k, raw);
-                tot += cw[nc++];
-            }
-        if (!tot)
+        if (best == UINT32_MAX || !draw(f, raw, k, lead, end, &best, &besta, &bestacc))
             return 0;
-        uint64_t r = hm__hash64(raw->regs, sizeof raw->regs, raw->time) % tot;
-        uint32_t c = 0;
-        while (r >= cw[c])
-            r -= cw[c++];
-        best = cm[c], besta = ca[c], bestacc = cacc[c];
+    } else if (after_loop(f, k, lead, &ll, &le)) {
+        if (!draw(f, raw, k, ll, le, &best, &besta, &bestacc))
+            return 0;
     } else {
         /* The look-back that found `*hit` is not bounded: it may lie
          * before a capped lead. */
-        if (best < lead || best > end || indirect(f, best, lead, end, 0))
+        if (best == UINT32_MAX || best < lead || best > end || indirect(f, best, lead, end, 0))
             return 0;
         for (uint32_t m = best; m-- > lead && best - m <= SCAN_MAX;)
             if ((f->ins[m].flags & F_MEM) && indirect(f, m, lead, end, 0) && ea_of(f, m, k, raw, &a, &acc) == 0) {
@@ -704,8 +849,10 @@ static int resolve_in(const func_t *f, const hm__soft_raw_t *raw, uint64_t pc, u
         }
     }
     if (*how == HOW_NONE)
-        return 0;
+        hit = UINT32_MAX; /* step 4c may still find the access */
     *moved = !raw->faulted && charge(f, raw, k, &hit, &ea, access, how);
+    if (*how == HOW_NONE)
+        return 0;
     *addr = ea;
     *ip = f->start + f->ins[hit].off;
     *vsib = (f->ins[hit].flags & F_VSIB) != 0;
