@@ -101,6 +101,18 @@ int main(void)
     r.has_vec = 0;
     CHECK_EQ_INT(hm__soft_resolve_code(g, sizeof g, BASE, &r, &a, &ip, &acc, &how), 0);
 
+    /* A multi-byte nop (code alignment padding) names a memory operand but
+     * touches nothing: the sample is the load's behind it.
+     *  0: mov rax,[rdi]  3: nop word [rax+rax*1+0]  9: ret */
+    static const uint8_t np[] = {0x48, 0x8b, 0x07, 0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00, 0xc3};
+    memset(&r, 0, sizeof r);
+    r.regs[REG_RIP] = BASE + 9;
+    r.regs[REG_RDI] = 0x70000;
+    r.regs[REG_RAX] = 0x123;
+    CHECK_EQ_INT(hm__soft_resolve_code(np, sizeof np, BASE, &r, &a, &ip, &acc, &how), 1);
+    CHECK_EQ_U64(a, 0x70000);
+    CHECK_EQ_U64(ip, BASE);
+
     /* Strided store (transpose, B[j*n+i] = A[i*n+j]), the pointer stepped by
      * a register:
      *  0: movsd xmm0,[rsi+rax*8]  5: movsd [r11],xmm0  10: add r11,rbx

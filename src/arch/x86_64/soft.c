@@ -172,8 +172,9 @@ static void describe(const ZydisDecodedInstruction *in, const ZydisDecodedOperan
 {
     x->base = x->index = x->adj_reg = x->adj_src = -1;
     /* Data operand: not stack traffic (push/pop/call, rsp-based spills), not
-     * TLS (fs/gs), not lea (address generation only). */
-    for (int i = 0; i < in->operand_count; i++) {
+     * TLS (fs/gs), not lea (address generation only), not a multi-byte nop
+     * (alignment padding names a memory operand but touches nothing). */
+    for (int i = 0; i < in->operand_count && in->mnemonic != ZYDIS_MNEMONIC_NOP; i++) {
         const ZydisDecodedOperand *o = &op[i];
         if (o->type != ZYDIS_OPERAND_TYPE_MEMORY)
             continue;
