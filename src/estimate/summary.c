@@ -572,12 +572,19 @@ static int walk_run(run_t *r)
      * cache count in their level's, the rest in row 0, which nothing
      * reads), and whether it missed L1; tables rather than branches on the
      * sample's kind, which follows no pattern. */
-    uint8_t kind_row[32];
+    uint16_t kind_row[32]; /* the row's offset in the histogram */
     uint64_t kind_miss[32];
     for (unsigned t5 = 0; t5 < 32; t5++) {
         unsigned lv = t5 >> 2, load = t5 >> 1 & 1, store = t5 & 1;
-        kind_row[t5] = (uint8_t)(load && lv >= HM_DSRC_L1 && lv <= HM_DSRC_L3 ? lv : 0);
+        kind_row[t5] = (uint16_t)((load && lv >= HM_DSRC_L1 && lv <= HM_DSRC_L3 ? lv : 0) * 512);
         kind_miss[t5] = store ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2;
+    }
+    /* The kind's two parts from the data source's level and the access,
+     * by table too. */
+    uint8_t lv_part[256], acc_part[256];
+    for (unsigned v = 0; v < 256; v++) {
+        lv_part[v] = (uint8_t)((v > 7 ? 7 : v) << 2);
+        acc_part[v] = (uint8_t)((unsigned)(v == HM_ACCESS_LOAD) << 1 | (unsigned)(v == HM_ACCESS_STORE));
     }
     r->nbuf = 0;
     r->npages = 16;
@@ -609,7 +616,7 @@ static int walk_run(run_t *r)
             if (r->cbuf - r->nbuf < (size_t)n && (rc = buf_grow(r, n)) < 0)
                 break;
             samp_t *out = r->buf + r->nbuf;
-            uint32_t(*hist)[512] = r->hist;
+            uint32_t *hist = &r->hist[0][0];
             uint64_t(*pages)[100] = r->pages;
             for (uint32_t i = 0; i < n; i++) {
                 uint64_t st = ch->time[i];
@@ -625,11 +632,9 @@ static int walk_run(run_t *r)
                         break;
                     pages = r->pages;
                 }
-                unsigned lv = HM_DSRC_LEVEL(ch->dsrc[i]), acc = ch->access[i];
                 uint32_t wt = ch->weight[i];
-                unsigned t5 = (lv > 7 ? 7 : lv) << 2 | (unsigned)(acc == HM_ACCESS_LOAD) << 1 |
-                              (unsigned)(acc == HM_ACCESS_STORE);
-                hist[kind_row[t5]][wt < 511 ? wt : 511]++;
+                unsigned t5 = (unsigned)lv_part[HM_DSRC_LEVEL(ch->dsrc[i])] | acc_part[ch->access[i]];
+                hist[kind_row[t5] + (wt < 511 ? wt : 511)]++;
                 uint64_t a = ch->addr[i];
                 const range_t *sl = &rec.slot[(a >> SLOT_SHIFT) % SLOTS];
                 int o = HM_LIKELY(a - sl->addr < sl->size) ? sl->obj : find_obj(&k, &rec, a);
@@ -720,14 +725,17 @@ static int bin_run(run_t *r)
     }
     int w = 0;
     uint64_t st = 0;
-    for (size_t i = 0; i < r->nbuf; i++) {
-        samp_t s = r->buf[i];
+    /* Locals: the cell stores could otherwise alias the run's fields. */
+    const samp_t *buf = r->buf;
+    const size_t nbuf = r->nbuf;
+    for (size_t i = 0; i < nbuf; i++) {
+        samp_t s = buf[i];
         uint64_t dt = s.dt;
         uint32_t wu = s.wtag & 0xffff, tag = s.wtag >> 16;
         if (HM_UNLIKELY(tag == SAMP_LONG)) {
-            dt = dt << 32 | r->buf[i + 1].dt;
-            wu = r->buf[i + 1].wtag;
-            tag = r->buf[i + 2].dt;
+            dt = dt << 32 | buf[i + 1].dt;
+            wu = buf[i + 1].wtag;
+            tag = buf[i + 2].dt;
             i += 2;
         }
         st += dt;
