@@ -399,10 +399,10 @@ static void write_stats(void)
     if (hm__S.soft) {
         const hm__soft_stats_t *st = hm__soft_cache_stats(hm__S.soft);
         char m[160];
-        snprintf(m, sizeof m, "soft: back %llu at %llu fwd %llu none %llu nofunc %llu vsib %llu moved %llu",
+        snprintf(m, sizeof m, "soft: back %llu at %llu fwd %llu none %llu nofunc %llu vsib %llu moved %llu faulted %llu",
                  (unsigned long long)st->back, (unsigned long long)st->at, (unsigned long long)st->fwd,
                  (unsigned long long)st->none, (unsigned long long)st->nofunc, (unsigned long long)st->vsib,
-                 (unsigned long long)st->moved);
+                 (unsigned long long)st->moved, (unsigned long long)st->faulted);
         hm__spool_rec_t q = {HM_SPOOL_STATS + 10, 0, hm__tid(), hm__now_ns(), 0, 0, 0};
         q.len = (uint16_t)((strlen(m) + 1 + 7) & ~(size_t)7);
         spool_put(&q, m);

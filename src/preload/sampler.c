@@ -61,18 +61,24 @@ static void on_sample(int sig, siginfo_t *si, void *ucv)
         t->soft_dropped++;
         goto out;
     }
+    /* A timer that fires while the kernel serves a page fault is delivered
+     * with the PC on the faulting instruction (it will run again), not
+     * after it; the decoder needs to know (src/arch/x86_64/soft.c). The
+     * count is read before this handler touches anything, and taken again
+     * as the baseline once it is done: the faults the handler takes itself
+     * (the first write to each page of the sample ring, 42 pages on
+     * x86-64) are not the program's, and flagged the next sample of 8% of
+     * the first 512 as a fault when they were counted. */
+    uint64_t f = thread_faults(t->soft_faults);
+    int faulted = f != t->soft_faults;
     hm__soft_raw_t *r = &t->soft[h % HM_SOFTN];
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     r->time = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     hm__arch_save_context(r, ucv);
     r->tid = t->tid;
-    /* A timer that fires while the kernel serves a page fault is delivered
-     * with the PC on the faulting instruction (it will run again), not
-     * after it; the decoder needs to know (src/arch/x86_64/soft.c). */
-    uint64_t f = thread_faults(t->soft_faults);
-    r->faulted = f != t->soft_faults;
-    t->soft_faults = f;
+    r->faulted = (uint32_t)faulted;
+    t->soft_faults = thread_faults(f);
     atomic_store_explicit(&t->sh, h + 1, memory_order_release);
 out:
     errno = saved;

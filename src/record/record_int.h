@@ -106,6 +106,7 @@ typedef struct hm__soft_cache hm__soft_cache_t;
 
 typedef struct {
     uint64_t total, back, at, fwd, none, nofunc, vsib;
+    uint64_t faulted; /* flagged by the handler: a page fault since the thread's previous sample */
     uint64_t moved; /* charged to another access than the closest: of the block (docs/record.md, soft, 4a/4b) or of the loop it falls out of (4c, also when the block had none) */
 } hm__soft_stats_t;
 

@@ -22,8 +22,9 @@ const hm__soft_stats_t *hm__soft_cache_stats(const hm__soft_cache_t *c) { return
 
 int hm__soft_resolve(hm__soft_cache_t *c, const hm__soft_raw_t *raw, uint64_t *addr, uint64_t *ip, int *access)
 {
-    (void)raw, (void)addr, (void)ip, (void)access;
+    (void)addr, (void)ip, (void)access;
     c->st.total++;
+    c->st.faulted += raw->faulted != 0;
     c->st.nofunc++;
     return 0;
 }

@@ -971,6 +971,7 @@ int hm__soft_resolve(hm__soft_cache_t *c, const hm__soft_raw_t *raw, uint64_t *a
 {
     uint64_t pc = raw->regs[REG_RIP];
     c->st.total++;
+    c->st.faulted += raw->faulted != 0;
     func_t *f = lookup(c, pc);
     if (!f) {
         c->st.nofunc++;
