@@ -802,12 +802,13 @@ static void prepare_default(hm_estimator_t *e)
                 for (int j = 0; j < D; j++)
                     if (!bound[j] && (u < 0 || fabs(e->lat_ns[j] - e->lat_ns[d]) < fabs(e->lat_ns[u] - e->lat_ns[d])))
                         u = j;
-                /* Every run bound: the reference is the run whose memory
-                 * loads waited the least over the device's idle latency (the
-                 * least queueing), else the least loaded by sampled traffic. */
-                for (int j = 0; j < D && u < 0 && nu == 0; j++)
-                    if (Tc[j] > 0 && (u < 0 || infl[j] < infl[u] ||
-                                      (infl[j] == infl[u] && tau[j] / Tc[j] < tau[u] / Tc[u])))
+                /* Every run bound: the reference is the fastest run (on a
+                 * tie, the device with the lower idle latency): the queueing
+                 * its latencies carry took at most its time, the least of
+                 * any run. (Not which device comes first in the traces: the
+                 * estimate must not depend on their order.) */
+                for (int j = 0; j < D && nu == 0; j++)
+                    if (Tc[j] > 0 && (u < 0 || Tc[j] < Tc[u] || (Tc[j] == Tc[u] && e->lat_ns[j] < e->lat_ns[u])))
                         u = j;
                 /* ...unless even that one kept its channels all but busy: the
                  * latencies then measure only queueing, which a placement
@@ -881,6 +882,8 @@ static void prepare_default(hm_estimator_t *e)
                 y[d] += chan_time(e, d, m->bytes[(size_t)c * O + o] + m->bytes_x[(size_t)c * O + o],
                                   m->wbytes[(size_t)c * O + o]);
             m->resid[(size_t)c * D + d] = Tc[d] - lat_bw_time(e, cc, lpd, y);
+            HM_DEBUG("estimate: class %s run %s: latency %.4g, channel %.4g, residual %.4g ns", e->phase_name[m->cls_phase[c]],
+                     e->dev_name[d], cc + lpd[d], y[d], m->resid[(size_t)c * D + d]);
         }
     }
     free(T);

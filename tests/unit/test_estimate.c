@@ -819,6 +819,50 @@ static void test_regimes(void)
     CHECK_NEAR(b, 2 * 3.2e6 + 2 * 1e7, 0.03); /* object 1 alone far: its latency 4x */
 }
 
+/* The same runs given in either order give the same estimates. Every run
+ * is bound here (the near one near its share, the far one slower than its
+ * latency explains), and which run's latencies the others take was the
+ * first one given: with the far run first, its unsaturated latencies set
+ * the near device's terms; with the near run first, the near run (its
+ * channels all but busy once the traffic the samples miss is counted) left
+ * them out. Object 1 (latency-bound loads) alone on the far device then
+ * estimated differently by the order of the traces. */
+static void test_device_order(void)
+{
+    static const char *fmt =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": %d,"
+        " \"devices\": [%s, %s],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 67108864}, {\"site\": \"0x2\", \"size\": 67108864}],"
+        " \"windows\": [{\"phase\": 0, \"t_ns\": [%s, %s], \"stats\": ["
+        "   [0, 0, 1000, %s, 1000, %s, 0, 1000, 0], [1, 0, 100, %s, 100, %s, 0, 100, 0],"
+        "   [0, 1, 1000, %s, 1000, %s, 0, 1000, 0], [1, 1, 100, %s, 100, %s, 0, 100, 0]]}]}";
+    const char *near = "{\"name\": \"near\", \"runtime_ns\": 4e6, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100}";
+    const char *far = "{\"name\": \"far\", \"runtime_ns\": 3e7, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 200}";
+    /* latency weights: object 0 streams (100 ns near, 1 us far), object 1 waits 300 ns near, 2 us far */
+    char a[2048], b[2048];
+    snprintf(a, sizeof a, fmt, 0, near, far, "4e6", "3e7", "100000", "100000", "30000", "30000", "1000000", "1000000",
+             "200000", "200000");
+    snprintf(b, sizeof b, fmt, 1, far, near, "3e7", "4e6", "1000000", "1000000", "200000", "200000", "100000", "100000",
+             "30000", "30000");
+    double t[2][3] = {{-1, -1, -1}, {-1, -1, -1}};
+    const char *js[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        hm_estimator_t *e = NULL;
+        hm_est_state_t *st = open_default(&e, i ? "order far-near" : "order near-far", js[i], 4e6);
+        int fardev = i ? 0 : 1, neardev = i ? 1 : 0;
+        if (st) {
+            hm_est_state_move(st, -1, 0, fardev, 100, &t[i][0]);
+            hm_est_state_move(st, -1, 0, neardev, 100, NULL);
+            hm_est_state_move(st, -1, 1, fardev, 100, &t[i][1]);
+            hm_est_state_move(st, -1, 0, fardev, 100, &t[i][2]);
+            hm_est_state_close(st);
+        }
+        hm_estimator_close(e);
+    }
+    for (int k = 0; k < 3; k++)
+        CHECK_NEAR(t[0][k], t[1][k], 1e-9);
+}
+
 /* Hand-written summaries: a time no run can have is refused (a window of
  * 2e67 ns made estimates negative: sums that large lose the precision the
  * models need), and region ids may be any non-negative integers: only their
@@ -1400,6 +1444,7 @@ int main(void)
     test_store_scatter_excess();
     test_queueing_carried();
     test_regimes();
+    test_device_order();
     test_summary_figures();
     test_compiled_placements();
     test_attribution();
