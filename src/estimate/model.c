@@ -802,13 +802,14 @@ static void prepare_default(hm_estimator_t *e)
                 for (int j = 0; j < D; j++)
                     if (!bound[j] && (u < 0 || fabs(e->lat_ns[j] - e->lat_ns[d]) < fabs(e->lat_ns[u] - e->lat_ns[d])))
                         u = j;
-                /* Every run bound: the reference is the fastest run (on a
-                 * tie, the device with the lower idle latency): the queueing
-                 * its latencies carry took at most its time, the least of
-                 * any run. (Not which device comes first in the traces: the
-                 * estimate must not depend on their order.) */
+                /* Every run bound: the reference is the run on the device
+                 * with the lowest idle latency (on a tie, the faster run),
+                 * so that the others take its costs with their idle part
+                 * scaled up, never down. (Not which device comes first in
+                 * the traces: the estimate must not depend on their
+                 * order.) */
                 for (int j = 0; j < D && nu == 0; j++)
-                    if (Tc[j] > 0 && (u < 0 || Tc[j] < Tc[u] || (Tc[j] == Tc[u] && e->lat_ns[j] < e->lat_ns[u])))
+                    if (Tc[j] > 0 && (u < 0 || e->lat_ns[j] < e->lat_ns[u] || (e->lat_ns[j] == e->lat_ns[u] && Tc[j] < Tc[u])))
                         u = j;
                 /* ...unless even that one kept its channels all but busy: the
                  * latencies then measure only queueing, which a placement
