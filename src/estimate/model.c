@@ -291,34 +291,43 @@ static int bisect(const double *sig, int dim, int *ix, int n, int minw, int *na,
  * different things. A Gauss-Seidel sweep forward streams its matrix, which
  * the prefetcher keeps ahead of (few loads reach memory: the channels bound
  * it), and backward misses on every line (most loads reach memory: as many
- * misses in flight as the core holds bound it). Timed as one class, the
- * max of the summed latency and channel terms takes the larger sum for the
- * whole instance, while each half pays its own bound: a placement that
- * sends part of the traffic to a slower device then looks cheaper than it
- * is. Windows are aligned by instruction counts where the traces carry
- * them (the same work in every run), so a window's regime is the share of
- * its sampled L1 misses, over all runs, that memory served. A class is
- * split in two by that share as classes are by their mix (2-means, at least
- * SPLIT_L1 apart, leaving at most SPLIT_SSE of the spread); windows with
+ * misses in flight as the core holds bound it); a time step of rtm runs a
+ * stencil loop over two wavefields and, every few steps, an imaging loop
+ * over one of them and two other arrays. Timed as one class, the max of
+ * the summed latency and channel terms takes the larger sum for the whole
+ * instance, while each part pays its own bound: a placement that sends
+ * part of the traffic to a slower device then looks cheaper than it is.
+ * Windows are aligned by instruction counts where the traces carry them
+ * (the same work in every run), so a window's regime is what its sampled
+ * L1 misses, over all runs, say: the share that memory served, and each
+ * object's share of them. A class is split once in two by that (2-means,
+ * at least SPLIT_L1 apart, leaving at most SPLIT_SSE of the spread, each
+ * half at least SPLIT_MIN of the class's windows and 2); windows with
  * fewer than MIX_SAMPLES misses take the regime of the window before them
  * in their instance. Without instruction counts windows are a stretch of
- * time and are not split. */
+ * time and are not split. (Splitting the instances' own classes by window
+ * mix, up to MAX_SUB times, made `coupled` on knl-mcdram 11% off; one
+ * split of instruction-aligned windows did not.) */
 static int split_regimes(hm_estimator_t *e, int nc)
 {
     hm__est_default_t *m = &e->dm;
     int W = e->nwin, O = e->nobj, D = e->ndev, n0 = nc;
-    double *sig = hm__xcalloc((size_t)W + 1, sizeof *sig), *tot = hm__xcalloc((size_t)W + 1, sizeof *tot);
-    double *scratch = hm__xcalloc((size_t)W / sizeof(double) + 8, sizeof *scratch);
+    int dim = 1 + O;
+    double *sig = hm__xcalloc((size_t)W * dim + 1, sizeof *sig), *tot = hm__xcalloc((size_t)W + 1, sizeof *tot);
+    double *scratch = hm__xcalloc((size_t)3 * dim + (size_t)W / sizeof(double) + 8, sizeof *scratch);
     int *ix = hm__xcalloc((size_t)W + 1, sizeof *ix);
     for (int w = 0; w < W; w++) {
-        double mm = 0;
+        double mm = 0, *x = &sig[(size_t)w * dim];
         for (int o = 0; o < O; o++)
             for (int d = 0; d < D; d++) {
                 const hm__est_cell_t *c = hm__est_cell(e, w, o, d);
                 mm += c->mm;
                 tot[w] += c->m;
+                x[1 + o] += c->m;
             }
-        sig[w] = tot[w] > 0 ? mm / tot[w] : 0;
+        x[0] = tot[w] > 0 ? mm / tot[w] : 0;
+        for (int o = 0; o < O && tot[w] > 0; o++)
+            x[1 + o] /= tot[w];
     }
     for (int c = 0; c < n0; c++) {
         int n = 0, all = 0, timed = 0;
@@ -333,7 +342,7 @@ static int split_regimes(hm_estimator_t *e, int nc)
             continue;
         int minw = (int)ceil(SPLIT_MIN * all), na;
         minw = minw < 2 ? 2 : minw;
-        if (!bisect(sig, 1, ix, n, minw, &na, scratch)) {
+        if (!bisect(sig, dim, ix, n, minw, &na, scratch)) {
             HM_DEBUG("estimate: class %d (%s): %d windows, %d with samples, no regime split", c, e->phase_name[m->cls_phase[c]], all, n);
             continue;
         }

@@ -819,6 +819,49 @@ static void test_regimes(void)
     CHECK_NEAR(b, 2 * 3.2e6 + 2 * 1e7, 0.03); /* object 1 alone far: its latency 4x */
 }
 
+/* Two loops in one instance that stream different arrays: windows 0-1
+ * stream objects 0 and 1, windows 2-3 objects 0 and 2 (32 MB each per
+ * window, a tenth of the misses reaching memory in every window: the same
+ * regime by that share alone). The channels bound every run (64 MB per
+ * window: 3.2 ms near, 12.8 ms far). Object 1 alone on the far device: its
+ * windows wait for the far channel (6.4 ms each), the others for the near
+ * one (3.2 ms each): 19.2 ms. Timed as one class, object 1's far traffic
+ * (12.8 ms) overlapped the whole instance's near traffic (9.6 ms). */
+static void test_regime_by_mix(void)
+{
+    const char *js =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 12.8e6, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 51.2e6, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 200}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 128000000}, {\"site\": \"0x2\", \"size\": 64000000},"
+        "               {\"site\": \"0x3\", \"size\": 64000000}],"
+        " \"windows\": ["
+        "  {\"phase\": 0, \"region\": 0, \"instructions\": 1e6, \"t_ns\": [3.2e6, 12.8e6], \"stats\": ["
+        "   [0, 0, 500, 5000, 500, 5000, 0, 50, 50], [1, 0, 500, 5000, 500, 5000, 0, 50, 50],"
+        "   [0, 1, 500, 10000, 500, 10000, 0, 50, 50], [1, 1, 500, 10000, 500, 10000, 0, 50, 50]]},"
+        "  {\"phase\": 0, \"region\": 0, \"instructions\": 1e6, \"t_ns\": [3.2e6, 12.8e6], \"stats\": ["
+        "   [0, 0, 500, 5000, 500, 5000, 0, 50, 50], [1, 0, 500, 5000, 500, 5000, 0, 50, 50],"
+        "   [0, 1, 500, 10000, 500, 10000, 0, 50, 50], [1, 1, 500, 10000, 500, 10000, 0, 50, 50]]},"
+        "  {\"phase\": 0, \"region\": 0, \"instructions\": 1e6, \"t_ns\": [3.2e6, 12.8e6], \"stats\": ["
+        "   [0, 0, 500, 5000, 500, 5000, 0, 50, 50], [2, 0, 500, 5000, 500, 5000, 0, 50, 50],"
+        "   [0, 1, 500, 10000, 500, 10000, 0, 50, 50], [2, 1, 500, 10000, 500, 10000, 0, 50, 50]]},"
+        "  {\"phase\": 0, \"region\": 0, \"instructions\": 1e6, \"t_ns\": [3.2e6, 12.8e6], \"stats\": ["
+        "   [0, 0, 500, 5000, 500, 5000, 0, 50, 50], [2, 0, 500, 5000, 500, 5000, 0, 50, 50],"
+        "   [0, 1, 500, 10000, 500, 10000, 0, 50, 50], [2, 1, 500, 10000, 500, 10000, 0, 50, 50]]}]}";
+    hm_estimator_t *e = NULL;
+    hm_est_state_t *st = open_default(&e, "regime by mix", js, 12.8e6);
+    double a = -1, b = -1;
+    if (st) {
+        hm_est_state_move(st, -1, 1, 1, 100, &a);
+        hm_est_state_move(st, -1, 1, 0, 100, NULL);
+        hm_est_state_move(st, -1, 2, 1, 100, &b);
+        hm_est_state_close(st);
+    }
+    hm_estimator_close(e);
+    CHECK_NEAR(a, 19.2e6, 0.03);
+    CHECK_NEAR(b, 19.2e6, 0.03);
+}
+
 /* The same runs given in either order give the same estimates. Every run
  * is bound here (the near one near its share, the far one slower than its
  * latency explains), and which run's latencies the others take was the
@@ -1445,6 +1488,7 @@ int main(void)
     test_queueing_carried();
     test_regimes();
     test_device_order();
+    test_regime_by_mix();
     test_summary_figures();
     test_compiled_placements();
     test_attribution();
