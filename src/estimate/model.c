@@ -360,7 +360,7 @@ static int split_regimes(hm_estimator_t *e, int nc)
                 m->wcls[w] = prev;
         }
         m->cls_phase[nc] = m->cls_phase[c];
-        HM_DEBUG("estimate: phase %s: windows split in two regimes by the share of misses memory served",
+        HM_DEBUG("estimate: phase %s: windows split in two regimes by what their misses say",
                  e->phase_name[m->cls_phase[c]]);
         nc++;
     }

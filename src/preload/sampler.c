@@ -67,8 +67,8 @@ static void on_sample(int sig, siginfo_t *si, void *ucv)
      * count is read before this handler touches anything, and taken again
      * as the baseline once it is done: the faults the handler takes itself
      * (the first write to each page of the sample ring, 42 pages on
-     * x86-64) are not the program's, and flagged the next sample of 8% of
-     * the first 512 as a fault when they were counted. */
+     * x86-64) are not the program's; counted as if they were, they flagged
+     * 8% of a thread's first 512 samples as faults. */
     uint64_t f = thread_faults(t->soft_faults);
     int faulted = f != t->soft_faults;
     hm__soft_raw_t *r = &t->soft[h % HM_SOFTN];
