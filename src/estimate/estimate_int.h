@@ -97,7 +97,7 @@ struct hm_estimator {
     int nwin;
     hm__est_win_t *win;
     double *t;            /* per (window, device): time in the run on that device */
-    hm__est_cell_t *cell; /* per (window, object, device) */
+    hm__est_cell_t *cell; /* per (device, window, object): hm__est_cell() */
     /* linear model, per phase label: the slowest run's time, and per (phase,
      * object, device) the saving of placing the object there and its variance */
     double *lin_phase_base, *lin_phase_gain, *lin_var;
@@ -114,9 +114,13 @@ struct hm_estimator {
     hm_est_breakdown_t bd;
 };
 
+/* Cells lie device by device, then window by window: the runs are binned
+ * on parallel threads, one device each, and each thread writes only its
+ * own stretch (interleaved by device, two threads wrote the same cache
+ * lines and took each other's page faults). */
 static inline hm__est_cell_t *hm__est_cell(const hm_estimator_t *e, int w, int o, int d)
 {
-    return &e->cell[((size_t)w * (size_t)e->nobj + (size_t)o) * (size_t)e->ndev + (size_t)d];
+    return &e->cell[((size_t)d * (size_t)e->nwin + (size_t)w) * (size_t)e->nobj + (size_t)o];
 }
 
 /* Builds the models' terms once the summary is filled (model.c). */

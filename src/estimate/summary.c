@@ -687,18 +687,22 @@ _Static_assert(sizeof(hm__est_cell_t) == 8 * sizeof(float) && offsetof(hm__est_c
 static int bin_run(run_t *r)
 {
     const hm_estimator_t *e = r->e;
-    const int d = r->dev, last = e->nwin - 1, O = e->nobj, D = e->ndev;
+    const int d = r->dev, last = e->nwin - 1, O = e->nobj;
     const uint64_t *bound = r->bound;
     const float base[4] = {r->base[0], r->base[1], r->base[2], r->base[3]};
-    hm__est_cell_t *cw = e->cell + d; /* window w's cells, this run's device */
-    /* Offset of each object's cells in a window (o1: the run's object + 1,
+    hm__est_cell_t *cw = hm__est_cell(e, 0, 0, d); /* window w's cells, this run's device */
+    /* This run's cells, first touched by a write: a read of a page never
+     * written maps the shared zero page, and the write that follows then
+     * copies it and flushes every thread's TLB. */
+    memset(cw, 0, (size_t)e->nwin * (size_t)O * sizeof *cw);
+    /* Offset of each object's cell in a window (o1: the run's object + 1,
      * 0 untracked), without a branch on whether it is tracked. */
     size_t *off = malloc(((size_t)r->os->n + 1) * sizeof *off);
     if (!off)
         return -ENOMEM;
-    off[0] = (size_t)(O - 1) * (size_t)D;
+    off[0] = (size_t)(O - 1);
     for (int j = 0; j < r->os->n; j++)
-        off[j + 1] = (size_t)r->map[j] * (size_t)D;
+        off[j + 1] = (size_t)r->map[j];
     /* What each kind of sample (t5 = level << 2 | load << 1 | store) adds to
      * a cell, as add[k] + weight * mul[k] for k = t5 << 1 | hitwait, with
      * no branch on the kind, which follows no pattern. A store sample says
@@ -742,7 +746,7 @@ static int bin_run(run_t *r)
         if (w < last && st >= bound[w + 1]) {
             while (w < last && st >= bound[w + 1])
                 w++;
-            cw = e->cell + (size_t)w * (size_t)O * (size_t)D + d;
+            cw = hm__est_cell(e, w, 0, d);
         }
         uint32_t o1 = tag >> 5;
         unsigned t5 = tag & 31;
@@ -1030,23 +1034,22 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
          * of it: window w's new cells lie at or below its old ones, over
          * windows already copied (a second array the size of all cells
          * would cost its page faults). */
-        size_t row = (size_t)(O + 1) * e->ndev;
+        size_t row = (size_t)(O + 1);
         hm__est_cell_t *tmp = hm__xcalloc(row, sizeof *tmp);
-        for (int w = 0; w < e->nwin; w++) {
-            memcpy(tmp, &e->cell[(size_t)w * row], row * sizeof *tmp);
-            hm__est_cell_t *dst = &e->cell[(size_t)w * nn * e->ndev];
+        for (size_t dw = 0; dw < (size_t)e->ndev * (size_t)e->nwin; dw++) {
+            memcpy(tmp, &e->cell[dw * row], row * sizeof *tmp);
+            hm__est_cell_t *dst = &e->cell[dw * (size_t)nn];
             for (int j = 0; j < keep; j++)
-                memcpy(&dst[(size_t)j * e->ndev], &tmp[(size_t)ord[j] * e->ndev], (size_t)e->ndev * sizeof *tmp);
+                dst[j] = tmp[ord[j]];
             /* Untracked, plus whatever the dropped objects got. */
-            memset(&dst[(size_t)keep * e->ndev], 0, (size_t)e->ndev * sizeof *tmp);
+            hm__est_cell_t *u = &dst[keep];
+            memset(u, 0, sizeof *u);
             for (int o = 0; o <= O; o++) {
                 if (o < O && (os.v[o].allocations > 0 || hot[o] > 0))
                     continue;
-                for (int d = 0; d < e->ndev; d++) {
-                    hm__est_cell_t *src = &tmp[(size_t)o * e->ndev + d], *u = &dst[(size_t)keep * e->ndev + d];
-                    u->n += src->n, u->w += src->w, u->m += src->m, u->x += src->x;
-                    u->sm += src->sm, u->mm += src->mm, u->hw += src->hw, u->sh += src->sh;
-                }
+                const hm__est_cell_t *src = &tmp[o];
+                u->n += src->n, u->w += src->w, u->m += src->m, u->x += src->x;
+                u->sm += src->sm, u->mm += src->mm, u->hw += src->hw, u->sh += src->sh;
             }
         }
         free(tmp);
