@@ -153,6 +153,15 @@ static void xfail(ps__xchg_t *x, int err, int secondary)
     snprintf(x->errdetail, sizeof x->errdetail, "%s", ps_errdetail());
 }
 
+/* What a memory store may keep in spare blocks out of `budget`: the bytes
+ * its blocks hold beyond the live samples (the holes samples left, which
+ * compaction keeps within half the window) count against it. */
+static size_t spare_room(const ps__arena_t *a, size_t budget)
+{
+    size_t holes = a->reserved - a->live;
+    return holes < budget ? budget - holes : 0;
+}
+
 static void note_peak(ps_shuffler_t *ps, ps__xchg_t *x)
 {
     uint64_t b = ps->bytes + x->staged_bytes + x->buf_bytes + ps->arena.spare_bytes;
@@ -563,7 +572,7 @@ static int on_headers(ps_shuffler_t *ps, ps__xchg_t *x)
      * the receive half of the window (the memory store receives into its
      * regions, not into a round buffer), for the compaction after commit. */
     if (!ps->root)
-        ps__arena_trim(&ps->arena, ps->window / 2);
+        ps__arena_trim(&ps->arena, spare_room(&ps->arena, ps->window / 2));
     x->nstaged = k;
     if (ps->n + k > x->st.peak_samples)
         x->st.peak_samples = ps->n + k;
@@ -1368,8 +1377,10 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
     x->newent = NULL;
     ps->n = ps->cap = x->nnew;
     prof(ps, x, PS_PROF_RELEASE);
-    if (!ps->root)
-        ps__arena_compact(&ps->arena, ps->ent, ps->n);
+    if (!ps->root) {
+        ps__arena_compact(&ps->arena, ps->ent, ps->n, ps->window / 2);
+        ps__arena_trim(&ps->arena, spare_room(&ps->arena, ps->arena.spare_max));
+    }
     prof(ps, x, PS_PROF_COMPACT);
     ps->bytes = ps->bytes - x->st.bytes_sent + x->staged_bytes;
     ps->epoch = x->epoch + 1;

@@ -71,10 +71,15 @@ size_t ps__arena_need(size_t n);
  * caller, back to back; `live` is the sum of ps__arena_need() of their
  * sizes, so that freeing each of them with ps__arena_free() releases it. */
 void *ps__arena_region(ps__arena_t *a, size_t bytes, size_t live, ps__block_t **blk);
-/* Moves the samples of ent[n] that sit in blocks less than half live into
- * fresh blocks, and frees those blocks. Always succeeds (without memory it
- * leaves things as they are). */
-int ps__arena_compact(ps__arena_t *a, ps__entry_t *ent, uint64_t n);
+/* Moves the samples of ent[n] that sit in blocks less than half live, and
+ * while the blocks hold more than `slack` bytes beyond the live samples
+ * (holes) those of the next sparsest blocks down to half the slack, whole
+ * blocks at a time, into the holes of denser blocks; then the samples of
+ * blocks less than half live that the holes could not take into fresh
+ * blocks. Emptied blocks are
+ * released. Always succeeds (without memory it leaves things as they
+ * are). */
+int ps__arena_compact(ps__arena_t *a, ps__entry_t *ent, uint64_t n, size_t slack);
 
 /* ---- sample files and manifests (store.c) ---- */
 #define PS_SAMPLE_MAGIC "PSMP"

@@ -48,7 +48,7 @@ int main(void)
     CHECK(a.reserved < before); /* the big samples' own blocks went away */
     size_t holey = a.reserved;
     CHECK(holey > 2 * a.live + (1u << 20)); /* so that compaction has work */
-    CHECK_EQ_INT(ps__arena_compact(&a, e, k), 0);
+    CHECK_EQ_INT(ps__arena_compact(&a, e, k, 0), 0);
     printf("reserved %zu -> %zu (holes) -> %zu (compacted), live %zu\n", before, holey, a.reserved, a.live);
     CHECK(a.reserved <= 2 * a.live + (1u << 20));
     CHECK(a.reserved < holey);
@@ -108,6 +108,71 @@ int main(void)
     CHECK_EQ_U64(a.reserved, r0);
     ps__arena_destroy(&a);
     CHECK_EQ_U64(a.reserved, 0);
+
+    /* Equal sizes, as a memory store of one kind of sample holds them:
+     * samples carved from blocks and received in regions (back to back,
+     * unaligned), then three in ten leave at random, as at Q = 0.3. No
+     * block falls below half live, so evacuating sparse blocks alone
+     * would move nothing; the holes take the samples of the sparsest
+     * blocks instead, a whole block at a time, until what the blocks hold
+     * beyond the live samples is within the slack or no block's samples
+     * fit the holes left. */
+    enum { S = 4000, NE = 3000 };
+    ps__entry_t *q = calloc(NE, sizeof *q);
+    for (uint64_t i = 0; i < NE; i++) {
+        q[i].id = i;
+        q[i].size = i % 97 == 0 ? 0 : S; /* a few empty samples too */
+    }
+    for (uint64_t i = 0; i < NE / 2; i++) {
+        q[i].data = ps__arena_alloc(&a, q[i].size, &q[i].blk);
+        CHECK(q[i].data != NULL);
+    }
+    for (uint64_t i = NE / 2; i < NE; i += 500) { /* regions of 500 samples */
+        size_t bytes = 0, rl = 0;
+        for (uint64_t j = i; j < i + 500; j++)
+            bytes += q[j].size, rl += ps__arena_need(q[j].size);
+        ps__block_t *blk;
+        unsigned char *p = ps__arena_region(&a, bytes, rl, &blk);
+        CHECK(p != NULL);
+        for (uint64_t j = i; j < i + 500; j++) {
+            q[j].data = p;
+            q[j].blk = blk;
+            p += q[j].size;
+        }
+    }
+    for (uint64_t i = 0; i < NE; i++)
+        fill(q[i].data, q[i].size, i);
+    uint64_t kq = 0;
+    srand(7);
+    for (uint64_t i = 0; i < NE; i++) {
+        if (rand() % 10 < 3)
+            ps__arena_free(&a, q[i].blk, q[i].size);
+        else
+            q[kq++] = q[i];
+    }
+    size_t holes0 = a.reserved - a.live, slack = 512u << 10;
+    CHECK(holes0 > 3 * slack);
+    CHECK_EQ_INT(ps__arena_compact(&a, q, kq, slack), 0);
+    size_t holes1 = a.reserved - a.live;
+    printf("equal sizes: holes %zu -> %zu (slack %zu), live %zu\n", holes0, holes1, slack, a.live);
+    /* Half the blocks' holes hold the other half's samples at best (the
+     * blocks are 60-80% live); evacuating sparse blocks alone leaves
+     * holes0. */
+    CHECK(holes1 <= holes0 * 6 / 10);
+    ok = 1;
+    for (uint64_t i = 0; i < kq; i++)
+        ok &= intact(&q[i]);
+    CHECK(ok);
+    /* Within the slack already: nothing moves. */
+    const void *first = q[0].data;
+    size_t r1 = a.reserved;
+    CHECK_EQ_INT(ps__arena_compact(&a, q, kq, a.reserved - a.live), 0);
+    CHECK(q[0].data == first && a.reserved == r1);
+    for (uint64_t i = 0; i < kq; i++)
+        ps__arena_free(&a, q[i].blk, q[i].size);
+    CHECK_EQ_U64(a.live, 0);
+    ps__arena_destroy(&a);
+    free(q);
     free(e);
     return check_done();
 }
