@@ -19,11 +19,11 @@
 #include <mpi.h>
 
 #include "pshuffle.h"
+#include "bench_store.h"
 
 static void die(const char *what, int err)
 {
-    fprintf(stderr, "bench_pshuffle_mem: %s: %s: %s\n", what, ps_strerror(err), ps_errdetail());
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    bench_die("bench_pshuffle_mem", what, err);
 }
 
 int main(int argc, char **argv)
@@ -52,27 +52,9 @@ int main(int argc, char **argv)
         return 2;
     }
     ps_config_t cfg;
-    ps_config_init(&cfg);
-    cfg.seed = 3;
-    cfg.q.q0 = q;
-    cfg.resume = 0;
-    ps_shuffler_t *ps;
-    int err;
-    if ((err = ps_open(&ps, MPI_COMM_WORLD, &cfg)))
-        die("open", err);
     struct rusage ru0, ru;
-    getrusage(RUSAGE_SELF, &ru0); /* MPI's own footprint, before any sample */
-    unsigned char *blob = malloc(size);
-    for (uint64_t i = 0; i < size; i++)
-        blob[i] = (unsigned char)(i * 131 + (uint64_t)rank);
-    for (uint64_t id = n * (uint64_t)rank; id < n * (uint64_t)(rank + 1); id++) {
-        memcpy(blob, &id, size < 8 ? size : 8);
-        if ((err = ps_add(ps, id, 0, blob, size)))
-            die("add", err);
-    }
-    free(blob);
-    if ((err = ps_start(ps)))
-        die("start", err);
+    ps_shuffler_t *ps = bench_store("bench_pshuffle_mem", rank, n, size, q, &cfg, &ru0);
+    int err;
     MPI_Barrier(MPI_COMM_WORLD);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -20,6 +20,7 @@
 #include <mpi.h>
 
 #include "pshuffle.h"
+#include "bench_store.h"
 
 static double now(void)
 {
@@ -42,8 +43,7 @@ static double median(double *v, int n)
 
 static void die(const char *what, int err)
 {
-    fprintf(stderr, "bench_pshuffle_xchg: %s: %s: %s\n", what, ps_strerror(err), ps_errdetail());
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    bench_die("bench_pshuffle_xchg", what, err);
 }
 
 int main(int argc, char **argv)
@@ -63,27 +63,9 @@ int main(int argc, char **argv)
             reps = atoi(argv[i + 1]);
     }
     ps_config_t cfg;
-    ps_config_init(&cfg);
-    cfg.seed = 3;
-    cfg.q.q0 = 1.0;
-    cfg.resume = 0;
-    ps_shuffler_t *ps;
-    int err;
-    if ((err = ps_open(&ps, MPI_COMM_WORLD, &cfg)))
-        die("open", err);
     struct rusage ru0;
-    getrusage(RUSAGE_SELF, &ru0); /* MPI's own footprint, before any sample */
-    unsigned char *blob = malloc(size ? size : 1);
-    for (uint64_t i = 0; i < size; i++)
-        blob[i] = (unsigned char)(i * 131 + (uint64_t)rank);
-    for (uint64_t id = n * (uint64_t)rank; id < n * (uint64_t)(rank + 1); id++) {
-        memcpy(blob, &id, size < 8 ? size : 8);
-        if ((err = ps_add(ps, id, 0, blob, size)))
-            die("add", err);
-    }
-    free(blob);
-    if ((err = ps_start(ps)))
-        die("start", err);
+    ps_shuffler_t *ps = bench_store("bench_pshuffle_xchg", rank, n, size, 1.0, &cfg, &ru0);
+    int err;
 
     /* One exchange to learn how long an exchange takes. */
     uint64_t e = 0, moved = 0;
