@@ -177,9 +177,9 @@ void ps__arena_destroy(ps__arena_t *a)
     memset(a, 0, sizeof *a);
 }
 
-/* A live sample's place, for compaction. */
+/* A live sample's place, for compaction (16 bytes a sample while it
+ * runs; its block is ent[i].blk). */
 typedef struct {
-    ps__block_t *blk;
     unsigned char *p;
     uint64_t i; /* its entry */
 } ext_t;
@@ -270,12 +270,12 @@ static void fill_holes(ps__arena_t *a, ps__entry_t *ent, uint64_t n, size_t targ
         return;
     for (uint64_t i = 0; i < n; i++)
         if (ent[i].blk)
-            ext[ne++] = (ext_t){ent[i].blk, ent[i].data, i};
+            ext[ne++] = (ext_t){ent[i].data, i};
     if (sort_ext(ext, ne) < 0)
         goto out_ext;
     size_t ng = 0;
     for (size_t k = 0; k < ne; k++)
-        ng += k == 0 || ext[k].blk != ext[k - 1].blk;
+        ng += k == 0 || ent[ext[k].i].blk != ent[ext[k - 1].i].blk;
     grp_t *g = malloc((ng ? ng : 1) * sizeof *g);
     /* At most one hole before each sample, one after the last. */
     hole_t *h = malloc((ne + ng + 1) * sizeof *h);
@@ -283,8 +283,8 @@ static void fill_holes(ps__arena_t *a, ps__entry_t *ent, uint64_t n, size_t targ
         goto out;
     ng = 0;
     for (size_t k = 0; k < ne; k++) {
-        if (k == 0 || ext[k].blk != ext[k - 1].blk)
-            g[ng++] = (grp_t){ext[k].blk, k, 0, 0, 0};
+        if (k == 0 || ent[ext[k].i].blk != ent[ext[k - 1].i].blk)
+            g[ng++] = (grp_t){ent[ext[k].i].blk, k, 0, 0, 0};
         g[ng - 1].count++;
     }
     /* Densest blocks first: their holes take the samples. */
