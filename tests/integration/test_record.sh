@@ -28,7 +28,9 @@ for run in 1 2; do
   # The innermost frame of each site lies in the function that allocated it.
   for pair in "A $frameA alloc_a" "B $frameB alloc_b"; do
     set -- $pair
-    off=$(( ${2#ab+} ))
+    # ab+0xOFF, and the symbol after an underscore when the frame has one
+    off=${2#ab+}
+    off=$(( ${off%%_*} ))
     read -r start size < <(nm -S "$WORK/ab" | awk -v f="$3" '$4==f {print "0x"$1, "0x"$2}')
     if [ -n "${start:-}" ] && [ "$off" -ge $((start)) ] && [ "$off" -lt $((start + size)) ]; then
       ok "site of $1 is in $3"
