@@ -53,6 +53,8 @@ typedef struct {
     double *tmax;         /* per class: the slowest run's time there (no placement is slower) */
     double *k;            /* ns per latency-weight unit, per (class, device) */
     double *resid;        /* corner residual per (class, device) */
+    double *ys;           /* per (class, device): scale of the channel time (at most 1: a
+                           * bound run that moved less than its traffic estimate) */
     double *lat;          /* per (class, object, device): latency cost (weight x period) */
     double *bytes;        /* per (class, object): sampled bytes read from memory */
     double *wbytes;       /* per (class, object): sampled bytes written back */

@@ -42,6 +42,7 @@ HM_API void hm_estimator_close(hm_estimator_t *e)
     free(m->tmax);
     free(m->k);
     free(m->resid);
+    free(m->ys);
     free(m->lat);
     free(m->bytes);
     free(m->bytes_x);

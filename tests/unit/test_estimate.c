@@ -789,6 +789,34 @@ static void test_queueing_carried(void)
     CHECK(b > 2.5e8); /* object 1 on the far device: its channels */
 }
 
+/* A bound run's channel time is at most its time. Both runs are bound by
+ * object 1's stream (200 MB sampled), and they disagree on the traffic
+ * their samples missed: the near run's channels could have moved 40 MB
+ * more in its 12 ms, the far run's none in its 40 ms. Their mean (20 MB)
+ * made the far run's channel time 44 ms, and the 4 ms over its time went
+ * to the residual, which is spread by the latency cost a placement puts on
+ * the device: object 0 (a chase: 9 ms of latency cost near, 39 ms far, k
+ * 0.93) alone on the far device lost most of it, though that placement
+ * sends the far device almost no traffic. Scaling the far channels to the
+ * run's time instead leaves object 0's latency cost: C 2.7 ms + 0.93 x
+ * (15 ms of object 0, idle part scaled from the near run, + 1 ms of object
+ * 1) = 17.6 ms (the residual gave 14.1 ms). */
+static void test_channel_within_run(void)
+{
+    const char *js =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 1.2e7, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 4e7, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 200}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 1048576}, {\"site\": \"0x2\", \"size\": 268435456}],"
+        " \"windows\": [{\"phase\": 0, \"t_ns\": [1.2e7, 4e7], \"stats\": ["
+        "   [0, 0, 60, 9000, 60, 9000, 0, 60, 0, 0], [1, 0, 3065, 1000, 3065, 1000, 0, 10, 0, 0],"
+        "   [0, 1, 60, 39000, 60, 39000, 0, 60, 0, 0], [1, 1, 3065, 1000, 3065, 1000, 0, 10, 0, 0]]}]}";
+    double a, b;
+    far_each("channel within run", js, 1.2e7, &a, &b);
+    CHECK_NEAR(a, 1.76e7, 0.03);
+    CHECK(b > 3.5e7); /* object 1 on the far device: its channels */
+}
+
 /* Two regimes in one class: each instance of the phase first streams
  * object 0 (prefetched: a tenth of its misses reach memory; the channels
  * bound both runs: 64 MB per window, 3.2 ms at 20 GB/s, 12.8 ms at 5 GB/s)
@@ -1486,6 +1514,7 @@ int main(void)
     test_steep_fit();
     test_store_scatter_excess();
     test_queueing_carried();
+    test_channel_within_run();
     test_regimes();
     test_device_order();
     test_regime_by_mix();
