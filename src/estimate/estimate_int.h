@@ -64,6 +64,12 @@ typedef struct {
     double *xw, *xwsum;   /* weights that spread the residuals: per (class, object,
                            * device) and their sum per (class, device) */
     double *var;          /* per (object, device): variance of the object's cost, ns^2 */
+    /* Per class, how its windows share the latency side and the channel
+     * side of its time (profile_time): windows sorted by the ratio of their
+     * latency share to their channel share (g_r), with running sums of
+     * both shares (g_a, g_b); class c's entries are g_off[c] .. g_off[c+1]-1 */
+    int *g_off;
+    double *g_r, *g_a, *g_b;
 } hm__est_default_t;
 
 /* A placement of one object in one phase: pct percent of its pages on dev,

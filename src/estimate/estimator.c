@@ -43,6 +43,10 @@ HM_API void hm_estimator_close(hm_estimator_t *e)
     free(m->k);
     free(m->resid);
     free(m->ys);
+    free(m->g_off);
+    free(m->g_r);
+    free(m->g_a);
+    free(m->g_b);
     free(m->lat);
     free(m->bytes);
     free(m->bytes_x);

@@ -135,7 +135,47 @@ static double ll_factor(const hm_estimator_t *e, int d, double u)
  * loaded factor at the device's utilisation y_d / t, max_d y_d). The
  * utilisation depends on the time, so with loaded-latency curves t is the
  * fixed point, found by bisection (the latency part falls as t grows). */
-static double lat_bw_time(const hm_estimator_t *e, double C, const double *lpd, const double *y)
+/* Class c's time from its latency side lat and its busiest channel time
+ * bp, summed over its windows: sum_w max(a_w lat, b_w bp), a_w and b_w the
+ * window's shares of each side. Windows whose channel demand comes in
+ * bursts are channel-bound while the others are not, so a class is slower
+ * than the max of its sums, max(lat, bp), which it equals when every
+ * window has the same mix. */
+typedef struct {
+    double r, a, b;
+} prof_t;
+
+static int prof_cmp(const void *x, const void *y)
+{
+    double a = ((const prof_t *)x)->r, b = ((const prof_t *)y)->r;
+    return a < b ? -1 : a > b;
+}
+
+static double profile_time(const hm_estimator_t *e, int c, double lat, double bp)
+{
+    const hm__est_default_t *m = &e->dm;
+    double mx = lat > bp ? lat : bp;
+    if (c < 0 || !m->g_off || m->g_off[c + 1] <= m->g_off[c] || !(lat > 0) || !(bp > 0))
+        return mx;
+    int lo = m->g_off[c], hi = m->g_off[c + 1];
+    double rho = bp / lat;
+    if (rho <= m->g_r[lo])
+        return mx; /* every window on its latency side */
+    /* windows before the first with g_r >= rho are channel-bound */
+    int a = lo, b = hi;
+    while (a < b) {
+        int mid = (a + b) / 2;
+        if (m->g_r[mid] < rho)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    double A = a > lo ? m->g_a[a - 1] : 0, B = a > lo ? m->g_b[a - 1] : 0;
+    double t = bp * B + lat * (1 - A);
+    return t > mx ? t : mx;
+}
+
+static double lat_bw_time(const hm_estimator_t *e, int c, double C, const double *lpd, const double *y)
 {
     int D = e->ndev, curves = 0;
     double lp0 = C, bp = 0;
@@ -145,7 +185,7 @@ static double lat_bw_time(const hm_estimator_t *e, double C, const double *lpd, 
         curves |= e->ll_n[d] > 0 && lpd[d] > 0;
     }
     if (!curves || lp0 <= bp)
-        return lp0 > bp ? lp0 : bp;
+        return profile_time(e, c, lp0, bp);
     double lo = lp0, hi = 0;
     for (int it = 0; it < 40; it++) {
         double t = it ? (lo + hi) / 2 : lo, lp = C;
@@ -154,7 +194,7 @@ static double lat_bw_time(const hm_estimator_t *e, double C, const double *lpd, 
         if (it == 0) {
             hi = lp; /* lp(lo) >= the fixed point >= lo */
             if (hi - lo <= 1e-9 * lo)
-                return hi > bp ? hi : bp;
+                return profile_time(e, c, hi, bp);
             continue;
         }
         if (lp > t)
@@ -165,7 +205,7 @@ static double lat_bw_time(const hm_estimator_t *e, double C, const double *lpd, 
             break;
     }
     double t = (lo + hi) / 2;
-    return t > bp ? t : bp;
+    return profile_time(e, c, t, bp);
 }
 
 /* ------------------------------------------------------------- classes */
@@ -579,6 +619,11 @@ static void prepare_default(hm_estimator_t *e)
                      "lines dirtied by store hits %.4g", e->phase_name[m->cls_phase[c]], o, ld > 0 ? rd / ld : 1.0,
                      wshare, rho, dirty);
         }
+    m->g_off = hm__xcalloc((size_t)C + 1, sizeof(int));
+    m->g_r = hm__xcalloc((size_t)e->nwin + 1, sizeof(double));
+    m->g_a = hm__xcalloc((size_t)e->nwin + 1, sizeof(double));
+    m->g_b = hm__xcalloc((size_t)e->nwin + 1, sizeof(double));
+    int gn = 0;
     for (int c = 0; c < C; c++) {
         double Br = 0, Bw = 0, L[64], Tc[64], tau[64];
         int bound[64], nu = 0;
@@ -885,6 +930,50 @@ static void prepare_default(hm_estimator_t *e)
             if (*ws <= 0)
                 *ws = m->xw[ix3(e, c, O - 1, d)] = 1;
         }
+        /* Window profile (profile_time): the latency side's from the run
+         * least busy on its channels, the channel side's from the bound run
+         * busiest on them; none without a bound run. */
+        m->g_off[c] = gn;
+        {
+            int lr = -1, br = -1;
+            double lu = 0, bu = 0;
+            for (int d = 0; d < D; d++) {
+                if (!(Tc[d] > 0) || !(e->bw[d] > 0))
+                    continue;
+                double u = (tau[d] + (bound[d] ? unsampled / e->bw[d] : 0)) / Tc[d];
+                if (lr < 0 || u < lu)
+                    lr = d, lu = u;
+                if (bound[d] && (br < 0 || u > bu))
+                    br = d, bu = u;
+            }
+            if (lr >= 0 && br >= 0 && lr != br) {
+                double sa = 0, sb = 0;
+                int n0 = gn;
+                for (int w = 0; w < e->nwin; w++)
+                    if (m->wcls[w] == c) {
+                        double a = e->t[(size_t)w * D + lr], b = e->t[(size_t)w * D + br];
+                        m->g_a[gn] = a, m->g_b[gn] = b, sa += a, sb += b;
+                        gn++;
+                    }
+                if (sa > 0 && sb > 0) {
+                    prof_t *pr = hm__xcalloc((size_t)(gn - n0), sizeof *pr);
+                    for (int i = n0; i < gn; i++) {
+                        pr[i - n0].a = m->g_a[i] / sa, pr[i - n0].b = m->g_b[i] / sb;
+                        pr[i - n0].r = pr[i - n0].b > 0 ? pr[i - n0].a / pr[i - n0].b : INFINITY;
+                    }
+                    qsort(pr, (size_t)(gn - n0), sizeof *pr, prof_cmp);
+                    double ca = 0, cb = 0;
+                    for (int i = n0; i < gn; i++) {
+                        ca += pr[i - n0].a, cb += pr[i - n0].b;
+                        m->g_r[i] = pr[i - n0].r, m->g_a[i] = ca, m->g_b[i] = cb;
+                    }
+                    free(pr);
+                } else {
+                    gn = n0;
+                }
+            }
+        }
+        m->g_off[c + 1] = gn;
         /* Residuals: all on d must give the measured time. A run whose
          * estimate its channels set, at more than the run took, moved less
          * than the traffic counted for it (the prefetches and write-backs
@@ -910,7 +999,7 @@ static void prepare_default(hm_estimator_t *e)
                 m->ys[(size_t)c * D + d] = Tc[d] / y[d];
                 y[d] = Tc[d];
             }
-            m->resid[(size_t)c * D + d] = Tc[d] - lat_bw_time(e, cc, lpd, y);
+            m->resid[(size_t)c * D + d] = Tc[d] - lat_bw_time(e, c, cc, lpd, y);
             HM_DEBUG("estimate: class %s run %s: latency %.4g, channel %.4g (scaled by %.3f), residual %.4g ns",
                      e->phase_name[m->cls_phase[c]], e->dev_name[d], cc + lpd[d], y[d], m->ys[(size_t)c * D + d],
                      m->resid[(size_t)c * D + d]);
@@ -1052,7 +1141,7 @@ static double class_time(hm_est_state_t *s, int c)
     double r = 0;
     for (int d = 0; d < D; d++)
         r += s->xi[(size_t)c * D + d] / m->xwsum[(size_t)c * D + d] * m->resid[(size_t)c * D + d];
-    double t = lat_bw_time(e, m->c_ns[c], &s->lp[(size_t)c * D], &s->y[(size_t)c * D]) + r;
+    double t = lat_bw_time(e, c, m->c_ns[c], &s->lp[(size_t)c * D], &s->y[(size_t)c * D]) + r;
     /* No placement is slower than all data on the slowest device: each
      * object's latency and each device's traffic are at most what they were
      * there. */

@@ -817,6 +817,37 @@ static void test_channel_within_run(void)
     CHECK(b > 3.5e7); /* object 1 on the far device: its channels */
 }
 
+/* A class whose traffic comes in bursts: window A streams 80 MB (4 ms
+ * near, channel-bound; 16 ms far) and window B computes for 6 ms with a
+ * trickle of it; one object, the same latencies on both devices. The far
+ * run (22 ms) is bound. Half the pages on the far device: window A waits
+ * for the far channels (8 ms), B computes (6 ms): 14 ms. The max of the
+ * class's sums, max(10 ms of latency side, 11 ms of far channel time),
+ * gave 11 ms: it lets window B's compute hide window A's transfers. */
+static void test_bursts(void)
+{
+    const char *js =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 1e7, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 2.2e7, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 100}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 134217728}],"
+        " \"windows\": [{\"phase\": 0, \"region\": 0, \"t_ns\": [4e6, 1.6e7], \"stats\": ["
+        "   [0, 0, 1250, 1000, 1250, 1000, 0, 10, 0, 0], [0, 1, 1250, 1000, 1250, 1000, 0, 10, 0, 0]]},"
+        "  {\"phase\": 0, \"region\": 0, \"t_ns\": [6e6, 6e6], \"stats\": ["
+        "   [0, 0, 62, 100, 62, 100, 0, 1, 0, 0], [0, 1, 62, 100, 62, 100, 0, 1, 0, 0]]}]}";
+    hm_estimator_t *e;
+    hm_est_state_t *st = open_default(&e, "bursts", js, 1e7);
+    if (st) {
+        double t = 0;
+        CHECK_EQ_INT(hm_est_state_move(st, -1, 0, 1, 50, &t), 0);
+        CHECK_NEAR(t, 1.4e7, 0.03);
+        CHECK_EQ_INT(hm_est_state_move(st, -1, 0, 1, 100, &t), 0);
+        CHECK_NEAR(t, 2.2e7, 1e-6);
+        hm_est_state_close(st);
+    }
+    hm_estimator_close(e);
+}
+
 /* Two regimes in one class: each instance of the phase first streams
  * object 0 (prefetched: a tenth of its misses reach memory; the channels
  * bound both runs: 64 MB per window, 3.2 ms at 20 GB/s, 12.8 ms at 5 GB/s)
@@ -1515,6 +1546,7 @@ int main(void)
     test_store_scatter_excess();
     test_queueing_carried();
     test_channel_within_run();
+    test_bursts();
     test_regimes();
     test_device_order();
     test_regime_by_mix();
