@@ -837,6 +837,17 @@ static void prepare_default(hm_estimator_t *e)
             for (int d = 0; d < D; d++)
                 if (!bound[d] && (u < 0 || L[d] < L[u]))
                     u = d;
+            /* Every run bound: the run the latency terms come from (lowest
+             * idle latency, on a tie the faster run), as below. Without
+             * it such a phase had no latency side: XSBench's lookups on
+             * cxl3 (DDR 88% busy, the CXL devices saturated; the line
+             * through the three runs has C < 0) with a fifth of the pages
+             * on CXL were estimated at 37 ms, below the 43 ms all on DDR,
+             * against 52 ms simulated (now 48 ms). */
+            for (int d = 0; d < D && nu == 0; d++)
+                if (Tc[d] > 0 && L[d] > 0 &&
+                    (u < 0 || e->lat_ns[d] < e->lat_ns[u] || (e->lat_ns[d] == e->lat_ns[u] && Tc[d] < Tc[u])))
+                    u = d;
             k = u >= 0 && L[u] > 0 ? fmin(1.0, Tc[u] / L[u]) : 0;
             cc = k > 0 ? Tc[u] - k * L[u] : 0;
         }

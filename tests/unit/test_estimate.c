@@ -848,6 +848,29 @@ static void test_bursts(void)
     hm_estimator_close(e);
 }
 
+/* Every run bound and no line through them (the far run is slower than a
+ * positive C allows): the latency cost is then taken at face value from
+ * the run the latency terms come from, the near one (k = 10 / 20.1 ms),
+ * as with one unbound run. Without it the phase had no latency side at
+ * all: object 0, a chase (20 ms of latency cost near), alone on the far
+ * device cost nothing more (9 ms, the near channels), where its loads'
+ * idle latency doubles: 0.5 x (10 x 2 + 10 ms of queueing) = 15 ms. */
+static void test_all_bound_face_value(void)
+{
+    const char *js =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 1e7, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 3.4e7, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 200}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 67108864}, {\"site\": \"0x2\", \"size\": 268435456}],"
+        " \"windows\": [{\"phase\": 0, \"t_ns\": [1e7, 3.4e7], \"stats\": ["
+        "   [0, 0, 100, 20000, 100, 20000, 0, 100, 0, 0], [1, 0, 2500, 100, 2500, 100, 0, 1, 0, 0],"
+        "   [0, 1, 100, 30000, 100, 30000, 0, 100, 0, 0], [1, 1, 2500, 200, 2500, 200, 0, 1, 0, 0]]}]}";
+    double a, b;
+    far_each("all bound", js, 1e7, &a, &b);
+    CHECK_NEAR(a, 1.5e7, 0.03);
+    CHECK(b > 3e7); /* the stream on the far device: its channels */
+}
+
 /* Two regimes in one class: each instance of the phase first streams
  * object 0 (prefetched: a tenth of its misses reach memory; the channels
  * bound both runs: 64 MB per window, 3.2 ms at 20 GB/s, 12.8 ms at 5 GB/s)
@@ -1547,6 +1570,7 @@ int main(void)
     test_queueing_carried();
     test_channel_within_run();
     test_bursts();
+    test_all_bound_face_value();
     test_regimes();
     test_device_order();
     test_regime_by_mix();
