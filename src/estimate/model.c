@@ -130,17 +130,8 @@ static double ll_factor(const hm_estimator_t *e, int d, double u)
     return pn / e->lat_ns[d];
 }
 
-/* A phase's time from its latency terms per device (unloaded: lpd, ns) and
- * the channel time of its traffic per device (y): max(C + sum_d lpd_d x
- * loaded factor at the device's utilisation y_d / t, max_d y_d). The
- * utilisation depends on the time, so with loaded-latency curves t is the
- * fixed point, found by bisection (the latency part falls as t grows). */
-/* Class c's time from its latency side lat and its busiest channel time
- * bp, summed over its windows: sum_w max(a_w lat, b_w bp), a_w and b_w the
- * window's shares of each side. Windows whose channel demand comes in
- * bursts are channel-bound while the others are not, so a class is slower
- * than the max of its sums, max(lat, bp), which it equals when every
- * window has the same mix. */
+/* A window of a class's profile: its latency share a, channel share b and
+ * their ratio r. */
 typedef struct {
     double r, a, b;
 } prof_t;
@@ -151,6 +142,12 @@ static int prof_cmp(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
+/* Class c's time from its latency side lat and its busiest channel time
+ * bp, summed over its windows: sum_w max(a_w lat, b_w bp), a_w and b_w the
+ * window's shares of each side. Windows whose channel demand comes in
+ * bursts are channel-bound while the others are not, so a class is slower
+ * than the max of its sums, max(lat, bp), which it equals when every
+ * window has the same mix. */
 static double profile_time(const hm_estimator_t *e, int c, double lat, double bp)
 {
     const hm__est_default_t *m = &e->dm;
@@ -175,6 +172,42 @@ static double profile_time(const hm_estimator_t *e, int c, double lat, double bp
     return t > mx ? t : mx;
 }
 
+/* Builds class c's window profile at g_*[gn...] from the windows' times
+ * in run lr (latency side) and run br (channel side); returns the next
+ * free entry (gn again when either run has no time in the class). */
+static int build_profile(hm_estimator_t *e, int c, int lr, int br, int gn)
+{
+    hm__est_default_t *m = &e->dm;
+    int D = e->ndev, n = 0;
+    double sa = 0, sb = 0;
+    for (int w = 0; w < e->nwin; w++)
+        if (m->wcls[w] == c)
+            sa += e->t[(size_t)w * D + lr], sb += e->t[(size_t)w * D + br], n++;
+    if (!(sa > 0) || !(sb > 0))
+        return gn;
+    prof_t *pr = hm__xcalloc((size_t)n, sizeof *pr);
+    for (int w = 0, i = 0; w < e->nwin; w++)
+        if (m->wcls[w] == c) {
+            pr[i].a = e->t[(size_t)w * D + lr] / sa, pr[i].b = e->t[(size_t)w * D + br] / sb;
+            pr[i].r = pr[i].b > 0 ? pr[i].a / pr[i].b : INFINITY;
+            i++;
+        }
+    qsort(pr, (size_t)n, sizeof *pr, prof_cmp);
+    double ca = 0, cb = 0;
+    for (int i = 0; i < n; i++) {
+        ca += pr[i].a, cb += pr[i].b;
+        m->g_r[gn + i] = pr[i].r, m->g_a[gn + i] = ca, m->g_b[gn + i] = cb;
+    }
+    free(pr);
+    return gn + n;
+}
+
+/* Class c's time from its latency terms per device (unloaded: lpd, ns) and
+ * the channel time of its traffic per device (y): profile_time of the
+ * latency side, C + sum_d lpd_d x loaded factor at the device's
+ * utilisation y_d / t, and of max_d y_d. The utilisation depends on the
+ * time, so with loaded-latency curves the latency side is the fixed point,
+ * found by bisection (the latency part falls as t grows). */
 static double lat_bw_time(const hm_estimator_t *e, int c, double C, const double *lpd, const double *y)
 {
     int D = e->ndev, curves = 0;
@@ -957,32 +990,8 @@ static void prepare_default(hm_estimator_t *e)
                 if (bound[d] && (br < 0 || u > bu))
                     br = d, bu = u;
             }
-            if (lr >= 0 && br >= 0 && lr != br) {
-                double sa = 0, sb = 0;
-                int n0 = gn;
-                for (int w = 0; w < e->nwin; w++)
-                    if (m->wcls[w] == c) {
-                        double a = e->t[(size_t)w * D + lr], b = e->t[(size_t)w * D + br];
-                        m->g_a[gn] = a, m->g_b[gn] = b, sa += a, sb += b;
-                        gn++;
-                    }
-                if (sa > 0 && sb > 0) {
-                    prof_t *pr = hm__xcalloc((size_t)(gn - n0), sizeof *pr);
-                    for (int i = n0; i < gn; i++) {
-                        pr[i - n0].a = m->g_a[i] / sa, pr[i - n0].b = m->g_b[i] / sb;
-                        pr[i - n0].r = pr[i - n0].b > 0 ? pr[i - n0].a / pr[i - n0].b : INFINITY;
-                    }
-                    qsort(pr, (size_t)(gn - n0), sizeof *pr, prof_cmp);
-                    double ca = 0, cb = 0;
-                    for (int i = n0; i < gn; i++) {
-                        ca += pr[i - n0].a, cb += pr[i - n0].b;
-                        m->g_r[i] = pr[i - n0].r, m->g_a[i] = ca, m->g_b[i] = cb;
-                    }
-                    free(pr);
-                } else {
-                    gn = n0;
-                }
-            }
+            if (lr >= 0 && br >= 0 && lr != br)
+                gn = build_profile(e, c, lr, br, gn);
         }
         m->g_off[c + 1] = gn;
         /* Residuals: all on d must give the measured time. A run whose
