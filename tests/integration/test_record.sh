@@ -74,8 +74,10 @@ else bad "cannot compile steady"; fi
 # decoder as PEBS/IBS (no PMU needed, so it runs in this VM).
 # task-clock counts CPU time, so on a loaded machine the program gets
 # fewer samples than its wall time suggests: expect at least half of one
-# per millisecond of the CPU time the run (and hetmem) got.
-if /usr/bin/time -o "$WORK/ps.time" -f "%U %S" "$H" record -b perf-sw -o "$WORK/ps.hmt" -- "$WORK/ab" 0.5 > /dev/null 2> "$WORK/ps.err"; then
+# per millisecond of the CPU time the program got (timed inside the
+# recording, so that hetmem's own CPU time, which grows under contention,
+# does not count).
+if "$H" record -b perf-sw -o "$WORK/ps.hmt" -- /usr/bin/time -o "$WORK/ps.time" -f "%U %S" "$WORK/ab" 0.5 > /dev/null 2> "$WORK/ps.err"; then
   "$WORK/trace_attr" "$WORK/ps.hmt" > "$WORK/ps.attr"
   read -r _ n _ < <(grep '^samples' "$WORK/ps.attr")
   want=$(awk '{printf "%d", ($1 + $2) * 1000 / 2}' "$WORK/ps.time")
