@@ -152,7 +152,7 @@ static double profile_time(const hm_estimator_t *e, int c, double lat, double bp
 {
     const hm__est_default_t *m = &e->dm;
     double mx = lat > bp ? lat : bp;
-    if (c < 0 || !m->g_off || m->g_off[c + 1] <= m->g_off[c] || !(lat > 0) || !(bp > 0))
+    if (m->g_off[c + 1] <= m->g_off[c] || !(lat > 0) || !(bp > 0))
         return mx;
     int lo = m->g_off[c], hi = m->g_off[c + 1];
     double rho = bp / lat;
