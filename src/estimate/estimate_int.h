@@ -48,6 +48,7 @@ typedef struct {
      * has a class per kind of iteration); the terms below are per class */
     int ncls;
     int *cls_phase;       /* per class: its phase label */
+    int *cls_sib;         /* per class: the other regime of its phase's split (split_regimes), or -1 */
     int *wcls;            /* per window: its class */
     double *c_ns;         /* device-independent time */
     double *tmax;         /* per class: the slowest run's time there (no placement is slower) */

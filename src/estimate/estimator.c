@@ -37,6 +37,7 @@ HM_API void hm_estimator_close(hm_estimator_t *e)
     free(e->lin_phase_gain);
     hm__est_default_t *m = &e->dm;
     free(m->cls_phase);
+    free(m->cls_sib);
     free(m->wcls);
     free(m->c_ns);
     free(m->tmax);
