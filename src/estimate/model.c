@@ -41,6 +41,7 @@
 #define STREAM_PASSES 2.0 /* L1 misses per line and instance of an object that is swept */
 #define STREAMED 0.02    /* share of cache-hit loads that waited for memory marking a streamed object */
 #define STORE_HITS_PER_LINE 8.0 /* store hits that dirty one line: 8-byte elements stored in order */
+#define FLOOR_TOL 0.02  /* runs within this of a phase's fastest run took its device-independent time */
 
 static const char *const model_names[HM_EST_NMODELS] = {"linear", "default"};
 
@@ -919,6 +920,35 @@ static void prepare_default(hm_estimator_t *e)
                     u = d;
             k = u >= 0 && L[u] > 0 ? fmin(1.0, Tc[u] / L[u]) : 0;
             cc = k > 0 ? Tc[u] - k * L[u] : 0;
+        }
+        /* No run shows a latency cost (the phase only stores, or caches
+         * serve its loads): there is nothing to fit, and the residuals
+         * carried each run's whole time beyond its channels. When every
+         * run took either its channel time or the fastest run's time
+         * (within FLOOR_TOL), that time is a floor no device changes: C is
+         * the fastest run's time, and a placement takes the larger of it
+         * and its channel time. Carried by the residuals instead, the floor
+         * came out per device, and a placement that split the phase's
+         * stores over two devices whose runs took the same time was
+         * estimated below both: `coupled`'s `init` on spr-hbm-cxl writes
+         * its grids in 13.5 ms on DDR and on HBM alike (34.1 ms on CXL: its
+         * channels), and with half of them on HBM it was estimated at 12.7
+         * ms. Where the runs' times differ otherwise (graph's
+         * `generate` on cxl3: 64.8, 66.6 and 69.4 ms, its stores slower on
+         * the slower devices), the residuals keep them. */
+        if (!(k > 0)) {
+            double tmin = INFINITY;
+            int floor = 1;
+            for (int d = 0; d < D; d++) {
+                floor &= !(L[d] > 0);
+                if (Tc[d] > 0 && Tc[d] < tmin)
+                    tmin = Tc[d];
+            }
+            for (int d = 0; d < D && floor; d++)
+                if (Tc[d] > (1 + FLOOR_TOL) * fmax(tmin, tau[d]))
+                    floor = 0;
+            if (floor && tmin < INFINITY)
+                cc = tmin;
         }
         m->c_ns[c] = cc;
         HM_DEBUG("estimate: class %s: C %.4g ns, k %.4g, fitted %d", e->phase_name[m->cls_phase[c]], cc, k, fitted);

@@ -903,6 +903,36 @@ static void test_dirty_lines_posted(void)
     CHECK_NEAR(a, 24.96e6, 0.03);
 }
 
+/* A phase that only stores has no latency cost to fit. Here each run took
+ * either its channel time or the same 10 ms (near: 10 ms, its channels 2
+ * ms; far: 16 ms, all of it its channels): 10 ms is time no device
+ * changes, and object 0 alone on the far device (8 ms of far channel
+ * time) takes 10 ms. Carried by residuals per device, that floor was
+ * spread by the objects' shares: 8 ms + half of the near run's 8 ms = 12
+ * ms. When the far run is slower than both its channels and the near run
+ * (stores that wait on a slower device), the residuals keep that. */
+static void test_store_floor(void)
+{
+    char js[2048];
+    const char *fmt =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 1e7, \"period\": 1000, \"bandwidth_gbs\": 40, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": %g, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 200}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 67108864}, {\"site\": \"0x2\", \"size\": 67108864}],"
+        " \"windows\": [{\"phase\": 0, \"t_ns\": [1e7, %g], \"stats\": ["
+        "   [0, 0, 312.5, 0, 312.5, 0, 312.5, 0, 0, 0], [1, 0, 312.5, 0, 312.5, 0, 312.5, 0, 0, 0],"
+        "   [0, 1, 312.5, 0, 312.5, 0, 312.5, 0, 0, 0], [1, 1, 312.5, 0, 312.5, 0, 312.5, 0, 0, 0]]}]}";
+    double a, b;
+    snprintf(js, sizeof js, fmt, 1.6e7, 1.6e7);
+    far_each("store floor", js, 1e7, &a, &b);
+    CHECK_NEAR(a, 1e7, 0.01);
+    CHECK_NEAR(b, 1e7, 0.01);
+    /* The far run 20 ms, its channels 16: not a floor. */
+    snprintf(js, sizeof js, fmt, 2e7, 2e7);
+    far_each("store no floor", js, 1e7, &a, &b);
+    CHECK(a > 1.05e7);
+}
+
 /* Every run bound and no line through them (the far run is slower than a
  * positive C allows): the latency cost is then taken at face value from
  * the run the latency terms come from, the near one (k = 10 / 20.1 ms),
@@ -1626,6 +1656,7 @@ int main(void)
     test_channel_within_run();
     test_bursts();
     test_dirty_lines_posted();
+    test_store_floor();
     test_all_bound_face_value();
     test_regimes();
     test_device_order();
