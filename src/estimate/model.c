@@ -938,16 +938,16 @@ static void prepare_default(hm_estimator_t *e)
          * the slower devices), the residuals keep them. */
         if (!(k > 0)) {
             double tmin = INFINITY;
-            int floor = 1;
+            int flat = 1; /* no latency cost, and every run at the floor or its channel time */
             for (int d = 0; d < D; d++) {
-                floor &= !(L[d] > 0);
+                flat &= !(L[d] > 0);
                 if (Tc[d] > 0 && Tc[d] < tmin)
                     tmin = Tc[d];
             }
-            for (int d = 0; d < D && floor; d++)
+            for (int d = 0; d < D && flat; d++)
                 if (Tc[d] > (1 + FLOOR_TOL) * fmax(tmin, tau[d]))
-                    floor = 0;
-            if (floor && tmin < INFINITY)
+                    flat = 0;
+            if (flat && tmin < INFINITY)
                 cc = tmin;
         }
         m->c_ns[c] = cc;
