@@ -33,6 +33,7 @@ typedef struct {
     uint64_t *cap;         /* [ndev] bytes, HM_OPT_UNLIMITED for none */
     int *speed;            /* devices, fastest first by measured runtime [ndev] */
     uint64_t calls, budget;
+    uint64_t reserve;      /* calls held back from the search for the final clean-up */
     uint64_t t0_ns, deadline_ns; /* deadline 0: none */
     double base_ns;        /* estimate with everything on the default device */
     uint64_t rng;

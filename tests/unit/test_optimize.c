@@ -355,6 +355,41 @@ static void test_determinism(void)
     hm_estimator_close(e);
 }
 
+/* Objects the estimator sees no effect of stay on the default device,
+ * whatever the search: objects 4 and 5 take the same time on both devices,
+ * the fast device holds everything, and every algorithm's result puts
+ * objects 0-3 on it and leaves 4 and 5 where they were. Left to the
+ * searches, rl, anneal and random put them wherever their last visit did. */
+static void test_no_effect_stays(void)
+{
+    inst_t in;
+    random_inst(&in, 6, 2, 7);
+    for (int o = 4; o < 6; o++)
+        in.t[o][0][1] = in.t[o][0][0];
+    hm_estimator_t *e = open_inst(&in);
+    if (!e)
+        return;
+    uint64_t cap[2] = {HM_OPT_UNLIMITED, footprint(&in)};
+    hm_optimize_algo_t all[] = {HM_OPT_RL, HM_OPT_GREEDY, HM_OPT_ANNEAL, HM_OPT_EXHAUSTIVE, HM_OPT_RANDOM};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        for (uint64_t seed = 1; seed <= 3; seed++) {
+            hm_optimize_result_t r;
+            if (run(e, all[i], cap, seed, 2000, &r) < 0) {
+                CHECK(0);
+                continue;
+            }
+            for (int o = 0; o < 6; o++) {
+                int d = hm_est_state_device(r.state, -1, obj_index(e, o), NULL);
+                if (d != (o < 4 ? 1 : 0))
+                    fprintf(stderr, "%s seed %llu: obj%d on device %d\n", hm_optimize_algo_name(all[i]),
+                            (unsigned long long)seed, o, d);
+                CHECK_EQ_INT(d, o < 4 ? 1 : 0);
+            }
+            hm_optimize_result_free(&r);
+        }
+    hm_estimator_close(e);
+}
+
 /* Two objects, each hot in its own phase, and room for one: per phase, the
  * fast device can hold the hot object of each phase in turn. */
 static void test_phased(void)
@@ -575,6 +610,7 @@ int main(void)
     CHECK(greedy_short >= 2);
     test_fractional();
     test_determinism();
+    test_no_effect_stays();
     test_phased();
     /* seeds where rl without its final local search stayed above the static optimum */
     for (int k = 0; k < 5; k++)
