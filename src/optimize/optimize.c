@@ -444,12 +444,11 @@ out:
 /* A placement moves only what the estimator says matters: after the search,
  * each unit off the default device whose move back to it leaves the
  * estimate no higher (and fits) goes back, in unit order, while the budget
- * has the two calls a try takes. Searches end with
- * such units wherever they last put them (rl's episodes, greedy's capacity
- * shuffles), so two placements equal under the estimator differed in data
- * pinned for no predicted gain: in the optimizer bench, rtm's `wavelet` and
- * a small fft table, on the fast device in one placement and not in the
- * other. */
+ * has the two calls a try takes. Searches end with such units wherever they
+ * last put them (rl's episodes, greedy's capacity shuffles), so two
+ * placements equal under the estimator differed in data pinned for no
+ * predicted gain: in the optimizer bench, rtm's `wavelet` and a small fft
+ * table, on the fast device in one placement and not in the other. */
 static int canonical(hm__opt_t *o)
 {
     hm_est_state_t *s = o->best;
