@@ -868,13 +868,23 @@ static void prepare_default(hm_estimator_t *e)
          * measured latencies include what queueing added, so that a run
          * near its bandwidth still says how much of the time the memory
          * accesses took; if that gives no sensible split (a negative part),
-         * over the unbound runs only. With one such run, its sampled
+         * over the unbound runs only. C is time every run spends, so a
+         * line whose C exceeds the fastest run's time is no sensible split
+         * either: through channel-bound runs far apart it says nothing of
+         * the latency (STREAM's triad on spr-hbm-cxl: a line through the
+         * DDR, HBM and CXL runs, 39, 10 and 188 ms, had C = 18 ms, and the
+         * HBM run's -9 ms residual was then taken off a mix whose DDR
+         * channels bound it: `a` on DDR, 10.3 ms estimated, 18.1 ms
+         * simulated, now 18.9 ms). With one such run, its sampled
          * latency cost is taken at face value (k = 1: a miss's latency is
          * at most the time it adds, misses overlap) and C is the rest; k is
          * lower only when that cost exceeds the run's time. Without any
          * latency cost, the residuals carry the whole time. */
-        double cc = 0, k = 0;
+        double cc = 0, k = 0, tfast = INFINITY;
         int fitted = 0;
+        for (int d = 0; d < D; d++)
+            if (Tc[d] > 0 && Tc[d] < tfast)
+                tfast = Tc[d];
         for (int pass = 0; pass < 2 && !fitted; pass++) {
             double sl = 0, st = 0, sll = 0, slt = 0;
             int np = 0;
@@ -885,7 +895,7 @@ static void prepare_default(hm_estimator_t *e)
             if (np >= 2 && den > 1e-9 * sll * np) {
                 k = (np * slt - sl * st) / den;
                 cc = (st - k * sl) / np;
-                fitted = k > 0 && cc >= 0 ? pass + 1 : 0;
+                fitted = k > 0 && cc >= 0 && cc <= tfast ? pass + 1 : 0;
             }
         }
         /* A line steeper than k = 1 says the time grows faster with the

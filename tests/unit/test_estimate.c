@@ -956,6 +956,38 @@ static void test_all_bound_face_value(void)
     CHECK(b > 3e7); /* the stream on the far device: its channels */
 }
 
+/* A line through channel-bound runs far apart says nothing of the
+ * latency. Object 0 is read (its loads wait 20, 180 and 2,800 ms in all),
+ * object 1 only stored (64 MB read for ownership and written back): 192 MB
+ * per run, 4.8 ms of near channel time in a 10 ms run, the mid and far
+ * runs bound by their channels (40 and 192 ms). The least-squares line
+ * through the three runs has C = 18.5 ms, above the near run's 10 ms, and
+ * the near run's residual (-9.7 ms) then came off the mix with object 1
+ * on the mid device, bound by its channels there (128 MB at 4.8 GB/s:
+ * 26.7 ms): 17 ms. The near run alone fits the latency (k = 0.5, C = 0). */
+static void test_fit_below_fastest(void)
+{
+    const char *js =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 1e7, \"period\": 1000, \"bandwidth_gbs\": 40, \"read_latency_ns\": 100},"
+        "               {\"name\": \"mid\", \"runtime_ns\": 4e7, \"period\": 1000, \"bandwidth_gbs\": 4.8, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 1.92e8, \"period\": 1000, \"bandwidth_gbs\": 1, \"read_latency_ns\": 250}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 67108864}, {\"site\": \"0x2\", \"size\": 67108864}],"
+        " \"windows\": [{\"phase\": 0, \"t_ns\": [1e7, 4e7, 1.92e8], \"stats\": ["
+        "   [0, 0, 1000, 20000, 1000, 20000, 0, 1000, 0, 0], [1, 0, 1000, 0, 1000, 0, 1000, 0, 0, 0],"
+        "   [0, 1, 1000, 180000, 1000, 180000, 0, 1000, 0, 0], [1, 1, 1000, 0, 1000, 0, 1000, 0, 0, 0],"
+        "   [0, 2, 1000, 2800000, 1000, 2800000, 0, 1000, 0, 0], [1, 2, 1000, 0, 1000, 0, 1000, 0, 0, 0]]}]}";
+    hm_estimator_t *e;
+    hm_est_state_t *st = open_default(&e, "fit below fastest", js, 1e7);
+    double t = -1;
+    if (st) {
+        CHECK_EQ_INT(hm_est_state_move(st, -1, 1, 1, 100, &t), 0);
+        CHECK_NEAR(t, 26.67e6, 0.02);
+        hm_est_state_close(st);
+    }
+    hm_estimator_close(e);
+}
+
 /* Two regimes in one class: each instance of the phase first streams
  * object 0 (prefetched: a tenth of its misses reach memory; the channels
  * bound both runs: 64 MB per window, 3.2 ms at 20 GB/s, 12.8 ms at 5 GB/s)
@@ -1658,6 +1690,7 @@ int main(void)
     test_dirty_lines_posted();
     test_store_floor();
     test_all_bound_face_value();
+    test_fit_below_fastest();
     test_regimes();
     test_device_order();
     test_regime_by_mix();
