@@ -868,14 +868,15 @@ static void prepare_default(hm_estimator_t *e)
          * measured latencies include what queueing added, so that a run
          * near its bandwidth still says how much of the time the memory
          * accesses took; if that gives no sensible split (a negative part),
-         * over the unbound runs only. C is time every run spends, so a
-         * line whose C exceeds the fastest run's time is no sensible split
-         * either: through channel-bound runs far apart it says nothing of
-         * the latency (STREAM's triad on spr-hbm-cxl: a line through the
-         * DDR, HBM and CXL runs, 39, 10 and 188 ms, had C = 18 ms, and the
-         * HBM run's -9 ms residual was then taken off a mix whose DDR
-         * channels bound it: `a` on DDR, 10.3 ms estimated, 18.1 ms
-         * simulated, now 18.9 ms). With one such run, its sampled
+         * over the unbound runs only. C is time every run spends, so it
+         * is at most the fastest run's time: a line above that is fitted
+         * again with C there (least squares for k alone). Through
+         * channel-bound runs far apart the free line says little of the
+         * latency: in STREAM's triad on spr-hbm-cxl (DDR, HBM and CXL runs
+         * 39, 10 and 188 ms) it had C = 18 ms, and the HBM run's -9 ms
+         * residual was then taken off a mix whose DDR channels bound it:
+         * `a` on DDR, 10.3 ms estimated, 18.1 ms simulated, now 17.6 ms.
+         * With one such run, its sampled
          * latency cost is taken at face value (k = 1: a miss's latency is
          * at most the time it adds, misses overlap) and C is the rest; k is
          * lower only when that cost exceeds the run's time. Without any
@@ -895,6 +896,15 @@ static void prepare_default(hm_estimator_t *e)
             if (np >= 2 && den > 1e-9 * sll * np) {
                 k = (np * slt - sl * st) / den;
                 cc = (st - k * sl) / np;
+                if (k > 0 && cc > tfast && sll > 0) {
+                    /* C at its bound: least squares for k alone */
+                    double num = 0;
+                    for (int d = 0; d < D; d++)
+                        if (pass == 0 || !bound[d])
+                            num += L[d] * (Tc[d] - tfast);
+                    cc = tfast;
+                    k = num / sll;
+                }
                 fitted = k > 0 && cc >= 0 && cc <= tfast ? pass + 1 : 0;
             }
         }
@@ -931,6 +941,12 @@ static void prepare_default(hm_estimator_t *e)
             k = u >= 0 && L[u] > 0 ? fmin(1.0, Tc[u] / L[u]) : 0;
             cc = k > 0 ? Tc[u] - k * L[u] : 0;
         }
+        /* Whichever way C came, it is part of every run's time. (Taken at
+         * face value from a run its channels bound, the rest is channel
+         * time: stencil's `setup` on cxl3, 1% latency cost, had C = 62 ms
+         * from the CXL run, and the DDR run 13 ms.) */
+        if (cc > tfast)
+            cc = tfast;
         /* No run shows a latency cost (the phase only stores, or caches
          * serve its loads): there is nothing to fit, and the residuals
          * carried each run's whole time beyond its channels. When every
