@@ -941,10 +941,11 @@ static void prepare_default(hm_estimator_t *e)
             k = u >= 0 && L[u] > 0 ? fmin(1.0, Tc[u] / L[u]) : 0;
             cc = k > 0 ? Tc[u] - k * L[u] : 0;
         }
-        /* Whichever way C came, it is part of every run's time. (Taken at
-         * face value from a run its channels bound, the rest is channel
-         * time: stencil's `setup` on cxl3, 1% latency cost, had C = 62 ms
-         * from the CXL run, and the DDR run 13 ms.) */
+        /* Whichever way C came, it is part of every run's time: taken at
+         * face value from a run that is not the fastest, it can exceed
+         * the fastest run (sort's `bucket` on knl-mcdram: C = 130 ms from
+         * the MCDRAM run, 132 ms; the DDR run, bound by its channels,
+         * took 123 ms). */
         if (cc > tfast)
             cc = tfast;
         /* No run shows a latency cost (the phase only stores, or caches
