@@ -896,7 +896,7 @@ static void prepare_default(hm_estimator_t *e)
             if (np >= 2 && den > 1e-9 * sll * np) {
                 k = (np * slt - sl * st) / den;
                 cc = (st - k * sl) / np;
-                if (k > 0 && cc > tfast && sll > 0) {
+                if (k > 0 && cc > tfast) {
                     /* C at its bound: least squares for k alone */
                     double num = 0;
                     for (int d = 0; d < D; d++)
@@ -905,7 +905,7 @@ static void prepare_default(hm_estimator_t *e)
                     cc = tfast;
                     k = num / sll;
                 }
-                fitted = k > 0 && cc >= 0 && cc <= tfast ? pass + 1 : 0;
+                fitted = k > 0 && cc >= 0 ? pass + 1 : 0;
             }
         }
         /* A line steeper than k = 1 says the time grows faster with the
