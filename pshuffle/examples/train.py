@@ -6,10 +6,15 @@ and DDP (gloo) averages the gradients. Any --samples works: the sampler
 pads (or drops, with --drop-last) as DistributedSampler, so every rank runs
 the same number of steps.
 """
-import argparse, os, socket, struct
+import argparse, os, socket, struct, sys
 import numpy as np
 import torch, torch.distributed as dist
 from mpi4py import MPI
+# Run from a source tree, the example uses the package beside it
+# (pshuffle/python), which finds build/lib/libpshuffle.so by itself.
+_PKG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python")
+if os.path.isfile(os.path.join(_PKG, "pshuffle", "__init__.py")) and _PKG not in sys.path:
+    sys.path.insert(0, _PKG)
 import pshuffle
 from pshuffle.torch import PartialShuffleDataset, PartialShuffleSampler, make_loader
 

@@ -18,6 +18,7 @@ tests. --json: one JSON object instead of the table.
 """
 import argparse
 import json
+import os
 import random
 import sys
 import time
@@ -25,6 +26,12 @@ import time
 import numpy as np
 import torch
 import torch.nn as nn
+
+# Run from a source tree, the example uses the package beside it
+# (python/hetmem), which finds build/lib/libhetmem.so by itself.
+_PYTHON = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if os.path.isfile(os.path.join(_PYTHON, "hetmem", "__init__.py")) and _PYTHON not in sys.path:
+    sys.path.insert(0, _PYTHON)
 
 from hetmem.estimate import Estimator, HetmemError
 from hetmem.gym import PlacementEnv

@@ -13,13 +13,20 @@ fi
 "$PY" -c "import pytest, numpy" 2>/dev/null || { echo "skip: $PY lacks pytest or numpy (python3-pytest python3-numpy)"; exit 77; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-export HETMEM_LIB="$lib" PYTHONPATH="$HETMEM_SRC/python:$HETMEM_SRC/python/tests" PYTHONDONTWRITEBYTECODE=1
-timeout 120 "$PY" -m pytest -q -p no:cacheprovider "$HETMEM_SRC/python/tests" || { echo "FAIL: pytest"; exit 1; }
+# As from a clone, with no settings: python/tests/conftest.py and the example
+# put python/ on the path, and the package finds build/lib by itself. Only a
+# build folder other than the source tree's build/ is named.
+unset PYTHONPATH HETMEM_LIB
+export PYTHONDONTWRITEBYTECODE=1
+if [ "$(cd "$HETMEM_BUILD" && pwd -P)" != "$(cd "$HETMEM_SRC" && pwd -P)/build" ]; then
+  export HETMEM_LIB="$lib"
+fi
+(cd "$T" && timeout 120 "$PY" -m pytest -q -p no:cacheprovider "$HETMEM_SRC/python/tests") || { echo "FAIL: pytest"; exit 1; }
 
 if ! "$PY" -c "import torch" 2>/dev/null; then
   echo "skip: DQN example ($PY lacks torch: python3-torch)"; exit 0
 fi
-"$PY" -c 'import synth; print(synth.summary(synth.instance(10, 3, 42)))' > "$T/s.json" || { echo "FAIL: synthetic summary"; exit 1; }
+(cd "$HETMEM_SRC/python/tests" && "$PY" -c 'import synth; print(synth.summary(synth.instance(10, 3, 42)))') > "$T/s.json" || { echo "FAIL: synthetic summary"; exit 1; }
 foot=$(jq '[.objects[].size] | add' "$T/s.json")
 timeout 120 "$PY" "$HETMEM_SRC/python/examples/dqn_placement.py" --summary "$T/s.json" --model linear \
   --capacity mid=30% --capacity fast=15% --smoke --json > "$T/out.json" || { echo "FAIL: dqn example"; exit 1; }

@@ -260,7 +260,7 @@ run_clean "$W/a" "$W/checks.sh" "$pyok" "$mpiflags" "$W/user" || fail "installed
 if [ $pyok = 1 ]; then
   "$PY" -m venv --system-site-packages "$W/venv" || fail "python3 -m venv"
   cp -rL "$S/python" "$W/hetmem-py" && cp -rL "$S/pshuffle/python" "$W/pshuffle-py" || fail "copy packages"
-  rm -rf "$W"/*-py/*/__pycache__
+  rm -rf "$W"/*-py/*/__pycache__ "$W"/*-py/build "$W"/*-py/*.egg-info
   "$W/venv/bin/pip" install -q --no-index --no-build-isolation --no-deps "$W/hetmem-py" "$W/pshuffle-py" \
     > "$W/pip.log" 2>&1 || { cat "$W/pip.log"; fail "pip install"; }
   run_clean "$W/a" "$W/venv-checks.sh" "$W/venv" || fail "pip-installed packages"
