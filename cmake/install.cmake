@@ -56,7 +56,7 @@ if(TARGET hetmem_preload)
 endif()
 if(TARGET hetmem_inst)
   install(TARGETS hetmem_inst ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-  install(PROGRAMS ${_hm_gen}/hetmem-cc DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(PROGRAMS ${_hm_gen}/hetmem-cc ${_hm_gen}/hetmem-c++ ${_hm_gen}/hetmem-fort DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 # Every public header, by glob, so that a new component's header is installed.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/hetmem DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}

@@ -138,6 +138,7 @@ typedef struct {
     uint64_t allocations;/**< allocations of the site in one run */
     double samples;      /**< samples in the reference run (the slowest) */
     int movable;         /**< 0 for the untracked pseudo-object */
+    const char *source;  /**< "file:line" of the allocating call, or NULL; owned by the handle */
 } hm_est_object_t;
 
 /** Objects, hottest first; the untracked pseudo-object is the last one. */

@@ -39,6 +39,7 @@ typedef struct {
     const char *name;   /**< hetmem_name() or NULL */
     uint64_t addr;      /**< start address */
     uint64_t size;      /**< bytes */
+    const char *source; /**< "file:line" of the allocating call, or NULL when unknown */
 } hm_object_desc_t;
 
 /** Outcome of matching one object. */

@@ -81,6 +81,12 @@ void hm_sim_close(hm_sim_t *s);
 /** Samples every @p period-th load and every @p period-th store (0: off). */
 void hm_sim_set_sampler(hm_sim_t *s, uint64_t period, hm_sim_sample_fn fn, void *ctx);
 
+/** Source location ("file:line") of allocation site @p site, or NULL. */
+typedef const char *(*hm_sim_site_source_fn)(uint64_t site);
+/** Names sites by source location in placements (rules with a "site" of
+ *  "file:line") and in the report (each object's "source"). */
+void hm_sim_set_site_source(hm_sim_t *s, hm_sim_site_source_fn fn);
+
 /** Retires @p n instructions (besides memory accesses, which are events of their own). */
 void hm_sim_instructions(hm_sim_t *s, uint64_t n);
 /** A load of @p size bytes; @p value is the loaded 8-byte value (for

@@ -62,8 +62,30 @@ uint64_t hm__hash64(const void *data, size_t len, uint64_t seed);
  * (module basename, module-relative offset), so ids are stable across runs
  * and ASLR. Allocation-free (dladdr), safe inside an allocator interposer. */
 uint64_t hm__site_id(const uintptr_t *pcs, int n);
-/* One frame as "module+0xoff symbol" into buf; returns snprintf's count. */
+/* One frame as "module+0xoff symbol at file:line in function" into buf
+ * (the " at ..." part when the module has line tables, the symbol when it
+ * has one); returns snprintf's count. */
 int hm__site_frame(uintptr_t pc, char *buf, size_t len);
+/* "file:line" of the first of site frames (lines as hm__site_frame()
+ * writes them) into buf; NULL when it has none. */
+const char *hm__frame_source(const char *frames, char *buf, size_t len);
+/* Source location of module-relative offset off (from the module's lowest
+ * loaded page, as dladdr's dli_fbase) in the ELF file at path, from its
+ * DWARF: "file:line function" (file as a base name; the line that called
+ * into any inlined standard-library code). Returns the length, or -1 when
+ * the file has no line table for it or libdw is not built in. */
+int hm__srcloc(const char *path, uint64_t off, char *buf, size_t len);
+/* Whether the frame at return address pc belongs to the allocator or the
+ * language's standard library rather than to the program: operator
+ * new/delete, std:: and __gnu_cxx:: functions (templates such as
+ * std::vector<T>::_M_default_append instantiated in the program), and any
+ * frame inside libc, libstdc++, libgcc or libgfortran. Site ids skip such
+ * frames, so two std::vector members allocated at different places are two
+ * sites. Cached per pc (lock-free; safe inside an allocator interposer). */
+int hm__site_skip(uintptr_t pc);
+/* The rule of hm__site_skip() on a module basename and a (mangled) symbol
+ * name, either of which may be NULL. */
+int hm__site_skip_name(const char *module, const char *sym);
 /* Calls fn for each data object of at least min bytes (global and static
  * arrays: defined STT_OBJECT symbols) of every module loaded now, with its
  * run-time address, size and symbol name: the program first, then its

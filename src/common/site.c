@@ -145,6 +145,17 @@ static const char *symtab_name(const char *path, uintptr_t fbase, uintptr_t pc)
     return name;
 }
 
+/* The file of the module holding pc (the main program's own name may be
+ * relative to a directory it left). */
+static const char *frame_path(Dl_info *info, uintptr_t pc)
+{
+    struct link_map *lm = NULL;
+    Dl_info tmp;
+    if (dladdr1((void *)(pc - 1), &tmp, (void **)&lm, RTLD_DL_LINKMAP) && lm && !lm->l_name[0])
+        return "/proc/self/exe";
+    return info->dli_fname;
+}
+
 int hm__site_frame(uintptr_t pc, char *buf, size_t len)
 {
     Dl_info info;
@@ -161,9 +172,107 @@ int hm__site_frame(uintptr_t pc, char *buf, size_t len)
         int main_prog = dladdr1((void *)(pc - 1), &info, (void **)&lm, RTLD_DL_LINKMAP) && lm && !lm->l_name[0];
         sym = symtab_name(main_prog ? "/proc/self/exe" : info.dli_fname, (uintptr_t)info.dli_fbase, pc - 1);
     }
-    if (sym && strnlen(sym, 256) < 256)
-        return snprintf(buf, len, "%s+0x%llx %s", base, off, sym);
-    return snprintf(buf, len, "%s+0x%llx", base, off);
+    int w = sym && strnlen(sym, 256) < 256 ? snprintf(buf, len, "%s+0x%llx %s", base, off, sym)
+                                            : snprintf(buf, len, "%s+0x%llx", base, off);
+    /* The source location, from the module's debug information. */
+    char src[320];
+    if (w >= 0 && (size_t)w < len && hm__srcloc(frame_path(&info, pc), off, src, sizeof src) > 0) {
+        char *sp = strchr(src, ' ');
+        if (sp)
+            *sp = 0;
+        int x = snprintf(buf + w, len - (size_t)w, sp ? " at %s in %s" : " at %s", src, sp ? sp + 1 : "");
+        if (x > 0)
+            w += x;
+    }
+    return w;
+}
+
+const char *hm__frame_source(const char *frames, char *buf, size_t len)
+{
+    if (!frames || !len)
+        return NULL;
+    const char *end = strchr(frames, '\n');
+    size_t n = end ? (size_t)(end - frames) : strlen(frames);
+    const char *at = NULL;
+    for (const char *p = frames; p + 4 <= frames + n; p++)
+        if (!memcmp(p, " at ", 4)) {
+            at = p + 4;
+            break;
+        }
+    if (!at)
+        return NULL;
+    size_t k = 0;
+    while (at + k < frames + n && at[k] != ' ')
+        k++;
+    if (k == 0 || k >= len)
+        return NULL;
+    memcpy(buf, at, k);
+    buf[k] = 0;
+    return buf;
+}
+
+int hm__site_skip_name(const char *module, const char *sym)
+{
+    /* Runtime libraries: what they allocate is done for the caller. */
+    static const char *const libs[] = {"libc.so", "libstdc++.so", "libc++.so", "libc++abi.so",
+                                       "libgcc_s.so", "libgfortran.so", "libm.so"};
+    if (module)
+        for (size_t i = 0; i < HM_ARRAY_LEN(libs); i++)
+            if (!strncmp(module, libs[i], strlen(libs[i])))
+                return 1;
+    if (!sym)
+        return 0;
+    /* Itanium C++ ABI names: operator new/delete (_Znw, _Zna, _Zdl, _Zda);
+     * functions in std:: (St, and the abbreviations Sa allocator, Sb
+     * basic_string, Ss string, Si/So/Sd streams), const members (NK), and
+     * __gnu_cxx::. */
+    static const char *const pre[] = {"_Znw", "_Zna", "_Zdl", "_Zda", "_ZSt", "_ZNSt", "_ZNKSt", "_ZNSa",
+                                      "_ZNKSa", "_ZNSb", "_ZNKSb", "_ZNSs", "_ZNKSs", "_ZNSi", "_ZNSo",
+                                      "_ZNSd", "_ZN9__gnu_cxx", "_ZNK9__gnu_cxx"};
+    for (size_t i = 0; i < HM_ARRAY_LEN(pre); i++)
+        if (!strncmp(sym, pre[i], strlen(pre[i])))
+            return 1;
+    return 0;
+}
+
+static int site_skip_uncached(uintptr_t pc)
+{
+    Dl_info info;
+    if (!pc || !dladdr((void *)(pc - 1), &info) || !info.dli_fname)
+        return 0;
+    const char *base = strrchr(info.dli_fname, '/');
+    base = base ? base + 1 : info.dli_fname;
+    const char *sym = info.dli_sname;
+    if (hm__site_skip_name(base, sym))
+        return 1;
+    if (!sym) {
+        struct link_map *lm = NULL;
+        int main_prog = dladdr1((void *)(pc - 1), &info, (void **)&lm, RTLD_DL_LINKMAP) && lm && !lm->l_name[0];
+        sym = symtab_name(main_prog ? "/proc/self/exe" : info.dli_fname, (uintptr_t)info.dli_fbase, pc - 1);
+    }
+    return hm__site_skip_name(NULL, sym);
+}
+
+int hm__site_skip(uintptr_t pc)
+{
+    /* Entries are (pc << 2) | 2 | skip; 0 is empty. User-space return
+     * addresses fit in 62 bits. */
+    static uint64_t cache[2048];
+    uint64_t key = (uint64_t)pc << 2;
+    size_t h = (size_t)((pc * 0x9e3779b97f4a7c15ull) >> 53);
+    for (size_t i = 0; i < 16; i++) {
+        uint64_t *slot = &cache[(h + i) % HM_ARRAY_LEN(cache)];
+        uint64_t cur = __atomic_load_n(slot, __ATOMIC_RELAXED);
+        if (cur && (cur & ~(uint64_t)3) == key)
+            return (int)(cur & 1);
+        if (!cur) {
+            int skip = site_skip_uncached(pc);
+            uint64_t v = key | 2 | (uint64_t)skip;
+            __atomic_compare_exchange_n(slot, &cur, v, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+            return skip;
+        }
+    }
+    return site_skip_uncached(pc);
 }
 
 /* Whether symbol y of t is a defined data object of at least min bytes

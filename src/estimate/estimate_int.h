@@ -28,6 +28,7 @@ typedef struct {
 typedef struct {
     uint64_t site;
     char *name;
+    char *source; /* "file:line" of the allocating call, or NULL */
     uint64_t size, allocations;
     double samples;
     float pages[100]; /* pages of sampled L1 misses by page number % 100 (all runs) */

@@ -16,8 +16,10 @@ HM_API void hm_estimator_close(hm_estimator_t *e)
         free(e->dev_name ? e->dev_name[d] : NULL);
     for (int p = 0; p < e->nphase; p++)
         free(e->phase_name[p]);
-    for (int o = 0; o < e->nobj && e->obj; o++)
+    for (int o = 0; o < e->nobj && e->obj; o++) {
         free(e->obj[o].name);
+        free(e->obj[o].source);
+    }
     free(e->dev_name);
     free(e->runtime_ns);
     free(e->period);
@@ -105,7 +107,7 @@ HM_API int hm_estimator_object(const hm_estimator_t *e, int o, hm_est_object_t *
     if (o < 0 || o >= e->nobj)
         return hm__errf(HM_ERANGE, "object %d of %d", o, e->nobj);
     const hm__est_obj_t *x = &e->obj[o];
-    *out = (hm_est_object_t){x->site, x->name, x->size, x->allocations, x->samples, o < e->nobj - 1};
+    *out = (hm_est_object_t){x->site, x->name, x->size, x->allocations, x->samples, o < e->nobj - 1, x->source};
     return 0;
 }
 
@@ -155,6 +157,8 @@ HM_API int hm_estimator_save(const hm_estimator_t *e, const char *path)
                               (json_int_t)e->obj[o].allocations);
         if (e->obj[o].name)
             json_object_set_new(x, "name", json_string(e->obj[o].name));
+        if (e->obj[o].source)
+            json_object_set_new(x, "source", json_string(e->obj[o].source));
         json_t *pg = json_array();
         for (int b = 0; b < 100; b++)
             json_array_append_new(pg, json_real(e->obj[o].pages[b]));
@@ -310,15 +314,17 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
         json_t *x = json_array_get(objs, (size_t)o);
         char where[64];
         snprintf(where, sizeof where, "%s: objects[%d]", what, o);
-        const char *site = NULL, *nm = NULL;
+        const char *site = NULL, *nm = NULL, *src = NULL;
         if ((rc = hm__json_get_string(x, "site", 0, &site, where)) < 0 ||
             (rc = hm__json_get_string(x, "name", 0, &nm, where)) < 0 ||
+            (rc = hm__json_get_string(x, "source", 0, &src, where)) < 0 ||
             (rc = hm__json_get_u64(x, "size", 1, &e->obj[o].size, where)) < 0 ||
             (rc = hm__json_get_u64(x, "allocations", 0, &e->obj[o].allocations, where)) < 0)
             goto fail;
         if (site && hm__parse_u64(site, &e->obj[o].site) < 0)
             BAD("%s: \"site\" is not a number: '%s'", where, site);
         e->obj[o].name = nm ? hm__xstrdup(nm) : NULL;
+        e->obj[o].source = src ? hm__xstrdup(src) : NULL;
         json_t *pg = json_object_get(x, "pages");
         if (pg && (!json_is_array(pg) || json_array_size(pg) != 100))
             BAD("%s: \"pages\" must hold 100 counts", where);

@@ -1564,7 +1564,7 @@ static int compile_placement(hm_estimator_t *e, hm_placement_t *pl, int phased, 
     for (int p = 0; p < np; p++) {
         const char *phase = phased && p > 0 ? e->phase_name[p] : NULL;
         for (int o = 0; o < O - 1; o++) {
-            hm_object_desc_t d = {e->obj[o].site, e->obj[o].name, 0, e->obj[o].size};
+            hm_object_desc_t d = {e->obj[o].site, e->obj[o].name, 0, e->obj[o].size, e->obj[o].source};
             hm_place_t m;
             hm_placement_match(pl, phase, &d, &m);
             if (m.device < 0 || m.device >= e->ndev)

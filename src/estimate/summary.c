@@ -114,6 +114,7 @@ typedef struct {
 typedef struct {
     uint64_t site;
     char *name;
+    char *source; /* "file:line" of the allocating call, from the run's site record */
     uint64_t live, peak, allocations;
 } okey_t;
 
@@ -131,7 +132,7 @@ static int oset_get(oset_t *s, uint64_t site, const char *name)
         s->cap = s->cap ? 2 * s->cap : 16;
         s->v = hm__xrealloc(s->v, (size_t)s->cap * sizeof *s->v);
     }
-    s->v[s->n] = (okey_t){site, name ? hm__xstrdup(name) : NULL, 0, 0, 0};
+    s->v[s->n] = (okey_t){site, name ? hm__xstrdup(name) : NULL, NULL, 0, 0, 0};
     return s->n++;
 }
 
@@ -155,8 +156,10 @@ static void run_free(run_t *r)
     free(r->ip);
     free(r->bound);
     if (r->os) {
-        for (int k = 0; k < r->os->n; k++)
+        for (int k = 0; k < r->os->n; k++) {
             free(r->os->v[k].name);
+            free(r->os->v[k].source);
+        }
         free(r->os->v);
         free(r->os);
     }
@@ -458,6 +461,15 @@ static int track_event(run_t *r, track_t *k, const hm_record_t *ev)
         hm_objtab_entry_t ent;
         if (hm__objtab_remove(k->tab, ev->u.alloc.addr, &ent) == 0)
             os->v[k->allocs[ent.id].obj].live -= k->allocs[ent.id].size;
+    } else if (ev->kind == HM_REC_SITE) {
+        /* Written before the site's first allocation: the entry is made
+         * here, and holds the source for the objects named from it too. */
+        char src[128];
+        if (hm__frame_source(ev->u.site.frames, src, sizeof src)) {
+            int o = oset_get(os, ev->u.site.site, NULL);
+            if (!os->v[o].source)
+                os->v[o].source = hm__xstrdup(src);
+        }
     } else if (ev->kind == HM_REC_NAME) {
         const hm_objtab_entry_t *ent = hm__objtab_find(k->tab, ev->u.name.addr);
         if (ent) {
@@ -946,6 +958,13 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
         for (int k = 0; k < lo->n; k++) {
             int g = oset_get(&os, lo->v[k].site, lo->v[k].name);
             runs[i].map[k] = g;
+            /* A named object's source is its site's (the unnamed entry's). */
+            const char *src = lo->v[k].source;
+            for (int q = 0; !src && q < lo->n; q++)
+                if (lo->v[q].site == lo->v[k].site && lo->v[q].source)
+                    src = lo->v[q].source;
+            if (src && !os.v[g].source)
+                os.v[g].source = hm__xstrdup(src);
             if (lo->v[k].peak > os.v[g].peak)
                 os.v[g].peak = lo->v[k].peak;
             os.v[g].allocations += lo->v[k].allocations;
@@ -1024,6 +1043,7 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
             nobj[j] = e->obj[o];
             nobj[j].site = os.v[o].site;
             nobj[j].name = os.v[o].name ? hm__xstrdup(os.v[o].name) : NULL;
+            nobj[j].source = os.v[o].source ? hm__xstrdup(os.v[o].source) : NULL;
             nobj[j].size = os.v[o].peak;
             nobj[j].allocations = (os.v[o].allocations + (uint64_t)n - 1) / (uint64_t)n;
             nobj[j].samples = hot[o];
@@ -1068,8 +1088,10 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
     e = NULL; /* the caller's now; the rest is scratch */
 
 out:
-    for (int k = 0; k < os.n; k++)
+    for (int k = 0; k < os.n; k++) {
         free(os.v[k].name);
+        free(os.v[k].source);
+    }
     free(os.v);
     for (int i = 0; i < n; i++)
         run_free(&runs[i]);

@@ -37,6 +37,7 @@
 HM_API __attribute__((used)) const char hm_inst_marker[] = "hetmem-inst-runtime-v1";
 
 #define SITE_DEPTH 4
+#define SITE_WALK 16 /* frames walked to find SITE_DEPTH of the program's own */
 #define BULK_CALLOC_LIMIT (128u << 10) /* larger callocs get fresh zero pages */
 
 hm_sim_t *hm__inst_sim;
@@ -95,6 +96,7 @@ static void write_result(char *rep)
 }
 
 static int exit_status; /* wait(2)-style, from on_exit() */
+static const char *site_source(uint64_t site);
 
 static void finish(void)
 {
@@ -305,6 +307,7 @@ void hm__inst_init(void)
         set_error("%s: %s", hm_strerror(rc), hm_errdetail());
         goto out;
     }
+    hm_sim_set_site_source(s, site_source);
     const char *tp = hm__env_get(HM_ENV_SIM_TRACE);
     uint64_t period = 1000;
     const char *ps = hm__env_get(HM_ENV_SIM_PERIOD);
@@ -422,16 +425,58 @@ HM_API int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(
 extern void *__libc_stack_end;
 
 /* Call-site id of the caller of the interposed function: return addresses
- * from the frame-pointer chain (hetmem-cc builds keep frame pointers),
- * hashed module-relative by hm__site_id, cached by raw addresses because
- * dladdr is slow. */
+ * from the frame-pointer chain (hetmem-cc builds keep frame pointers), the
+ * allocator's and the standard library's own frames skipped
+ * (hm__site_skip: std::vector's growth function is no site, its caller
+ * is), the first SITE_DEPTH others hashed module-relative by hm__site_id.
+ * Cached by the raw addresses walked, because dladdr is slow. */
+/* Site ids seen, with their allocating call's "file:line" (empty when the
+ * program has no line tables there): placements name sites by it, and the
+ * report shows it. Open addressing; a site past the table's capacity has
+ * no source. */
+#define SITE_SRC_LEN 96
+static struct site_src {
+    uint64_t site;
+    char src[SITE_SRC_LEN];
+} site_srcs[4096];
+
+static struct site_src *site_src_find(uint64_t site)
+{
+    for (size_t i = 0, h = (size_t)(site % HM_ARRAY_LEN(site_srcs)); i < 64; i++) {
+        struct site_src *e = &site_srcs[(h + i) % HM_ARRAY_LEN(site_srcs)];
+        if (e->site == site)
+            return e;
+        if (!e->site)
+            return NULL;
+    }
+    return NULL;
+}
+
+static void site_src_add(uint64_t site, const char *src)
+{
+    for (size_t i = 0, h = (size_t)(site % HM_ARRAY_LEN(site_srcs)); i < 64 && site; i++) {
+        struct site_src *e = &site_srcs[(h + i) % HM_ARRAY_LEN(site_srcs)];
+        if (!e->site) {
+            e->site = site;
+            snprintf(e->src, sizeof e->src, "%s", src ? src : "");
+            return;
+        }
+    }
+}
+
+static const char *site_source(uint64_t site)
+{
+    struct site_src *e = site_src_find(site);
+    return e && e->src[0] ? e->src : NULL;
+}
+
 static uint64_t site_id(uintptr_t *fp)
 {
-    uintptr_t pcs[SITE_DEPTH];
-    int n = 0;
+    uintptr_t raw[SITE_WALK], pcs[SITE_DEPTH];
+    int nraw = 0, n = 0;
     uintptr_t top = (uintptr_t)__libc_stack_end;
-    while (n < SITE_DEPTH && fp && (uintptr_t)fp < top && ((uintptr_t)fp & 7) == 0) {
-        pcs[n++] = fp[1];
+    while (nraw < SITE_WALK && fp && (uintptr_t)fp < top && ((uintptr_t)fp & 7) == 0) {
+        raw[nraw++] = fp[1];
         uintptr_t *next = (uintptr_t *)fp[0];
         if (next <= fp || (uintptr_t)next - (uintptr_t)fp > (64u << 20))
             break;
@@ -440,28 +485,40 @@ static uint64_t site_id(uintptr_t *fp)
     static struct {
         uint64_t key, site;
     } cache[4096];
-    uint64_t key = hm__hash64(pcs, sizeof(uintptr_t) * (size_t)n, (uint64_t)n) | 1;
+    uint64_t key = hm__hash64(raw, sizeof(uintptr_t) * (size_t)nraw, (uint64_t)nraw) | 1;
     unsigned i = (unsigned)(key >> 52);
     if (cache[i].key == key)
         return cache[i].site;
+    for (int k = 0; k < nraw && n < SITE_DEPTH; k++)
+        if (!hm__site_skip(raw[k]))
+            pcs[n++] = raw[k];
+    /* Only library frames (an allocation made while the runtime starts):
+     * the innermost ones, as they are. */
+    for (int k = 0; n == 0 && k < nraw && k < SITE_DEPTH; k++)
+        pcs[k] = raw[k], n = k + 1;
     uint64_t site = hm__site_id(pcs, n);
     cache[i].key = key;
     cache[i].site = site;
-#ifdef HM_HAVE_TRACE
-    if (rt.tw) {
-        char frames[SITE_DEPTH * 256];
-        size_t off = 0;
-        frames[0] = 0;
-        for (int k = 0; k < n && off < sizeof frames; k++) {
-            int w = hm__site_frame(pcs[k], frames + off, sizeof frames - off);
-            if (w < 0)
-                break;
-            off += (size_t)w;
-            if (off < sizeof frames - 1 && k + 1 < n)
-                frames[off++] = '\n', frames[off] = 0;
-        }
-        hm_trace_write_site(rt.tw, site, frames);
+    if (site_src_find(site))
+        return site; /* named already, from another stack of the same frames */
+    char frames[SITE_DEPTH * 400];
+    size_t off = 0;
+    frames[0] = 0;
+    for (int k = 0; k < n && off < sizeof frames; k++) {
+        int w = hm__site_frame(pcs[k], frames + off, sizeof frames - off);
+        if (w < 0)
+            break;
+        off += (size_t)w;
+        if (off >= sizeof frames)
+            off = sizeof frames - 1;
+        if (off < sizeof frames - 1 && k + 1 < n)
+            frames[off++] = '\n', frames[off] = 0;
     }
+    char src[SITE_SRC_LEN];
+    site_src_add(site, hm__frame_source(frames, src, sizeof src));
+#ifdef HM_HAVE_TRACE
+    if (rt.tw)
+        hm_trace_write_site(rt.tw, site, frames);
 #endif
     return site;
 }
@@ -604,6 +661,90 @@ HM_API char *__wrap_strndup(const char *s, size_t m)
     }
     return p;
 }
+
+/* ---- C++ operator new and delete, the whole family (plain, array,
+ * nothrow, aligned, sized), defined here under their Itanium ABI names so
+ * that the program's own definitions replace libstdc++'s: the link
+ * exports them, and libstdc++'s internal calls bind to them too. The
+ * shared libstdc++'s operator new calls the real malloc, which --wrap
+ * does not reach, so without these nothing a C++ program allocates with
+ * new or std::vector would be an object. The call site is the caller of
+ * operator new (site_id skips std:: frames above it). Semantics follow
+ * [new.delete]: a zero size allocates one byte, a failure calls the
+ * new-handler until it succeeds, and throws std::bad_alloc (aborts in a
+ * program without libstdc++) when there is none; nothrow forms return
+ * NULL instead. */
+typedef void (*hm_new_handler_t)(void);
+extern hm_new_handler_t _ZSt15get_new_handlerv(void) __attribute__((weak));
+extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));
+
+/* Inlined: a tail call from the operator would reuse the frame that fp
+ * points to. */
+static inline __attribute__((always_inline)) void *cxx_alloc(size_t n, size_t al, int nothrow, uintptr_t *fp)
+{
+    if (n == 0)
+        n = 1;
+    if (al < sizeof(void *))
+        al = sizeof(void *);
+    for (;;) {
+        void *p = NULL;
+        if (al <= 16) {
+            p = __real_malloc(n);
+        } else if (__real_posix_memalign(&p, al, n) != 0) {
+            p = NULL;
+        }
+        if (p) {
+            on_alloc(p, n, fp);
+            return p;
+        }
+        hm_new_handler_t h = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
+        if (h) {
+            h();
+            continue;
+        }
+        if (nothrow)
+            return NULL;
+        if (_ZSt17__throw_bad_allocv)
+            _ZSt17__throw_bad_allocv();
+        say("hetmem: operator new: out of memory\n");
+        abort();
+    }
+}
+
+static void cxx_free(void *p)
+{
+    on_free(p);
+    __real_free(p);
+}
+
+#define NEW_FN(name, params, size, al, nothrow)                   \
+    HM_API void *name params { return cxx_alloc(size, al, nothrow, CALLER_FP); }
+#define DELETE_FN(name, params) \
+    HM_API void name params { cxx_free(p); }
+
+/* operator new(size_t), new[](size_t), and their nothrow forms. */
+NEW_FN(_Znwm, (size_t n), n, 0, 0)
+NEW_FN(_Znam, (size_t n), n, 0, 0)
+NEW_FN(_ZnwmRKSt9nothrow_t, (size_t n, const void *t), n, 0, 1)
+NEW_FN(_ZnamRKSt9nothrow_t, (size_t n, const void *t), n, 0, 1)
+/* C++17 aligned forms: (size_t, std::align_val_t[, nothrow]). */
+NEW_FN(_ZnwmSt11align_val_t, (size_t n, size_t al), n, al, 0)
+NEW_FN(_ZnamSt11align_val_t, (size_t n, size_t al), n, al, 0)
+NEW_FN(_ZnwmSt11align_val_tRKSt9nothrow_t, (size_t n, size_t al, const void *t), n, al, 1)
+NEW_FN(_ZnamSt11align_val_tRKSt9nothrow_t, (size_t n, size_t al, const void *t), n, al, 1)
+/* delete and delete[]: plain, sized (C++14), aligned, sized aligned, nothrow. */
+DELETE_FN(_ZdlPv, (void *p))
+DELETE_FN(_ZdaPv, (void *p))
+DELETE_FN(_ZdlPvm, (void *p, size_t n))
+DELETE_FN(_ZdaPvm, (void *p, size_t n))
+DELETE_FN(_ZdlPvSt11align_val_t, (void *p, size_t al))
+DELETE_FN(_ZdaPvSt11align_val_t, (void *p, size_t al))
+DELETE_FN(_ZdlPvmSt11align_val_t, (void *p, size_t n, size_t al))
+DELETE_FN(_ZdaPvmSt11align_val_t, (void *p, size_t n, size_t al))
+DELETE_FN(_ZdlPvRKSt9nothrow_t, (void *p, const void *t))
+DELETE_FN(_ZdaPvRKSt9nothrow_t, (void *p, const void *t))
+DELETE_FN(_ZdlPvSt11align_val_tRKSt9nothrow_t, (void *p, size_t al, const void *t))
+DELETE_FN(_ZdaPvSt11align_val_tRKSt9nothrow_t, (void *p, size_t al, const void *t))
 
 /* ---- libc bulk operations: libc is not instrumented, so each call is
  * modelled as the line-by-line reads and writes it performs. */

@@ -13,6 +13,7 @@
 typedef struct {
     int has_site, has_addr, has_min_size;
     uint64_t site;
+    char *source;                /* "site": "file:line": the allocating call's source location */
     char *name;
     uint64_t addr_lo, addr_hi;   /* [lo, hi) */
     uint64_t min_size;
@@ -48,6 +49,7 @@ static void list_free(rule_list_t *l)
 {
     for (int i = 0; i < l->n; i++) {
         free(l->r[i].name);
+        free(l->r[i].source);
         free(l->r[i].text);
         free(l->r[i].where);
     }
@@ -105,6 +107,19 @@ static int get_u64_hexish(const json_t *v, uint64_t *out)
     return -1;
 }
 
+/* Whether a "site" value names a source line ("file:line", the file not
+ * empty, the line a positive decimal) rather than a hex id. */
+static int source_spec(const char *v)
+{
+    const char *c = strrchr(v, ':');
+    if (!c || c == v || !c[1])
+        return 0;
+    for (const char *d = c + 1; *d; d++)
+        if (*d < '0' || *d > '9')
+            return 0;
+    return atoi(c + 1) > 0;
+}
+
 static const char *const rule_keys[] = {"site", "name", "addr", "min_size", "pages_percent", "device"};
 
 static int parse_rule(hm_placement_t *p, json_t *j, rule_t *r, const char *what, const char *where)
@@ -124,9 +139,16 @@ static int parse_rule(hm_placement_t *p, json_t *j, rule_t *r, const char *what,
     }
     r->pages_percent = 100;
     if ((v = json_object_get(j, "site"))) {
-        if (get_u64_hexish(v, &r->site))
-            return hm__errf(HM_EBADPLACE, "%s: %s: \"site\" must be a hex string like \"0x3f2a91c07d5e1b44\"", what, where);
-        r->has_site = 1;
+        const char *sv = json_is_string(v) ? json_string_value(v) : NULL;
+        if (sv && source_spec(sv)) {
+            r->source = hm__xstrdup(sv);
+        } else if (get_u64_hexish(v, &r->site)) {
+            return hm__errf(HM_EBADPLACE,
+                            "%s: %s: \"site\" must be a hex id like \"0x3f2a91c07d5e1b44\" or a source line like \"lulesh.cc:2731\"",
+                            what, where);
+        } else {
+            r->has_site = 1;
+        }
     }
     if ((v = json_object_get(j, "name"))) {
         if (!json_is_string(v) || !*json_string_value(v))
@@ -286,9 +308,23 @@ int hm_placement_load(hm_placement_t **out, const char *path, const char *const 
     return rc;
 }
 
+/* A rule's source location matches an object's when the file names'
+ * last components and the lines are equal: "src/lulesh.cc:2731" and
+ * "lulesh.cc:2731" name the same line (objects carry base names). */
+static int source_matches(const char *rule, const char *obj)
+{
+    if (!obj)
+        return 0;
+    const char *rb = strrchr(rule, '/');
+    rb = rb ? rb + 1 : rule;
+    return strcmp(rb, obj) == 0;
+}
+
 static int rule_matches(const rule_t *r, const hm_object_desc_t *o)
 {
     if (r->has_site && r->site != o->site)
+        return 0;
+    if (r->source && !source_matches(r->source, o->source))
         return 0;
     if (r->name && (!o->name || strcmp(r->name, o->name) != 0))
         return 0;
@@ -349,7 +385,7 @@ void hm_placement_match(hm_placement_t *p, const char *phase, const hm_object_de
 
 int hm__placement_names(hm_placement_t *p, const char *name, uintptr_t addr, size_t size)
 {
-    hm_object_desc_t o = {0, name, addr, size};
+    hm_object_desc_t o = {0, name, addr, size, NULL};
     hm_place_t by_name, without;
     match(p, NULL, &o, &by_name, 0);
     o.name = NULL;

@@ -221,7 +221,7 @@ static int mbind_range(uint64_t a, uint64_t len, int dev, int move)
 static void place(obj_t *o, int move)
 {
     const char *phase = B.nphase ? B.phase[B.nphase - 1] : NULL;
-    hm_object_desc_t d = {o->site, obj_name(o), o->addr, o->size};
+    hm_object_desc_t d = {o->site, obj_name(o), o->addr, o->size, hm__site_source(o->site)};
     hm_place_t pl;
     hm_placement_match(B.pl, phase, &d, &pl);
     uint64_t base, pages;
@@ -520,7 +520,7 @@ static void replace_all(void)
             obj_t *o = obj_at(id);
             if (!o->live || !(o->own || o->global))
                 continue;
-            hm_object_desc_t d = {o->site, obj_name(o), o->addr, o->size};
+            hm_object_desc_t d = {o->site, obj_name(o), o->addr, o->size, hm__site_source(o->site)};
             hm_place_t pl;
             hm_placement_match(B.pl, phase, &d, &pl);
             int out = pl.pages_percent == 0 || pl.device == pl.default_device;

@@ -45,7 +45,11 @@
 typedef struct {
     uintptr_t pcs[16];
     int n, max;
+    int all;   /* keep library frames too */
+    int walked;
 } bt_t;
+
+static int own_frame(uintptr_t pc);
 
 static _Unwind_Reason_Code bt_step(struct _Unwind_Context *ctx, void *arg)
 {
@@ -53,25 +57,62 @@ static _Unwind_Reason_Code bt_step(struct _Unwind_Context *ctx, void *arg)
     uintptr_t pc = _Unwind_GetIP(ctx);
     if (!pc)
         return _URC_END_OF_STACK;
-    if (pc >= hm__S.self_lo && pc < hm__S.self_hi)
-        return _URC_NO_REASON; /* our own frames do not name the site */
+    if (++b->walked > 64)
+        return _URC_END_OF_STACK;
+    if (b->all ? (pc >= hm__S.self_lo && pc < hm__S.self_hi) : !own_frame(pc))
+        return _URC_NO_REASON; /* ours and the libraries' frames do not name the site */
     b->pcs[b->n++] = pc;
     return b->n >= b->max ? _URC_END_OF_STACK : _URC_NO_REASON;
+}
+
+/* Sites seen, and the source location of each ("file:line", or empty):
+ * placement rules may name a site by it. A slot's site id is published
+ * (release) after its source is written. */
+#define SEEN 4096
+static uint64_t seen[SEEN];
+static char seen_src[SEEN][96];
+static uint8_t seen_ready[SEEN];
+
+const char *hm__site_source(uint64_t id)
+{
+    size_t h = (size_t)(id % SEEN);
+    for (size_t i = 0; i < 16; i++) {
+        size_t j = (h + i) % SEEN;
+        uint64_t cur = __atomic_load_n(&seen[j], __ATOMIC_RELAXED);
+        if (cur == id)
+            return __atomic_load_n(&seen_ready[j], __ATOMIC_ACQUIRE) && seen_src[j][0] ? seen_src[j] : NULL;
+        if (cur == 0)
+            return NULL;
+    }
+    return NULL;
+}
+
+/* Whether a frame is the program's own: not ours, and not the allocator's
+ * or the standard library's (hm__site_skip), whose frames would make
+ * every std::vector one site. */
+static int own_frame(uintptr_t pc)
+{
+    return !(pc >= hm__S.self_lo && pc < hm__S.self_hi) && !hm__site_skip(pc);
 }
 
 static uint64_t site_now(void)
 {
     bt_t b = {.n = 0, .max = hm__opt.depth};
     _Unwind_Backtrace(bt_step, &b);
+    if (b.n == 0) { /* only library frames: keep them as they are */
+        b.all = 1;
+        b.walked = 0;
+        _Unwind_Backtrace(bt_step, &b);
+    }
     uint64_t id = hm__site_id(b.pcs, b.n);
     /* First sighting of a site: queue its frames once, symbolized later. */
-    static uint64_t seen[4096];
-    size_t h = (size_t)(id % 4096);
+    size_t h = (size_t)(id % SEEN);
     for (size_t i = 0; i < 16; i++) {
-        uint64_t cur = __atomic_load_n(&seen[(h + i) % 4096], __ATOMIC_RELAXED);
+        size_t j = (h + i) % SEEN;
+        uint64_t cur = __atomic_load_n(&seen[j], __ATOMIC_RELAXED);
         if (cur == id)
             return id;
-        if (cur == 0 && __atomic_compare_exchange_n(&seen[(h + i) % 4096], &cur, id, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+        if (cur == 0 && __atomic_compare_exchange_n(&seen[j], &cur, id, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
             char frames[1024];
             size_t off = 0;
             for (int k = 0; k < b.n && off < sizeof frames - 1; k++) {
@@ -79,6 +120,8 @@ static uint64_t site_now(void)
                 if (w < 0)
                     break;
                 off += (size_t)w;
+                if (off > sizeof frames - 1)
+                    off = sizeof frames - 1;
                 if (off < sizeof frames - 1)
                     frames[off++] = '\n';
             }
@@ -86,6 +129,9 @@ static uint64_t site_now(void)
                 frames[off - 1] = '\0';
             else
                 frames[0] = '\0';
+            if (!hm__frame_source(frames, seen_src[j], sizeof seen_src[j]))
+                seen_src[j][0] = 0;
+            __atomic_store_n(&seen_ready[j], 1, __ATOMIC_RELEASE);
             hm__spool_direct(HM_REC_SITE, hm__tid(), id, 0, 0, frames);
             return id;
         }

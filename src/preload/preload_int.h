@@ -73,6 +73,8 @@ int hm__bind_active(void);
 void *hm__bind_alloc(size_t size, size_t align, int zero, uint64_t site);
 /* Records a tracked object made by the real allocator. */
 void hm__obj_add(void *p, size_t size, uint64_t site);
+/* The allocating call's "file:line" of a site seen in this process, or NULL. */
+const char *hm__site_source(uint64_t site);
 /* Removes a tracked object; returns 1 when it was tracked, and sets *own
  * when bind mode owns its memory (the caller must then hm__bind_release). */
 int hm__obj_remove(void *p, int *own, size_t *size);

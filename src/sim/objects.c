@@ -152,8 +152,13 @@ static void match(hm_sim_t *s, hm__alloc_t *a, const char *name)
         a->place.pages_percent = 100;
         return;
     }
-    hm_object_desc_t o = {a->site, name, a->addr, a->size};
+    hm_object_desc_t o = {a->site, name, a->addr, a->size, s->site_source ? s->site_source(a->site) : NULL};
     hm_placement_match(s->pl, s->nphase ? s->phase[s->nphase - 1] : NULL, &o, &a->place);
+}
+
+void hm_sim_set_site_source(hm_sim_t *s, hm_sim_site_source_fn fn)
+{
+    s->site_source = fn;
 }
 
 void hm_sim_alloc(hm_sim_t *s, uint64_t addr, uint64_t size, uint64_t site)

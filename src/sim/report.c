@@ -71,6 +71,8 @@ char *hm_sim_report(hm_sim_t *s)
         snprintf(site, sizeof site, "0x%016llx", (unsigned long long)x->site);
         json_object_set_new(o, "site", json_string(site));
         json_object_set_new(o, "name", x->name ? json_string(x->name) : json_null());
+        const char *src = s->site_source && x->site ? s->site_source(x->site) : NULL;
+        json_object_set_new(o, "source", src ? json_string(src) : json_null());
         json_object_set_new(o, "bytes_read", u64(x->lines_read * line));
         json_object_set_new(o, "bytes_written", u64(x->lines_written * line));
         json_object_set_new(o, "device", json_string(m->dev[x->device >= 0 ? x->device : s->fixed_device >= 0 ? s->fixed_device : s->def].name));

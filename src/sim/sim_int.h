@@ -210,6 +210,8 @@ struct hm_sim {
     uint32_t npstat;
     uint64_t other_lines_read, other_lines_written;
     uint64_t migrated_pages;    /* pages moved at phase boundaries */
+    /* the allocating call's "file:line" of a site id (hm_sim_set_site_source) */
+    hm_sim_site_source_fn site_source;
     int done;
     int draining;               /* inside hm__sim_drain() */
     /* misses not yet retired, in program order (the ROB limit); last, as

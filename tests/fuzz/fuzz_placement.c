@@ -14,10 +14,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void exercise(hm_placement_t *p)
 {
     static const hm_object_desc_t objs[] = {
-        {0x3f2a91c07d5e1b44ull, "matrix", 0x7f0000001000ull, 64ull << 20},
-        {0, "vec", 0x7f0010000000ull, 4096},
-        {42, NULL, 0, 0},
-        {UINT64_MAX, "x", UINT64_MAX - 10, UINT64_MAX},
+        {0x3f2a91c07d5e1b44ull, "matrix", 0x7f0000001000ull, 64ull << 20, "matrix.c:12"},
+        {0, "vec", 0x7f0010000000ull, 4096, NULL},
+        {42, NULL, 0, 0, "a.cc:7"},
+        {UINT64_MAX, "x", UINT64_MAX - 10, UINT64_MAX, NULL},
     };
     static const char *const phases[] = {NULL, "spmv", "", "solve"};
     hm_place_t pl;

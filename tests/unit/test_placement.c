@@ -23,7 +23,7 @@ static hm_placement_t *parse(const char *json)
 static hm_place_t match(hm_placement_t *p, const char *phase, uint64_t site, const char *name, uint64_t addr,
                         uint64_t size)
 {
-    hm_object_desc_t o = {site, name, addr, size};
+    hm_object_desc_t o = {site, name, addr, size, NULL};
     hm_place_t pl;
     hm_placement_match(p, phase, &o, &pl);
     return pl;

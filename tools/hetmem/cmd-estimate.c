@@ -56,7 +56,7 @@ static void print_table(hm_estimator_t *e, const hm_estimate_t *est, const int *
     for (int p = 0; p < bd->nphases; p++)
         if (bd->phase_ns[p] > 0)
             printf("  %-24s %14.6f\n", hm_estimator_phase_name(e, p), bd->phase_ns[p] / 1e9);
-    printf("\n  %-18s %-14s %12s %16s\n", "object site", "name", "size", "memory time (s)");
+    printf("\n  %-18s %-22s %-14s %12s %16s\n", "object site", "source", "name", "size", "memory time (s)");
     for (int o = 0; o < bd->nobjects && o < 20; o++) {
         hm_est_object_t ob;
         hm_estimator_object(e, o, &ob);
@@ -65,7 +65,7 @@ static void print_table(hm_estimator_t *e, const hm_estimate_t *est, const int *
             snprintf(site, sizeof site, "0x%016llx", (unsigned long long)ob.site);
         else
             snprintf(site, sizeof site, "(untracked)");
-        printf("  %-18s %-14s %12s %16.6f\n", site, ob.name ? ob.name : "-",
+        printf("  %-18s %-22s %-14s %12s %16.6f\n", site, ob.source ? ob.source : "-", ob.name ? ob.name : "-",
                ob.movable ? hm__fmt_size(ob.size, sz, sizeof sz) : "-", bd->object_ns[o] / 1e9);
     }
     if (bd->nobjects > 20)
@@ -252,9 +252,9 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
                 hm_estimator_object(e, o, &x);
                 char site[32];
                 snprintf(site, sizeof site, "0x%016llx", (unsigned long long)x.site);
-                json_array_append_new(ob, json_pack("{s:s?, s:s?, s:I, s:f}", "site", x.movable ? site : NULL, "name",
-                                                    x.movable ? x.name : "(untracked)", "size", (json_int_t)x.size,
-                                                    "memory_s", bd->object_ns[o] / 1e9));
+                json_array_append_new(ob, json_pack("{s:s?, s:s?, s:s?, s:I, s:f}", "site", x.movable ? site : NULL,
+                                                    "source", x.source, "name", x.movable ? x.name : "(untracked)",
+                                                    "size", (json_int_t)x.size, "memory_s", bd->object_ns[o] / 1e9));
             }
             json_object_set_new(jm, hm_est_model_name((hm_est_model_t)models[i]),
                                 json_pack("{s:f, s:[f,f], s:f, s:o, s:o}", "runtime_s", est[i].runtime_ns / 1e9, "ci_s",

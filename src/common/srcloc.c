@@ -1,0 +1,187 @@
+/* Source locations of allocation call sites, from the program's DWARF line
+ * tables and inline scopes (elfutils' libdw). A frame is named by the
+ * first place in the caller's own code: when the call sits inside
+ * standard-library code inlined into the caller (std::vector's constructor,
+ * std::allocator::allocate), the inline chain is followed outwards to the
+ * line that called it. Files are opened by path, offline, so the same code
+ * serves a running program and a tool reading a trace. */
+#define _GNU_SOURCE
+#include "common.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#ifdef HM_HAVE_LIBDW
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <gelf.h>
+
+typedef struct {
+    char path[512];
+    Dwfl *dwfl;
+    Dwfl_Module *mod;
+    GElf_Addr low; /* lowest PT_LOAD vaddr, page-aligned: what dladdr's fbase maps to */
+    int bad;
+} srcmod_t;
+
+static srcmod_t mods[8];
+static unsigned nmods_next;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static const Dwfl_Callbacks callbacks = {
+    .find_elf = NULL,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+};
+
+static void mod_close(srcmod_t *m)
+{
+    if (m->dwfl)
+        dwfl_end(m->dwfl);
+    memset(m, 0, sizeof *m);
+}
+
+static srcmod_t *mod_open(const char *path)
+{
+    for (size_t i = 0; i < HM_ARRAY_LEN(mods); i++)
+        if (mods[i].path[0] && !strcmp(mods[i].path, path))
+            return mods[i].bad ? NULL : &mods[i];
+    if (strlen(path) >= sizeof mods[0].path)
+        return NULL;
+    srcmod_t *m = &mods[nmods_next++ % HM_ARRAY_LEN(mods)];
+    mod_close(m);
+    strcpy(m->path, path);
+    m->bad = 1;
+    m->dwfl = dwfl_begin(&callbacks);
+    if (!m->dwfl)
+        return NULL;
+    dwfl_report_begin(m->dwfl);
+    m->mod = dwfl_report_elf(m->dwfl, "m", path, -1, 0, true);
+    dwfl_report_end(m->dwfl, NULL, NULL);
+    if (!m->mod)
+        return NULL;
+    GElf_Addr bias;
+    Elf *elf = dwfl_module_getelf(m->mod, &bias);
+    size_t nph;
+    if (!elf || elf_getphdrnum(elf, &nph) != 0)
+        return NULL;
+    GElf_Addr low = (GElf_Addr)-1;
+    for (size_t i = 0; i < nph; i++) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_vaddr < low)
+            low = ph.p_vaddr & ~(GElf_Addr)0xfff;
+    }
+    if (low == (GElf_Addr)-1)
+        return NULL;
+    m->low = low + bias;
+    m->bad = 0;
+    return m;
+}
+
+/* Standard-library code: by the function's linkage name, or by the file
+ * it comes from (the compiler's and the system's headers). */
+static int std_code(Dwarf_Die *fn, const char *file)
+{
+    if (file && (!strncmp(file, "/usr/include/", 13) || !strncmp(file, "/usr/lib/gcc/", 13) ||
+                 !strncmp(file, "/usr/lib/llvm", 13)))
+        return 1;
+    Dwarf_Attribute a;
+    const char *ln = NULL;
+    if (fn && (dwarf_attr_integrate(fn, DW_AT_linkage_name, &a) || dwarf_attr_integrate(fn, DW_AT_MIPS_linkage_name, &a)))
+        ln = dwarf_formstring(&a);
+    return ln && hm__site_skip_name(NULL, ln);
+}
+
+static const char *die_name(Dwarf_Die *d)
+{
+    Dwarf_Attribute a;
+    return dwarf_attr_integrate(d, DW_AT_name, &a) ? dwarf_formstring(&a) : NULL;
+}
+
+/* The functions, inlined instances and blocks that hold pc, outermost
+ * first: a walk down the compile unit's tree (namespaces are looked
+ * into, not kept). Returns the count. */
+static int scope_chain(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *out, int max)
+{
+    Dwarf_Die child;
+    if (max <= 0 || dwarf_child(parent, &child) != 0)
+        return 0;
+    do {
+        int tag = dwarf_tag(&child);
+        if (tag == DW_TAG_namespace) {
+            int k = scope_chain(&child, pc, out, max);
+            if (k > 0)
+                return k;
+        } else if ((tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block) &&
+                   dwarf_haspc(&child, pc) == 1) {
+            out[0] = child;
+            return 1 + scope_chain(&child, pc, out + 1, max - 1);
+        }
+    } while (dwarf_siblingof(&child, &child) == 0);
+    return 0;
+}
+
+static int locate(srcmod_t *m, uint64_t off, char *buf, size_t len)
+{
+    Dwarf_Addr addr = m->low + off, bias;
+    Dwfl_Line *l = dwfl_module_getsrc(m->mod, addr);
+    int line = 0;
+    const char *file = l ? dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL) : NULL;
+    if (!file || line <= 0)
+        return -1;
+    const char *func = NULL;
+    Dwarf_Die *cu = dwfl_module_addrdie(m->mod, addr, &bias);
+    Dwarf_Die chain[32];
+    int n = cu ? scope_chain(cu, addr - bias, chain, (int)HM_ARRAY_LEN(chain)) : 0;
+    Dwarf_Files *files = NULL;
+    size_t nfiles = 0;
+    if (cu)
+        dwarf_getsrcfiles(cu, &files, &nfiles);
+    /* Innermost first: an inlined standard-library function hands the
+     * location to the line that called it. */
+    for (int i = n - 1; i >= 0; i--) {
+        int tag = dwarf_tag(&chain[i]);
+        if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
+            continue;
+        if (tag == DW_TAG_inlined_subroutine && std_code(&chain[i], file)) {
+            Dwarf_Attribute a;
+            Dwarf_Word cf, cl;
+            if (!files || !dwarf_attr(&chain[i], DW_AT_call_file, &a) || dwarf_formudata(&a, &cf) != 0 ||
+                !dwarf_attr(&chain[i], DW_AT_call_line, &a) || dwarf_formudata(&a, &cl) != 0)
+                break;
+            const char *f = cf < nfiles ? dwarf_filesrc(files, cf, NULL, NULL) : NULL;
+            if (!f)
+                break;
+            file = f;
+            line = (int)cl;
+            continue;
+        }
+        func = die_name(&chain[i]);
+        break;
+    }
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    return func ? snprintf(buf, len, "%s:%d %s", base, line, func) : snprintf(buf, len, "%s:%d", base, line);
+}
+#endif
+
+int hm__srcloc(const char *path, uint64_t off, char *buf, size_t len)
+{
+#ifdef HM_HAVE_LIBDW
+    if (!path || !len)
+        return -1;
+    pthread_mutex_lock(&lock);
+    srcmod_t *m = mod_open(path);
+    int rc = m ? locate(m, off, buf, len) : -1;
+    pthread_mutex_unlock(&lock);
+    if (rc < 0 || (size_t)rc >= len)
+        return -1;
+    return rc;
+#else
+    (void)path;
+    (void)off;
+    (void)buf;
+    (void)len;
+    return -1;
+#endif
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# C++ through hetmem-c++ and hetmem sim: tests/sim-kernels/cxx.cc allocates
+# two std::vector members (lines 19 and 20), a new[] (39), a make_unique
+# array (40), an over-aligned new[] (41) and a nothrow new[] (42), each of
+# its own size. Each must be an object of its own, named by the line of
+# the program that allocated it (not by std::vector's or operator new's),
+# read whole, placeable by "file:line", and named the same by
+# `hetmem record -b soft`. Also: objects compiled apart and linked by
+# hetmem-cc, and -flto dropped with a warning.
+. "$HETMEM_SRC/tests/integration/sim_lib.sh"
+[ -x "$K/cxx.sim" ] || { echo "cxx.sim not built"; exit 77; }
+n=32768
+declare -A want=([$((8 * n))]=cxx.cc:19 [$((16 * n))]=cxx.cc:20 [$((24 * n))]=cxx.cc:39
+                 [$((32 * n))]=cxx.cc:40 [$((40 * n))]=cxx.cc:41 [$((10 * n))]=cxx.cc:42)
+
+"$H" sim -m "$M" --json "$T/c.json" -- "$K/cxx.sim" > "$T/out" 2> "$T/err" || fail "cxx.sim failed: $(cat "$T/err")"
+# sum of touch(): each array holds i & 7 over whole multiples of 8; the
+# aligned new[] is 64-byte aligned.
+[ "$(head -1 "$T/out" | awk '{print $2}')" = 1 ] && ok "aligned new[] is 64-byte aligned" || fail "aligned new[] misaligned: $(cat "$T/out")"
+nobj=$(j "$T/c.json" '[.objects[] | select(.bytes_allocated > 0)] | length')
+nsites=$(j "$T/c.json" '[.objects[].site] | unique | length')
+[ "$nobj" = 6 ] && [ "$nsites" = 6 ] && ok "6 objects, 6 sites" || fail "$nobj objects, $nsites sites, want 6 and 6"
+for size in "${!want[@]}"; do
+  src=$(j "$T/c.json" ".objects[] | select(.bytes_allocated == $size) | .source")
+  rd=$(j "$T/c.json" ".objects[] | select(.bytes_allocated == $size) | .bytes_read")
+  [ "$src" = "${want[$size]}" ] && ok "$size bytes: $src" || fail "$size bytes: source '$src', want ${want[$size]}"
+  [ "${rd:-0}" -ge "$size" ] && ok "$size bytes: read $rd" || fail "$size bytes: read ${rd:-none} < $size"
+done
+
+# A placement naming a site by file:line places it (and only it).
+echo '{"default": "slow", "rules": [{"site": "cxx.cc:39", "device": "fast"}]}' > "$T/p.json"
+"$H" sim -m "$M" --placement "$T/p.json" --json "$T/p.out.json" -- "$K/cxx.sim" > /dev/null 2> "$T/err" \
+  || fail "sim --placement failed: $(cat "$T/err")"
+dev=$(j "$T/p.out.json" ".objects[] | select(.source == \"cxx.cc:39\") | .device")
+others=$(j "$T/p.out.json" '[.objects[] | select(.source != "cxx.cc:39") | .device] | unique | join(",")')
+[ "$dev" = fast ] && [ "$others" = slow ] && ok "site cxx.cc:39 placed on fast, the rest on slow" \
+  || fail "file:line placement: cxx.cc:39 on '$dev', others on '$others'"
+grep -q "matched nothing" "$T/err" && fail "file:line rule reported as matching nothing: $(cat "$T/err")"
+
+# The estimator names objects by source too, and a file:line rule moves the estimate.
+for d in slow fast; do
+  "$H" sim -m "$M" --device $d -o "$T/$d.hmt" --sample-period 200 -- "$K/cxx.sim" > /dev/null 2>&1 || fail "sim --device $d"
+done
+# The 1.25 MiB array (line 41) is the one with memory time in these runs.
+echo '{"default": "slow", "rules": [{"site": "cxx.cc:41", "device": "fast"}]}' > "$T/p41.json"
+"$H" estimate "$T/slow.hmt" "$T/fast.hmt" --placement "$T/p41.json" --json > "$T/e.json" 2> "$T/err" \
+  || fail "estimate with a file:line rule: $(cat "$T/err")"
+esrc=$(jq -r '[.models.default.objects[]?.source // empty] | sort | join(",")' "$T/e.json" 2>/dev/null)
+[ "$esrc" = "cxx.cc:19,cxx.cc:20,cxx.cc:39,cxx.cc:40,cxx.cc:41,cxx.cc:42" ] && ok "estimate lists sources" \
+  || fail "estimate sources '$esrc'"
+est=$(jq -r '.models.default.runtime_s' "$T/e.json") slow=$(jq -r '.devices[0].measured_s' "$T/e.json")
+lt "$est" "$slow" "cxx.cc:41 on fast estimated faster than all on slow"
+
+# hetmem record (software sampler) on the same binary names the same lines.
+if "$H" record -b soft -o "$T/r.hmt" -- "$K/cxx.sim" > /dev/null 2> "$T/err"; then
+  rsrc=$("$H" trace objects --json "$T/r.hmt" 2>/dev/null | jq -r '[.objects[].source // empty] | sort | join(",")')
+  ssrc=$(j "$T/c.json" '[.objects[].source // empty] | sort | join(",")')
+  [ -n "$rsrc" ] && [ "$rsrc" = "$ssrc" ] && ok "record names the same sites ($rsrc)" || fail "record sources '$rsrc', sim '$ssrc'"
+else
+  echo "skip: record -b soft unavailable: $(head -1 "$T/err")"
+fi
+
+# Objects compiled apart: hetmem-cc links C++ objects with the C++ driver;
+# -flto is dropped with a warning and the program is still instrumented.
+CC_="$HETMEM_BIN/hetmem-cc" CXX_="$HETMEM_BIN/hetmem-c++"
+cat > "$T/a.cc" <<'CC'
+#include <vector>
+extern "C" double fill(double *p, unsigned long n);
+int main() { std::vector<double> v(1 << 17); return fill(v.data(), v.size()) > 0 ? 0 : 1; }
+CC
+cat > "$T/b.c" <<'C'
+double fill(double *p, unsigned long n) { double s = 0; for (unsigned long i = 0; i < n; i++) s += (p[i] = 1); return s; }
+C
+( cd "$T" && "$CXX_" -O2 -flto -c a.cc -o a.o 2> lto.err && "$CC_" -O2 -c b.c -o b.o && "$CC_" a.o b.o -o ab.sim ) \
+  || fail "separate compile and link failed"
+grep -q "warning: -flto dropped" "$T/lto.err" && ok "-flto dropped with a warning" || fail "no -flto warning: $(cat "$T/lto.err")"
+if [ -x "$T/ab.sim" ]; then
+  "$H" sim -m "$M" --json "$T/ab.json" -- "$T/ab.sim" > /dev/null 2> "$T/err" || fail "ab.sim: $(cat "$T/err")"
+  st=$(j "$T/ab.json" '.stores // 0')
+  big=$(j "$T/ab.json" '[.objects[] | select(.bytes_allocated == 1048576)] | length')
+  [ "${st:-0}" -ge $((1 << 17)) ] && [ "$big" = 1 ] && ok "two-file -flto program: $st stores, its vector an object" \
+    || fail "two-file program: stores ${st:-?}, vector objects ${big:-?}"
+fi
+done_tests
