@@ -15,6 +15,7 @@
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,7 +28,7 @@
 
 extern char **environ;
 
-enum { OPT_MACHINE = 'm', OPT_PLACEMENTS = 256, OPT_PERIOD, OPT_SEED, OPT_JSON, OPT_PLOT, OPT_REAL, OPT_KEEP, OPT_REUSE };
+enum { OPT_MACHINE = 'm', OPT_PLACEMENTS = 256, OPT_PERIOD, OPT_SEED, OPT_JSON, OPT_PLOT, OPT_REAL, OPT_KEEP, OPT_REUSE, OPT_ALLOW_EXIT };
 
 static const hm_cli_opt_t val_opts[] = {
     {OPT_MACHINE, "machine", "MACHINE", "machine preset or JSON file (simulated runs)"},
@@ -40,6 +41,7 @@ static const hm_cli_opt_t val_opts[] = {
     {OPT_REAL, "real", NULL, "run on this machine's memory devices (hetmem record --bind, hetmem run)"},
     {OPT_KEEP, "keep", "DIR", "keep traces, placements and reports in DIR"},
     {OPT_REUSE, "reuse", NULL, "with --keep: reuse device runs already in DIR (dev-DEVICE.hmt of this program, device and period)"},
+    {OPT_ALLOW_EXIT, "allow-exit", "N", "exit status N (1-255) also means success (for programs that return one when they finish); repeatable"},
     {0},
 };
 
@@ -48,12 +50,14 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv);
 const hm_cmd_t hm_cmd_validate = {
     "validate", "Check the estimator against measured runtimes of drawn placements",
     "hetmem validate --machine MACHINE [--placements K] [--period N] [-j JOBS] [--seed S] [--json FILE] [--plot FILE.png]\n"
-    "                [--keep DIR [--reuse]] -- ./app.sim ARGS\n"
+    "                [--keep DIR [--reuse]] [--allow-exit N] -- ./app.sim ARGS\n"
     "       hetmem validate --real --machine DEV,DEV... [...] -- CMD ARGS",
     "Errors are |estimate - measured| / measured; 'gap' errors are the same\n"
     "difference as a share of |slowest - fastest| device run, which says how\n"
     "much of the placement's effect the estimate got wrong. With --real,\n"
-    "--machine lists the devices (as hetmem record --bind takes them).",
+    "--machine lists the devices (as hetmem record --bind takes them).\n"
+    "Placements are distinct: one drawn again is drawn anew. An OpenMP\n"
+    "program is refused unless OMP_NUM_THREADS=1 (the simulator runs one thread).",
     val_opts, cmd_validate};
 
 /* ---------------------------------------------------------------- jobs */
@@ -66,6 +70,8 @@ typedef struct {
     double wall_s;   /* wall time (for --real) */
     uint64_t t0;
     uint64_t idx;    /* the placement it measures */
+    char rep[PATH_MAX + 64]; /* a simulated run's JSON report ("" for --real) */
+    int prog_status; /* the program's own exit status (from the report), -1 unknown */
 } job_t;
 
 static char **vec(const char *first, ...)
@@ -104,6 +110,36 @@ static void vec_free(char **v)
     for (size_t i = 0; v && v[i]; i++)
         free(v[i]);
     free(v);
+}
+
+/* Exit statuses that also mean success (--allow-exit). */
+static unsigned char allowed_exit[256] = {1};
+
+/* The program's exit status from a simulated run's report (hetmem sim
+ * itself exits 1 when the program does not exit 0), or -1. */
+static int report_exit(const char *rep)
+{
+    json_t *j = rep[0] ? json_load_file(rep, 0, NULL) : NULL;
+    json_t *v = j ? json_object_get(j, "exit_status") : NULL;
+    int st = json_is_integer(v) && !json_object_get(j, "error") && json_object_get(j, "runtime_s")
+                 ? (int)json_integer_value(v)
+                 : -1;
+    json_decref(j);
+    return st;
+}
+
+/* Whether a run succeeded: it exited 0, or its program exited with a
+ * status --allow-exit accepts and the run is otherwise whole. */
+static int job_ok(job_t *j)
+{
+    int ws = j->status;
+    j->prog_status = -1;
+    if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0)
+        return 1;
+    if (!j->rep[0]) /* --real: hetmem run and record exit with the program's status */
+        return WIFEXITED(ws) && allowed_exit[WEXITSTATUS(ws)];
+    j->prog_status = report_exit(j->rep);
+    return j->prog_status > 0 && j->prog_status < 256 && allowed_exit[j->prog_status];
 }
 
 static volatile sig_atomic_t interrupted;
@@ -145,7 +181,7 @@ static int run_jobs(job_t *jobs, int n, int par, const char *what)
                 jobs[i].done = 1;
                 jobs[i].status = ws;
                 jobs[i].wall_s = (double)(hm__now_ns() - jobs[i].t0) / 1e9;
-                if (!(WIFEXITED(ws) && WEXITSTATUS(ws) == 0) && failed < 0)
+                if (!job_ok(&jobs[i]) && failed < 0)
                     failed = i;
                 running--;
                 done++;
@@ -168,9 +204,15 @@ static int run_jobs(job_t *jobs, int n, int par, const char *what)
         if (f)
             fclose(f);
         line[strcspn(line, "\n")] = 0;
-        return hm_cli_failf(what, "run '%s' failed (%s %d): %s (log: %s)", j->argv[0],
-                            WIFSIGNALED(j->status) ? "signal" : "exit status",
-                            WIFSIGNALED(j->status) ? WTERMSIG(j->status) : WEXITSTATUS(j->status), line, j->log);
+        if (WIFSIGNALED(j->status))
+            return hm_cli_failf(what, "run '%s' was killed by signal %d (log %s ends: %s)", j->argv[0],
+                                WTERMSIG(j->status), j->log, line);
+        if (j->prog_status > 0)
+            return hm_cli_failf(what, "the program exited with status %d (log: %s); if it returns %d on success, add --allow-exit %d",
+                                j->prog_status, j->log, j->prog_status, j->prog_status);
+        return hm_cli_failf(what, "run '%s' exited with status %d (log %s ends: %s)", j->argv[0],
+                            WEXITSTATUS(j->status), j->log, line);
+
     }
     return 0;
 }
@@ -314,6 +356,49 @@ static int reusable(const char *path, const char *mjson, const char *dev, uint64
     return ok;
 }
 
+/* Whether the program file imports the OpenMP runtime (GNU's GOMP_ or
+ * LLVM's __kmpc_ entry points in its dynamic string table). A program
+ * that cannot be read is left to the device runs to report. */
+static int openmp_program(const char *prog)
+{
+    char path[PATH_MAX];
+    const char *p = prog;
+    if (!strchr(prog, '/')) { /* on PATH */
+        const char *env = getenv("PATH");
+        char *list = hm__xstrdup(env ? env : ""), *save = NULL;
+        p = NULL;
+        for (char *d = strtok_r(list, ":", &save); d && !p; d = strtok_r(NULL, ":", &save)) {
+            snprintf(path, sizeof path, "%s/%s", *d ? d : ".", prog);
+            if (access(path, X_OK) == 0)
+                p = path;
+        }
+        free(list);
+        if (!p)
+            return 0;
+    }
+    int fd = open(p, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0)
+        return 0;
+    int found = 0;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m != MAP_FAILED) {
+            found = memmem(m, (size_t)st.st_size, "GOMP_parallel", 13) != NULL ||
+                    memmem(m, (size_t)st.st_size, "__kmpc_fork_call", 16) != NULL;
+            munmap(m, (size_t)st.st_size);
+        }
+    }
+    close(fd);
+    return found;
+}
+
+static int one_thread(void)
+{
+    const char *v = getenv("OMP_NUM_THREADS");
+    return v && !strcmp(v, "1");
+}
+
 static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
 {
     hm_cli_t cli;
@@ -352,6 +437,15 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
         case OPT_REAL: real = 1; break;
         case OPT_KEEP: keep = arg; break;
         case OPT_REUSE: reuse = 1; break;
+        case OPT_ALLOW_EXIT: {
+            uint64_t st;
+            if (hm_cli_u64(cmd, "--allow-exit", arg, &st))
+                return HM_EXIT_USAGE;
+            if (st < 1 || st > 255)
+                return hm_cli_usage(cmd, "--allow-exit must be between 1 and 255");
+            allowed_exit[st] = 1;
+            break;
+        }
         case HM_CLI_HELP: return HM_EXIT_OK;
         default: return HM_EXIT_USAGE;
         }
@@ -363,6 +457,9 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
     if (reuse && !keep)
         return hm_cli_usage(cmd, "--reuse needs --keep DIR (where the device runs are)");
     char **prog = argv + cli.ind;
+    if (!real && openmp_program(prog[0]) && !one_thread())
+        return hm_cli_failf(prog[0], "is an OpenMP program and the simulator runs one thread: run it with "
+                                     "OMP_NUM_THREADS=1 (OMP_NUM_THREADS=1 hetmem validate ...), or build it without -fopenmp");
     if (!jobs) {
         long nc = sysconf(_SC_NPROCESSORS_ONLN);
         jobs = nc > 0 ? (uint64_t)nc : 1;
@@ -457,6 +554,8 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
                              "--json", rep, "--", NULL);
         j->argv = vec_cat(j->argv, prog);
         snprintf(j->log, sizeof j->log, "%s/dev-%s.log", dir, devs[d]);
+        if (!real)
+            snprintf(j->rep, sizeof j->rep, "%s", rep);
     }
     if (ndj > 0 && run_jobs(dj, ndj, (int)jobs, "device runs") != 0)
         goto out;
@@ -480,7 +579,26 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
     uint64_t nj = 0;
     for (uint64_t i = 0; i < K; i++) {
         char kind[128], pf[PATH_MAX + 64], rep[PATH_MAX + 64];
-        pls[i] = draw(e, (int)i, &rng, kind, sizeof kind);
+        /* Every row a distinct placement: one drawn again is drawn anew
+         * (a small program has few distinct placements; when the draws run
+         * dry, the table has fewer rows). */
+        int dup = 1;
+        for (int tries = 0; dup && tries < 200; tries++) {
+            if (pls[i])
+                json_decref(pls[i]);
+            pls[i] = draw(e, (int)i + tries, &rng, kind, sizeof kind);
+            dup = 0;
+            for (uint64_t k = 0; k < i && !dup; k++)
+                dup = json_equal(pls[k], pls[i]);
+        }
+        if (dup) {
+            json_decref(pls[i]);
+            pls[i] = NULL;
+            fprintf(stderr, "hetmem: validate: only %llu distinct placements drawn for this program (asked for %llu)\n",
+                    (unsigned long long)i, (unsigned long long)K);
+            K = i;
+            break;
+        }
         kinds[i] = hm__xstrdup(kind);
         snprintf(pf, sizeof pf, "%s/placement-%03llu.json", dir, (unsigned long long)i);
         snprintf(rep, sizeof rep, "%s/placement-%03llu.report.json", dir, (unsigned long long)i);
@@ -488,19 +606,14 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
             hm_cli_failf(pf, "cannot write");
             goto out;
         }
-        /* A placement drawn again (a small program has few distinct ones) is
-         * measured once: its run's runtime serves both rows. */
         first[i] = i;
-        for (uint64_t k = 0; k < i && first[i] == i; k++)
-            if (json_equal(pls[k], pls[i]))
-                first[i] = k;
-        if (first[i] != i)
-            continue;
         job_t *j = &pj[nj++];
         j->argv = real ? vec(self, "run", "--placement", pf, "--", NULL)
                        : vec(self, "sim", "-m", mpath, "--placement", pf, "--json", rep, "--", NULL);
         j->argv = vec_cat(j->argv, prog);
         j->idx = i;
+        if (!real)
+            snprintf(j->rep, sizeof j->rep, "%s", rep);
         snprintf(j->log, sizeof j->log, "%s/placement-%03llu.log", dir, (unsigned long long)i);
     }
     if (run_jobs(pj, (int)nj, (int)jobs, "placement runs") != 0)
