@@ -81,4 +81,18 @@ if [ -x "$T/ab.sim" ]; then
   [ "${st:-0}" -ge $((1 << 17)) ] && [ "$big" = 1 ] && ok "two-file -flto program: $st stores, its vector an object" \
     || fail "two-file program: stores ${st:-?}, vector objects ${big:-?}"
 fi
+# Fortran: allocate goes through malloc, so each allocatable is an object
+# named by its allocate statement.
+if command -v gfortran >/dev/null; then
+  printf '%s\n' 'program t' '  real(8), allocatable :: a(:), b(:)' '  integer :: i' '  allocate(a(131072))' \
+    '  allocate(b(262144))' '  do i = 1, size(a)' '     a(i) = i' '  end do' '  b = 2' '  print *, sum(a) + sum(b)' \
+    '  deallocate(a, b)' 'end program t' > "$T/f.f90"
+  "$HETMEM_BIN/hetmem-fort" -O2 "$T/f.f90" -o "$T/f.sim" 2> "$T/f.err" || fail "hetmem-fort: $(cat "$T/f.err")"
+  [ -s "$T/f.err" ] && fail "hetmem-fort warned: $(cat "$T/f.err")"
+  "$H" sim -m "$M" --json "$T/f.json" -- "$T/f.sim" > /dev/null 2>&1 || fail "f.sim"
+  fs=$(j "$T/f.json" '[.objects[] | "\(.source)=\(.bytes_allocated)"] | sort | join(",")')
+  [ "$fs" = "f.f90:4=1048576,f.f90:5=2097152" ] && ok "Fortran allocatables: $fs" || fail "Fortran objects: $fs"
+else
+  echo "skip: no gfortran"
+fi
 done_tests
