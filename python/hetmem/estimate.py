@@ -31,7 +31,8 @@ class _Estimate(ctypes.Structure):
 
 class _Object(ctypes.Structure):
     _fields_ = [("site", ctypes.c_uint64), ("name", ctypes.c_char_p), ("size", ctypes.c_uint64),
-                ("allocations", ctypes.c_uint64), ("samples", ctypes.c_double), ("movable", ctypes.c_int)]
+                ("allocations", ctypes.c_uint64), ("samples", ctypes.c_double), ("movable", ctypes.c_int),
+                ("source", ctypes.c_char_p)]
 
 
 _proto_done = False
@@ -173,7 +174,8 @@ class Estimator:
             _check(self._lib, self._lib.hm_estimator_object(self._h, i, ctypes.byref(o)))
             out.append({"index": i, "site": o.site, "name": o.name.decode() if o.name else None,
                         "size": o.size, "allocations": o.allocations, "samples": o.samples,
-                        "movable": bool(o.movable)})
+                        "movable": bool(o.movable),
+                        "source": o.source.decode() if o.source else None})
         return out
 
     def object_index(self, name=None, site=None):

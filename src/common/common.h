@@ -62,18 +62,25 @@ uint64_t hm__hash64(const void *data, size_t len, uint64_t seed);
  * (module basename, module-relative offset), so ids are stable across runs
  * and ASLR. Allocation-free (dladdr), safe inside an allocator interposer. */
 uint64_t hm__site_id(const uintptr_t *pcs, int n);
-/* One frame as "module+0xoff symbol at file:line in function" into buf
- * (the " at ..." part when the module has line tables, the symbol when it
- * has one); returns snprintf's count. */
+/* One frame as "module+0xoff symbol at LOCATIONS" into buf (the " at"
+ * part when the module has line tables, as hm__srcloc() writes it; the
+ * symbol when it has one); returns snprintf's count. */
 int hm__site_frame(uintptr_t pc, char *buf, size_t len);
-/* "file:line" of the first of site frames (lines as hm__site_frame()
- * writes them) into buf; NULL when it has none. */
+/* The source chain of site frames (lines as hm__site_frame() writes them):
+ * every frame's locations, innermost first, joined by " < "
+ * ("lulesh.h:140 Allocate < lulesh.cc:2731 AllocateElemPersistent < ...")
+ * into buf; NULL when no frame has one. */
 const char *hm__frame_source(const char *frames, char *buf, size_t len);
-/* Source location of module-relative offset off (from the module's lowest
+/* Whether "file:line" (a directory before the file is ignored) is one of
+ * the locations of a source chain as hm__frame_source() writes it. */
+int hm__source_has(const char *chain, const char *file_line);
+/* Source locations of module-relative offset off (from the module's lowest
  * loaded page, as dladdr's dli_fbase) in the ELF file at path, from its
- * DWARF: "file:line function" (file as a base name; the line that called
- * into any inlined standard-library code). Returns the length, or -1 when
- * the file has no line table for it or libdw is not built in. */
+ * DWARF: "file:line function", file as a base name, then " < " and the
+ * line that called it for each inlined function of the program's own
+ * (inlined standard-library code hands over to the line that called it
+ * and is not listed). Returns the length, or -1 when the file has no line
+ * table there or libdw is not built in. */
 int hm__srcloc(const char *path, uint64_t off, char *buf, size_t len);
 /* Whether the frame at return address pc belongs to the allocator or the
  * language's standard library rather than to the program: operator

@@ -174,13 +174,10 @@ int hm__site_frame(uintptr_t pc, char *buf, size_t len)
     }
     int w = sym && strnlen(sym, 256) < 256 ? snprintf(buf, len, "%s+0x%llx %s", base, off, sym)
                                             : snprintf(buf, len, "%s+0x%llx", base, off);
-    /* The source location, from the module's debug information. */
-    char src[320];
+    /* The source locations, from the module's debug information. */
+    char src[512];
     if (w >= 0 && (size_t)w < len && hm__srcloc(frame_path(&info, pc), off, src, sizeof src) > 0) {
-        char *sp = strchr(src, ' ');
-        if (sp)
-            *sp = 0;
-        int x = snprintf(buf + w, len - (size_t)w, sp ? " at %s in %s" : " at %s", src, sp ? sp + 1 : "");
+        int x = snprintf(buf + w, len - (size_t)w, " at %s", src);
         if (x > 0)
             w += x;
     }
@@ -191,24 +188,55 @@ const char *hm__frame_source(const char *frames, char *buf, size_t len)
 {
     if (!frames || !len)
         return NULL;
-    const char *end = strchr(frames, '\n');
-    size_t n = end ? (size_t)(end - frames) : strlen(frames);
-    const char *at = NULL;
-    for (const char *p = frames; p + 4 <= frames + n; p++)
-        if (!memcmp(p, " at ", 4)) {
-            at = p + 4;
-            break;
+    size_t out = 0;
+    for (const char *f = frames; *f;) {
+        size_t n = strcspn(f, "\n");
+        const char *at = NULL;
+        for (const char *p = f; p + 4 <= f + n; p++)
+            if (!memcmp(p, " at ", 4)) {
+                at = p + 4;
+                break;
+            }
+        if (at) {
+            size_t k = (size_t)(f + n - at);
+            if (out + (out ? 3 : 0) + k >= len)
+                break;
+            if (out)
+                memcpy(buf + out, " < ", 3), out += 3;
+            memcpy(buf + out, at, k);
+            out += k;
         }
-    if (!at)
+        f += n;
+        if (*f)
+            f++;
+    }
+    if (!out)
         return NULL;
-    size_t k = 0;
-    while (at + k < frames + n && at[k] != ' ')
-        k++;
-    if (k == 0 || k >= len)
-        return NULL;
-    memcpy(buf, at, k);
-    buf[k] = 0;
+    buf[out] = 0;
     return buf;
+}
+
+int hm__source_has(const char *chain, const char *file_line)
+{
+    if (!chain || !file_line)
+        return 0;
+    const char *want = strrchr(file_line, '/');
+    want = want ? want + 1 : file_line;
+    size_t wl = strlen(want);
+    for (const char *p = chain; *p;) {
+        /* each link is "file:line[ function]" up to " < " */
+        const char *end = strstr(p, " < ");
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        size_t k = strcspn(p, " ");
+        if (k > n)
+            k = n;
+        if (k == wl && !memcmp(p, want, wl))
+            return 1;
+        p += n;
+        if (end)
+            p += 3;
+    }
+    return 0;
 }
 
 int hm__site_skip_name(const char *module, const char *sym)

@@ -129,7 +129,6 @@ static int locate(srcmod_t *m, uint64_t off, char *buf, size_t len)
     const char *file = l ? dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL) : NULL;
     if (!file || line <= 0)
         return -1;
-    const char *func = NULL;
     Dwarf_Die *cu = dwfl_module_addrdie(m->mod, addr, &bias);
     Dwarf_Die chain[32];
     int n = cu ? scope_chain(cu, addr - bias, chain, (int)HM_ARRAY_LEN(chain)) : 0;
@@ -137,31 +136,47 @@ static int locate(srcmod_t *m, uint64_t off, char *buf, size_t len)
     size_t nfiles = 0;
     if (cu)
         dwarf_getsrcfiles(cu, &files, &nfiles);
-    /* Innermost first: an inlined standard-library function hands the
-     * location to the line that called it. */
+    /* Innermost first. An inlined standard-library function hands the
+     * location to the line that called it; an inlined function of the
+     * program's own is one link of the chain, and so is the line that
+     * called it, up to the function the frame is in. */
+    size_t off_out = 0;
+    int links = 0;
     for (int i = n - 1; i >= 0; i--) {
         int tag = dwarf_tag(&chain[i]);
         if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
             continue;
-        if (tag == DW_TAG_inlined_subroutine && std_code(&chain[i], file)) {
-            Dwarf_Attribute a;
-            Dwarf_Word cf, cl;
-            if (!files || !dwarf_attr(&chain[i], DW_AT_call_file, &a) || dwarf_formudata(&a, &cf) != 0 ||
-                !dwarf_attr(&chain[i], DW_AT_call_line, &a) || dwarf_formudata(&a, &cl) != 0)
+        int is_std = tag == DW_TAG_inlined_subroutine && std_code(&chain[i], file);
+        if (!is_std) {
+            const char *base = strrchr(file, '/');
+            base = base ? base + 1 : file;
+            const char *fn = die_name(&chain[i]);
+            int w = snprintf(buf + off_out, len - off_out, fn ? "%s%s:%d %s" : "%s%s:%d", links ? " < " : "", base,
+                             line, fn);
+            if (w < 0 || (size_t)w >= len - off_out)
                 break;
-            const char *f = cf < nfiles ? dwarf_filesrc(files, cf, NULL, NULL) : NULL;
-            if (!f)
-                break;
-            file = f;
-            line = (int)cl;
-            continue;
+            off_out += (size_t)w;
+            links++;
         }
-        func = die_name(&chain[i]);
-        break;
+        if (tag == DW_TAG_subprogram)
+            break;
+        Dwarf_Attribute a;
+        Dwarf_Word cf, cl;
+        if (!files || !dwarf_attr(&chain[i], DW_AT_call_file, &a) || dwarf_formudata(&a, &cf) != 0 ||
+            !dwarf_attr(&chain[i], DW_AT_call_line, &a) || dwarf_formudata(&a, &cl) != 0)
+            break;
+        const char *f = cf < nfiles ? dwarf_filesrc(files, cf, NULL, NULL) : NULL;
+        if (!f)
+            break;
+        file = f;
+        line = (int)cl;
     }
-    const char *base = strrchr(file, '/');
-    base = base ? base + 1 : file;
-    return func ? snprintf(buf, len, "%s:%d %s", base, line, func) : snprintf(buf, len, "%s:%d", base, line);
+    if (!links) { /* no scope: the line alone */
+        const char *base = strrchr(file, '/');
+        base = base ? base + 1 : file;
+        return snprintf(buf, len, "%s:%d", base, line);
+    }
+    return (int)off_out;
 }
 #endif
 

@@ -464,7 +464,7 @@ static int track_event(run_t *r, track_t *k, const hm_record_t *ev)
     } else if (ev->kind == HM_REC_SITE) {
         /* Written before the site's first allocation: the entry is made
          * here, and holds the source for the objects named from it too. */
-        char src[128];
+        char src[512];
         if (hm__frame_source(ev->u.site.frames, src, sizeof src)) {
             int o = oset_get(os, ev->u.site.site, NULL);
             if (!os->v[o].source)

@@ -434,7 +434,7 @@ extern void *__libc_stack_end;
  * program has no line tables there): placements name sites by it, and the
  * report shows it. Open addressing; a site past the table's capacity has
  * no source. */
-#define SITE_SRC_LEN 96
+#define SITE_SRC_LEN 256
 static struct site_src {
     uint64_t site;
     char src[SITE_SRC_LEN];
@@ -501,7 +501,7 @@ static uint64_t site_id(uintptr_t *fp)
     cache[i].site = site;
     if (site_src_find(site))
         return site; /* named already, from another stack of the same frames */
-    char frames[SITE_DEPTH * 400];
+    char frames[SITE_DEPTH * 640];
     size_t off = 0;
     frames[0] = 0;
     for (int k = 0; k < n && off < sizeof frames; k++) {

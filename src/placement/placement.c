@@ -308,16 +308,14 @@ int hm_placement_load(hm_placement_t **out, const char *path, const char *const 
     return rc;
 }
 
-/* A rule's source location matches an object's when the file names'
- * last components and the lines are equal: "src/lulesh.cc:2731" and
- * "lulesh.cc:2731" name the same line (objects carry base names). */
+/* A rule's "file:line" matches an object whose allocating call chain
+ * (its source: the call, the inlined functions of the program's own
+ * around it, and its callers up to the frames kept) passes through that
+ * line, so an allocation made by a wrapper (LULESH's Allocate<T>) is
+ * named by the line that called the wrapper. */
 static int source_matches(const char *rule, const char *obj)
 {
-    if (!obj)
-        return 0;
-    const char *rb = strrchr(rule, '/');
-    rb = rb ? rb + 1 : rule;
-    return strcmp(rb, obj) == 0;
+    return hm__source_has(obj, rule);
 }
 
 static int rule_matches(const rule_t *r, const hm_object_desc_t *o)

@@ -70,7 +70,7 @@ static _Unwind_Reason_Code bt_step(struct _Unwind_Context *ctx, void *arg)
  * (release) after its source is written. */
 #define SEEN 4096
 static uint64_t seen[SEEN];
-static char seen_src[SEEN][96];
+static char seen_src[SEEN][256];
 static uint8_t seen_ready[SEEN];
 
 const char *hm__site_source(uint64_t id)
@@ -113,7 +113,7 @@ static uint64_t site_now(void)
         if (cur == id)
             return id;
         if (cur == 0 && __atomic_compare_exchange_n(&seen[j], &cur, id, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-            char frames[1024];
+            char frames[2048];
             size_t off = 0;
             for (int k = 0; k < b.n && off < sizeof frames - 1; k++) {
                 int w = hm__site_frame(b.pcs[k], frames + off, sizeof frames - off);

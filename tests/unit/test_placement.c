@@ -158,6 +158,36 @@ static void expect_fail(const char *json, int err, const char *detail_part)
     }
 }
 
+/* "site": "file:line" matches an object whose source chain (the
+ * allocating call, the program's own inlined functions and callers)
+ * passes through that line; a directory in the rule is ignored, a line
+ * is the whole number (12 is not 120), and the hex form still works. */
+static void test_source_sites(void)
+{
+    hm_placement_t *p = parse("{\"default\": \"ddr\", \"rules\": ["
+                              " {\"site\": \"src/a.cc:12\", \"device\": \"hbm\"},"
+                              " {\"site\": \"w.h:3\", \"device\": \"cxl\"}]}");
+    if (!p)
+        return;
+    const char *wrapped = "w.h:3 Alloc < a.cc:12 main", *direct = "a.cc:12 main", *other = "a.cc:120 f";
+    const char *srcs[] = {wrapped, direct, other, NULL};
+    int want_rule[] = {0, 0, -1, -1};
+    for (int i = 0; i < 4; i++) {
+        hm_object_desc_t o = {7, NULL, 0, 64, srcs[i]};
+        hm_place_t pl;
+        hm_placement_match(p, NULL, &o, &pl);
+        CHECK_EQ_INT(pl.rule, want_rule[i]);
+    }
+    hm_object_desc_t o = {7, NULL, 0, 64, "x.c:1 g < w.h:3 Alloc"};
+    hm_place_t pl;
+    hm_placement_match(p, NULL, &o, &pl);
+    CHECK_EQ_INT(pl.rule, 1);
+    CHECK_EQ_INT(pl.device, 2);
+    hm_placement_close(p);
+    expect_fail("{\"rules\": [{\"site\": \"a.cc:0\", \"device\": \"hbm\"}]}", HM_EBADPLACE, "source line");
+    expect_fail("{\"rules\": [{\"site\": \":12\", \"device\": \"hbm\"}]}", HM_EBADPLACE, "source line");
+}
+
 static void test_bad_input(void)
 {
     expect_fail("{\"default\": \"ddr\",\n \"rules\": [}", HM_EBADJSON, "bad.json:2:");
@@ -211,6 +241,7 @@ int main(void)
     test_phases_and_unmatched();
     test_no_machine();
     test_bad_input();
+    test_source_sites();
     test_load_file();
     return check_done();
 }

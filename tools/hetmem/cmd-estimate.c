@@ -56,7 +56,7 @@ static void print_table(hm_estimator_t *e, const hm_estimate_t *est, const int *
     for (int p = 0; p < bd->nphases; p++)
         if (bd->phase_ns[p] > 0)
             printf("  %-24s %14.6f\n", hm_estimator_phase_name(e, p), bd->phase_ns[p] / 1e9);
-    printf("\n  %-18s %-22s %-14s %12s %16s\n", "object site", "source", "name", "size", "memory time (s)");
+    printf("\n  %-18s %-14s %12s %16s  %s\n", "object site", "name", "size", "memory time (s)", "source");
     for (int o = 0; o < bd->nobjects && o < 20; o++) {
         hm_est_object_t ob;
         hm_estimator_object(e, o, &ob);
@@ -65,8 +65,9 @@ static void print_table(hm_estimator_t *e, const hm_estimate_t *est, const int *
             snprintf(site, sizeof site, "0x%016llx", (unsigned long long)ob.site);
         else
             snprintf(site, sizeof site, "(untracked)");
-        printf("  %-18s %-22s %-14s %12s %16.6f\n", site, ob.source ? ob.source : "-", ob.name ? ob.name : "-",
-               ob.movable ? hm__fmt_size(ob.size, sz, sizeof sz) : "-", bd->object_ns[o] / 1e9);
+        printf("  %-18s %-14s %12s %16.6f  %s\n", site, ob.name ? ob.name : "-",
+               ob.movable ? hm__fmt_size(ob.size, sz, sizeof sz) : "-", bd->object_ns[o] / 1e9,
+               ob.source ? ob.source : "-");
     }
     if (bd->nobjects > 20)
         printf("  (%d more objects)\n", bd->nobjects - 20);

@@ -71,8 +71,8 @@ static void print_objects(FILE *f, hm_estimator_t *e, const hm_optimize_result_t
 {
     char b[32];
     int nph = phased ? hm_estimator_nphases(e) : 1;
-    fprintf(f, "\n  %-18s %-22s %-16s %10s  %s\n", "object site", "source", "name", "size",
-            phased ? "device per phase" : "device");
+    fprintf(f, "\n  %-18s %-16s %10s  %-*s  %s\n", "object site", "name", "size", phased ? 40 : 12,
+            phased ? "device per phase" : "device", "source");
     for (int i = 0; i < hm_estimator_nobjects(e); i++) {
         hm_est_object_t ob;
         if (hm_estimator_object(e, i, &ob) < 0 || !ob.movable)
@@ -89,8 +89,8 @@ static void print_objects(FILE *f, hm_estimator_t *e, const hm_optimize_result_t
                                         hm_estimator_phase_name(e, p));
             len += (size_t)snprintf(where + len, sizeof where - len, pct < 100 ? "%s %d%%" : "%s", dn ? dn : "?", pct);
         }
-        fprintf(f, "  %-18s %-22s %-16s %10s  %s\n", site, ob.source ? ob.source : "-", ob.name ? ob.name : "-",
-                hm__fmt_size(ob.size, b, sizeof b), where);
+        fprintf(f, "  %-18s %-16s %10s  %-*s  %s\n", site, ob.name ? ob.name : "-", hm__fmt_size(ob.size, b, sizeof b),
+                phased ? 40 : 12, where, ob.source ? ob.source : "-");
     }
 }
 

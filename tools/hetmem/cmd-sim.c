@@ -141,8 +141,8 @@ static void print_summary(FILE *f, const json_t *r, const char *prog, const char
                 (unsigned long long)jget(o, "store_hits"), (unsigned long long)jget(o, "store_misses"));
     }
     json_t *objs = json_object_get(r, "objects");
-    fprintf(f, "\n  %-18s %-22s %-12s %-10s %12s %12s %12s\n", "object site", "source", "name", "device", "allocated",
-            "read", "written");
+    fprintf(f, "\n  %-18s %-12s %-10s %12s %12s %12s  %s\n", "object site", "name", "device", "allocated", "read",
+            "written", "source");
     json_array_foreach(objs, i, o) {
         if (i >= 20) {
             fprintf(f, "  ... %zu more objects (see --json)\n", json_array_size(objs) - 20);
@@ -154,14 +154,13 @@ static void print_summary(FILE *f, const json_t *r, const char *prog, const char
             snprintf(dev, sizeof dev, "%s %llu%%", jstr(o, "device", "?"), (unsigned long long)pct);
         else
             snprintf(dev, sizeof dev, "%s", jstr(o, "device", "?"));
-        fprintf(f, "  %-18s %-22s %-12s %-10s %12s %12s %12s\n", jstr(o, "site", "?"), jstr(o, "source", "-"),
-                jstr(o, "name", "-"), dev,
+        fprintf(f, "  %-18s %-12s %-10s %12s %12s %12s  %s\n", jstr(o, "site", "?"), jstr(o, "name", "-"), dev,
                 hm__fmt_size(jget(o, "bytes_allocated"), b3, sizeof b3), hm__fmt_size(jget(o, "bytes_read"), b1, sizeof b1),
-                hm__fmt_size(jget(o, "bytes_written"), b2, sizeof b2));
+                hm__fmt_size(jget(o, "bytes_written"), b2, sizeof b2), jstr(o, "source", "-"));
     }
     json_t *u = json_object_get(r, "untracked");
-    fprintf(f, "  %-18s %-22s %-12s %-10s %12s %12s %12s\n", "(untracked)", "-", "-", "-", "-",
-            hm__fmt_size(jget(u, "bytes_read"), b1, sizeof b1), hm__fmt_size(jget(u, "bytes_written"), b2, sizeof b2));
+    fprintf(f, "  %-18s %-12s %-10s %12s %12s %12s  %s\n", "(untracked)", "-", "-", "-",
+            hm__fmt_size(jget(u, "bytes_read"), b1, sizeof b1), hm__fmt_size(jget(u, "bytes_written"), b2, sizeof b2), "-");
 }
 
 static int cmd_sim(const hm_cmd_t *cmd, int argc, char **argv)

@@ -772,7 +772,7 @@ static int run_objects(const hm_cmd_t *cmd, int argc, char **argv)
             json_object_set_new(e, "loads", json_integer((json_int_t)w->loads));
             json_object_set_new(e, "stores", json_integer((json_int_t)w->stores));
             json_object_set_new(e, "frames", w->frames ? json_string(w->frames) : json_null());
-            char src[128];
+            char src[512];
             const char *sc = w->frames ? hm__frame_source(user_frame(w->frames), src, sizeof src) : NULL;
             json_object_set_new(e, "source", sc ? json_string(sc) : json_null());
             json_array_append_new(arr, e);
