@@ -133,7 +133,8 @@ key = ('site', 'name', 'phase', 'requested', 'device', 'global')
 grp = {}
 for o in a['objects']:
     g = grp.setdefault(tuple(o[k] for k in key), dict({k: o[k] for k in key}, nodes=o['nodes'], placements=0, bytes=0,
-                                                    bound_bytes=0, spilled=0, moved=0))
+                                                    bound_bytes=0, spilled=0, moved=0,
+                                                    **({'source': o['source']} if 'source' in o else {})))
     g['placements'] += 1; g['bytes'] += o['size']; g['bound_bytes'] += o['bound_bytes']
     g['spilled'] += o['spilled']; g['moved'] += o['moved']
 tot = lambda f: sum(x[f] for x in d['sites'])
@@ -169,7 +170,7 @@ r=$(jq_py "$WORK/z-r.json" "print(d['objects'], d['objects_omitted'] == ${n:-0} 
 table_rows() { grep -c '^0x[0-9a-f]\{16\} ' "$1"; }
 "$H" run --placement "$WORK/c.json" -- "$WORK/churn" 0 49 > /dev/null 2> "$WORK/t50.err"
 read -r n _ < <(summary "$WORK/t50.err")
-if [ "${n:-}" = 50 ] && [ "$(table_rows "$WORK/t50.err")" = 50 ] && head -1 "$WORK/t50.err" | grep -q "^site  *name  *size  *requested  *device  *note$"
+if [ "${n:-}" = 50 ] && [ "$(table_rows "$WORK/t50.err")" = 50 ] && head -1 "$WORK/t50.err" | grep -q "^site  *name  *size  *requested  *device  *note  *source$"
 then ok "50 placements: one table line each"; else bad "table of 50: $(head -3 "$WORK/t50.err")"; fi
 "$H" run --placement "$WORK/c.json" -- "$WORK/churn" 0 50 > /dev/null 2> "$WORK/t51.err"
 if [ "$(table_rows "$WORK/t51.err")" = 2 ] && grep -q "^hetmem: run: 51 object placements, more than 50: totals per site" "$WORK/t51.err"

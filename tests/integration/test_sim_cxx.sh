@@ -66,6 +66,19 @@ else
   echo "skip: record -b soft unavailable: $(head -1 "$T/err")"
 fi
 
+# hetmem run (the preload, on this machine's memory) names and matches sites
+# by source line too: the rule below matches (no unmatched rules) and the
+# report gives each object's source.
+echo '{"default": "ddr", "rules": [{"site": "cxx.cc:41", "device": "ddr"}]}' > "$T/pr.json"
+if "$H" run --placement "$T/pr.json" --report "$T/rr.json" -- "$K/cxx.sim" > /dev/null 2> "$T/err"; then
+  um=$(j "$T/rr.json" '.unmatched_rules | length')
+  rs=$(j "$T/rr.json" '.objects[] | select(.size == 1310720) | .source | split(" ")[0]')
+  [ "$um" = 0 ] && [ "$rs" = cxx.cc:41 ] && ok "run: cxx.cc:41 matched, reported with its source" \
+    || fail "run: unmatched $um, source of the 1.25 MiB object '$rs'"
+else
+  echo "skip: hetmem run unavailable: $(head -1 "$T/err")"
+fi
+
 # Objects compiled apart: hetmem-cc links C++ objects with the C++ driver;
 # -flto is dropped with a warning and the program is still instrumented.
 CC_="$HETMEM_BIN/hetmem-cc" CXX_="$HETMEM_BIN/hetmem-c++"

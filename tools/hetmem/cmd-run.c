@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "hetmem/trace.h"
 #include "common/env.h"
 #include "hetmem/placement.h"
 #include "os/os.h"
@@ -73,7 +74,7 @@ typedef struct {
 
 /* The strings are the spool's tokens, "-" for none; tokens hold no spaces,
  * so the composed key is unambiguous. */
-static void site_add(sites_t *ss, const char *site, const char *name, const char *phase, const char *req,
+static site_t *site_add(sites_t *ss, const char *site, const char *name, const char *phase, const char *req,
                      const char *dev, uint32_t flags, json_t *nodes, uint64_t size, uint64_t bound)
 {
     char key[400];
@@ -100,6 +101,7 @@ static void site_add(sites_t *ss, const char *site, const char *name, const char
     x->bound_bytes += bound;
     x->spilled += (flags & PL_SPILLED) != 0;
     x->moved += (flags & PL_MOVED) != 0;
+    return x;
 }
 
 /* The "sites" array (caller owns it); releases the rest of ss. */
@@ -122,18 +124,22 @@ static json_t *sites_finish(sites_t *ss)
 
 static void print_objects(json_t *objs)
 {
-    fprintf(stderr, "%-18s %-10s %-12s %-10s %-10s %s\n", "site", "name", "size", "requested", "device", "note");
+    fprintf(stderr, "%-18s %-10s %-12s %-10s %-10s %-22s %s\n", "site", "name", "size", "requested", "device", "note",
+            "source");
     for (size_t i = 0; i < json_array_size(objs); i++) {
         json_t *o = json_array_get(objs, i);
         char sz[32];
         hm__fmt_size((uint64_t)json_integer_value(json_object_get(o, "size")), sz, sizeof sz);
         const char *nm = json_string_value(json_object_get(o, "name"));
         const char *dv = json_string_value(json_object_get(o, "device"));
-        fprintf(stderr, "%-18s %-10s %-12s %-10s %-10s %s%s%s\n", json_string_value(json_object_get(o, "site")),
+        char note[32];
+        snprintf(note, sizeof note, "%s%s%s", json_is_true(json_object_get(o, "global")) ? "global " : "",
+                 json_is_true(json_object_get(o, "spilled")) ? "spilled " : "",
+                 json_is_true(json_object_get(o, "moved")) ? "moved" : "");
+        const char *src = json_string_value(json_object_get(o, "source"));
+        fprintf(stderr, "%-18s %-10s %-12s %-10s %-10s %-22s %s\n", json_string_value(json_object_get(o, "site")),
                 nm ? nm : "-", sz, json_string_value(json_object_get(o, "requested")), dv ? dv : "(unbound)",
-                json_is_true(json_object_get(o, "global")) ? "global " : "",
-                json_is_true(json_object_get(o, "spilled")) ? "spilled " : "",
-                json_is_true(json_object_get(o, "moved")) ? "moved" : "");
+                note[0] ? note : "-", src ? src : "-");
     }
 }
 
@@ -276,6 +282,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     json_t *unmatched_n = json_object(); /* rule -> processes that did not match it */
     json_t *nodes = json_object();       /* device -> its nodes, resolved once */
     sites_t sites = {json_object(), NULL, 0, 0};
+    json_t *srcs = json_object(); /* site id -> source chain, from the site records */
     unsigned long long nspill = 0, nobj = 0;
     int nproc = 0;
     /* NUMA nodes of each device, so the report says where pages are. */
@@ -287,6 +294,13 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
         while (hm__spool_next(s, &r, &pay)) {
             char req[64] = "-", got[64] = "-", name[64] = "-", phase[64] = "-";
             switch (r->kind) {
+            case HM_REC_SITE: {
+                char site[32], src[512];
+                snprintf(site, sizeof site, "0x%016llx", (unsigned long long)r->a);
+                if (hm__frame_source(pay, src, sizeof src))
+                    json_object_set_new(srcs, site, json_string(src));
+                break;
+            }
             case HM_SPOOL_PLACE: {
                 unsigned long long bound = 0;
                 sscanf(pay, "%63s %63s %63s %63s %llu", req, got, name, phase, &bound);
@@ -303,7 +317,12 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
                                                           (r->tid & PL_MOVED) != 0, "global",
                                                           (r->tid & PL_GLOBAL) != 0, "bound_bytes",
                                                           (json_int_t)bound, "nodes", nd));
-                site_add(&sites, site, name, phase, req, got, r->tid, nd, r->b, bound);
+                json_t *src = json_object_get(srcs, site);
+                if (nobj < keep && src)
+                    json_object_set(json_array_get(objs, json_array_size(objs) - 1), "source", src);
+                site_t *x = site_add(&sites, site, name, phase, req, got, r->tid, nd, r->b, bound);
+                if (src)
+                    json_object_set(x->entry, "source", src);
                 nobj++;
                 nspill += (r->tid & PL_SPILLED) != 0;
                 break;
@@ -365,6 +384,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     }
     free(info);
     json_decref(nodes);
+    json_decref(srcs);
     json_t *sa = sites_finish(&sites);
     if (report) {
         json_t *root = json_pack("{s:s,s:i,s:f,s:o,s:I,s:o,s:o,s:o}", "placement", abs_place, "exit_status",
