@@ -97,6 +97,8 @@ static void write_result(char *rep)
 
 static int exit_status; /* wait(2)-style, from on_exit() */
 static const char *site_source(uint64_t site);
+static void site_name_all(void);
+static int site_src_rules;
 
 static void finish(void)
 {
@@ -110,6 +112,9 @@ static void finish(void)
         setitimer(ITIMER_REAL, &off, NULL);
         say("\r\033[K");
     }
+    /* Sites are named now (site_src_t), before the report lists them and
+     * the trace is closed. */
+    site_name_all();
     /* The report drains the outstanding misses: its run time is the end
      * time the trace records. */
     char *rep = hm__inst_sim && !rt.error ? hm_sim_report(hm__inst_sim) : NULL;
@@ -295,6 +300,8 @@ void hm__inst_init(void)
     int dev = -1;
     if (plp && *plp) {
         rc = hm_placement_load(&rt.pl, plp, hm_sim_machine_device_names(rt.m), hm_sim_machine_ndevices(rt.m));
+        if (rc >= 0)
+            site_src_rules = hm__placement_has_sources(rt.pl);
     } else if (devname && *devname) {
         rc = dev = hm_sim_machine_device_index(rt.m, devname);
     }
@@ -430,15 +437,23 @@ extern void *__libc_stack_end;
  * (hm__site_skip: std::vector's growth function is no site, its caller
  * is), the first SITE_DEPTH others hashed module-relative by hm__site_id.
  * Cached by the raw addresses walked, because dladdr is slow. */
-/* Site ids seen, with their allocating call's "file:line" (empty when the
- * program has no line tables there): placements name sites by it, and the
- * report shows it. Open addressing; a site past the table's capacity has
- * no source. */
+/* Site ids seen, with their frames and, once named, their source chain
+ * (empty when the program has no line tables there): placements name
+ * sites by it, and the report and the trace show it. Naming reads the
+ * program's DWARF with libdw, whose allocations share the program's heap
+ * and depend on the build path's length, so it is put off to the end of
+ * the run (the report, the trace's site records) unless the placement has
+ * a rule that names a site by its source line: the program's heap, and
+ * with it the simulated run, then do not depend on where it was built.
+ * Open addressing; a site past the table's capacity has no source. */
 #define SITE_SRC_LEN 256
 static struct site_src {
     uint64_t site;
+    uintptr_t pcs[SITE_DEPTH];
+    int n, named;
     char src[SITE_SRC_LEN];
 } site_srcs[4096];
+/* site_src_rules (declared above): the placement names sites by source line */
 
 static struct site_src *site_src_find(uint64_t site)
 {
@@ -452,22 +467,65 @@ static struct site_src *site_src_find(uint64_t site)
     return NULL;
 }
 
-static void site_src_add(uint64_t site, const char *src)
+static struct site_src *site_src_add(uint64_t site, const uintptr_t *pcs, int n)
 {
     for (size_t i = 0, h = (size_t)(site % HM_ARRAY_LEN(site_srcs)); i < 64 && site; i++) {
         struct site_src *e = &site_srcs[(h + i) % HM_ARRAY_LEN(site_srcs)];
         if (!e->site) {
             e->site = site;
-            snprintf(e->src, sizeof e->src, "%s", src ? src : "");
-            return;
+            e->n = n;
+            memcpy(e->pcs, pcs, sizeof(uintptr_t) * (size_t)n);
+            return e;
         }
     }
+    return NULL;
+}
+
+/* Symbolizes a site's frames: its source chain, and its record in the trace. */
+static void site_name(struct site_src *e)
+{
+    if (e->named)
+        return;
+    e->named = 1;
+    char frames[SITE_DEPTH * 640];
+    size_t off = 0;
+    frames[0] = 0;
+    for (int k = 0; k < e->n && off < sizeof frames; k++) {
+        int w = hm__site_frame(e->pcs[k], frames + off, sizeof frames - off);
+        if (w < 0)
+            break;
+        off += (size_t)w;
+        if (off >= sizeof frames)
+            off = sizeof frames - 1;
+        if (off < sizeof frames - 1 && k + 1 < e->n)
+            frames[off++] = '\n', frames[off] = 0;
+    }
+    if (!hm__frame_source(frames, e->src, sizeof e->src))
+        e->src[0] = 0;
+#ifdef HM_HAVE_TRACE
+    if (rt.tw) {
+        int rc = hm_trace_write_site(rt.tw, e->site, frames);
+        if (rc < 0 && !rt.trace_err)
+            rt.trace_err = rc;
+    }
+#endif
+}
+
+/* Every site seen, named (at the end of the run). */
+static void site_name_all(void)
+{
+    for (size_t i = 0; i < HM_ARRAY_LEN(site_srcs); i++)
+        if (site_srcs[i].site)
+            site_name(&site_srcs[i]);
 }
 
 static const char *site_source(uint64_t site)
 {
     struct site_src *e = site_src_find(site);
-    return e && e->src[0] ? e->src : NULL;
+    if (!e || (!e->named && !site_src_rules && !rt.finished))
+        return NULL;
+    site_name(e);
+    return e->src[0] ? e->src : NULL;
 }
 
 static uint64_t site_id(uintptr_t *fp)
@@ -500,25 +558,23 @@ static uint64_t site_id(uintptr_t *fp)
     cache[i].key = key;
     cache[i].site = site;
     if (site_src_find(site))
-        return site; /* named already, from another stack of the same frames */
-    char frames[SITE_DEPTH * 640];
-    size_t off = 0;
-    frames[0] = 0;
-    for (int k = 0; k < n && off < sizeof frames; k++) {
-        int w = hm__site_frame(pcs[k], frames + off, sizeof frames - off);
-        if (w < 0)
-            break;
-        off += (size_t)w;
-        if (off >= sizeof frames)
-            off = sizeof frames - 1;
-        if (off < sizeof frames - 1 && k + 1 < n)
-            frames[off++] = '\n', frames[off] = 0;
-    }
-    char src[SITE_SRC_LEN];
-    site_src_add(site, hm__frame_source(frames, src, sizeof src));
+        return site; /* seen already, from another stack of the same frames */
+    struct site_src *e = site_src_add(site, pcs, n);
+    if (e && site_src_rules)
+        site_name(e);
 #ifdef HM_HAVE_TRACE
-    if (rt.tw)
+    else if (!e && rt.tw) { /* table full: the site is written unnamed by source */
+        char frames[SITE_DEPTH * 256];
+        size_t off = 0;
+        frames[0] = 0;
+        for (int k = 0; k < n && off < sizeof frames; k++) {
+            int w = snprintf(frames + off, sizeof frames - off, "%s0x%llx", k ? "\n" : "", (unsigned long long)pcs[k]);
+            if (w < 0)
+                break;
+            off += (size_t)w;
+        }
         hm_trace_write_site(rt.tw, site, frames);
+    }
 #endif
     return site;
 }

@@ -431,3 +431,21 @@ char *hm_placement_unmatched(const hm_placement_t *p)
         append_unmatched(&p->phases[k].rules, &buf, &len);
     return buf;
 }
+
+static int list_has_sources(const rule_list_t *l)
+{
+    for (int i = 0; i < l->n; i++)
+        if (l->r[i].source)
+            return 1;
+    return 0;
+}
+
+int hm__placement_has_sources(const hm_placement_t *p)
+{
+    if (list_has_sources(&p->top))
+        return 1;
+    for (int i = 0; i < p->nphases; i++)
+        if (list_has_sources(&p->phases[i].rules))
+            return 1;
+    return 0;
+}

@@ -20,4 +20,8 @@ uint64_t hm__placement_serial(const hm_placement_t *p);
  * hit, so a catch-all rule is not marked as matched by it. */
 int hm__placement_names(hm_placement_t *p, const char *name, uintptr_t addr, size_t size);
 
+/* Whether a rule names a site by its source line ("site": "file:line"):
+ * then objects must be named by source as they are allocated. */
+int hm__placement_has_sources(const hm_placement_t *p);
+
 #endif
