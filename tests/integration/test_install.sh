@@ -146,6 +146,7 @@ fail() { echo "FAIL ($P): $*"; exit 1; }
 [ "$(command -v hetmem)" = "$P/bin/hetmem" ] || fail "hetmem on PATH is $(command -v hetmem)"
 [ "$(hetmem --version)" = "hetmem $ver" ] || fail "hetmem --version: $(hetmem --version)"
 [ "$(hetmem-cc --version)" = "hetmem-cc $ver" ] || fail "hetmem-cc --version: $(hetmem-cc --version)"
+[ "$(hetmem-c++ --version)" = "hetmem-c++ $ver" ] || fail "hetmem-c++ --version: $(hetmem-c++ --version 2>&1)"
 [ "$(pshuffle --version)" = "pshuffle $ver" ] || fail "pshuffle --version: $(pshuffle --version 2>&1)"
 ldd "$P/bin/pshuffle" | grep -q "libpshuffle.so.* => $P/bin/../lib/" || fail "pshuffle does not load $P/lib/libpshuffle.so"
 man hetmem 2> /dev/null | grep -Eq "heterogeneous-memory +placement" || fail "man hetmem"
@@ -169,7 +170,14 @@ assert r["exit_status"] == 0 and r["loads"] > 0, r
 assert vec and vec[0]["bytes_read"] >= 8 * 65536, vec
 PYEOF
 done
-echo "ok: hetmem-cc and hetmem sim (presets from the prefix)"
+printf '%s\n' '#include <vector>' 'int main() { std::vector<double> v(1 << 16, 1.0); double s = 0;' \
+  '  for (double x : v) s += x; return s == 65536 ? 0 : 1; }' > cxx.cc
+hetmem-c++ -O1 cxx.cc -o cxx.sim 2> cxx.log || { cat cxx.log; fail "hetmem-c++"; }
+hetmem sim -m knl-mcdram --json cxx.json -- ./cxx.sim > cxx.out 2>&1 || { cat cxx.out; fail "hetmem sim (C++)"; }
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert any(o["bytes_allocated"] == 8 << 16 and (o["source"] or "").startswith("cxx.cc:2") for o in r["objects"]), r["objects"]' cxx.json \
+  || fail "hetmem-c++: the vector is not an object named cxx.cc:2"
+rm -f cxx.cc cxx.sim cxx.json cxx.out cxx.log
+echo "ok: hetmem-cc, hetmem-c++ and hetmem sim (presets from the prefix)"
 # hetmem record finds libhetmem_preload.so next to itself.
 hetmem record -b none -o rec.hmt -- /bin/true > rec.out 2>&1 || { cat rec.out; fail "hetmem record"; }
 hetmem trace info rec.hmt | grep -q "producer *hetmem-record $ver" || fail "hetmem trace info"
