@@ -17,14 +17,20 @@
 
 enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
+/* How an option shows in the generated usage line. */
+#define OPT_REQUIRED 1 /* without brackets; with OPT_ALT options after it: "(--a A | --b B)" */
+#define OPT_ALT 2      /* an alternative to the option before it */
+
 typedef struct {
     int key;
     const char *name;
     const char *arg;
     const char *help;
+    int flags;
 } opt_t;
 
 typedef struct cmd {
+    /* usage: the operands, after the options that help() lists from opts. */
     const char *name, *summary, *usage, *details;
     const opt_t *opts;
     int (*run)(const struct cmd *c, int argc, char **argv);
@@ -56,13 +62,37 @@ static int usage(const cmd_t *c, const char *fmt, ...)
 
 static void help(const cmd_t *c)
 {
-    printf("usage: pshuffle %s\n\n%s\n\noptions:\n", c->usage, c->summary);
+    /* The usage line from the option table, on one line (help2man takes a
+     * man page's synopsis from it). */
+    printf("usage: pshuffle %s", c->name);
+    for (const opt_t *o = c->opts;; o++) {
+        char word[160] = "";
+        size_t n = 0;
+        if (o->name && (o->flags & OPT_ALT))
+            continue;
+        if (o->name) {
+            int req = (o->flags & OPT_REQUIRED) != 0, group = req && o[1].name && (o[1].flags & OPT_ALT);
+            n += (size_t)snprintf(word, sizeof word, "%s", !req ? "[" : group ? "(" : "");
+            for (const opt_t *a = o; a->name && (a == o || (a->flags & OPT_ALT)) && n < sizeof word; a++)
+                n += (size_t)snprintf(word + n, sizeof word - n, "%s--%s%s%s", a == o ? "" : " | ", a->name,
+                                      a->arg ? " " : "", a->arg ? a->arg : "");
+            if (n < sizeof word)
+                snprintf(word + n, sizeof word - n, "%s", !req ? "]" : group ? ")" : "");
+        } else {
+            snprintf(word, sizeof word, "%s", c->usage);
+        }
+        if (*word)
+            printf(" %s", word);
+        if (!o->name)
+            break;
+    }
+    printf("\n\n%s\n\noptions:\n", c->summary);
     for (const opt_t *o = c->opts; o->name; o++) {
         char left[64];
         snprintf(left, sizeof left, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
         printf("  %-22s %s\n", left, o->help);
     }
-    printf("  %-22s %s\n", "--help", "show this help");
+    printf("  %-22s %s\n", "-h, --help", "show this help");
     if (c->details)
         printf("\n%s\n", c->details);
 }
@@ -79,7 +109,8 @@ static int parse(const cmd_t *c, int argc, char **argv, int (*on)(const cmd_t *,
     opterr = 0;
     optind = 1;
     int k;
-    while ((k = getopt_long(argc, argv, "+", lo, NULL)) != -1) {
+    /* Options and operands in any order, as GNU tools take them. */
+    while ((k = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         if (k == 'h') {
             help(c);
             return -1;
@@ -115,16 +146,16 @@ static int num_double(const cmd_t *c, const char *opt, const char *s, double *ou
 
 enum { O_RANKS = 256, O_SAMPLES, O_Q, O_STRATEGY, O_EPOCHS, O_SEED, O_DECAY, O_QMIN, O_JSON, O_PERRANK };
 static const opt_t plan_opts[] = {
-    {O_RANKS, "ranks", "M", "number of ranks (required)"},
-    {O_SAMPLES, "samples", "N", "dataset size (required)"},
-    {O_STRATEGY, "strategy", "S", "global (Q=1), local (Q=0) or partial (needs --q; the default)"},
-    {O_Q, "q", "Q", "partial: share of each rank's samples put in the pool per epoch, 0..1"},
-    {O_EPOCHS, "epochs", "E", "number of epochs (default 10)"},
-    {O_SEED, "seed", "S", "seed (default 0)"},
-    {O_DECAY, "q-decay", "R", "exponential schedule: Q_e = max(q-min, Q * R^e)"},
-    {O_QMIN, "q-min", "Q", "floor of a decaying schedule (default 0)"},
-    {O_PERRANK, "per-rank", NULL, "also print each rank's totals over all epochs"},
-    {O_JSON, "json", NULL, "print JSON instead of tables"},
+    {O_RANKS, "ranks", "M", "number of ranks (required)", OPT_REQUIRED},
+    {O_SAMPLES, "samples", "N", "dataset size (required)", OPT_REQUIRED},
+    {O_Q, "q", "Q", "partial: share of each rank's samples put in the pool per epoch, 0..1", OPT_REQUIRED},
+    {O_STRATEGY, "strategy", "global|local|partial", "global (Q=1), local (Q=0) or partial (needs --q; the default)", OPT_ALT},
+    {O_EPOCHS, "epochs", "E", "number of epochs (default 10)", 0},
+    {O_SEED, "seed", "S", "seed (default 0)", 0},
+    {O_DECAY, "q-decay", "R", "exponential schedule: Q_e = max(q-min, Q * R^e)", 0},
+    {O_QMIN, "q-min", "Q", "floor of a decaying schedule (default 0)", 0},
+    {O_PERRANK, "per-rank", NULL, "also print each rank's totals over all epochs", 0},
+    {O_JSON, "json", NULL, "print JSON instead of tables", 0},
     {0},
 };
 
@@ -357,7 +388,7 @@ static int run_plan(const cmd_t *c, int argc, char **argv)
 /* -------------------------------------------------------------- verify */
 
 static const opt_t verify_opts[] = {
-    {O_JSON, "json", NULL, "print JSON"},
+    {O_JSON, "json", NULL, "print JSON", 0},
     {0},
 };
 
@@ -404,12 +435,12 @@ static int run_verify(const cmd_t *c, int argc, char **argv)
 
 static const cmd_t cmds[] = {
     {"plan", "Print the exchange plan's statistics for a configuration, without MPI.",
-     "plan --ranks M --samples N (--q Q | --strategy global|local) [--epochs E] [--seed S] [--q-decay R] [--q-min Q] [--per-rank] [--json]",
+     "",
      "Columns: samples sent and received per rank (min..max over ranks), peak samples stored on a\n"
      "rank during the exchange, and the share of samples that have left their original rank.",
      plan_opts, run_plan},
     {"verify", "Check a directory store: manifests, checksums, counts, duplicates across ranks.",
-     "verify [--json] DIR", "Exit status 0 when the store is sound, 1 when a problem was found.", verify_opts,
+     "DIR", "Exit status 0 when the store is sound, 1 when a problem was found.", verify_opts,
      run_verify},
 };
 
@@ -428,8 +459,23 @@ int main(int argc, char **argv)
         fprintf(f, "usage: pshuffle COMMAND [OPTIONS]\n\ncommands:\n");
         for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
             fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].summary);
-        fprintf(f, "\nRun 'pshuffle COMMAND --help' for a command's options, 'pshuffle --version' for the version.\n");
+        fprintf(f, "\nRun 'pshuffle COMMAND --help' or 'pshuffle help COMMAND' for a command's options,\n"
+                   "'pshuffle --version' for the version.\n");
         return argc < 2 ? EXIT_USAGE : 0;
+    }
+    if (!strcmp(argv[1], "help") && argc >= 3) {
+        /* pshuffle help COMMAND: the command's --help. */
+        for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
+            if (!strcmp(argv[2], cmds[i].name)) {
+                help(&cmds[i]);
+                return 0;
+            }
+        fprintf(stderr, "pshuffle: help: %s: unknown command (see 'pshuffle --help')\n", argv[2]);
+        return EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "help")) {
+        char *h[] = {argv[0], "--help", NULL};
+        return main(2, h);
     }
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
         if (!strcmp(argv[1], cmds[i].name))

@@ -2,7 +2,7 @@
 """Trains a small PyTorch Double-DQN agent on hetmem.gym.PlacementEnv.
 
     python3 python/examples/dqn_placement.py --summary app.summary.json --capacity mcdram=64M
-    python3 python/examples/dqn_placement.py app.ddr.hmt app.mcdram.hmt --capacity mcdram=25% --episodes 400
+    python3 python/examples/dqn_placement.py app.ddr.hmt app.mcdram.hmt --capacity mcdram=16M --episodes 400
 
 The environment is the C estimator (hetmem.gym); the agent is plain PyTorch:
 an MLP Q-network over the environment's observation, Double-DQN targets
@@ -38,12 +38,23 @@ from hetmem.gym import PlacementEnv
 from hetmem.optimize import optimize, reference
 
 
-def parse_size(text, footprint):
+def parse_size(text):
+    """A capacity as hetmem optimize and hetmem run take it: bytes with an
+    optional K/M/G/T suffix; without a suffix at least a page, so that
+    "mcdram=64" is not taken as 64 bytes. Percentages are refused, as there."""
     t = text.strip()
     if t.endswith("%"):
-        return int(float(t[:-1]) / 100 * footprint)
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:].upper(), 1)
-    return int(float(t[:-1] if mult > 1 else t) * mult)
+        raise ValueError("%s: a percentage is not a size: give bytes with a K/M/G/T suffix" % t)
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(t[-1:].upper(), 1)
+    try:
+        v = float(t[:-1] if mult > 1 else t)
+    except ValueError:
+        raise ValueError("%s: not a size (e.g. 512M, 16G)" % t) from None
+    if v < 0:
+        raise ValueError("%s: not a size (e.g. 512M, 16G)" % t)
+    if mult == 1 and 0 < v < 4096:
+        raise ValueError("%s bytes is smaller than a page; did you mean %sM?" % (t, t))
+    return int(v * mult)
 
 
 class QNet(nn.Module):
@@ -128,7 +139,7 @@ def main():
     ap.add_argument("traces", nargs="*", help="one trace per device (or --summary)")
     ap.add_argument("--summary", help="a saved estimator summary")
     ap.add_argument("--capacity", action="append", default=[], metavar="DEV=SIZE",
-                    help="bytes (K/M/G) or percent of the footprint (25%%) on DEV; repeat per device")
+                    help="bytes on DEV (K/M/G/T suffixes; without one, at least a page); repeat per device")
     ap.add_argument("--model", default="default", choices=["default", "linear"])
     ap.add_argument("--phased", action="store_true", help="one device per (phase, object)")
     ap.add_argument("--episodes", type=int, default=300)
@@ -140,16 +151,15 @@ def main():
         ap.error("give either traces or --summary")
     try:
         est = Estimator(traces=a.traces or None, summary=a.summary)
-        foot = sum(o["size"] for o in est.objects if o["movable"])
         caps = {}
         for c in a.capacity:
             dev, eq, size = c.partition("=")
             if not eq:
                 ap.error("--capacity %r: expected DEV=SIZE" % c)
             try:
-                caps[dev] = parse_size(size, foot)
-            except ValueError:
-                ap.error("--capacity %r: bad size" % c)
+                caps[dev] = parse_size(size)
+            except ValueError as e:
+                ap.error("--capacity %s: %s" % (c, e))
         env = PlacementEnv(estimator=est, capacity=caps, model=a.model, phased=a.phased)
         t0 = time.time()
         r = train(env, 20 if a.smoke else a.episodes, a.seed)

@@ -59,7 +59,15 @@ echo '{"default": "slow", "rules": [{"name": "A", "device": "hbm"}]}' > "$T/unkn
 echo '{"default": "slow", "rules": [' > "$T/malformed.json"
 head -c 3000 "$T/fast.hmt" > "$T/cut.hmt"
 echo "not a trace" > "$T/junk.hmt"
-bad 1 "matched nothing" estimate "$T/slow.hmt" "$T/fast.hmt" --placement "$T/unmatched.json"
+bad 1 "matched nothing (--strict)" estimate --strict "$T/slow.hmt" "$T/fast.hmt" --placement "$T/unmatched.json"
+# Without --strict a rule that matches nothing is a warning, as in sim and run.
+out=$("$H" estimate --json "$T/slow.hmt" "$T/fast.hmt" --placement "$T/unmatched.json" 2> "$T/warn")
+if [ $? = 0 ] && grep -q '^hetmem: warning: .*unmatched.json: rules\[0\] .*matched nothing$' "$T/warn" &&
+  [ "$(echo "$out" | jq -r .models.default.runtime_s)" = "$(est "$T/all-slow.json" | jq -r .models.default.runtime_s)" ]; then
+  ok "unmatched rule: a warning, and the estimate of the rest"
+else
+  fail "unmatched rule without --strict: $(cat "$T/warn")"
+fi
 bad 1 'unknown device "hbm"' estimate "$T/slow.hmt" "$T/fast.hmt" --placement "$T/unknown.json"
 bad 1 "malformed.json:" estimate "$T/slow.hmt" "$T/fast.hmt" --placement "$T/malformed.json"
 bad 1 "both runs on device 'slow'" estimate "$T/slow.hmt" "$T/slow.hmt" --placement "$T/a.json"

@@ -28,8 +28,10 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
 fi
 (cd "$HETMEM_SRC/python/tests" && "$PY" -c 'import synth; print(synth.summary(synth.instance(10, 3, 42)))') > "$T/s.json" || { echo "FAIL: synthetic summary"; exit 1; }
 foot=$(jq '[.objects[].size] | add' "$T/s.json")
+mid_cap=$(awk -v t="$foot" 'BEGIN { printf "%d", int(0.30 * t) }')
+fast_cap=$(awk -v t="$foot" 'BEGIN { printf "%d", int(0.15 * t) }')
 timeout 120 "$PY" "$HETMEM_SRC/python/examples/dqn_placement.py" --summary "$T/s.json" --model linear \
-  --capacity mid=30% --capacity fast=15% --smoke --json > "$T/out.json" || { echo "FAIL: dqn example"; exit 1; }
+  --capacity mid=$mid_cap --capacity fast=$fast_cap --smoke --json > "$T/out.json" || { echo "FAIL: dqn example"; exit 1; }
 fails=0
 check() { if jq -e "$1" "$T/out.json" >/dev/null; then echo "ok: $2"; else echo "FAIL: $2: $(jq -c "$3" "$T/out.json")"; fails=$((fails + 1)); fi; }
 check '.episodes == 20 and .units == 10' "smoke run of 20 episodes over 10 units" '{episodes, units}'
@@ -47,5 +49,12 @@ else
 fi
 "$PY" "$HETMEM_SRC/python/examples/dqn_placement.py" --summary "$T/s.json" --capacity nosuch=1M --smoke 2> "$T/err" && fails=$((fails + 1))
 grep -q "^dqn_placement: .*not a device" "$T/err" && echo "ok: unknown device refused in one line" || { echo "FAIL: $(cat "$T/err")"; fails=$((fails + 1)); }
+# Capacities as the CLI takes them: no percentages, no unitless size below a page.
+for bad in "mid=25%:a percentage is not a size" "mid=64:64 bytes is smaller than a page; did you mean 64M?"; do
+  "$PY" "$HETMEM_SRC/python/examples/dqn_placement.py" --summary "$T/s.json" --capacity "${bad%%:*}" --smoke 2> "$T/err" &&
+    { echo "FAIL: --capacity ${bad%%:*} accepted"; fails=$((fails + 1)); continue; }
+  grep -qF "${bad#*:}" "$T/err" && echo "ok: --capacity ${bad%%:*} refused" ||
+    { echo "FAIL: --capacity ${bad%%:*}: $(cat "$T/err")"; fails=$((fails + 1)); }
+done
 [ $fails = 0 ] && echo "all passed" && exit 0
 exit 1

@@ -1,6 +1,7 @@
 #include "cli.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 void hm_cli_init(hm_cli_t *p, const hm_cmd_t *cmd, int argc, char **argv, int stop_at_operand)
@@ -100,19 +101,81 @@ int hm_cli_next(hm_cli_t *p, const char **arg)
     return -1;
 }
 
+int hm_cli_wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return 1;
+    return 0;
+}
+
+static void cat(char *buf, size_t size, const char *a, const char *b)
+{
+    size_t n = strlen(buf);
+    snprintf(buf + n, size - n, "%s%s", a, b);
+}
+
+/* Appends word to the usage line. The line is not wrapped: help2man takes
+ * the synopsis of a man page from the usage line's first line. */
+static void usage_word(FILE *f, const char *word)
+{
+    fputc(' ', f);
+    fputs(word, f);
+}
+
 void hm_cli_help(const hm_cmd_t *cmd, FILE *f)
 {
-    fprintf(f, "usage: %s\n\n%s\n", cmd->usage, cmd->summary);
+    /* The usage line: the options as the table lists them, then the operands. */
+    fprintf(f, "usage: hetmem %s", cmd->name);
+    for (const hm_cli_opt_t *o = cmd->opts; o && o->name; o++) {
+        if (o->flags & HM_OPT_ALT)
+            continue; /* printed with the option before it */
+        char word[256] = "";
+        int req = (o->flags & HM_OPT_REQUIRED) != 0;
+        if (!req)
+            cat(word, sizeof word, "[", "");
+        for (const hm_cli_opt_t *a = o; a->name && (a == o || (a->flags & HM_OPT_ALT)); a++) {
+            char one[8];
+            if (a != o)
+                cat(word, sizeof word, " | ", "");
+            if (a->key > 0 && a->key < 256) {
+                snprintf(one, sizeof one, "-%c", a->key);
+                cat(word, sizeof word, one, "");
+            } else {
+                cat(word, sizeof word, "--", a->name);
+            }
+            if (a->arg)
+                cat(word, sizeof word, " ", a->arg);
+        }
+        if (!req)
+            cat(word, sizeof word, "]", "");
+        if (o->flags & HM_OPT_REPEAT)
+            cat(word, sizeof word, "...", "");
+        usage_word(f, word);
+    }
+    const char *ops = cmd->usage ? cmd->usage : "";
+    size_t first = strcspn(ops, "\n");
+    if (first) {
+        char word[256];
+        snprintf(word, sizeof word, "%.*s", (int)first, ops);
+        usage_word(f, word);
+    }
+    if (ops[first])
+        fprintf(f, "\n%s", ops + first + 1);
+    fprintf(f, "\n\n%s\n", cmd->summary);
     int has = cmd->opts && cmd->opts[0].name;
     if (has) {
         fprintf(f, "\noptions:\n");
         for (const hm_cli_opt_t *o = cmd->opts; o->name; o++) {
-            char left[64];
+            char left[96];
             if (o->key > 0 && o->key < 256)
                 snprintf(left, sizeof left, "-%c, --%s%s%s", o->key, o->name, o->arg ? " " : "", o->arg ? o->arg : "");
             else
                 snprintf(left, sizeof left, "    --%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
-            fprintf(f, "  %-30s %s\n", left, o->help);
+            if (strlen(left) > 30)
+                fprintf(f, "  %s\n  %-30s %s\n", left, "", o->help);
+            else
+                fprintf(f, "  %-30s %s\n", left, o->help);
         }
     }
     fprintf(f, "  %-30s %s\n", has ? "-h, --help" : "-h, --help", "show this help");
@@ -122,11 +185,19 @@ void hm_cli_help(const hm_cmd_t *cmd, FILE *f)
 
 int hm_cli_fail(const char *what, int err)
 {
-    const char *d = hm_errdetail();
-    if (err && d && *d)
-        fprintf(stderr, "hetmem: %s: %s: %s\n", what, hm_strerror(err), d);
-    else
+    const char *d = err ? hm_errdetail() : NULL;
+    size_t wl = strlen(what);
+    /* The library's detail often names the file already ("FILE" alone for
+     * a system error, "FILE:3:1: ..." or "FILE: rules[0]: ..." for bad
+     * content): the file is named once. */
+    if (!d || !*d || strcmp(d, what) == 0)
         fprintf(stderr, "hetmem: %s: %s\n", what, hm_strerror(err));
+    else if (strncmp(d, what, wl) == 0 && d[wl] == ':')
+        fprintf(stderr, "hetmem: %s\n", d);
+    else if (strstr(d, hm_strerror(err))) /* "TRACE: No such file or directory" */
+        fprintf(stderr, "hetmem: %s: %s\n", what, d);
+    else
+        fprintf(stderr, "hetmem: %s: %s: %s\n", what, hm_strerror(err), d);
     return HM_EXIT_RUNTIME;
 }
 
@@ -170,13 +241,41 @@ int hm_cli_size(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_t *o
     return 0;
 }
 
+int hm_cli_unmatched(const char *placement, char *rules, int strict)
+{
+    if (!rules || !*rules) {
+        free(rules);
+        return 0;
+    }
+    int n = 0;
+    for (char *save, *t = strtok_r(rules, "\n", &save); t; t = strtok_r(NULL, "\n", &save), n++)
+        if (!strict)
+            fprintf(stderr, "hetmem: warning: %s: %s\n", placement, t);
+        else if (n == 0)
+            fprintf(stderr, "hetmem: %s: %s (--strict)\n", placement, t);
+    free(rules);
+    return strict;
+}
+
+int hm_cli_capacity(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_t *out)
+{
+    if (hm_cli_size(cmd, opt, s, out))
+        return HM_EXIT_USAGE;
+    size_t len = strlen(s);
+    int unit = len && !(s[len - 1] >= '0' && s[len - 1] <= '9') && s[len - 1] != '.';
+    if (!unit && *out > 0 && *out < 4096) {
+        hm_cli_usage(cmd, "%s: %s bytes is smaller than a page; did you mean %sM?", opt, s, s);
+        return HM_EXIT_USAGE;
+    }
+    return 0;
+}
+
 int hm_cmd_not_built(const hm_cmd_t *cmd, int argc, char **argv)
 {
-    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            hm_cli_help(cmd, stdout);
-            return HM_EXIT_OK;
-        }
+    if (hm_cli_wants_help(argc, argv)) {
+        hm_cli_help(cmd, stdout);
+        return HM_EXIT_OK;
+    }
     fprintf(stderr, "hetmem: %s: not built yet in this version\n", cmd->name);
     return HM_EXIT_USAGE;
 }

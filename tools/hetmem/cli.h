@@ -11,18 +11,27 @@
 #define HM_EXIT_RUNTIME 1
 #define HM_EXIT_USAGE 2
 
+/* How an option shows in the generated usage line (hm_cli_help). */
+#define HM_OPT_REQUIRED 1 /* without brackets */
+#define HM_OPT_ALT 2      /* in the previous option's brackets: [-p N | -F HZ] */
+#define HM_OPT_REPEAT 4   /* followed by "...": may be given several times */
+
 typedef struct {
     int key;             /* short option char, or a value >= 256 for long-only */
     const char *name;    /* long name without "--" */
-    const char *arg;     /* argument placeholder ("FILE"), NULL for a flag */
+    const char *arg;     /* argument placeholder ("FILE", "auto|soft"), NULL for a flag */
     const char *help;
+    int flags;           /* HM_OPT_* */
 } hm_cli_opt_t;
 
 typedef struct hm_cmd hm_cmd_t;
 struct hm_cmd {
     const char *name;
     const char *summary;     /* one line, for `hetmem --help` */
-    const char *usage;       /* synopsis lines after "usage: " */
+    /* After the options in the usage line, which hm_cli_help() generates
+     * from opts: the operands ("-- CMD ARGS"). Further lines ("\n") are
+     * other forms of the command, printed as they are. */
+    const char *usage;
     const char *details;     /* paragraph after the options, or NULL */
     const hm_cli_opt_t *opts;/* terminated by {0} */
     int (*run)(const hm_cmd_t *cmd, int argc, char **argv);
@@ -33,6 +42,8 @@ struct hm_cmd {
  * argv's end), or HM_EXIT_USAGE + 1000 after printing a usage error.
  * --help is handled: it prints help and returns HM_CLI_HELP. */
 #define HM_CLI_HELP (-2)
+/* Whether argv asks for help: -h or --help before any "--". */
+int hm_cli_wants_help(int argc, char **argv);
 #define HM_CLI_ERROR (-3)
 typedef struct {
     const hm_cmd_t *cmd;
@@ -45,6 +56,8 @@ typedef struct {
 
 void hm_cli_init(hm_cli_t *p, const hm_cmd_t *cmd, int argc, char **argv, int stop_at_operand);
 int hm_cli_next(hm_cli_t *p, const char **arg);
+/* Prints the usage line ("hetmem NAME" + the options of cmd->opts + the
+ * operands), the summary, the options and the details. */
 void hm_cli_help(const hm_cmd_t *cmd, FILE *f);
 /* For commands whose operands and options mix ("TRACE... --placement F"):
  * after hm_cli_next() returned -1, takes the operand at cli->ind into
@@ -54,15 +67,28 @@ int hm_cli_operand(hm_cli_t *cli, char **argv, int argc, const char **ops, int *
 
 /* Prints "hetmem: <what>: <why>" (one line) and returns HM_EXIT_RUNTIME.
  * When err is non-zero, <why> is hm_strerror(err) followed by the detail of
- * hm_errdetail() when there is one. */
+ * hm_errdetail() when there is one; a detail that is <what> itself is left
+ * out, one that starts with "<what>:" is printed instead of both, and one
+ * that holds the reason already follows <what> alone, so that a file and
+ * the reason are named once. */
 int hm_cli_fail(const char *what, int err);
 int hm_cli_failf(const char *what, const char *fmt, ...) HM_PRINTF(2, 3);
 /* Prints "hetmem: <cmd>: <why> (see 'hetmem <cmd> --help')" and returns 2. */
 int hm_cli_usage(const hm_cmd_t *cmd, const char *fmt, ...) HM_PRINTF(2, 3);
 
+/* Reports a placement's rules that matched nothing (rules: lines as
+ * hm_placement_unmatched() gives them, freed here; NULL: none), one
+ * "hetmem: warning: FILE: RULE matched nothing" line each; with strict,
+ * one "hetmem: FILE: ..." error line instead. Returns 1 when strict made it
+ * an error, else 0. */
+int hm_cli_unmatched(const char *placement, char *rules, int strict);
+
 /* Parses numbers and sizes for an option, failing with a usage error. */
 int hm_cli_u64(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_t *out);
 int hm_cli_size(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_t *out);
+/* A device capacity (the SIZE of --capacity DEV=SIZE): a size, of at least a
+ * page when it has no unit, so that "mcdram=64" is not taken as 64 bytes. */
+int hm_cli_capacity(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_t *out);
 
 /* Declares a subcommand that exists in the CLI but is not built yet. */
 #define HM_CMD_NOT_BUILT(ident, nm, sum, use)                                     \

@@ -10,8 +10,8 @@
 enum { OPT_JSON = 256, OPT_NO_OPEN };
 
 static const hm_cli_opt_t opts[] = {
-    {OPT_JSON, "json", NULL, "machine-readable output (documented in docs/record.md)"},
-    {OPT_NO_OPEN, "no-open", NULL, "do not try perf_event_open, judge from sysfs only"},
+    {OPT_JSON, "json", NULL, "machine-readable output (documented in docs/record.md)", 0},
+    {OPT_NO_OPEN, "no-open", NULL, "do not try perf_event_open, judge from sysfs only", 0},
     {0},
 };
 
@@ -254,7 +254,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
 
 const hm_cmd_t hm_cmd_doctor = {
     "doctor", "Report what this machine offers: PMUs, NUMA nodes, memory tiers",
-    "hetmem doctor [--json] [--no-open]",
+    "",
     "Reads /proc and /sys (under $HETMEM_SYSFS_ROOT when set, for captured trees)\n"
     "and tries to open each sampling backend's perf event once.",
     opts, run};

@@ -9,15 +9,16 @@
 #include "hetmem/estimate.h"
 #include "hetmem/placement.h"
 
-enum { OPT_MODEL = 256, OPT_PLACEMENT, OPT_JSON, OPT_WINDOWS, OPT_SAVE, OPT_SUMMARY };
+enum { OPT_MODEL = 256, OPT_PLACEMENT, OPT_JSON, OPT_WINDOWS, OPT_SAVE, OPT_SUMMARY, OPT_STRICT };
 
 static const hm_cli_opt_t est_opts[] = {
-    {OPT_PLACEMENT, "placement", "FILE", "placement to estimate (docs/placement-format.md)"},
-    {OPT_MODEL, "model", "NAME", "linear, default or all (default: default)"},
-    {OPT_JSON, "json", NULL, "print JSON instead of tables"},
-    {OPT_WINDOWS, "windows", "N", "windows over the whole run (default 1000)"},
-    {OPT_SAVE, "save-summary", "FILE", "also write the traces' summary as JSON"},
-    {OPT_SUMMARY, "summary", "FILE", "use a saved summary instead of traces"},
+    {OPT_PLACEMENT, "placement", "FILE", "placement to estimate (docs/placement-format.md)", HM_OPT_REQUIRED},
+    {OPT_MODEL, "model", "linear|default|all", "the model, or all of them (default: default)", 0},
+    {OPT_JSON, "json", NULL, "print JSON instead of tables", 0},
+    {OPT_WINDOWS, "windows", "N", "windows over the whole run (default 1000)", 0},
+    {OPT_SAVE, "save-summary", "FILE", "also write the traces' summary as JSON", 0},
+    {OPT_SUMMARY, "summary", "FILE", "use a saved summary instead of traces", 0},
+    {OPT_STRICT, "strict", NULL, "a placement rule that matches nothing is an error, not a warning", 0},
     {0},
 };
 
@@ -25,8 +26,8 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv);
 
 const hm_cmd_t hm_cmd_estimate = {
     "estimate", "Estimate the runtime of a placement from per-device traces",
-    "hetmem estimate [--model linear|default|all] TRACE... --placement FILE [--json]\n"
-    "       hetmem estimate --summary FILE --placement FILE [--model ...] [--json]\n"
+    "TRACE...\n"
+    "       hetmem estimate --summary FILE --placement FILE [options]\n"
     "       hetmem estimate app.%r.ddr.hmt app.%r.hbm.hmt --placement FILE   (MPI job, %r = rank)",
     "Give one trace per memory device, each a run of the same program with all\n"
     "data on that device (hetmem record --bind DEV, or hetmem sim --device DEV).\n"
@@ -117,7 +118,7 @@ static int estimate_job(const char **traces, int ntr, const char *placement, con
     for (int d = 0; d < nd; d++)
         devnames[d] = hm_estimator_device_name(ranks[0], d);
     if ((rc = hm_placement_load(&pl, placement, devnames, nd)) < 0) {
-        hm_cli_failf("placement", "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
+        hm_cli_fail(placement, rc);
         goto out;
     }
     json_t *root = json_object(), *jm = json_object();
@@ -163,7 +164,7 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
     hm_cli_t cli;
     const char *arg, *placement = NULL, *model = "default", *save = NULL, *summary = NULL;
     const char *traces[64];
-    int ntr = 0, json = 0, key;
+    int ntr = 0, json = 0, strict = 0, key;
     uint64_t windows = 0;
     hm_cli_init(&cli, cmd, argc, argv, 0);
     for (;;) {
@@ -182,6 +183,7 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
         case OPT_JSON: json = 1; break;
         case OPT_SAVE: save = arg; break;
         case OPT_SUMMARY: summary = arg; break;
+        case OPT_STRICT: strict = 1; break;
         case OPT_WINDOWS:
             if (hm_cli_u64(cmd, "--windows", arg, &windows))
                 return HM_EXIT_USAGE;
@@ -220,7 +222,7 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
     hm_estimator_t *e = NULL;
     int rc = summary ? hm_estimator_open_summary(&e, summary) : hm_estimator_open(&e, traces, ntr, &opts);
     if (rc < 0)
-        return summary ? hm_cli_fail("estimate", rc) /* the detail names the file */
+        return summary ? hm_cli_fail(summary, rc)
                        : hm_cli_failf("estimate", "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
     if (save && (rc = hm_estimator_save(e, save)) < 0) {
         hm_estimator_close(e);
@@ -233,7 +235,7 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
     hm_placement_t *pl = NULL;
     if ((rc = hm_placement_load(&pl, placement, devnames, nd)) < 0) {
         hm_estimator_close(e);
-        return hm_cli_failf("placement", "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
+        return hm_cli_fail(placement, rc);
     }
     hm_estimate_t est[HM_EST_NMODELS];
     const hm_est_breakdown_t *bd = NULL;
@@ -264,12 +266,10 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
         }
     }
     /* A rule that matched no object is almost always a typo or a placement
-     * meant for another program: the estimate would silently ignore it. */
-    char *unmatched = hm_placement_unmatched(pl);
-    if (unmatched) {
-        unmatched[strcspn(unmatched, "\n")] = 0;
-        status = hm_cli_failf(placement, "%s (no traced object has that site or name)", unmatched);
-        free(unmatched);
+     * meant for another program: reported as sim and run report it, and an
+     * error with --strict. */
+    if (hm_cli_unmatched(placement, hm_placement_unmatched(pl), strict)) {
+        status = HM_EXIT_RUNTIME;
         goto out;
     }
     if (json) {

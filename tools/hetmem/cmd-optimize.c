@@ -18,19 +18,20 @@ enum {
 };
 
 static const hm_cli_opt_t opt_opts[] = {
-    {OPT_CAPACITY, "capacity", "DEV=SIZE", "bytes the placement may use on DEV (K/M/G suffixes); repeat per device"},
-    {OPT_ALGO, "algo", "NAME", "rl (default), greedy, anneal, exhaustive or random"},
-    {OPT_MODEL, "model", "NAME", "estimator model: default or linear"},
-    {OPT_PHASES, "phases", NULL, "place per phase (objects move at phase boundaries, migration cost included)"},
-    {OPT_SPLIT, "split", NULL, "greedy: may put part of one more object's pages on a device"},
-    {OPT_BUDGET, "budget", "N", "at most N estimator calls (default 20000 for rl, anneal, random)"},
-    {OPT_TIME, "time", "S", "stop after S seconds (results then depend on the machine's speed)"},
-    {OPT_SEED, "seed", "S", "random seed (default 1)"},
-    {'o', "output", "FILE", "write the placement file"},
-    {OPT_JSON, "json", NULL, "print the result as JSON"},
-    {OPT_SUMMARY, "summary", "FILE", "use a saved estimator summary instead of traces"},
-    {OPT_POLICY, "policy", "FILE", "rl: start from this saved policy"},
-    {OPT_SAVE_POLICY, "save-policy", "FILE", "rl: save the trained policy"},
+    {OPT_CAPACITY, "capacity", "DEV=SIZE", "bytes the placement may use on DEV (K/M/G/T suffixes; without one, at least a page); repeat per device",
+     HM_OPT_REQUIRED | HM_OPT_REPEAT},
+    {OPT_ALGO, "algo", "rl|greedy|anneal|exhaustive|random", "the search (default rl)", 0},
+    {OPT_MODEL, "model", "default|linear", "estimator model (default: default)", 0},
+    {OPT_PHASES, "phases", NULL, "place per phase (objects move at phase boundaries, migration cost included)", 0},
+    {OPT_SPLIT, "split", NULL, "greedy: may put part of one more object's pages on a device", 0},
+    {OPT_BUDGET, "budget", "N", "at most N estimator calls (default 20000 for rl, anneal, random)", 0},
+    {OPT_TIME, "time", "S", "stop after S seconds (results then depend on the machine's speed)", HM_OPT_ALT},
+    {OPT_SEED, "seed", "S", "random seed (default 1)", 0},
+    {'o', "output", "FILE", "write the placement file", 0},
+    {OPT_JSON, "json", NULL, "print the result as JSON", 0},
+    {OPT_SUMMARY, "summary", "FILE", "use a saved estimator summary instead of traces", 0},
+    {OPT_POLICY, "policy", "FILE", "rl: start from this saved policy", 0},
+    {OPT_SAVE_POLICY, "save-policy", "FILE", "rl: save the trained policy", 0},
     {0},
 };
 
@@ -38,9 +39,8 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv);
 
 const hm_cmd_t hm_cmd_optimize = {
     "optimize", "Search for the fastest placement under capacity limits",
-    "hetmem optimize TRACE... --capacity DEV=SIZE [...] [--algo rl|greedy|anneal|exhaustive|random] [--phases]\n"
-    "                       [--budget N | --time S] [--seed S] [-o FILE] [--json]\n"
-    "       hetmem optimize --summary FILE --capacity DEV=SIZE [...] [options]",
+    "TRACE...\n"
+    "       hetmem optimize --summary FILE --capacity DEV=SIZE... [options]",
     "TRACEs are one sampled trace per device with all data on it (hetmem sim -o, hetmem\n"
     "record --bind). Devices without --capacity keep the capacity recorded in the traces.\n"
     "Prints the predicted runtime with its 95% interval and compares it with all data on\n"
@@ -132,7 +132,7 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
             }
             char *dev = hm__xstrdup(arg);
             dev[eq - arg] = 0;
-            if (hm_cli_size(cmd, "--capacity", eq + 1, &cap_val[ncaps])) {
+            if (hm_cli_capacity(cmd, "--capacity", eq + 1, &cap_val[ncaps])) {
                 free(dev);
                 goto done;
             }
@@ -214,7 +214,7 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
     char what[64];
     int rc = summary ? hm_estimator_open_summary(&e, summary) : hm_estimator_open(&e, traces, ntraces, NULL);
     if (rc < 0) {
-        hm_cli_fail(summary ? "optimize" : "traces", rc); /* the detail names the file */
+        hm_cli_fail(summary ? summary : "traces", rc); /* the detail names the trace */
         goto done;
     }
     int ndev = hm_estimator_ndevices(e);

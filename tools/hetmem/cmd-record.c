@@ -22,15 +22,15 @@
 enum { OPT_BIND = 256, OPT_MIN_SIZE, OPT_DEPTH, OPT_PER_CPU };
 
 static const hm_cli_opt_t opts[] = {
-    {'b', "backend", "NAME", "auto (default), pebs, ibs, spe, soft, none (allocations only), perf-sw (check the perf path)"},
-    {'p', "period", "PERIOD", "events per sample (pebs/ibs/spe, default 4000); soft: microseconds between samples (default 1000 = 1 kHz)"},
-    {'F', "freq", "HZ", "soft: samples per second per thread (alternative to -p)"},
-    {OPT_BIND, "bind", "DEVICE", "bind all data to a NUMA node, tierN or kind (see 'hetmem doctor')"},
-    {'o', "output", "FILE", "trace file (default hetmem.hmt); %r becomes the MPI/Slurm rank"},
-    {OPT_MIN_SIZE, "min-size", "SIZE", "track allocations of at least SIZE bytes (default 64K)"},
-    {OPT_DEPTH, "depth", "N", "call-stack frames in a site id (default 6, max 16)"},
+    {'b', "backend", "auto|pebs|ibs|spe|soft|none|perf-sw", "sampling backend: auto (default), pebs, ibs, spe, soft, none (allocations only), perf-sw (check the perf path)", 0},
+    {'p', "period", "PERIOD", "events per sample (pebs/ibs/spe, default 4000); soft: microseconds between samples (default 1000 = 1 kHz)", 0},
+    {'F', "freq", "HZ", "soft: samples per second per thread (alternative to -p)", HM_OPT_ALT},
+    {OPT_BIND, "bind", "DEVICE", "bind all data to a NUMA node, tierN or kind (see 'hetmem doctor')", 0},
+    {'o', "output", "FILE", "trace file (default hetmem.hmt); %r becomes the MPI/Slurm rank", 0},
+    {OPT_MIN_SIZE, "min-size", "SIZE", "track allocations of at least SIZE bytes (default 64K)", 0},
+    {OPT_DEPTH, "depth", "N", "call-stack frames in a site id (default 6, max 16)", 0},
     {OPT_PER_CPU, "per-cpu", NULL, "PMU backends and perf-sw: one event and ring per CPU (pid -1), opened by hetmem; "
-                                   "needs perf_event_paranoid <= 0 or CAP_PERFMON"},
+                                   "needs perf_event_paranoid <= 0 or CAP_PERFMON", 0},
     {0},
 };
 
@@ -374,7 +374,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
 
 const hm_cmd_t hm_cmd_record = {
     "record", "Record a sampled memory-access trace of a command",
-    "hetmem record [-b auto|pebs|ibs|spe|soft] [-p PERIOD] [--bind DEVICE] [-o FILE] -- CMD ARGS",
+    "-- CMD ARGS",
     "The command runs with libhetmem_preload.so (LD_PRELOAD), which tracks\n"
     "allocations of at least --min-size bytes and samples memory accesses.\n"
     "The exit status is the command's (128+N when killed by signal N).",

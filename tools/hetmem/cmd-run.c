@@ -15,15 +15,17 @@
 #include "os/os.h"
 #include "record/record_int.h"
 
-enum { OPT_PLACEMENT = 256, OPT_REPORT, OPT_REPORT_OBJECTS, OPT_CAPACITY, OPT_MIN_SIZE };
+enum { OPT_PLACEMENT = 256, OPT_REPORT, OPT_REPORT_OBJECTS, OPT_CAPACITY, OPT_MIN_SIZE, OPT_STRICT };
 
 static const hm_cli_opt_t opts[] = {
-    {OPT_PLACEMENT, "placement", "FILE", "placement JSON (docs/placement-format.md)"},
-    {OPT_REPORT, "report", "FILE", "write the placement report as JSON (default: table on stderr)"},
+    {OPT_PLACEMENT, "placement", "FILE", "placement JSON (docs/placement-format.md)", HM_OPT_REQUIRED},
+    {OPT_REPORT, "report", "FILE", "write the placement report as JSON (default: table on stderr)", 0},
     {OPT_REPORT_OBJECTS, "report-objects", "N",
-     "placement events the report lists one by one (default 10000, 0: none); its \"sites\" totals count all"},
-    {OPT_CAPACITY, "capacity", "DEV=SIZE", "capacity of a placement device (repeatable); default: its nodes' memory"},
-    {OPT_MIN_SIZE, "min-size", "SIZE", "bind allocations of at least SIZE bytes (default 64K)"},
+     "placement events the report lists one by one (default 10000, 0: none); its \"sites\" totals count all", 0},
+    {OPT_CAPACITY, "capacity", "DEV=SIZE", "capacity of a placement device (K/M/G/T suffixes; without one, at least a page); default: its nodes' memory",
+     HM_OPT_REPEAT},
+    {OPT_MIN_SIZE, "min-size", "SIZE", "bind allocations of at least SIZE bytes (default 64K)", 0},
+    {OPT_STRICT, "strict", NULL, "a placement rule that matches nothing is an error (exit 1 if the command succeeded)", 0},
     {0},
 };
 
@@ -172,7 +174,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     const char *arg, *place = NULL, *report = NULL;
     char capacity[1024] = "";
     uint64_t min_size = 64 * 1024, report_objects = 10000;
-    int k, objects_given = 0;
+    int k, objects_given = 0, strict = 0;
     hm_cli_init(&p, cmd, argc, argv, 1);
     while ((k = hm_cli_next(&p, &arg)) != -1) {
         switch (k) {
@@ -188,7 +190,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
             uint64_t v;
             if (!eq || eq == arg)
                 return hm_cli_usage(cmd, "--capacity: '%s' is not DEV=SIZE", arg);
-            if (hm_cli_size(cmd, "--capacity", eq + 1, &v))
+            if (hm_cli_capacity(cmd, "--capacity", eq + 1, &v))
                 return HM_EXIT_USAGE;
             size_t l = strlen(capacity);
             snprintf(capacity + l, sizeof capacity - l, "%s%.*s=%llu", l ? "," : "", (int)(eq - arg), arg,
@@ -199,6 +201,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
             if (hm_cli_size(cmd, "--min-size", arg, &min_size))
                 return HM_EXIT_USAGE;
             break;
+        case OPT_STRICT: strict = 1; break;
         case HM_CLI_HELP: return HM_EXIT_OK;
         default: return HM_EXIT_USAGE;
         }
@@ -404,8 +407,6 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
             print_objects(objs);
         else
             print_sites(sa, nobj);
-        for (size_t i = 0; i < json_array_size(unmatched); i++)
-            fprintf(stderr, "%s\n", json_string_value(json_array_get(unmatched, i)));
         json_decref(objs);
         json_decref(sa);
         json_decref(devs);
@@ -413,13 +414,22 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     fprintf(stderr, "hetmem: run: %llu object placement%s, %llu spilled, %zu unmatched rule%s, %.3f s\n", nobj,
             nobj == 1 ? "" : "s", nspill, json_array_size(unmatched), json_array_size(unmatched) == 1 ? "" : "s",
             (double)wall / 1e9);
+    size_t len = 0;
+    char *rules = NULL;
+    for (size_t i = 0; i < json_array_size(unmatched); i++) {
+        const char *t = json_string_value(json_array_get(unmatched, i));
+        rules = hm__xrealloc(rules, len + strlen(t) + 2);
+        len += (size_t)sprintf(rules + len, "%s\n", t);
+    }
     json_decref(unmatched);
+    if (hm_cli_unmatched(place, rules, strict) && hm__exit_code(status) == 0)
+        return HM_EXIT_RUNTIME;
     return hm__exit_code(status);
 }
 
 const hm_cmd_t hm_cmd_run = {
     "run", "Run a command with its objects bound per a placement",
-    "hetmem run --placement FILE [--report FILE [--report-objects N]] [--capacity DEV=SIZE]... -- CMD ARGS",
+    "-- CMD ARGS",
     "Devices in the placement name NUMA nodes: N, nodeN, tierN or a kind from\n"
     "'hetmem doctor' (ddr, hbm, cxl). An object that does not fit its device's\n"
     "capacity spills to the placement's default device. The report lists the\n"

@@ -22,15 +22,17 @@
 #include "hetmem/placement.h"
 #include "hetmem/sim.h"
 
-enum { OPT_DEVICE = 256, OPT_PLACEMENT, OPT_PERIOD, OPT_JSON };
+enum { OPT_DEVICE = 256, OPT_PLACEMENT, OPT_PERIOD, OPT_JSON, OPT_STRICT };
 
 static const hm_cli_opt_t sim_opts[] = {
-    {'m', "machine", "MACHINE", "machine preset (ddr4, ddr5, knl-mcdram, spr-hbm, cxl, optane, cxl3, spr-hbm-cxl) or JSON file"},
-    {OPT_DEVICE, "device", "NAME", "put all data on this device, up to its capacity (the rest spills to the first device; default: the first device)"},
-    {OPT_PLACEMENT, "placement", "FILE", "place objects by this placement file (docs/placement-format.md)"},
-    {'o', "output", "TRACE", "write a sampled trace (trace format v1) of the run"},
-    {OPT_PERIOD, "sample-period", "N", "sample loads and stores with a mean period of N, jittered (default 1000)"},
-    {OPT_JSON, "json", "FILE", "write the summary as JSON to FILE ('-' for stdout)"},
+    {'m', "machine", "MACHINE", "machine preset (ddr4, ddr5, knl-mcdram, spr-hbm, cxl, optane, cxl3, spr-hbm-cxl) or JSON file",
+     HM_OPT_REQUIRED},
+    {OPT_DEVICE, "device", "NAME", "put all data on this device, up to its capacity (the rest spills to the first device; default: the first device)", 0},
+    {OPT_PLACEMENT, "placement", "FILE", "place objects by this placement file (docs/placement-format.md)", HM_OPT_ALT},
+    {'o', "output", "TRACE", "write a sampled trace (trace format v1) of the run", 0},
+    {OPT_PERIOD, "sample-period", "N", "sample loads and stores with a mean period of N, jittered (default 1000)", 0},
+    {OPT_JSON, "json", "FILE", "write the summary as JSON to FILE ('-': to stdout, and the program's own output to stderr)", 0},
+    {OPT_STRICT, "strict", NULL, "a placement rule that matches nothing is an error, not a warning", 0},
     {0},
 };
 
@@ -38,7 +40,7 @@ static int cmd_sim(const hm_cmd_t *cmd, int argc, char **argv);
 
 const hm_cmd_t hm_cmd_sim = {
     "sim", "Run a hetmem-cc binary inside a simulated tiered-memory machine",
-    "hetmem sim -m MACHINE [--device NAME | --placement FILE] [-o TRACE] [--sample-period N] [--json FILE] -- ./app.sim ARGS",
+    "-- ./app.sim ARGS",
     "The program must be built with hetmem-cc. It runs as one of the machine's\n"
     "\"cores\" identical threads: it gets 1/cores of each device's bandwidth and\n"
     "capacity and of shared caches. The summary goes to stdout after the run;\n"
@@ -168,7 +170,7 @@ static int cmd_sim(const hm_cmd_t *cmd, int argc, char **argv)
     hm_cli_t cli;
     const char *arg, *machine = NULL, *device = NULL, *placement = NULL, *trace = NULL, *jsonf = NULL;
     uint64_t period = 1000;
-    int key, rc, status = HM_EXIT_RUNTIME;
+    int key, rc, status = HM_EXIT_RUNTIME, strict = 0;
     hm_cli_init(&cli, cmd, argc, argv, 1);
     cli.ind = 1;
     while ((key = hm_cli_next(&cli, &arg)) != -1) {
@@ -178,6 +180,7 @@ static int cmd_sim(const hm_cmd_t *cmd, int argc, char **argv)
         case OPT_PLACEMENT: placement = arg; break;
         case 'o': trace = arg; break;
         case OPT_JSON: jsonf = arg; break;
+        case OPT_STRICT: strict = 1; break;
         case OPT_PERIOD:
             if (hm_cli_u64(cmd, "--sample-period", arg, &period))
                 return HM_EXIT_USAGE;
@@ -269,6 +272,12 @@ static int cmd_sim(const hm_cmd_t *cmd, int argc, char **argv)
     if (pid == 0) {
         /* Same addresses every run: page interleave and cache sets depend on them. */
         personality(ADDR_NO_RANDOMIZE);
+        /* With --json -, stdout carries only the JSON: the program's own
+         * output goes to stderr. */
+        if (jsonf && strcmp(jsonf, "-") == 0 && dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+            fprintf(stderr, "hetmem: %s: cannot redirect its output to stderr: %s\n", prog_argv[0], strerror(errno));
+            _exit(127);
+        }
         execv(prog, prog_argv);
         fprintf(stderr, "hetmem: %s: cannot run: %s\n", prog_argv[0], strerror(errno));
         _exit(127);
@@ -331,8 +340,17 @@ static int cmd_sim(const hm_cmd_t *cmd, int argc, char **argv)
                     placement ? hm_placement_device_name(pl, hm_placement_default_device(pl))
                               : hm_sim_machine_device_names(m)[0]);
     }
-    json_array_foreach(json_object_get(res, "unmatched_rules"), i, o)
-        fprintf(stderr, "hetmem: warning: %s: %s\n", placement, json_string_value(o));
+    {
+        size_t len = 0;
+        char *rules = NULL;
+        json_array_foreach(json_object_get(res, "unmatched_rules"), i, o) {
+            const char *t = json_string_value(o);
+            rules = hm__xrealloc(rules, len + strlen(t) + 2);
+            len += (size_t)sprintf(rules + len, "%s\n", t);
+        }
+        if (hm_cli_unmatched(placement, rules, strict))
+            goto out;
+    }
     if (jstr(res, "trace_error", NULL)) {
         hm_cli_failf(trace, "trace write failed: %s", jstr(res, "trace_error", ""));
         goto out;

@@ -11,15 +11,15 @@
 enum { OPT_JSON = 256, OPT_CSV, OPT_JSONL, OPT_LIMIT };
 
 static const hm_cli_opt_t info_opts[] = {
-    {OPT_JSON, "json", NULL, "machine-readable output (documented in docs/trace-format.md)"},
+    {OPT_JSON, "json", NULL, "machine-readable output (documented in docs/trace-format.md)", 0},
     {0}};
 static const hm_cli_opt_t dump_opts[] = {
-    {OPT_CSV, "csv", NULL, "comma-separated values with a header row"},
-    {OPT_JSONL, "jsonl", NULL, "one JSON object per line"},
-    {'n', "limit", "N", "stop after N records"},
+    {OPT_CSV, "csv", NULL, "comma-separated values with a header row", 0},
+    {OPT_JSONL, "jsonl", NULL, "one JSON object per line", HM_OPT_ALT},
+    {'n', "limit", "N", "stop after N records", 0},
     {0}};
 static const hm_cli_opt_t objects_opts[] = {
-    {OPT_JSON, "json", NULL, "machine-readable output"},
+    {OPT_JSON, "json", NULL, "machine-readable output", 0},
     {0}};
 
 static int run_info(const hm_cmd_t *cmd, int argc, char **argv);
@@ -28,14 +28,14 @@ static int run_objects(const hm_cmd_t *cmd, int argc, char **argv);
 
 static const hm_cmd_t sub_info = {
     "trace info", "Summarize a trace: header, record counts, duration, objects, phases",
-    "hetmem trace info [--json] FILE", NULL, info_opts, run_info};
+    "FILE", NULL, info_opts, run_info};
 static const hm_cmd_t sub_dump = {
     "trace dump", "Print every record in time order",
-    "hetmem trace dump [--csv|--jsonl] [-n N] FILE",
+    "FILE",
     "Times are in the trace's clock units; addresses, ips and site ids are hex.", dump_opts, run_dump};
 static const hm_cmd_t sub_objects = {
     "trace objects", "Per allocation site: size, lifetime and the samples that hit it",
-    "hetmem trace objects [--json] FILE",
+    "FILE",
     "A sample is attributed to the allocation live at its time whose address\n"
     "range holds the sampled address; samples outside every live allocation\n"
     "(stack, static data, untracked memory) are counted as unattributed;\n"
@@ -51,7 +51,7 @@ static int run_trace(const hm_cmd_t *cmd, int argc, char **argv)
     if (argc < 2)
         return hm_cli_usage(cmd, "missing subcommand (info, dump or objects)");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        printf("usage: %s\n\n%s\n\nsubcommands:\n", cmd->usage, cmd->summary);
+        printf("usage: hetmem trace %s\n\n%s\n\nsubcommands:\n", cmd->usage, cmd->summary);
         for (size_t i = 0; i < HM_ARRAY_LEN(subs); i++)
             printf("  %-8s %s\n", subs[i]->name + 6, subs[i]->summary);
         printf("\nRun 'hetmem trace <subcommand> --help' for its options.\n");
@@ -64,7 +64,7 @@ static int run_trace(const hm_cmd_t *cmd, int argc, char **argv)
 }
 
 const hm_cmd_t hm_cmd_trace = {"trace", "Inspect trace files: info, dump, objects",
-                               "hetmem trace info|dump|objects [options] FILE", NULL, NULL, run_trace};
+                               "info|dump|objects [options] FILE", NULL, NULL, run_trace};
 
 /* ------------------------------------------------------------- helpers */
 
@@ -117,16 +117,24 @@ static void csv_string_out(FILE *f, const char *s)
     fputc('"', f);
 }
 
-/* Parses "[opts] FILE" for a subcommand. Returns -1 to continue, or an exit
- * code. */
+/* Parses "[opts] FILE" for a subcommand, options before or after the file
+ * as GNU tools take them. Returns -1 to continue, or an exit code. */
 static int parse_file_args(const hm_cmd_t *cmd, int argc, char **argv, int *json, int *fmt,
                            uint64_t *limit, const char **file)
 {
     hm_cli_t p;
     hm_cli_init(&p, cmd, argc, argv, 0);
-    const char *arg;
-    int k;
-    while ((k = hm_cli_next(&p, &arg)) != -1) {
+    const char *arg, *ops[2];
+    int k, nops = 0;
+    for (;;) {
+        if ((k = hm_cli_next(&p, &arg)) == -1) {
+            int r = hm_cli_operand(&p, argv, argc, ops, &nops, 2);
+            if (r < 0)
+                return hm_cli_usage(cmd, "unexpected argument '%s'", argv[p.ind]);
+            if (r == 0)
+                break;
+            continue;
+        }
         switch (k) {
         case HM_CLI_HELP: return HM_EXIT_OK;
         case HM_CLI_ERROR: return HM_EXIT_USAGE;
@@ -144,11 +152,11 @@ static int parse_file_args(const hm_cmd_t *cmd, int argc, char **argv, int *json
         default: return hm_cli_usage(cmd, "unexpected option");
         }
     }
-    if (p.ind >= argc)
+    if (nops == 0)
         return hm_cli_usage(cmd, "missing FILE");
-    if (p.ind + 1 < argc)
-        return hm_cli_usage(cmd, "unexpected argument '%s'", argv[p.ind + 1]);
-    *file = argv[p.ind];
+    if (nops > 1)
+        return hm_cli_usage(cmd, "unexpected argument '%s'", ops[1]);
+    *file = ops[0];
     return -1;
 }
 

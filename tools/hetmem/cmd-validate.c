@@ -31,17 +31,17 @@ extern char **environ;
 enum { OPT_MACHINE = 'm', OPT_PLACEMENTS = 256, OPT_PERIOD, OPT_SEED, OPT_JSON, OPT_PLOT, OPT_REAL, OPT_KEEP, OPT_REUSE, OPT_ALLOW_EXIT };
 
 static const hm_cli_opt_t val_opts[] = {
-    {OPT_MACHINE, "machine", "MACHINE", "machine preset or JSON file (simulated runs)"},
-    {OPT_PLACEMENTS, "placements", "K", "placements to draw (default 12)"},
-    {OPT_PERIOD, "period", "N", "sampling period of the device runs (default 1000)"},
-    {'j', "jobs", "JOBS", "runs at a time (default: all cores)"},
-    {OPT_SEED, "seed", "S", "seed of the placement draw (default 1)"},
-    {OPT_JSON, "json", "FILE", "write rows and per-model summary as JSON"},
-    {OPT_PLOT, "plot", "FILE.png", "scatter of estimated against measured runtime (needs python3-matplotlib)"},
-    {OPT_REAL, "real", NULL, "run on this machine's memory devices (hetmem record --bind, hetmem run)"},
-    {OPT_KEEP, "keep", "DIR", "keep traces, placements and reports in DIR"},
-    {OPT_REUSE, "reuse", NULL, "with --keep: reuse device runs already in DIR (dev-DEVICE.hmt of this program, device and period)"},
-    {OPT_ALLOW_EXIT, "allow-exit", "N", "exit status N (1-255) also means success (for programs that return one when they finish); repeatable"},
+    {OPT_MACHINE, "machine", "MACHINE", "machine preset or JSON file (simulated runs)", HM_OPT_REQUIRED},
+    {OPT_PLACEMENTS, "placements", "K", "placements to draw (default 12)", 0},
+    {OPT_PERIOD, "period", "N", "sampling period of the device runs (default 1000)", 0},
+    {'j', "jobs", "JOBS", "runs at a time (default: all cores)", 0},
+    {OPT_SEED, "seed", "S", "seed of the placement draw (default 1)", 0},
+    {OPT_JSON, "json", "FILE", "write rows and per-model summary as JSON", 0},
+    {OPT_PLOT, "plot", "FILE.png", "scatter of estimated against measured runtime (needs python3-matplotlib)", 0},
+    {OPT_REAL, "real", NULL, "run on this machine's memory devices (hetmem record --bind, hetmem run)", 0},
+    {OPT_KEEP, "keep", "DIR", "keep traces, placements and reports in DIR", 0},
+    {OPT_REUSE, "reuse", NULL, "with --keep: reuse device runs already in DIR (dev-DEVICE.hmt of this program, device and period)", 0},
+    {OPT_ALLOW_EXIT, "allow-exit", "N", "exit status N (1-255) also means success (for programs that return one when they finish); repeatable", HM_OPT_REPEAT},
     {0},
 };
 
@@ -49,8 +49,7 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv);
 
 const hm_cmd_t hm_cmd_validate = {
     "validate", "Check the estimator against measured runtimes of drawn placements",
-    "hetmem validate --machine MACHINE [--placements K] [--period N] [-j JOBS] [--seed S] [--json FILE] [--plot FILE.png]\n"
-    "                [--keep DIR [--reuse]] [--allow-exit N] -- ./app.sim ARGS\n"
+    "-- ./app.sim ARGS\n"
     "       hetmem validate --real --machine DEV,DEV... [...] -- CMD ARGS",
     "Errors are |estimate - measured| / measured; 'gap' errors are the same\n"
     "difference as a share of |slowest - fastest| device run, which says how\n"

@@ -29,7 +29,36 @@ static void usage(FILE *f)
         if (strcmp(hm__env_vars[i].who, "user"))
             fprintf(f, "%s%s", k++ % 4 ? " " : "\n   ", hm__env_vars[i].name);
     fprintf(f, ")\nRuntimes ignore all of these in setuid or capability-raised programs.\n");
-    fprintf(f, "\nRun 'hetmem <command> --help' for a command's options, 'hetmem --version' for the version.\n");
+    fprintf(f, "\nRun 'hetmem <command> --help' or 'hetmem help <command>' for a command's options,\n"
+               "'hetmem --version' for the version.\n");
+}
+
+static const hm_cmd_t *find_command(const char *name)
+{
+    for (size_t i = 0; i < HM_ARRAY_LEN(commands); i++)
+        if (strcmp(commands[i]->name, name) == 0)
+            return commands[i];
+    return NULL;
+}
+
+/* hetmem help [COMMAND [SUBCOMMAND]]: the command's own --help. */
+static int help(int argc, char **argv)
+{
+    if (argc < 3) {
+        usage(stdout);
+        return HM_EXIT_OK;
+    }
+    const hm_cmd_t *c = find_command(argv[2]);
+    if (!c) {
+        fprintf(stderr, "hetmem: help: %s: unknown command (see 'hetmem --help')\n", argv[2]);
+        return HM_EXIT_USAGE;
+    }
+    char *args[4] = {argv[2], NULL, NULL, NULL};
+    int n = 1;
+    if (argc > 3)
+        args[n++] = argv[3];
+    args[n++] = "--help";
+    return c->run(c, n, args);
 }
 
 int main(int argc, char **argv)
@@ -40,17 +69,19 @@ int main(int argc, char **argv)
         return HM_EXIT_USAGE;
     }
     const char *name = argv[1];
-    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
         usage(stdout);
         return HM_EXIT_OK;
     }
+    if (strcmp(name, "help") == 0)
+        return help(argc, argv);
     if (strcmp(name, "--version") == 0) {
         printf("hetmem %s\n", HETMEM_VERSION);
         return HM_EXIT_OK;
     }
-    for (size_t i = 0; i < HM_ARRAY_LEN(commands); i++)
-        if (strcmp(commands[i]->name, name) == 0)
-            return commands[i]->run(commands[i], argc - 1, argv + 1);
+    const hm_cmd_t *c = find_command(name);
+    if (c)
+        return c->run(c, argc - 1, argv + 1);
     fprintf(stderr, "hetmem: %s: unknown command (see 'hetmem --help')\n", name);
     return HM_EXIT_USAGE;
 }
