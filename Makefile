@@ -48,15 +48,18 @@ test-tsan: deps
 	  ctest --test-dir $(TSAN_BUILD) --output-on-failure -R '^(unit_test_estimate|pshuffle_mpi_invariants_thread_4)$$'
 
 # Installs into $(DESTDIR)$(PREFIX); the prefix may be moved afterwards.
-# The list of installed files is $(BUILD)/install_manifest.txt.
+# The list of installed files is $(BUILD)/install_manifest.txt, the list of
+# folders the install created $(BUILD)/install_dirs.txt.
 install: build
-	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
+	DESTDIR="$(DESTDIR)" ./scripts/install.sh $(BUILD) "$(PREFIX)"
 
 # Removes what the last `make install` from this build installed (its
-# manifest), then the folders that it left empty.
+# manifest) and the byte-code Python wrote beside it, then the folders that
+# it created or that are hetmem's own, once empty. Fails when the prefix was
+# moved away.
 uninstall:
 	@test -f $(BUILD)/install_manifest.txt || { echo "uninstall: $(BUILD)/install_manifest.txt: nothing was installed from this build" >&2; exit 1; }
-	@DESTDIR="$(DESTDIR)" ./scripts/uninstall.sh $(BUILD)/install_manifest.txt
+	@DESTDIR="$(DESTDIR)" ./scripts/uninstall.sh $(BUILD)/install_manifest.txt $(BUILD)/install_dirs.txt
 
 demo: build
 	@./scripts/demo.sh $(BUILD)

@@ -400,10 +400,10 @@ def report(args):
                 sd = np.std(d, ddof=1) if len(d) > 1 else float("nan")
                 se = sd / np.sqrt(len(d)) if len(d) > 1 else float("nan")
                 within = abs(np.mean(d)) <= 0.005
-                lines.append(f"  - {strat_name(s)}: {100 * np.mean(d):+.2f} points"
+                lines.append(f"  - {strat_name(s)}: final test accuracy {100 * np.mean(d):+.2f} points against global"
                              + (f" (± {100 * sd:.2f} over {len(d)} seeds, standard error {100 * se:.2f})"
                                 if len(d) > 1 else " (1 seed)")
-                             + ("; within 0.5 points" if within else "; not within 0.5 points"))
+                             + ("; inside" if within else "; outside") + " the 0.5-point target")
     verdict = "\n".join(lines)
 
     # Mixing of the label-sorted start: share of a rank's samples whose class

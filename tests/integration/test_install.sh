@@ -31,14 +31,15 @@ pyok=1
 
 ver=$(cat "$S/VERSION")
 W=$(mktemp -d "${TMPDIR:-/tmp}/hetmem-install.XXXXXX")
-# cmake --install writes its manifest into the build tree: keep the user's.
-man_saved=""
-if [ -f "$B/install_manifest.txt" ]; then
-  man_saved="$W/user_manifest.txt"
-  cp "$B/install_manifest.txt" "$man_saved"
-fi
+# cmake --install and install.sh write their lists into the build tree:
+# keep the user's.
+for f in install_manifest.txt install_dirs.txt; do
+  [ -f "$B/$f" ] && cp "$B/$f" "$W/user_$f"
+done
 cleanup() {
-  if [ -n "$man_saved" ]; then cp "$man_saved" "$B/install_manifest.txt"; else rm -f "$B/install_manifest.txt"; fi
+  for f in install_manifest.txt install_dirs.txt; do
+    if [ -f "$W/user_$f" ]; then cp "$W/user_$f" "$B/$f"; else rm -f "$B/$f"; fi
+  done
   rm -rf "$W"
 }
 trap cleanup EXIT
@@ -58,9 +59,14 @@ hetmem._lib.load()
 fi
 
 # -- 1. DESTDIR and uninstall -----------------------------------------------
-DESTDIR="$W/stage" cmake --install "$B" --prefix /opt/hetmem > "$W/install.log" 2>&1 ||
-  { cat "$W/install.log"; fail "cmake --install with DESTDIR"; }
+# As make install does it (scripts/install.sh): /opt exists, /opt/hetmem not.
+mkdir -p "$W/stage/opt"
+DESTDIR="$W/stage" bash "$S/scripts/install.sh" "$B" /opt/hetmem > "$W/install.log" 2>&1 ||
+  { cat "$W/install.log"; fail "install.sh with DESTDIR"; }
 cp "$B/install_manifest.txt" "$W/stage.manifest"
+cp "$B/install_dirs.txt" "$W/stage.dirs"
+grep -qx /opt/hetmem "$W/stage.dirs" && ! grep -qx /opt "$W/stage.dirs" ||
+  fail "install_dirs.txt lists the created prefix and not /opt: $(head -3 "$W/stage.dirs")"
 for f in bin/hetmem bin/hetmem-cc bin/pshuffle lib/libhetmem.so "lib/libhetmem.so.${ver%%.*}" \
   lib/libhetmem_inst.a lib/libhetmem_preload.so lib/libpshuffle.so include/hetmem/trace.h include/pshuffle.h \
   lib/pkgconfig/hetmem.pc lib/pkgconfig/pshuffle.pc lib/cmake/hetmem/hetmemConfig.cmake \
@@ -70,13 +76,20 @@ for f in bin/hetmem bin/hetmem-cc bin/pshuffle lib/libhetmem.so "lib/libhetmem.s
   [ -e "$W/stage/opt/hetmem/$f" ] || fail "DESTDIR install lacks $f"
 done
 grep -q "^/opt/hetmem/bin/hetmem$" "$W/stage.manifest" || fail "manifest does not list /opt/hetmem/bin/hetmem"
-DESTDIR="$W/stage" bash "$S/scripts/uninstall.sh" "$W/stage.manifest" > /dev/null || fail "uninstall.sh"
+# Python writes byte-code beside the modules it imports.
+if [ $pyok = 1 ]; then
+  (cd "$W" && env -u PYTHONDONTWRITEBYTECODE PYTHONPATH="$(ls -d "$W"/stage/opt/hetmem/lib/python3*/dist-packages)" \
+    "$PY" -c "import hetmem, hetmem.estimate, hetmem.optimize, pshuffle") || fail "import from the staged prefix"
+  [ -n "$(find "$W/stage" -name '*.pyc' | head -1)" ] || fail "importing the staged packages wrote no byte-code"
+fi
+DESTDIR="$W/stage" bash "$S/scripts/uninstall.sh" "$W/stage.manifest" "$W/stage.dirs" > "$W/uninstall.log" ||
+  fail "uninstall.sh: $(cat "$W/uninstall.log")"
 left=$(find "$W/stage" ! -type d | head -3)
 [ -z "$left" ] || fail "uninstall left files: $left"
-for d in share/hetmem include/hetmem share/doc/hetmem lib/cmake/hetmem share/modulefiles/hetmem; do
-  [ ! -e "$W/stage/opt/hetmem/$d" ] || fail "uninstall left $d"
-done
-echo "ok: DESTDIR install and uninstall ($(wc -l < "$W/stage.manifest") files)"
+left=$(find "$W/stage" -mindepth 1 | grep -vx "$W/stage/opt" | head -3)
+[ -z "$left" ] || fail "uninstall left folders it created: $left"
+[ -d "$W/stage/opt" ] || fail "uninstall removed /opt, which existed before the install"
+echo "ok: DESTDIR install and uninstall ($(wc -l < "$W/stage.manifest") files, byte-code and the folders it created; $(cat "$W/uninstall.log"))"
 
 # -- 2. a prefix ----------------------------------------------------------------
 cmake --install "$B" --prefix "$W/a" > "$W/install.log" 2>&1 || { cat "$W/install.log"; fail "cmake --install"; }
@@ -275,7 +288,16 @@ if [ $pyok = 1 ]; then
 fi
 
 # -- 3. the prefix moved elsewhere, loaded with the Tcl module file ----------
+cp "$B/install_manifest.txt" "$W/a.manifest"
 mv "$W/a" "$W/moved"
+# Its manifest names the old prefix: uninstall says so and removes nothing.
+if bash "$S/scripts/uninstall.sh" "$W/a.manifest" > "$W/uninstall.log" 2>&1; then
+  fail "uninstall.sh with the manifest of a moved prefix succeeded: $(cat "$W/uninstall.log")"
+fi
+grep -q "^uninstall: $W/a: no such folder: .*moved or removed; nothing removed" "$W/uninstall.log" ||
+  fail "uninstall.sh of a moved prefix: $(cat "$W/uninstall.log")"
+[ -x "$W/moved/bin/hetmem" ] || fail "uninstall.sh of a moved prefix removed files"
+echo "ok: uninstall of a moved prefix fails and says so"
 rm "$W/moved/share/modulefiles/hetmem/$ver.lua"
 run_clean "$W/moved" "$W/checks.sh" "$pyok" "$mpiflags" "$W/user" || fail "moved prefix (Tcl module file)"
 echo PASS

@@ -667,12 +667,15 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
     for (int d = 0; d < nd; d++)
         printf("  all on %-10s %12.6f s\n", dn[d], hm_estimator_measured_ns(e, d) / 1e9);
     printf("  device gap (slowest/fastest) %.3fx\n\n", tmax / tmin);
-    printf("  %-3s %-44s %12s", "#", "placement", "measured (s)");
+    int kw = 44; /* the placement column fits its longest label: none is cut */
+    for (uint64_t i = 0; i < K; i++)
+        kw = (int)strlen(kinds[i]) > kw ? (int)strlen(kinds[i]) : kw;
+    printf("  %-3s %-*s %12s", "#", kw, "placement", "measured (s)");
     for (int mdl = 0; mdl < HM_EST_NMODELS; mdl++)
         printf(" %12s %7s", hm_est_model_name((hm_est_model_t)mdl), "err%");
     printf("\n");
     for (uint64_t i = 0; i < K; i++) {
-        printf("  %-3llu %-44.44s %12.6f", (unsigned long long)i, kinds[i], measured[i]);
+        printf("  %-3llu %-*s %12.6f", (unsigned long long)i, kw, kinds[i], measured[i]);
         for (int mdl = 0; mdl < HM_EST_NMODELS; mdl++) {
             double v = est[i * HM_EST_NMODELS + mdl];
             printf(" %12.6f %+7.2f", v, 100 * (v - measured[i]) / measured[i]);
