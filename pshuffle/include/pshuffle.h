@@ -165,6 +165,17 @@ int ps_plan_compute_all(ps_plan_t *out, uint64_t seed, uint64_t epoch, double q,
  *  permutation of 0..n-1 (positions in canonical id order). */
 void ps_plan_order(uint64_t *out, uint64_t n, uint64_t seed, uint64_t epoch, int rank);
 
+/**
+ * The seeded partition of an epoch, as DistributedSampler draws it: perm[n]
+ * receives a permutation of the ids 0..n-1, uniformly random from the
+ * stream (seed, "part", epoch) (the identity when shuffle is 0). Position k
+ * belongs to rank k mod M, so rank r holds perm[r], perm[r+M], ...: a
+ * uniformly random partition into parts of sizes ceil(N/M) (the first N%M
+ * ranks) and floor(N/M), the same whatever the previous partition.
+ * ps_exchange_begin_to() moves the samples there. Pure; O(n).
+ */
+void ps_partition_perm(uint64_t *perm, uint64_t n, uint64_t seed, uint64_t epoch, int shuffle);
+
 /* ------------------------------------------------------------------------ */
 /* Shuffler                                                                 */
 
@@ -310,6 +321,29 @@ int ps_order(const ps_shuffler_t *ps, uint64_t *out, uint64_t n);
  * this epoch's order, until ps_exchange_end().
  */
 int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch);
+/**
+ * Starts an exchange, like ps_exchange_begin(epoch), that moves every
+ * sample to its rank in the seeded partition of `part_epoch`
+ * (ps_partition_perm(seed, part_epoch, shuffle)) instead of following the Q
+ * schedule: whatever the current holdings, one exchange reaches it, so a
+ * caller can go to any epoch's partition, forward or back. The ids held by
+ * all ranks must be 0..N-1 (else PS_EINVAL on every rank). Collective: the
+ * checks of ps_exchange_begin(), then one MPI_Alltoall of the per-rank
+ * counts. Completed by ps_exchange_end(), which commits epoch+1.
+ */
+int ps_exchange_begin_to(ps_shuffler_t *ps, uint64_t epoch, uint64_t part_epoch, int shuffle);
+
+/**
+ * Agrees on a result computed outside the library, so that an error on one
+ * rank reaches every rank before they go on to a collective. `msg` is NULL
+ * (or "") on a rank without error, else its one-line message. Returns 0
+ * when no rank had an error; else PS_EINVAL on the failing rank and
+ * PS_EPEER on the others, and ps_errdetail() is "rank R: msg" on every
+ * rank (R the lowest failing rank). Collective; a rank that does not
+ * arrive within PSHUFFLE_TIMEOUT ends the job with a message.
+ */
+int ps_agree_error(ps_shuffler_t *ps, const char *msg);
+
 /** Advances the exchange without blocking, for about 1 ms at most (packing
  *  and storing are cut into slices of at most 64 KiB). *done (may be NULL)
  *  becomes 1 once every round completed. Local. With a progress thread it

@@ -928,7 +928,13 @@ static int step(ps_shuffler_t *ps, ps__xchg_t *x, uint64_t deadline)
     }
 }
 
-static int begin_local(ps_shuffler_t *ps, uint64_t epoch);
+/* The destination of each committed sample for ps_exchange_begin_to(),
+ * and the samples each rank receives. */
+typedef struct {
+    int *dest;          /* [n] */
+    uint64_t *recv;     /* [nranks] */
+} ps__target_t;
+static int begin_local(ps_shuffler_t *ps, uint64_t epoch, const ps__target_t *tg);
 static int post_headers(ps_shuffler_t *ps);
 
 /* The progress thread: runs the exchange until it completes or
@@ -960,11 +966,75 @@ static void *progress_main(void *arg)
     return NULL;
 }
 
-static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread);
+static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread, const uint64_t *part);
 
-PS_API int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch) { return begin(ps, epoch, ps->progress_thread); }
+PS_API int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch)
+{
+    return begin(ps, epoch, ps->progress_thread, NULL);
+}
 
-static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread)
+PS_API int ps_exchange_begin_to(ps_shuffler_t *ps, uint64_t epoch, uint64_t part_epoch, int shuffle)
+{
+    uint64_t part[2] = {part_epoch, shuffle != 0};
+    return begin(ps, epoch, ps->progress_thread, part);
+}
+
+/* Where each committed sample goes in the seeded partition of part[0]
+ * (shuffled when part[1]), and how many samples each rank sends this one:
+ * one all-to-all of counts, which every rank joins even when its own part
+ * failed (it then sends zeros and the agreement that follows fails). */
+static int target_counts(ps_shuffler_t *ps, const uint64_t *part, int err, ps__target_t *tg)
+{
+    int M = ps->nranks;
+    uint64_t N = ps_total(ps);
+    uint64_t *send = calloc((size_t)M, sizeof *send);
+    tg->recv = calloc((size_t)M, sizeof *tg->recv);
+    tg->dest = malloc((ps->n ? ps->n : 1) * sizeof *tg->dest);
+    uint64_t *perm = NULL;
+    if (!err && (!send || !tg->recv || !tg->dest))
+        err = -ENOMEM;
+    for (uint64_t i = 0; !err && i < ps->n; i++)
+        if (ps->ent[i].id >= N)
+            err = ps__errf(PS_EINVAL, "ps_exchange_begin_to needs the ids 0..N-1 of the N = %" PRIu64 " samples, "
+                           "rank %d holds id %" PRIu64, N, ps->rank, ps->ent[i].id);
+    if (!err && !(perm = malloc((N ? N : 1) * sizeof *perm)))
+        err = -ENOMEM;
+    if (!err) {
+        /* Rank of id = its position in the permutation, mod M: the inverse
+         * permutation, written over the permutation's own array. */
+        ps_partition_perm(perm, N, ps->seed, part[0], (int)part[1]);
+        uint64_t *pos = malloc((N ? N : 1) * sizeof *pos);
+        if (!pos)
+            err = -ENOMEM;
+        else {
+            for (uint64_t k = 0; k < N; k++)
+                pos[perm[k]] = k;
+            for (uint64_t i = 0; i < ps->n; i++) {
+                tg->dest[i] = (int)(pos[ps->ent[i].id] % (uint64_t)M);
+                send[tg->dest[i]]++;
+            }
+            free(pos);
+        }
+    }
+    free(perm);
+    if (err && send)
+        memset(send, 0, (size_t)M * sizeof *send);
+    int rc = MPI_SUCCESS;
+    MPI_Request q = MPI_REQUEST_NULL;
+    uint64_t one = 0, *sb = send ? send : &one, *rb = tg->recv ? tg->recv : &one;
+    if (send && tg->recv)
+        rc = MPI_Ialltoall(sb, 1, MPI_UINT64_T, rb, 1, MPI_UINT64_T, ps->comm, &q);
+    else /* no memory for the counts: the job cannot go on in step */
+        ps__fatal(ps, -ENOMEM, "ps_exchange_begin_to");
+    if (rc != MPI_SUCCESS)
+        err = ps__errf(PS_EMPI, "MPI_Ialltoall of the counts failed");
+    else if (ps__wait(ps, &q, "ps_exchange_begin_to"))
+        err = ps__errf(PS_EMPI, "MPI_Ialltoall of the counts failed");
+    free(send);
+    return err;
+}
+
+static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread, const uint64_t *part)
 {
     ps__errclear();
     int err = 0;
@@ -978,15 +1048,24 @@ static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread)
     /* Ranks in another call, or asking for another epoch, would wait for
      * each other forever: all learn it here and fail. */
     uint64_t t0 = ps->profile ? prof_now(ps) : 0;
-    int serr = ps__sync(ps, PS_OP_BEGIN, epoch);
+    int serr = ps__sync(ps, part ? PS_OP_BEGIN_TO : PS_OP_BEGIN, epoch);
+    /* Every rank must aim at the same partition: the target epoch, and
+     * whether it is shuffled (folded into the top bit), are checked too. */
+    if (!serr && part)
+        serr = ps__sync(ps, PS_OP_BEGIN_TO, part[0] ^ (part[1] ? 0 : UINT64_C(1) << 63));
     if (serr)
         return serr;
     uint64_t t1 = ps->profile ? prof_now(ps) : 0;
     int created = 0;
+    ps__target_t tg = {NULL, NULL};
+    if (part)
+        err = target_counts(ps, part, err, &tg);
     if (!err) {
-        err = begin_local(ps, epoch);
+        err = begin_local(ps, epoch, part ? &tg : NULL);
         created = ps->x != NULL;
     }
+    free(tg.dest);
+    free(tg.recv);
     if (created && ps->profile) {
         ps->x->prof_t = prof_now(ps);
         ps->x->prof[PS_PROF_SYNC] = t1 - t0;
@@ -1061,7 +1140,37 @@ static void test_corrupt(ps_shuffler_t *ps, ps__xchg_t *x)
 
 /* Everything that can fail before the ranks agree: the plan, the headers
  * to send, and the memory for the entries of the next epoch. */
-static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
+/* The plan of ps_exchange_begin_to(): every sample whose destination is
+ * another rank is sent there; nothing is pooled at random. */
+static int plan_target(ps_plan_t *pl, const ps_shuffler_t *ps, const ps__target_t *tg)
+{
+    int M = ps->nranks;
+    memset(pl, 0, sizeof *pl);
+    pl->npool = ps->n;
+    for (uint64_t i = 0; i < ps->n; i++)
+        pl->nsend += tg->dest[i] != ps->rank;
+    pl->send_pos = malloc((pl->nsend ? pl->nsend : 1) * sizeof *pl->send_pos);
+    pl->send_to = malloc((pl->nsend ? pl->nsend : 1) * sizeof *pl->send_to);
+    pl->recv_count = calloc((size_t)M, sizeof *pl->recv_count);
+    if (!pl->send_pos || !pl->send_to || !pl->recv_count)
+        return -ENOMEM;
+    uint64_t k = 0;
+    for (uint64_t i = 0; i < ps->n; i++)
+        if (tg->dest[i] != ps->rank) {
+            pl->send_pos[k] = i;
+            pl->send_to[k++] = tg->dest[i];
+        }
+    for (int r = 0; r < M; r++)
+        if (r != ps->rank) {
+            pl->recv_count[r] = tg->recv[r];
+            pl->nrecv += tg->recv[r];
+        }
+    pl->nkept = ps->n - pl->nsend;
+    pl->count_after = pl->nkept + pl->nrecv;
+    return 0;
+}
+
+static int begin_local(ps_shuffler_t *ps, uint64_t epoch, const ps__target_t *tg)
 {
     int err = 0, M = ps->nranks;
     if (ps__fault(ps, "begin"))
@@ -1073,7 +1182,8 @@ static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
     x->req = MPI_REQUEST_NULL;
     x->t_begin = ps__now_ns();
     x->epoch = epoch;
-    x->q = ps_schedule_q(&ps->q, epoch);
+    x->targeted = tg != NULL;
+    x->q = tg ? 1.0 : ps_schedule_q(&ps->q, epoch);
     x->st.epoch = epoch;
     x->st.q = x->q;
     x->st.peak_samples = ps->n;
@@ -1093,7 +1203,8 @@ static int begin_local(ps_shuffler_t *ps, uint64_t epoch)
     x->msgmax = tm && *tm ? strtoull(tm, NULL, 10) : MSG_MAX;
     if (!x->msgmax)
         x->msgmax = 1;
-    if ((err = ps_plan_compute(&x->plan, ps->seed, epoch, x->q, ps->counts, M, ps->rank)))
+    if ((err = tg ? plan_target(&x->plan, ps, tg) : ps_plan_compute(&x->plan, ps->seed, epoch, x->q, ps->counts, M,
+                                                                     ps->rank)))
         goto fail;
     const ps_plan_t *pl = &x->plan;
     x->sp = calloc((size_t)M, sizeof *x->sp);
@@ -1384,7 +1495,15 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
     prof(ps, x, PS_PROF_COMPACT);
     ps->bytes = ps->bytes - x->st.bytes_sent + x->staged_bytes;
     ps->epoch = x->epoch + 1;
-    ps_plan_balance(ps->counts, ps->nranks, ps->counts); /* what every rank now holds */
+    if (x->targeted) { /* rank r holds positions r, r+M, ... of the permutation */
+        uint64_t N = 0, M = (uint64_t)ps->nranks;
+        for (int r = 0; r < ps->nranks; r++)
+            N += ps->counts[r];
+        for (int r = 0; r < ps->nranks; r++)
+            ps->counts[r] = N / M + ((uint64_t)r < N % M);
+    } else {
+        ps_plan_balance(ps->counts, ps->nranks, ps->counts); /* what every rank now holds */
+    }
     x->nstaged = 0; /* now owned by ps->ent */
     uint64_t now = ps__now_ns();
     x->st.exchange_ns = x->t_complete - x->t_begin;
@@ -1406,6 +1525,6 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
 PS_API int ps_exchange(ps_shuffler_t *ps, uint64_t epoch)
 {
     /* Nothing to overlap with: the calling thread does all the work. */
-    int err = begin(ps, epoch, 0);
+    int err = begin(ps, epoch, 0, NULL);
     return err ? err : ps_exchange_end(ps);
 }

@@ -11,7 +11,7 @@
 
 #include "internal.h"
 
-enum { D_ORDER = 0x6f72646572ULL, D_SEND = 0x73656e64ULL, D_DEAL = 0x6465616cULL };
+enum { D_ORDER = 0x6f72646572ULL, D_SEND = 0x73656e64ULL, D_DEAL = 0x6465616cULL, D_PART = 0x70617274ULL };
 
 uint64_t ps__mix64(uint64_t z)
 {
@@ -141,6 +141,24 @@ static int partial_perm(uint64_t *out, uint64_t k, uint64_t n, ps__rng_t *r)
     }
     free(a);
     return 0;
+}
+
+PS_API void ps_partition_perm(uint64_t *perm, uint64_t n, uint64_t seed, uint64_t epoch, int shuffle)
+{
+    for (uint64_t i = 0; i < n; i++)
+        perm[i] = i;
+    if (!shuffle)
+        return;
+    /* Fisher-Yates with exactly uniform bounded draws: every one of the n!
+     * permutations is equally likely, as torch.randperm's. */
+    ps__rng_t r;
+    ps__rng_init(&r, seed, D_PART, epoch, 0);
+    for (uint64_t i = n; i > 1; i--) {
+        uint64_t j = ps__rng_below(&r, i);
+        uint64_t t = perm[i - 1];
+        perm[i - 1] = perm[j];
+        perm[j] = t;
+    }
 }
 
 PS_API void ps_plan_order(uint64_t *out, uint64_t n, uint64_t seed, uint64_t epoch, int rank)

@@ -51,9 +51,76 @@ uint64_t ps__env_window(void)
     return (uint64_t)v << shift;
 }
 
+/* The environment variables the library reads, and what a good value is.
+ * ps_open() checks them all, so that a typo is refused with one line
+ * instead of silently giving a default. */
+static int env_num(const char *s, double min, int integer, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= min) || v > 1e18 || (integer && v != (double)(uint64_t)v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int env_rank_point(const char *s, const char *const *points)
+{
+    char *end;
+    errno = 0;
+    long r = strtol(s, &end, 10);
+    if (errno || end == s || r < 0 || *end != ':')
+        return -1;
+    for (; *points; points++)
+        if (!strcmp(end + 1, *points))
+            return 0;
+    return -1;
+}
+
+static const struct {
+    const char *name;
+    const char *want;
+} env_table[] = {
+    {"PSHUFFLE_TIMEOUT", "a number of seconds > 0"},
+    {"PSHUFFLE_WINDOW", "bytes from 1K to 1G, with an optional K, M or G"},
+    {"PSHUFFLE_PROFILE", "0, 1 or cpu"},
+    {"PSHUFFLE_TEST_FAIL_ALLOC", "RANK:begin or RANK:chunk"},
+    {"PSHUFFLE_TEST_CORRUPT", "RANK:direct, RANK:packed or RANK:header"},
+    {"PSHUFFLE_TEST_DIRECT", "a number of bytes > 0"},
+    {"PSHUFFLE_TEST_MSG", "a number of bytes > 0"},
+    {"PSHUFFLE_TEST_ENOSPC_AFTER", "a number of bytes"},
+};
+
+static int env_check(void)
+{
+    static const char *const alloc_points[] = {"begin", "chunk", NULL};
+    static const char *const corrupt_points[] = {"direct", "packed", "header", NULL};
+    for (size_t i = 0; i < sizeof env_table / sizeof env_table[0]; i++) {
+        const char *s = getenv(env_table[i].name);
+        double v;
+        if (!s || !*s)
+            continue;
+        int bad;
+        switch (i) {
+        case 0: bad = env_num(s, 1e-3, 0, &v); break;
+        case 1: bad = ps__env_window() < PS_MIN_WINDOW; break;
+        case 2: bad = strcmp(s, "0") && strcmp(s, "1") && strcmp(s, "cpu"); break;
+        case 3: bad = env_rank_point(s, alloc_points); break;
+        case 4: bad = env_rank_point(s, corrupt_points); break;
+        case 5: case 6: bad = env_num(s, 1, 1, &v); break;
+        default: bad = env_num(s, 0, 1, &v); break;
+        }
+        if (bad)
+            return ps__errf(PS_EINVAL, "%s=%s: expected %s", env_table[i].name, s, env_table[i].want);
+    }
+    return 0;
+}
+
 const char *const ps__op_names[] = {"?", "a load (ps_load_files/ps_load_packed)", "ps_start",
                                      "ps_exchange_begin", "ps_exchange_end",
-                                     "ps_close during an exchange"};
+                                     "ps_close during an exchange", "ps_exchange_begin_to",
+                                     "ps_agree_error"};
 
 void ps__fatal(ps_shuffler_t *ps, int err, const char *what)
 {
@@ -124,7 +191,7 @@ int ps__sync(ps_shuffler_t *ps, int op, uint64_t epoch)
         return err;
     if (r[0] != ~r[1]) {
         uint64_t a = ~r[1], b = r[0];
-        if (a > PS_OP_CLOSE || b > PS_OP_CLOSE)
+        if (a >= PS_OP_MAX_ || b >= PS_OP_MAX_)
             a = b = 0;
         return ps__errf(PS_ESTATE, "ranks called different functions: %s on some, %s on others", ps__op_names[a],
                         ps__op_names[b]);
@@ -180,6 +247,31 @@ int ps__agree_max(ps_shuffler_t *ps, int err, int secondary, uint64_t *val)
 }
 
 int ps__agree(ps_shuffler_t *ps, int err, int secondary) { return ps__agree_max(ps, err, secondary, NULL); }
+
+PS_API int ps_agree_error(ps_shuffler_t *ps, const char *msg)
+{
+    ps__errclear();
+    int err = ps__sync(ps, PS_OP_AGREE, ps->epoch);
+    if (err)
+        return err;
+    int mine = msg && *msg ? ps__errf(PS_EINVAL, "rank %d: %s", ps->rank, msg) : 0;
+    err = ps__agree(ps, mine, 0);
+    if (!err)
+        return 0;
+    /* The same line on every rank: the peers' "rank R: ..." prefix (from
+     * ps__agree()) is dropped in favour of the failing rank's own text. */
+    const char *d = ps_errdetail();
+    if (err == PS_EPEER && !strncmp(d, "rank ", 5)) {
+        const char *p = strstr(d, ": ");
+        p = p ? strstr(p + 2, ": ") : NULL; /* past "rank R: <strerror>" */
+        if (p) {
+            char line[480];
+            snprintf(line, sizeof line, "%s", p + 2);
+            ps__errset(line);
+        }
+    }
+    return err;
+}
 
 static int entries_grow(ps_shuffler_t *ps, uint64_t need)
 {
@@ -466,10 +558,12 @@ PS_API int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg)
     ps->hook = cfg->hook;
     ps->hook_arg = cfg->hook_arg;
     ps->progress_thread = cfg->progress_thread;
+    /* A bad value is refused below (env_check), after the gather every
+     * rank joins; until then the default stands. */
     const char *tmo = getenv("PSHUFFLE_TIMEOUT");
-    ps->timeout_s = tmo && *tmo ? strtod(tmo, NULL) : 300.0;
-    if (!(ps->timeout_s > 0))
-        ps->timeout_s = 300.0;
+    ps->timeout_s = 300.0;
+    if (tmo && *tmo && !env_num(tmo, 1e-3, 0, &ps->timeout_s) && ps->timeout_s > 1e9)
+        ps->timeout_s = 1e9;
     const char *prof = getenv("PSHUFFLE_PROFILE");
     ps->profile = !prof || !*prof || !strcmp(prof, "0") ? 0 : !strcmp(prof, "cpu") ? 2 : 1;
     pthread_mutex_init(&ps->mu, NULL);
@@ -478,6 +572,8 @@ PS_API int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg)
     memset(&me, 0, sizeof me);
     /* Local checks first; their failure is reported through the gather
      * below, so a bad value on one rank never leaves the others waiting. */
+    if (!err)
+        err = env_check();
     if (!err)
         err = ps_schedule_check(&cfg->q);
     if (!err && cfg->q.kind == PS_Q_TABLE) {

@@ -1,7 +1,7 @@
 /* Bad input, refused collectively: every rank must return an error (none
  * may hang or succeed), and the message must name the problem.
  * usage: mpi_bad MODE [DIR]
- *   seed | q | qrange | qrange1 | window | epoch | dup | state  (memory store)
+ *   seed | q | qrange | qrange1 | window | env | epoch | dup | state  (memory store)
  *   create DIR | reopen DIR                           (rank count change)
  *   corrupt DIR | enospc DIR                           (directory store)
  *   dupx | allocbegin | loneend                        (errors every rank returns)
@@ -103,6 +103,37 @@ int main(int argc, char **argv)
         if (t_rank_ == 0)
             T_OK(ps_add(ps, 3, 0, "x", 1));
         expect("duplicate id", ps_start(ps), t_rank_ == 0 ? PS_EDUP : PS_EPEER, "0x3");
+    } else if (!strcmp(mode, "env")) {
+        /* Every variable the library reads, with a value it must refuse
+         * (on every rank, naming the variable) rather than replace by a
+         * default. */
+        static const char *const bad[][2] = {
+            {"PSHUFFLE_TIMEOUT", "abc"},        {"PSHUFFLE_TIMEOUT", "0"},
+            {"PSHUFFLE_TIMEOUT", "-5"},         {"PSHUFFLE_TIMEOUT", "10s"},
+            {"PSHUFFLE_WINDOW", "12Q"},         {"PSHUFFLE_PROFILE", "yes"},
+            {"PSHUFFLE_TEST_FAIL_ALLOC", "1"},  {"PSHUFFLE_TEST_FAIL_ALLOC", "x:begin"},
+            {"PSHUFFLE_TEST_CORRUPT", "0:bad"}, {"PSHUFFLE_TEST_DIRECT", "0"},
+            {"PSHUFFLE_TEST_MSG", "1.5"},       {"PSHUFFLE_TEST_ENOSPC_AFTER", "-1"},
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            char words[128];
+            snprintf(words, sizeof words, "%s=%s: expected", bad[i][0], bad[i][1]);
+            setenv(bad[i][0], bad[i][1], 1);
+            c = config();
+            if (!strcmp(bad[i][0], "PSHUFFLE_WINDOW"))
+                c.window_bytes = 1 << 20; /* refused even when the caller sets the window */
+            expect(words, ps_open(&ps, MPI_COMM_WORLD, &c), PS_EINVAL, words);
+            unsetenv(bad[i][0]);
+        }
+        /* Good values are taken. */
+        setenv("PSHUFFLE_TIMEOUT", "2.5", 1);
+        setenv("PSHUFFLE_PROFILE", "0", 1);
+        c = config();
+        T_OK(ps_open(&ps, MPI_COMM_WORLD, &c));
+        ps_close(ps);
+        ps = NULL;
+        unsetenv("PSHUFFLE_TIMEOUT");
+        unsetenv("PSHUFFLE_PROFILE");
     } else if (!strcmp(mode, "state")) {
         T_OK(ps_open(&ps, MPI_COMM_WORLD, &c));
         fill(ps, 20, 16);

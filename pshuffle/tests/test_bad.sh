@@ -9,7 +9,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 run() { local n=$1; shift; timeout 60 $PS_MPIRUN $PS_MPI_FLAGS -n "$n" "$PS_BIN/mpi_bad" "$@"; }
 step() { local log="$W/$1.log"; shift; if ! "$@" > "$log" 2>&1; then cat "$log"; fail "$*"; fi; grep '^\[rank 0\]' "$log" | head -2; }
 
-for m in seed q qrange qrange1 window epoch dup state dupx loneend; do step "$m" run 3 "$m"; done
+for m in seed q qrange qrange1 window env epoch dup state dupx loneend; do step "$m" run 3 "$m"; done
 step allocbegin env PSHUFFLE_TEST_FAIL_ALLOC=1:begin timeout 30 $PS_MPIRUN $PS_MPI_FLAGS -x PSHUFFLE_TEST_FAIL_ALLOC \
   -n 3 "$PS_BIN/mpi_bad" allocbegin
 
