@@ -306,6 +306,10 @@ int ps_info(const ps_shuffler_t *ps, uint64_t idx, ps_sample_t *out);
  *  safe in a forked DataLoader worker. */
 int ps_read(const ps_shuffler_t *ps, uint64_t idx, void *buf, size_t cap);
 
+/** The ids of this rank's samples, in canonical (ascending) order: out[n],
+ *  n = ps_size() (else PS_EINVAL). Local. */
+int ps_ids(const ps_shuffler_t *ps, uint64_t *out, uint64_t n);
+
 /** Visiting order of the current epoch: out[n] gets a permutation of
  *  0..n-1 (n = ps_size()). Local. */
 int ps_order(const ps_shuffler_t *ps, uint64_t *out, uint64_t n);
@@ -335,14 +339,16 @@ int ps_exchange_begin_to(ps_shuffler_t *ps, uint64_t epoch, uint64_t part_epoch,
 
 /**
  * Agrees on a result computed outside the library, so that an error on one
- * rank reaches every rank before they go on to a collective. `msg` is NULL
+ * rank reaches every rank before they go on to a collective. `epoch` (any
+ * value the caller's step is for) must be the same on every rank, else
+ * PS_EEPOCH on all. `msg` is NULL
  * (or "") on a rank without error, else its one-line message. Returns 0
  * when no rank had an error; else PS_EINVAL on the failing rank and
  * PS_EPEER on the others, and ps_errdetail() is "rank R: msg" on every
  * rank (R the lowest failing rank). Collective; a rank that does not
  * arrive within PSHUFFLE_TIMEOUT ends the job with a message.
  */
-int ps_agree_error(ps_shuffler_t *ps, const char *msg);
+int ps_agree_error(ps_shuffler_t *ps, uint64_t epoch, const char *msg);
 
 /** Advances the exchange without blocking, for about 1 ms at most (packing
  *  and storing are cut into slices of at most 64 KiB). *done (may be NULL)

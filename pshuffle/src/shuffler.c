@@ -248,14 +248,16 @@ int ps__agree_max(ps_shuffler_t *ps, int err, int secondary, uint64_t *val)
 
 int ps__agree(ps_shuffler_t *ps, int err, int secondary) { return ps__agree_max(ps, err, secondary, NULL); }
 
-PS_API int ps_agree_error(ps_shuffler_t *ps, const char *msg)
+PS_API int ps_agree_error(ps_shuffler_t *ps, uint64_t epoch, const char *msg)
 {
     ps__errclear();
-    int err = ps__sync(ps, PS_OP_AGREE, ps->epoch);
+    int err = ps__sync(ps, PS_OP_AGREE, epoch);
     if (err)
         return err;
     int mine = msg && *msg ? ps__errf(PS_EINVAL, "rank %d: %s", ps->rank, msg) : 0;
-    err = ps__agree(ps, mine, 0);
+    /* All failures count as secondary, so that every rank, a failing one
+     * included, shows the lowest failing rank's message. */
+    err = ps__agree(ps, mine, 1);
     if (!err)
         return 0;
     /* The same line on every rank: the peers' "rank R: ..." prefix (from
@@ -1018,6 +1020,16 @@ PS_API int ps_read(const ps_shuffler_t *ps, uint64_t idx, void *buf, size_t cap)
         return ps__errf(PS_EINVAL, "buffer of %zu bytes for a %" PRIu64 "-byte sample", cap, e->size);
     if (e->size)
         memcpy(buf, e->data, e->size);
+    return 0;
+}
+
+PS_API int ps_ids(const ps_shuffler_t *ps, uint64_t *out, uint64_t n)
+{
+    ps__errclear();
+    if (n != ps->n)
+        return ps__errf(PS_EINVAL, "ps_ids for %" PRIu64 " samples, this rank holds %" PRIu64, n, ps->n);
+    for (uint64_t i = 0; i < n; i++)
+        out[i] = ps->ent[i].id;
     return 0;
 }
 

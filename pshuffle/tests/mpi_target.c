@@ -147,14 +147,29 @@ int main(int argc, char **argv)
     fill(ps, 40);
     T_OK(ps_start(ps));
     /* No error anywhere: nothing happens. */
-    T_OK(ps_agree_error(ps, t_rank_ == 0 ? "" : NULL));
+    T_OK(ps_agree_error(ps, 4, t_rank_ == 0 ? "" : NULL));
     /* The last rank fails: every rank gets its line. */
     char msg[64];
     snprintf(msg, sizeof msg, "bad thing on rank %d", t_rank_);
-    expect_all(ps_agree_error(ps, t_rank_ == M - 1 ? msg : NULL), "bad thing", "agree");
+    expect_all(ps_agree_error(ps, 4, t_rank_ == M - 1 ? msg : NULL), "bad thing", "agree");
     char want[80];
     snprintf(want, sizeof want, "rank %d: bad thing on rank %d", M - 1, M - 1);
     T_CHECK(!strcmp(ps_errdetail(), want), "agree: '%s', expected '%s'", ps_errdetail(), want);
+    /* Every rank fails: all show the lowest rank's line. */
+    expect_all(ps_agree_error(ps, 4, msg), "bad thing on rank 0", "agree");
+    T_CHECK(!strcmp(ps_errdetail(), "rank 0: bad thing on rank 0"), "agree: '%s'", ps_errdetail());
+    /* Different epochs in the agreement: refused on every rank. */
+    if (M > 1)
+        expect_all(ps_agree_error(ps, (uint64_t)t_rank_, NULL), "different epochs", "agree epochs");
+    /* ps_ids: the canonical order. */
+    uint64_t ids[64];
+    T_OK(ps_ids(ps, ids, ps_size(ps)));
+    for (uint64_t i = 0; i < ps_size(ps); i++) {
+        ps_sample_t s;
+        T_OK(ps_info(ps, i, &s));
+        T_CHECK(ids[i] == s.id, "ps_ids[%" PRIu64 "] = %" PRIu64 ", ps_info says %" PRIu64, i, ids[i], s.id);
+    }
+    T_CHECK(ps_ids(ps, ids, ps_size(ps) + 1) == PS_EINVAL, "ps_ids with a wrong count accepted");
     /* Different target epochs, and an id outside 0..N-1: refused on every
      * rank, nothing moves, the shuffler stays usable. */
     if (M > 1)

@@ -142,7 +142,11 @@ class Shuffler:
         self.comm = comm  # the mpi4py communicator given (the library uses a duplicate)
         self._h = h
         self._in_exchange = False
+        self._fsync = bool(fsync)
+        self.store_dir = store_dir
         self.history = []  # stats() of every exchange finished by this process
+        # Called after every committed exchange (datasets re-index there).
+        self._on_commit = []
 
     # -- lifetime -----------------------------------------------------------
     def close(self):
@@ -245,6 +249,27 @@ class Shuffler:
         _check(L.ps_read(self._handle(), int(idx), buf, s.size), "read")
         return buf.raw[: s.size]
 
+    def read_into(self, idx):
+        """The idx-th sample's bytes in a new bytearray, which
+        torch.frombuffer and numpy.frombuffer take without a copy."""
+        s = _lib.Sample()
+        L = _libc()
+        h = self._handle()
+        _check(L.ps_info(h, int(idx), ctypes.byref(s)), "read")
+        buf = bytearray(s.size)
+        cbuf = (ctypes.c_char * s.size).from_buffer(buf) if s.size else ctypes.create_string_buffer(1)
+        _check(L.ps_read(h, int(idx), cbuf, s.size), "read")
+        return buf
+
+    def ids(self):
+        """Ids of the samples held, in canonical (ascending) order: a numpy
+        uint64 array."""
+        import numpy as np
+        n = len(self)
+        arr = (ctypes.c_uint64 * max(1, n))()
+        _check(_libc().ps_ids(self._handle(), arr, n), "ids")
+        return np.frombuffer(arr, dtype=np.uint64, count=n)
+
     def order(self):
         """This epoch's visiting order: a list, a permutation of range(len(self))."""
         n = len(self)
@@ -264,6 +289,28 @@ class Shuffler:
         _check(_libc().ps_exchange_begin(self._handle(), int(epoch)), "exchange_begin")
         self._in_exchange = True
 
+    def exchange_begin_to(self, part_epoch, shuffle=True):
+        """Starts an exchange that moves every sample to its rank in the
+        seeded partition of `part_epoch` (partition_perm()), whatever the
+        holdings now: any epoch, forward or back. The ids must be 0..N-1.
+        Collective."""
+        _check(_libc().ps_exchange_begin_to(self._handle(), self.epoch, int(part_epoch), 1 if shuffle else 0),
+               "exchange_begin_to")
+        self._in_exchange = True
+
+    def agree(self, msg=None, epoch=0):
+        """Collective: every rank brings None or its error message; if any
+        rank has one, every rank raises PShuffleError with the same line
+        ("pshuffle: rank R: msg", R the lowest failing rank) before going on
+        to anything collective. `epoch` must be the same on every rank. A rank that does not arrive within
+        PSHUFFLE_TIMEOUT ends the job with a message."""
+        L = _libc()
+        code = L.ps_agree_error(self._handle(), int(epoch), msg.encode(errors="replace") if msg else None)
+        if code:
+            e = PShuffleError("pshuffle: " + L.ps_errdetail().decode(errors="replace"))
+            e.code, e.name = code, L.ps_err_name(code).decode()
+            raise e
+
     def progress(self):
         """Advances the exchange without blocking; True once this rank's messages are done."""
         if not self._in_exchange:
@@ -277,6 +324,8 @@ class Shuffler:
         self._in_exchange = False
         _check(_libc().ps_exchange_end(self._handle()), "exchange_end")
         self.history.append(self.stats())
+        for f in list(self._on_commit):
+            f()
 
     def exchange(self, epoch):
         """exchange_begin + exchange_end. Collective."""
@@ -288,6 +337,23 @@ class Shuffler:
         st = _lib.Stats()
         _check(_libc().ps_stats(self._handle(), ctypes.byref(st)), "stats")
         return {name: getattr(st, name) for name, _ in _lib.Stats._fields_}
+
+
+def partition_perm(n, epoch, seed, shuffle=True):
+    """The seeded partition of an epoch (ps_partition_perm): a numpy uint64
+    array, a permutation of range(n); rank r holds its positions r, r+M,
+    ..., as DistributedSampler deals its permutation."""
+    import numpy as np
+    arr = (ctypes.c_uint64 * max(1, int(n)))()
+    _libc().ps_partition_perm(arr, int(n), int(seed) & (2**64 - 1), int(epoch), 1 if shuffle else 0)
+    return np.frombuffer(arr, dtype=np.uint64, count=int(n))
+
+
+def plan_order(n, epoch, seed, rank):
+    """The visiting order of a rank's n samples in an epoch (ps_plan_order)."""
+    arr = (ctypes.c_uint64 * max(1, int(n)))()
+    _libc().ps_plan_order(arr, int(n), int(seed) & (2**64 - 1), int(epoch), int(rank))
+    return list(arr[:n])
 
 
 def plan_count(q, n):

@@ -115,6 +115,11 @@ def load():
         "ps_stats": (c_int, [P, POINTER(Stats)]),
         "ps_label_hist": (c_int, [P, POINTER(c_uint64), c_int, POINTER(c_uint64)]),
         "ps_plan_count": (c_uint64, [c_double, c_uint64]),
+        "ps_plan_order": (None, [POINTER(c_uint64), c_uint64, c_uint64, c_uint64, c_int]),
+        "ps_partition_perm": (None, [POINTER(c_uint64), c_uint64, c_uint64, c_uint64, c_int]),
+        "ps_exchange_begin_to": (c_int, [P, c_uint64, c_uint64, c_int]),
+        "ps_agree_error": (c_int, [P, c_uint64, c_char_p]),
+        "ps_ids": (c_int, [P, POINTER(c_uint64), c_uint64]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)

@@ -1,184 +1,870 @@
-"""PyTorch side of pshuffle: a map-style Dataset over the local store and a
-Sampler that stands in for torch.utils.data.DistributedSampler, its
-set_epoch(e) driving the exchange.
+"""PyTorch side of pshuffle: the user's own data behind a DistributedSampler.
 
-    sh = pshuffle.Shuffler(comm, seed=7, strategy="global")
-    ingest(sh, my_map_style_dataset)          # or ingest_dir(sh, root)
-    sampler = PartialShuffleSampler(sh, drop_last=False)
-    loader = make_loader(PartialShuffleDataset(sh, decode_item), batch_size=32,
-                         sampler=sampler, num_workers=2)
+Two ways in, each a map-style Dataset whose indices are plain integers
+(0..len-1), as any Dataset's:
+
+- ShuffledFolder(root, shuffler, loader, transform, target_transform):
+  the rank's own folder tree in ImageFolder/DatasetFolder layout
+  (root/CLASS/.../FILE), or a list of sample files under root. pshuffle
+  exchanges the files' raw bytes; received samples are written as files
+  into the rank's tree (atomically), sent ones are removed, and the index
+  is rebuilt. loader(path) and transform run at every __getitem__, so
+  random augmentation is fresh every epoch. torchvision is not needed.
+- ShuffledDataset(dataset, shuffler, transform, target_transform): any
+  map-style Dataset. Rank r stores items [r*N/M, (r+1)*N/M) through an
+  encoder (default: a tensor's or array's raw buffer with dtype and shape,
+  decoded with frombuffer); transform runs after decoding, at every
+  access, never at ingest. RANDOMNESS INSIDE THE DATASET'S __getitem__ IS
+  FROZEN AT INGEST: move it to transform=.
+
+PartialShuffleSampler(dataset) stands in for DistributedSampler: every rank
+yields the same number of plain indices into that dataset, set_epoch(e)
+drives the exchange, state_dict()/load_state_dict() resume mid-epoch.
+
+    sh = pshuffle.Shuffler(comm, seed=7, strategy="global", store_dir=STORE)
+    ds = ShuffledFolder(f"/local/train/rank{rank}", sh, transform=augment)
+    sampler = PartialShuffleSampler(ds)
+    loader = DataLoader(ds, batch_size=64, sampler=sampler, num_workers=2)
     for epoch in range(sampler.start_epoch, epochs):
-        sampler.set_epoch(epoch)      # commits the previous exchange, starts this one
+        sampler.set_epoch(epoch)
         for x, y in loader: ...
-    sampler.finish()                  # commits the last exchange
-
-As with DistributedSampler, every rank yields the same number of indices
-(len(sampler)): ceil(N/M), padding with repeated samples, or floor(N/M)
-with drop_last=True, so DDP ranks run the same number of steps.
+    sampler.finish()
 
 Workers are forked from the training process for each epoch and only read
-the store (no MPI). persistent_workers=True cannot work (a persistent
-worker keeps the previous epoch's store): make_loader() refuses it, and a
-dataset item read by a stale worker raises an error saying so.
+(no MPI). persistent_workers=True cannot work (a persistent worker keeps
+the previous epoch's index): make_loader() refuses it, and a stale worker
+raises instead of serving samples the rank no longer holds.
 """
-import io
 import math
+import mmap
 import os
+import pickle
+import struct
+import time
 
+import numpy as np
 import torch
 import torch.utils.data as tud
 
-from . import Shuffler, PShuffleError
+from . import PShuffleError, Shuffler, partition_perm
 
-__all__ = ["PartialShuffleDataset", "PartialShuffleSampler", "make_loader", "ingest", "ingest_dir",
-           "decode_item"]
+__all__ = ["ShuffledFolder", "ShuffledDataset", "PartialShuffleDataset", "PartialShuffleSampler", "make_loader",
+           "encode", "decode", "default_loader"]
 
 PERSISTENT_WORKERS_MSG = ("pshuffle: persistent_workers=True is not supported: a persistent DataLoader worker "
-                          "keeps the store of the epoch it was forked in, while the exchange changes it every "
+                          "keeps the index of the epoch it was forked in, while the exchange changes it every "
                           "epoch; use persistent_workers=False (workers are forked again each epoch)")
 
+# -- the default encoder -------------------------------------------------------
+# An item (x, y) with an integer y is stored as encode(x) with y in the
+# sample's label; anything else whole, with label -1. A value is a tag byte
+# and a header padded to 8 bytes, then its raw bytes:
+#   T dtype ndim shape[ndim] (u64)   a torch tensor, decoded by torch.frombuffer
+#   N len dtype.str ndim shape       a numpy array, decoded by numpy.frombuffer
+#   B                                bytes
+#   U count, then per element u64 length + value (padded to 8)   a tuple
+#   P                                anything else, pickled
+_TDT = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.uint8, torch.int8, torch.int16,
+        torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128]
+_TCODE = {d: i for i, d in enumerate(_TDT)}
 
-class PartialShuffleDataset(tud.Dataset):
-    """Map-style dataset over this rank's samples (ascending id order).
-    Item i is transform(bytes, label) if a transform is given, else
-    (bytes, label). With PartialShuffleSampler, indices carry the store
-    epoch they were drawn for, and a worker whose copy of the store is of
-    another epoch (persistent_workers=True) raises instead of serving stale
-    samples."""
 
-    def __init__(self, shuffler: Shuffler, transform=None):
-        self.sh = shuffler
-        self.transform = transform
+def _pad8(n):
+    return (n + 7) & ~7
+
+
+def _enc(x, out):
+    if torch.is_tensor(x) and x.dtype in _TCODE and not x.is_sparse:
+        x = x.detach().cpu().contiguous()
+        h = struct.pack(f"<cBB{x.dim()}Q", b"T", _TCODE[x.dtype], x.dim(), *x.shape)
+        out.append(h + bytes(_pad8(len(h)) - len(h)))
+        out.append(x.reshape(-1).view(torch.uint8).numpy().tobytes() if x.numel() else b"")
+    elif isinstance(x, np.ndarray) and not x.dtype.hasobject and x.dtype.str.encode().isascii():
+        ds = x.dtype.str.encode()
+        h = struct.pack(f"<cB{len(ds)}sB{x.ndim}Q", b"N", len(ds), ds, x.ndim, *x.shape)
+        out.append(h + bytes(_pad8(len(h)) - len(h)))
+        out.append(np.ascontiguousarray(x).tobytes())
+    elif isinstance(x, (bytes, bytearray)):
+        out.append(b"B" + bytes(7))
+        out.append(bytes(x))
+    elif isinstance(x, tuple) and len(x) < 256:
+        out.append(struct.pack("<cB", b"U", len(x)) + bytes(6))
+        for v in x:
+            part = []
+            _enc(v, part)
+            b = b"".join(part)
+            out.append(struct.pack("<Q", len(b)) + b + bytes(_pad8(len(b)) - len(b)))
+    else:
+        out.append(b"P" + bytes(7))
+        out.append(pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _int_label(y):
+    if isinstance(y, bool):
+        return None
+    if isinstance(y, (int, np.integer)) or (torch.is_tensor(y) and y.dim() == 0 and not y.is_floating_point()
+                                            and y.dtype != torch.bool):
+        v = int(y)
+        if -2**31 <= v < 2**31 and v != -1:
+            return v
+    return None
+
+
+def encode(item):
+    """The default encoder: (bytes, label). An item (x, y) with an integer
+    y is stored as x's raw bytes (tensor or array: dtype, shape and buffer)
+    with y as the sample's label; anything else is stored whole with
+    label -1."""
+    if isinstance(item, tuple) and len(item) == 2:
+        y = _int_label(item[1])
+        if y is not None:
+            out = []
+            _enc(item[0], out)
+            return b"".join(out), y
+    out = []
+    _enc(item, out)
+    return b"".join(out), -1
+
+
+def _dec(buf, off, end):
+    tag = buf[off:off + 1]
+    if tag == b"T":
+        code, nd = buf[off + 1], buf[off + 2]
+        shape = struct.unpack_from(f"<{nd}Q", buf, off + 3)
+        p = off + _pad8(3 + 8 * nd)
+        dt = _TDT[code]
+        n = math.prod(shape)
+        if n == 0:
+            return torch.empty(shape, dtype=dt)
+        return torch.frombuffer(buf, dtype=dt, count=n, offset=p).view(shape)
+    if tag == b"N":
+        ln = buf[off + 1]
+        ds = bytes(buf[off + 2:off + 2 + ln]).decode()
+        nd = buf[off + 2 + ln]
+        shape = struct.unpack_from(f"<{nd}Q", buf, off + 3 + ln)
+        p = off + _pad8(3 + ln + 8 * nd)
+        dt = np.dtype(ds)
+        return np.frombuffer(buf, dtype=dt, count=math.prod(shape), offset=p).reshape(shape)
+    if tag == b"B":
+        return bytes(buf[off + 8:end])
+    if tag == b"U":
+        k = buf[off + 1]
+        p, vals = off + 8, []
+        for _ in range(k):
+            ln = struct.unpack_from("<Q", buf, p)[0]
+            vals.append(_dec(buf, p + 8, p + 8 + ln))
+            p += 8 + _pad8(ln)
+        return tuple(vals)
+    if tag == b"P":
+        return pickle.loads(bytes(buf[off + 8:end]))
+    raise ValueError(f"pshuffle: not an item written by pshuffle.torch.encode (tag {bytes(tag)!r})")
+
+
+def decode(buf, label):
+    """Inverse of encode(): (x, label) when the label is set, else the item.
+    Tensors and arrays share `buf` (no copy)."""
+    x = _dec(buf, 0, len(buf))
+    return (x, label) if label != -1 else x
+
+
+# -- the views -----------------------------------------------------------------
+class _View(tud.Dataset):
+    """What the datasets share: the shuffler, a padding slot (index
+    len(shuffler), when the sampler pads this epoch as DistributedSampler
+    does), and a generation number shared with forked workers, so that a
+    persistent worker notices that the index moved on."""
+
+    def __init__(self, shuffler):
+        self.shuffler = shuffler
+        self._pad = None  # (id, label, bytes) of this epoch's padding sample
+        self._gen = 0
+        self._shm = mmap.mmap(-1, 8)  # MAP_SHARED|MAP_ANONYMOUS: seen by forked workers
+        shuffler._on_commit.append(self._committed)
+        if not hasattr(shuffler, "_views"):
+            shuffler._views = []
+        shuffler._views.append(self)
+
+    def _bump(self):
+        self._gen += 1
+        self._shm[:8] = struct.pack("<Q", self._gen)
+
+    def _fresh(self):
+        if struct.unpack("<Q", self._shm[:8])[0] != self._gen:
+            raise RuntimeError(PERSISTENT_WORKERS_MSG)
+
+    def _committed(self):
+        self._pad = None
+        self._reindex()
+        self._bump()
+
+    def _reindex(self):
+        pass
+
+    def _set_pad(self, pad):
+        self._pad = pad
+        self._bump()
 
     def __len__(self):
-        return len(self.sh)
+        return len(self.shuffler) + (self._pad is not None)
+
+    def _raw(self, i):
+        """(id, label, bytearray) of index i."""
+        self._fresh()
+        n = len(self.shuffler)
+        i = int(i)
+        if i == n and self._pad is not None:
+            sid, label, data = self._pad
+            return sid, label, bytearray(data)
+        if not 0 <= i < n:
+            raise IndexError(f"pshuffle: index {i} outside 0..{len(self) - 1}")
+        sid, label, _ = self.shuffler.info(i)
+        return sid, label, self.shuffler.read_into(i)
+
+
+class PartialShuffleDataset(_View):
+    """The store itself: item i is decode(bytes, label) (default: the raw
+    bytes and the label)."""
+
+    def __init__(self, shuffler, decode=None):
+        super().__init__(shuffler)
+        self.decode = decode
 
     def __getitem__(self, i):
-        if isinstance(i, tuple):
-            epoch, i = i
-            if epoch != self.sh.epoch:
-                raise RuntimeError(PERSISTENT_WORKERS_MSG + f" (index drawn for store epoch {epoch}, this "
-                                   f"worker's store is at epoch {self.sh.epoch})")
-        _, label, _ = self.sh.info(i)
-        data = self.sh.read(i)
-        return self.transform(data, label) if self.transform else (data, label)
+        _, label, data = self._raw(i)
+        return self.decode(data, label) if self.decode else (bytes(data), label)
 
 
+def _meta_path(sh):
+    if not sh.store_dir:
+        return None
+    return os.path.join(os.fspath(sh.store_dir), f"rank-{sh.rank:05d}", "dataset.json")
+
+
+def _load_meta(sh):
+    import json
+    try:
+        with open(_meta_path(sh)) as f:
+            return json.load(f)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _save_meta(sh, meta):
+    """What the store was made from, kept beside it (every rank: the
+    stores may be on node-local disks), to refuse a changed dataset on
+    resume."""
+    import json
+    p = _meta_path(sh)
+    if p:
+        with open(p + ".tmp", "w") as f:
+            json.dump(meta, f)
+            if sh._fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(p + ".tmp", p)
+
+
+def _count_check(sh, what, count):
+    if sh.resumed and sh.total != count:
+        return (f"the store at {sh.store_dir} holds {sh.total} samples, {what} has {count}: it changed since the "
+                f"store was made (start afresh with resume=False, or restore the data)")
+    return None
+
+
+class ShuffledDataset(_View):
+    """Any map-style Dataset, stored through an encoder. Collective.
+
+    Rank r stores items [r*N/M, (r+1)*N/M) of `dataset` (sample id = item
+    index) with encode(item) -> (bytes, label) and starts the shuffler.
+    Item i is then decode(bytes, label), with transform applied to x and
+    target_transform to y at every access. The default encoder stores a
+    tensor's or array's raw buffer with its dtype and shape (decoded with
+    frombuffer, sharing the read buffer) and an integer y in the sample's
+    label. Whatever dataset[i] does is done once, at ingest: random
+    augmentation must be passed as transform=, not done in the dataset.
+    On a resumed directory store nothing is read from `dataset` except its
+    length, which must equal the store's count."""
+
+    def __init__(self, dataset, shuffler, transform=None, target_transform=None, encode=encode, decode=decode):
+        sh = shuffler
+        n = len(dataset)
+        sh.agree(_count_check(sh, "the dataset", n))
+        if not sh.resumed:
+            msg = None
+            m, r = sh.nranks, sh.rank
+            try:
+                for i in range(n * r // m, n * (r + 1) // m):
+                    blob, label = encode(dataset[i])
+                    sh.add(i, label, blob)
+            except Exception as e:  # shared with every rank below
+                msg = f"ingest of item {i}: {type(e).__name__}: {e}"
+            sh.agree(msg)
+        sh.start()
+        if not sh.resumed:
+            _save_meta(sh, {"kind": "dataset", "count": n})
+        super().__init__(sh)
+        self.transform, self.target_transform, self.decode = transform, target_transform, decode
+
+    def __getitem__(self, i):
+        _, label, data = self._raw(i)
+        item = self.decode(data, label)
+        if label != -1 or (isinstance(item, tuple) and len(item) == 2):
+            x, y = item
+            if self.transform is not None:
+                x = self.transform(x)
+            if self.target_transform is not None:
+                y = self.target_transform(y)
+            return x, y
+        return self.transform(item) if self.transform is not None else item
+
+
+def default_loader(path):
+    """torchvision's default: the image as RGB (PIL)."""
+    try:
+        from PIL import Image
+    except ImportError:
+        raise RuntimeError("pshuffle: the default loader needs PIL (python3-pil); pass loader=") from None
+    with open(path, "rb") as f:
+        return Image.open(f).convert("RGB")
+
+
+IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+_PAD_DIR = ".pshuffle-pad"
+_TMP = ".pshuffle-tmp."
+
+
+def _scan(root, extensions, is_valid_file):
+    """(relative path, class name) of the files under root/CLASS/, as
+    DatasetFolder finds them (hidden files and folders skipped)."""
+    out = []
+    for c in sorted(d.name for d in os.scandir(root) if d.is_dir() and not d.name.startswith(".")):
+        for dp, dns, fns in sorted(os.walk(os.path.join(root, c), followlinks=True)):
+            dns[:] = sorted(d for d in dns if not d.startswith("."))
+            for f in sorted(fns):
+                if f.startswith("."):
+                    continue
+                p = os.path.join(dp, f)
+                ok = is_valid_file(p) if is_valid_file else (extensions is None or f.lower().endswith(extensions))
+                if ok:
+                    out.append((os.path.relpath(p, root), c))
+    return out
+
+
+class ShuffledFolder(_View):
+    """The rank's own folder tree, ImageFolder/DatasetFolder style.
+    Collective.
+
+    root is this rank's tree (node-local disk): root/CLASS/.../FILE, the
+    rank's share of the training set, different files on every rank (or
+    pass files=[relative path or (relative path, class)] for any list of
+    sample files under root). Class names are those of all ranks together,
+    sorted (class_to_idx as ImageFolder); sample id = the index of its
+    relative path among all ranks' files, sorted. After every exchange the
+    samples received are written into root at their relative path
+    (temporary file, fsync when the shuffler's fsync is on, rename), the
+    samples sent away are removed, and .samples/.targets are rebuilt in the
+    store's order. Item i is (transform(loader(path)), target_transform(class
+    index)), so loader and transform run at every access.
+
+    The shuffler's store keeps the bytes too (its crash-safe copy, with a
+    directory store); the tree is rebuilt from it on resume, so a crash at
+    any point leaves the tree either before or after the exchange, never in
+    between. extensions defaults to the image ones when loader is the
+    default, else to every file."""
+
+    def __init__(self, root, shuffler, loader=None, transform=None, target_transform=None, extensions=None,
+                 is_valid_file=None, files=None):
+        sh = shuffler
+        self.root = os.path.abspath(os.fspath(root))
+        self.loader = loader or default_loader
+        if extensions is None and loader is None and is_valid_file is None:
+            extensions = IMG_EXTENSIONS
+        exts = tuple(e.lower() for e in extensions) if extensions else None
+        self.transform, self.target_transform = transform, target_transform
+        if sh.resumed:
+            self._resume(sh)
+        else:
+            self._fresh_start(sh, files, exts, is_valid_file)
+        self._id_of = {n: k for k, n in enumerate(self.names)}
+        self._present = set(self._id_of[rel] for rel in self._found)
+        super().__init__(sh)
+        self._reindex()
+
+    def _fresh_start(self, sh, files, exts, is_valid_file):
+        msg, mine = None, []
+        try:
+            self._clean_tmp()
+            if files is not None:
+                for f in files:
+                    rel, c = (f, "") if isinstance(f, (str, os.PathLike)) else f
+                    rel = os.path.normpath(os.fspath(rel))
+                    if os.path.isabs(rel) or rel.startswith(".."):
+                        raise ValueError(f"file {rel}: not a path under root")
+                    mine.append((rel, c))
+            else:
+                mine = _scan(self.root, exts, is_valid_file)
+        except Exception as e:
+            msg = f"{self.root}: {type(e).__name__}: {e}"
+        sh.agree(msg)
+        # Every rank's file list, so that ids and classes are the same
+        # everywhere (after the agreement: every rank is here).
+        every = sh.comm.allgather(mine)
+        owner, msg = {}, None
+        for r, part in enumerate(every):
+            for rel, c in part:
+                if rel in owner and msg is None:
+                    msg = f"file {rel} is in the trees of ranks {owner[rel][0]} and {r}"
+                owner[rel] = (r, c)
+        names = sorted(owner)
+        if any(isinstance(c, (int, np.integer)) for _, c in owner.values()):
+            self.classes = sorted({int(c) for _, c in owner.values()})
+            self.class_to_idx = {c: c for c in self.classes}
+            labels = [int(owner[n][1]) for n in names]
+        else:
+            self.classes = sorted({c for _, c in owner.values()})
+            self.class_to_idx = {c: k for k, c in enumerate(self.classes)}
+            labels = [self.class_to_idx[owner[n][1]] for n in names]
+        if not names and msg is None:
+            msg = f"no sample files under {self.root} on any rank"
+        sh.agree(msg)
+        self.names, self.labels = names, labels
+        msg = None
+        try:
+            ids = {n: k for k, n in enumerate(names)}
+            for rel, _ in mine:
+                with open(os.path.join(self.root, rel), "rb") as f:
+                    sh.add(ids[rel], labels[ids[rel]], f.read())
+        except Exception as e:
+            msg = f"{self.root}: {type(e).__name__}: {e}"
+        sh.agree(msg)
+        sh.start()
+        _save_meta(sh, {"kind": "folder", "count": len(names), "names": names, "labels": labels,
+                        "classes": self.classes})
+        self._found = [rel for rel, _ in mine]
+
+    def _resume(self, sh):
+        """The file list comes from the store's side (the trees may be in
+        the middle of a sync); the tree may hold only files of that list."""
+        meta, msg, found = _load_meta(sh), None, []
+        if not meta or meta.get("kind") != "folder":
+            msg = f"the store at {sh.store_dir} has no file list of a ShuffledFolder: start afresh (resume=False)"
+        else:
+            msg = _count_check(sh, "its file list", meta["count"]) or _count_check(sh, "the file list",
+                                                                                    len(meta["names"]))
+        if msg is None:
+            try:
+                self._clean_tmp()
+                known = set(meta["names"])
+                for dp, dns, fns in os.walk(self.root):
+                    dns[:] = sorted(d for d in dns if not d.startswith("."))
+                    for f in sorted(fns):
+                        if f.startswith("."):
+                            continue
+                        rel = os.path.relpath(os.path.join(dp, f), self.root)
+                        if rel not in known:
+                            msg = (f"{self.root}: file {rel} is not in the dataset the store at {sh.store_dir} was "
+                                   f"made from: the data changed (start afresh with resume=False)")
+                            break
+                        found.append(rel)
+                    if msg:
+                        break
+            except OSError as e:
+                msg = f"{self.root}: {type(e).__name__}: {e}"
+        sh.agree(msg)
+        sh.start()
+        self.names, self.labels, self.classes = meta["names"], meta["labels"], meta["classes"]
+        self.class_to_idx = {c: (c if isinstance(c, int) else k) for k, c in enumerate(self.classes)}
+        self._found = found
+
+    def _clean_tmp(self):
+        for dp, dns, fns in os.walk(self.root):
+            for f in fns:
+                if f.startswith(_TMP):
+                    os.unlink(os.path.join(dp, f))
+        pad = os.path.join(self.root, _PAD_DIR)
+        if os.path.isdir(pad):
+            import shutil
+            shutil.rmtree(pad)
+
+    def _write(self, rel, data):
+        """Writes root/rel atomically: a complete file or none."""
+        path = os.path.join(self.root, rel)
+        d = os.path.dirname(path)
+        os.makedirs(d, exist_ok=True)
+        tmp = os.path.join(d, f"{_TMP}{os.getpid()}.{os.path.basename(path)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                if self.shuffler._fsync:
+                    f.flush()
+                    os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        return d
+
+    def _reindex(self):
+        sh = self.shuffler
+        ids = sh.ids()
+        held = set(int(k) for k in ids)
+        dirs = set()
+        for i, k in enumerate(ids):
+            k = int(k)
+            if k not in self._present:
+                dirs.add(self._write(self.names[k], sh.read_into(i)))
+                self._present.add(k)
+        for k in sorted(self._present - held):
+            try:
+                os.unlink(os.path.join(self.root, self.names[k]))
+            except FileNotFoundError:
+                pass
+            self._present.discard(k)
+        if sh._fsync:
+            for d in dirs:
+                fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        self.samples = [(os.path.join(self.root, self.names[int(k)]), self.labels[int(k)]) for k in ids]
+        self.targets = [c for _, c in self.samples]
+        self.imgs = self.samples
+
+    def _set_pad(self, pad):
+        import shutil
+        d = os.path.join(self.root, _PAD_DIR)
+        if os.path.isdir(d):
+            shutil.rmtree(d)
+        if pad is not None:
+            sid, label, data = pad
+            rel = os.path.join(_PAD_DIR, self.names[sid])
+            self._write(rel, data)
+            pad = (sid, label, os.path.join(self.root, rel))
+        super()._set_pad(pad)
+
+    def __getitem__(self, i):
+        self._fresh()
+        i = int(i)
+        n = len(self.samples)
+        if i == n and self._pad is not None:
+            path, target = self._pad[2], self._pad[1]
+        elif 0 <= i < n:
+            path, target = self.samples[i]
+        else:
+            raise IndexError(f"pshuffle: index {i} outside 0..{len(self) - 1}")
+        x = self.loader(path)
+        if self.transform is not None:
+            x = self.transform(x)
+        if self.target_transform is not None:
+            target = self.target_transform(target)
+        return x, target
+
+
+# -- the sampler ---------------------------------------------------------------
 def _dist_check(sh, num_replicas, rank):
+    msg = None
     if num_replicas is not None and num_replicas != sh.nranks:
-        raise ValueError(f"num_replicas={num_replicas}, but the shuffler's communicator has {sh.nranks} ranks")
-    if rank is not None and rank != sh.rank:
-        raise ValueError(f"rank={rank}, but this is rank {sh.rank} of the shuffler's communicator")
-    import torch.distributed as dist
-    if dist.is_available() and dist.is_initialized():
-        if dist.get_world_size() != sh.nranks or dist.get_rank() != sh.rank:
-            raise ValueError(f"torch.distributed has rank {dist.get_rank()} of {dist.get_world_size()}, the "
-                             f"shuffler's communicator rank {sh.rank} of {sh.nranks}: they must be the same "
-                             f"processes in the same order")
+        msg = f"num_replicas={num_replicas}, but the shuffler's communicator has {sh.nranks} ranks"
+    elif rank is not None and rank != sh.rank:
+        msg = f"rank={rank}, but this is rank {sh.rank} of the shuffler's communicator"
+    else:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            if dist.get_world_size() != sh.nranks or dist.get_rank() != sh.rank:
+                msg = (f"torch.distributed has rank {dist.get_rank()} of {dist.get_world_size()}, the "
+                       f"shuffler's communicator rank {sh.rank} of {sh.nranks}: they must be the same processes "
+                       f"in the same order")
+    return msg
+
+
+def _timeout_s():
+    try:
+        v = float(os.environ.get("PSHUFFLE_TIMEOUT", "") or 300)
+        return v if v > 0 else 300.0
+    except ValueError:
+        return 300.0  # the library refused it already at open
+
+
+def _alltoall_bytes(comm, sends, what):
+    """Each rank sends sends[d] (bytes) to rank d; returns what each rank
+    sent here. Nonblocking with a deadline, as the library's own waits: a
+    rank that does not arrive within PSHUFFLE_TIMEOUT ends the job."""
+    from mpi4py import MPI
+    m = comm.size
+    scount = np.array([len(b) for b in sends], dtype=np.int64)
+    rcount = np.zeros(m, dtype=np.int64)
+
+    def wait(req):
+        t0 = time.monotonic()
+        while not req.Test():
+            if time.monotonic() - t0 > _timeout_s():
+                import sys
+                sys.stderr.write(f"pshuffle: rank {comm.rank}: {what}: no answer from the other ranks within "
+                                 f"{_timeout_s():g} s (PSHUFFLE_TIMEOUT); aborting the job\n")
+                sys.stderr.flush()
+                comm.Abort(70)
+            time.sleep(0.0005)
+
+    wait(comm.Ialltoall([scount, MPI.INT64_T], [rcount, MPI.INT64_T]))
+    sc, rc = [int(v) for v in scount], [int(v) for v in rcount]
+    sd = [sum(sc[:k]) for k in range(m)]
+    rd = [sum(rc[:k]) for k in range(m)]
+    sbuf = np.frombuffer(b"".join(sends) or b"\0", dtype=np.uint8)
+    rbuf = np.empty(max(1, sum(rc)), dtype=np.uint8)
+    wait(comm.Ialltoallv([sbuf, (sc, sd), MPI.BYTE], [rbuf, (rc, rd), MPI.BYTE]))
+    return [rbuf[rd[r]:rd[r] + rc[r]].tobytes() for r in range(m)]
 
 
 class PartialShuffleSampler(tud.Sampler):
-    """DistributedSampler's interface over a pshuffle store.
+    """DistributedSampler's semantics over a pshuffle store.
 
-    shuffle: visit the local samples in a random order each epoch (a
-    function of the shuffler's seed, epoch and rank); False visits them in
-    ascending id order. Which samples a rank holds is the shuffler's
-    strategy's business ("local" keeps them). seed: must be the shuffler's
-    seed if given (the shuffler's seed drives both the exchange and the
-    order). drop_last: as DistributedSampler, every rank yields floor(N/M)
-    indices; else ceil(N/M), repeating samples from the start of the order
-    to pad. num_replicas/rank: optional, checked against the communicator;
-    both are also checked against torch.distributed when it is initialised.
+    source: the dataset handed to the DataLoader (ShuffledFolder,
+    ShuffledDataset, PartialShuffleDataset) or its Shuffler. Indices are
+    plain integers into that dataset.
 
-    overlap=True: set_epoch(e) finishes the exchange of the previous epoch
-    (collective) and starts epoch e's, which progresses while the epoch is
-    iterated (every progress_every indices); samples received during epoch
-    e are visited from epoch e+1. overlap=False: the exchange of epoch e
-    runs whole in set_epoch(e+1). warmup=True: one exchange runs before
-    epoch 0 (in the constructor on a fresh store), so epoch 0 is already
-    shuffled by the strategy; sampler epoch e then uses store epoch e+1.
+    With the "global" strategy (DistributedSampler's own semantics): the
+    samples of epoch e are those DistributedSampler would give this rank,
+    positions r, r+M, ... of a uniformly random permutation of all N
+    samples drawn from (seed, e) (ascending ids with shuffle=False), visited
+    in that order; epoch 0 is already shuffled. set_epoch(e) accepts any
+    epoch, forward or back: the store moves to epoch e's partition in one
+    exchange (with overlap=True, the next epoch's exchange runs during
+    training, so that a loop over consecutive epochs waits for none).
+    Every rank yields ceil(N/M) indices, a rank with one sample fewer
+    padded with the sample DistributedSampler would repeat (copied from the
+    rank that holds it: at most one per rank, even when N < M), or
+    floor(N/M) with drop_last=True (the tail of the permutation dropped).
+
+    With "partial" and "local": the strategy's exchanges (the exchange of
+    epoch e progresses during epoch e and is visible from e+1; warmup=True
+    runs one before epoch 0); set_epoch only goes forward; a rank's own
+    samples pad it, and a rank without samples cannot pad (an error on
+    every rank).
+
+    seed: the shuffler's seed (a different one is refused).
+    num_replicas, rank: checked against the communicator and
+    torch.distributed. Every collective step starts by agreeing that no
+    rank failed: an error on one rank is raised on every rank with the same
+    message.
     """
 
-    def __init__(self, shuffler: Shuffler, num_replicas=None, rank=None, shuffle=True, seed=None,
-                 drop_last=False, progress_every=8, overlap=True, warmup=False):
-        self.sh = shuffler
-        _dist_check(shuffler, num_replicas, rank)
-        if seed is not None and (int(seed) & (2**64 - 1)) != shuffler.seed:
-            raise ValueError(f"seed={seed}: the sampler uses the shuffler's seed ({shuffler.seed}); "
-                             f"pass the seed to pshuffle.Shuffler")
-        self.num_replicas, self.rank = shuffler.nranks, shuffler.rank
+    def __init__(self, source, num_replicas=None, rank=None, shuffle=True, seed=None, drop_last=False,
+                 progress_every=8, overlap=True, warmup=False):
+        sh = source if isinstance(source, Shuffler) else getattr(source, "shuffler", None)
+        if not isinstance(sh, Shuffler):
+            raise TypeError("PartialShuffleSampler: pass the dataset made on a pshuffle.Shuffler (ShuffledFolder, "
+                            "ShuffledDataset, PartialShuffleDataset) or the Shuffler")
+        self.sh = sh
+        msg = _dist_check(sh, num_replicas, rank)
+        if msg is None and seed is not None and (int(seed) & (2**64 - 1)) != sh.seed:
+            msg = f"seed={seed}: the sampler uses the shuffler's seed ({sh.seed}); pass the seed to pshuffle.Shuffler"
+        try:
+            sh.agree(msg)
+        except PShuffleError as e:
+            raise ValueError(str(e)) from None
+        self.num_replicas, self.rank = sh.nranks, sh.rank
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
         self.every = max(1, int(progress_every))
         self.overlap = overlap
-        self.offset = 1 if warmup else 0
-        if warmup and shuffler.epoch == 0:
-            shuffler.exchange(0)
+        self.seeded = sh.strategy == "global"
+        self.offset = 1 if warmup and not self.seeded else 0
+        if self.offset and sh.epoch == 0:
+            sh.exchange(0)
         self.epoch = None
         self._order = None
+        self._part = None   # (epoch, shuffle): the seeded partition the store holds, when known
+        self._next = None   # the one the exchange in flight moves to
+        self._skip = 0      # indices of the epoch already consumed (load_state_dict)
+        self._resume_epoch = None
+        self.yielded = 0    # indices of this epoch handed out by __iter__
 
+    # -- sizes ------------------------------------------------------------
     @property
     def start_epoch(self):
-        """The first epoch to train (after a resume, where the store is)."""
-        return max(0, self.sh.epoch - self.offset)
-
-    @property
-    def total_size(self):
-        return self.num_samples * self.num_replicas
+        """The first epoch to train: 0, the epoch of a loaded state, or
+        (partial/local) where a resumed store is."""
+        if self._resume_epoch is not None:
+            return self._resume_epoch
+        return 0 if self.seeded else max(0, self.sh.epoch - self.offset)
 
     @property
     def num_samples(self):
         n, m = self.sh.total, self.num_replicas
         return n // m if self.drop_last else math.ceil(n / m)
 
+    @property
+    def total_size(self):
+        return self.num_samples * self.num_replicas
+
+    def __len__(self):
+        return self.num_samples - (self._skip if self.epoch is not None and self.epoch == self._resume_epoch else 0)
+
+    def _views(self):
+        return getattr(self.sh, "_views", [])
+
+    # -- epochs -----------------------------------------------------------
     def set_epoch(self, epoch):
-        """Collective: every rank calls it with the same epoch. Calling it
-        again with the same epoch does nothing; skipping epochs runs the
-        skipped exchanges (blocking) so the store reaches the epoch asked
-        for; going back to an epoch before the store's raises ValueError."""
-        epoch = int(epoch)
+        """Collective: every rank calls it with the same epoch (else an
+        error on every rank). Calling it again with the same epoch does
+        nothing."""
+        msg = None
+        try:
+            epoch = int(epoch)
+            if epoch < 0:
+                msg = f"set_epoch({epoch}): epochs start at 0"
+        except (TypeError, ValueError):
+            msg, epoch = f"set_epoch({epoch!r}): not an integer", -1
+        if msg is None and not self.seeded and epoch + self.offset < self.sh.epoch and epoch != self.epoch:
+            msg = (f"set_epoch({epoch}): the {self.sh.strategy} strategy's store is at epoch "
+                   f"{self.sh.epoch - self.offset} and cannot go back (only strategy='global' goes to any epoch)")
+        self.sh.agree(msg, epoch=max(epoch, 0))
         if epoch == self.epoch:
             return
-        if self.sh.in_exchange:
-            self.sh.exchange_end()
-        target = epoch + self.offset
-        if target < self.sh.epoch:
-            raise ValueError(f"set_epoch({epoch}): the store is at epoch {self.sh.epoch - self.offset} and "
-                             f"cannot go back (after a resume, start the loop at sampler.start_epoch)")
-        while self.sh.epoch < target:
-            self.sh.exchange(self.sh.epoch)
+        if self.seeded:
+            self._set_epoch_seeded(epoch)
+        else:
+            self._set_epoch_pool(epoch)
         self.epoch = epoch
-        n = len(self.sh)
-        order = self.sh.order() if self.shuffle else list(range(n))
+        self.yielded = 0
+        if epoch != self._resume_epoch:
+            self._skip = 0
+
+    def _set_epoch_seeded(self, epoch):
+        sh = self.sh
+        if sh.in_exchange:
+            sh.exchange_end()
+            self._part = self._next
+        want = (epoch, self.shuffle)
+        if self._part != want:
+            sh.exchange_begin_to(epoch, self.shuffle)
+            sh.exchange_end()
+            self._part = want
+        n_all, m, r = sh.total, self.num_replicas, self.rank
+        perm = partition_perm(n_all, epoch, sh.seed, self.shuffle)
+        slots = perm[r::m]  # this rank's samples in DistributedSampler's order
+        held = sh.ids()
+        if len(held) != len(slots):
+            raise PShuffleError(f"pshuffle: rank {r} holds {len(held)} samples, epoch {epoch}'s partition gives it "
+                                f"{len(slots)}")
+        order = np.searchsorted(held, slots).tolist()
+        k = self.num_samples
+        pad_sends = [b""] * m
+        need = None
+        if len(order) < k:  # one position of this rank is past N: DistributedSampler repeats perm[pos % N]
+            need = r + m * (k - 1)
+        # Every rank knows every rank's padding: the holder sends it.
+        for q in range(m):
+            if n_all and not self.drop_last and q + m * (k - 1) >= n_all and q + m * (k - 1) < m * k:
+                pos = (q + m * (k - 1)) % n_all
+                if pos % m == r:
+                    i = int(np.searchsorted(held, perm[pos]))
+                    sid, label, _ = sh.info(i)
+                    pad_sends[q] = struct.pack("<Qq", sid, label) + bytes(sh.read_into(i))
+        pad = None
+        if n_all and not self.drop_last and k * m > n_all:
+            got = _alltoall_bytes(sh.comm, pad_sends, "padding")
+            if need is not None:
+                src = ((need % n_all) % m)
+                sid, label = struct.unpack_from("<Qq", got[src])
+                pad = (sid, label, got[src][16:])
+        order = order[:k]
+        if pad is not None:
+            order.append(len(held))
+        for v in self._views():
+            v._set_pad(pad)
+        self._order = order
+        if self.overlap:
+            sh.exchange_begin_to(epoch + 1, self.shuffle)
+            self._next = (epoch + 1, self.shuffle)
+
+    def _set_epoch_pool(self, epoch):
+        sh = self.sh
+        if sh.in_exchange:
+            sh.exchange_end()
+        target = epoch + self.offset
+        while sh.epoch < target:
+            sh.exchange(sh.epoch)
+        n = len(sh)
         want = self.num_samples
+        msg = None
         if n == 0 and want:
-            raise RuntimeError(f"rank {self.rank} holds no samples at epoch {epoch} and cannot pad to {want}: "
-                               f"start with samples on every rank, or use warmup=True (every exchange "
-                               f"balances the ranks)")
+            msg = (f"rank {self.rank} holds no samples at epoch {epoch} and cannot pad to {want}: with "
+                   f"strategy='{sh.strategy}' a rank pads with its own samples (strategy='global' pads as "
+                   f"DistributedSampler; warmup=True balances the ranks before epoch 0)")
+        sh.agree(msg, epoch=epoch)
+        order = sh.order() if self.shuffle else list(range(n))
         if len(order) < want:
             order = (order * math.ceil(want / len(order)))[:want]
-        self._order = [(self.sh.epoch, i) for i in order[:want]]
+        self._order = order[:want]
+        for v in self._views():
+            v._set_pad(None)
         if self.overlap:
-            self.sh.exchange_begin(self.sh.epoch)
+            sh.exchange_begin(sh.epoch)
 
     def finish(self):
-        """Collective: commits the exchange of the last epoch (without
-        overlap, runs it)."""
+        """Collective: commits the exchange in flight (partial/local without
+        overlap: runs the last epoch's)."""
         if self.sh.in_exchange:
             self.sh.exchange_end()
-        elif not self.overlap and self.epoch is not None and self.sh.epoch == self.epoch + self.offset:
+            if self.seeded:
+                self._part = self._next
+        elif (not self.seeded and not self.overlap and self.epoch is not None
+              and self.sh.epoch == self.epoch + self.offset):
             self.sh.exchange(self.sh.epoch)
 
     def __iter__(self):
         if self._order is None:
             raise RuntimeError("PartialShuffleSampler: call set_epoch(e) before iterating")
-        for k, i in enumerate(self._order):
+        skip = self._skip if self.epoch == self._resume_epoch else 0
+        self.yielded = skip
+        for k in range(skip, len(self._order)):
             if k % self.every == 0:
                 self.sh.progress()
-            yield i
+            self.yielded = k + 1
+            yield self._order[k]
 
-    def __len__(self):
-        return self.num_samples
+    # -- resume -------------------------------------------------------------
+    def state_dict(self, consumed=None):
+        """Where training stands: the epoch and how many of its indices
+        this rank has consumed. consumed defaults to what __iter__ handed
+        out, which is exact without DataLoader workers; with workers (which
+        prefetch), pass the count the loop consumed (steps * batch size)."""
+        pos = self.yielded if consumed is None else int(consumed)
+        return {"epoch": self.epoch, "position": pos, "seed": self.sh.seed, "strategy": self.sh.strategy,
+                "total": self.sh.total, "nranks": self.num_replicas, "shuffle": self.shuffle,
+                "drop_last": self.drop_last}
+
+    def load_state_dict(self, state):
+        """Collective. The next set_epoch(state['epoch']) (start_epoch)
+        resumes at the next index of that epoch. A state of another seed,
+        strategy, dataset size, rank count or sampler setting is refused
+        with one line on every rank."""
+        msg = None
+        try:
+            for key, mine in (("seed", self.sh.seed), ("strategy", self.sh.strategy), ("total", self.sh.total),
+                              ("nranks", self.num_replicas), ("shuffle", self.shuffle),
+                              ("drop_last", self.drop_last)):
+                if state[key] != mine:
+                    what = "dataset size" if key == "total" else key
+                    msg = f"load_state_dict: the state has {what} {state[key]}, this job {mine}"
+                    break
+            epoch, pos = state["epoch"], int(state["position"])
+            if msg is None and epoch is not None and not 0 <= pos <= self.num_samples:
+                msg = f"load_state_dict: position {pos} outside 0..{self.num_samples}"
+        except (KeyError, TypeError, ValueError) as e:
+            msg = f"load_state_dict: not a pshuffle sampler state ({type(e).__name__}: {e})"
+        self.sh.agree(msg)
+        if epoch is None:
+            return
+        # Every rank consumed as many indices (equal lengths), so every rank
+        # skips the same count.
+        self._resume_epoch, self._skip = int(epoch), pos
 
 
 def make_loader(dataset, *args, persistent_workers=False, **kw):
@@ -187,77 +873,3 @@ def make_loader(dataset, *args, persistent_workers=False, **kw):
     if persistent_workers:
         raise ValueError(PERSISTENT_WORKERS_MSG)
     return tud.DataLoader(dataset, *args, persistent_workers=False, **kw)
-
-
-def _encode(x):
-    buf = io.BytesIO()
-    torch.save(x, buf)
-    return buf.getvalue()
-
-
-def decode_item(blob, label):
-    """Inverse of ingest()'s default encoding: (x, label)."""
-    return torch.load(io.BytesIO(blob), weights_only=False), label
-
-
-def _label(y):
-    try:
-        return int(y)
-    except (TypeError, ValueError):
-        return -1
-
-
-def ingest(sh, dataset, encode=None, raw_files=True):
-    """Loads a map-style Dataset into the shuffler's initial partition and
-    starts it. Collective. Rank r takes items [r*N/M, (r+1)*N/M); sample id
-    = item index. Datasets that list their files as .samples = [(path,
-    class)] (torchvision's ImageFolder/DatasetFolder) are stored as the raw
-    file bytes when raw_files is set (decode them with the dataset's own
-    loader); other items (x, y) are stored as encode(x) (default:
-    torch.save, read back with decode_item) with label int(y), or -1.
-    Does nothing but start() on a resumed store."""
-    if not sh.resumed:
-        n, m, r = len(dataset), sh.nranks, sh.rank
-        samples = getattr(dataset, "samples", None) if raw_files else None
-        if samples is not None and len(samples) == n:
-            sh.load_files([p for p, _ in samples], [int(c) for _, c in samples])
-        else:
-            enc = encode or _encode
-            err = None
-            for i in range(n * r // m, n * (r + 1) // m):
-                try:
-                    item = dataset[i]
-                    x, y = item if isinstance(item, tuple) and len(item) == 2 else (item, -1)
-                    sh.add(i, _label(y), enc(x))
-                except Exception as e:  # reported after the collective step below
-                    err = f"item {i}: {type(e).__name__}: {e}"
-                    break
-            bad = sh.comm.allgather(err)
-            msgs = [f"rank {k}: {b}" for k, b in enumerate(bad) if b]
-            if msgs:
-                raise RuntimeError("pshuffle.ingest: " + "; ".join(msgs))
-    sh.start()
-
-
-def ingest_dir(sh, root, extensions=None):
-    """Loads a directory of files and starts the shuffler. Collective. With
-    class subdirectories (root/CLASS/file, as ImageFolder) label = index of
-    the class in sorted order, else -1; files are taken in sorted path
-    order and stored as their raw bytes. Returns (paths, classes)."""
-    root = os.fspath(root)
-    classes = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
-    exts = tuple(e.lower() for e in extensions) if extensions else None
-    paths, labels = [], []
-    dirs = [(os.path.join(root, c), k) for k, c in enumerate(classes)] or [(root, -1)]
-    for d, k in dirs:
-        for dp, _, files in sorted(os.walk(d)):
-            for f in sorted(files):
-                if exts is None or f.lower().endswith(exts):
-                    paths.append(os.path.join(dp, f))
-                    labels.append(k)
-    if not paths:
-        raise ValueError(f"pshuffle.ingest_dir: no files under {root}")
-    if not sh.resumed:
-        sh.load_files(paths, labels)
-    sh.start()
-    return paths, classes

@@ -12,8 +12,9 @@ import torch.distributed as dist
 from mpi4py import MPI
 
 import pshuffle
-from pshuffle.torch import (PartialShuffleDataset, PartialShuffleSampler, decode_item, ingest, ingest_dir,
+from pshuffle.torch import (PartialShuffleDataset, PartialShuffleSampler, ShuffledDataset, ShuffledFolder,
                             make_loader)
+from pshuffle.torch import decode as ps_decode, encode as ps_encode
 
 N_PER = 48
 
@@ -111,7 +112,7 @@ def test_set_epoch_determinism(comm):
         for e in range(3):
             sampler.set_epoch(e)
             sampler.set_epoch(e)  # idempotent
-            seen.append([sh.info(i)[0] for _, i in sampler])
+            seen.append([sh.info(i)[0] for i in sampler])
         sampler.finish()
         seen.append(held(sh))
         sh.close()
@@ -132,7 +133,7 @@ def test_dataloader_workers(comm):
                                          sampler=sampler, num_workers=2)
     for e in range(3):
         sampler.set_epoch(e)
-        expect = [sh.info(i)[0] for _, i in sampler._order]
+        expect = [sh.info(i)[0] for i in sampler._order]
         got = [int(x) for batch in loader for x in batch]
         assert got == expect, f"epoch {e}: the loader did not follow the sampler"
     sampler.finish()
@@ -220,8 +221,9 @@ def test_bad_input(comm):
     sampler = PartialShuffleSampler(sh)
     sampler.set_epoch(3)  # skipping epochs runs the skipped exchanges
     assert sh.epoch == 3
-    with pytest.raises(ValueError, match="cannot go back"):
+    with pytest.raises(pshuffle.PShuffleError, match="cannot go back") as ei:
         sampler.set_epoch(1)
+    assert len(set(comm.allgather(str(ei.value)))) == 1  # the same line on every rank
     sampler.finish()
     with pytest.raises(ValueError, match="pass the seed to pshuffle.Shuffler"):
         PartialShuffleSampler(sh, seed=99)
@@ -251,28 +253,54 @@ def test_sampler_equal_lengths(comm, drop_last):
         assert len(got) == len(sampler) == want
         assert comm.allgather(len(got)) == [want] * comm.size
         held_now = set(range(len(sh)))
-        assert {i for _, i in got} <= held_now
+        assert set(got) <= held_now
         if not drop_last and len(sh) >= want:
-            assert len({i for _, i in got}) == want  # no padding where none is needed
+            assert len(set(got)) == want  # no padding where none is needed
     sampler.finish()
     sizes = comm.allgather(len(sh))
     assert max(sizes) - min(sizes) <= 1 and sum(sizes) == n_tot
     sh.close()
 
 
-def test_global_strategy_and_warmup(comm):
+def test_global_epoch0_shuffled_and_back(comm):
+    """strategy='global': epoch 0 is already a uniform reshuffle (not the
+    contiguous start), set_epoch goes forward and back (the same epoch gives
+    the same samples in the same order), every sample once per epoch."""
     sh = make(comm, strategy="global", q=None)
-    sampler = PartialShuffleSampler(sh, warmup=True)
-    assert sh.epoch == 1 and sampler.start_epoch == 0  # one exchange before epoch 0
-    sampler.set_epoch(0)
-    sampler.finish()
-    assert sh.epoch == 2
-    ids = sorted(i for part in comm.allgather(held(sh)) for i in part)
-    assert ids == list(range(N_PER * comm.size))
+    start = held(sh)
+    sampler = PartialShuffleSampler(sh)
+    seen = {}
+    for e in (0, 1, 2, 1, 0, 5):
+        sampler.set_epoch(e)
+        ids = [sh.info(i)[0] for i in sampler]
+        if e in seen:
+            assert ids == seen[e], f"epoch {e} again gave other samples"
+        seen[e] = ids
+        every = sorted(i for part in comm.allgather(ids) for i in part)
+        assert every == list(range(N_PER * comm.size))
     if comm.size > 1:
-        st = comm.allgather(sh.stats())
-        assert sum(s["samples_sent"] for s in st) > 0
-        assert sum(s["samples_kept"] for s in st) > 0  # fixed points: some samples stay
+        assert comm.allreduce(int(sorted(seen[0]) != start)) > 0, "epoch 0 trained on the unshuffled start"
+        assert seen[0] != seen[1]
+    sampler.finish()
+    sh.close()
+
+
+def test_empty_rank_same_error_everywhere(comm):
+    """partial strategy, rank 1 empty at epoch 0: the same one-line error on
+    every rank, raised before any exchange (no rank left waiting)."""
+    if comm.size < 2:
+        pytest.skip("needs 2 ranks")
+    sh = pshuffle.Shuffler(comm, seed=1, q=0.1)
+    if comm.rank == 0:
+        for i in range(10):
+            sh.add(i, 0, payload(i))
+    sh.start()
+    sampler = PartialShuffleSampler(sh)
+    with pytest.raises(pshuffle.PShuffleError) as ei:
+        sampler.set_epoch(0)
+    msg = str(ei.value)
+    assert "rank 1 holds no samples" in msg and "\n" not in msg
+    assert len(set(comm.allgather(msg))) == 1, "ranks raised different messages"
     sh.close()
 
 
@@ -301,7 +329,7 @@ def test_worker_error_keeps_message(comm):
     sh = make(comm, q=0.0)
     loader = torch.utils.data.DataLoader(PartialShuffleDataset(sh), batch_size=1, sampler=[10**6],
                                          num_workers=1)
-    with pytest.raises(pshuffle.PShuffleError, match="sample index 1000000"):
+    with pytest.raises(IndexError, match="index 1000000 outside"):
         list(loader)
     sh.close()
 
@@ -314,33 +342,222 @@ class _Squares(torch.utils.data.Dataset):
         return torch.full((3,), float(i * i)), i % 4
 
 
-def test_ingest_dataset_and_dir(comm, shared_tmp):
+def test_encoder_round_trip():
+    import numpy as np
+    items = [(torch.arange(784, dtype=torch.uint8).view(28, 28), 3), (torch.zeros(0, 5), 1),
+             (torch.tensor([1.5, -2.0], dtype=torch.bfloat16), 0), (np.arange(12, dtype=np.float32).reshape(3, 4), 7),
+             (torch.ones(2, dtype=torch.bool), 2), b"raw", (torch.ones(2), "text label"), ({"a": 1}, 5),
+             (torch.ones(3), torch.tensor(9)), (torch.ones(3), -1)]
+    for item in items:
+        blob, label = ps_encode(item)
+        got = ps_decode(bytearray(blob), label)
+        want = item if not (isinstance(item, tuple) and torch.is_tensor(item[1])) else (item[0], int(item[1]))
+        assert type(got) is type(want)
+        if isinstance(want, tuple):
+            for a, b in zip(got, want):
+                if torch.is_tensor(b):
+                    assert torch.equal(a, b) and a.dtype == b.dtype
+                elif isinstance(b, np.ndarray):
+                    assert np.array_equal(a, b) and a.dtype == b.dtype
+                else:
+                    assert a == b
+        else:
+            assert got == want
+    # A 784-byte item costs at most 5% more than its raw bytes (torch.save: about 2x).
+    blob, label = ps_encode((torch.zeros(28, 28, dtype=torch.uint8), 3))
+    assert len(blob) <= 784 * 1.05 and label == 3, len(blob)
+
+
+def test_shuffled_dataset(comm):
+    """A user's map-style dataset: plain indices, transform at every access
+    (never at ingest), global reshuffle visible in the ids."""
+    calls = []
     sh = pshuffle.Shuffler(comm, seed=3, strategy="global")
-    ingest(sh, _Squares())
-    sh.exchange(0)
-    got = {}
-    for i in range(len(sh)):
-        sid, label, _ = sh.info(i)
-        x, y = decode_item(sh.read(i), label)
-        assert torch.equal(x, torch.full((3,), float(sid * sid))) and y == sid % 4
-        got[sid] = y
-    ids = sorted(i for part in comm.allgather(sorted(got)) for i in part)
-    assert ids == list(range(37))
+    ds = ShuffledDataset(_Squares(), sh, transform=lambda x: x + 1, target_transform=lambda y: y * 10)
+    sampler = PartialShuffleSampler(ds)
+    loader = torch.utils.data.DataLoader(ds, batch_size=4, sampler=sampler, num_workers=2)
+    seen = []
+    for e in range(2):
+        sampler.set_epoch(e)
+        for x, y in loader:
+            for xi, yi in zip(x, y):
+                sid = int(round(float(xi[0]) - 1) ** 0.5 + 0.5)
+                assert torch.equal(xi, torch.full((3,), float(sid * sid) + 1)) and int(yi) == (sid % 4) * 10
+                seen.append(sid)
+    assert len(seen) == 2 * len(sampler)
+    every = sorted(set(i for part in comm.allgather(seen) for i in part))
+    assert every == list(range(37))
+    sampler.finish()
     sh.close()
-    # A directory in ImageFolder layout: labels from the class folders.
-    if comm.rank == 0:
-        for c in ("cat", "dog"):
-            os.makedirs(os.path.join(shared_tmp, "imgs", c))
-            for k in range(5):
-                with open(os.path.join(shared_tmp, "imgs", c, f"{k}.bin"), "wb") as f:
-                    f.write(f"{c}{k}".encode())
+
+
+class _Noisy(torch.utils.data.Dataset):
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        return torch.full((8,), float(i)), i % 2
+
+
+def _augment(x):
+    return x + torch.rand_like(x) * 0.5  # floor(x) is still the sample's id
+
+
+def test_fresh_augmentation_dataset(comm):
+    """The transform runs at every access: views of one sample differ
+    across epochs (they would be equal if it ran at ingest)."""
+    sh = pshuffle.Shuffler(comm, seed=1, strategy="local")
+    ds = ShuffledDataset(_Noisy(), sh, transform=_augment)
+    sampler = PartialShuffleSampler(ds, shuffle=False)
+    views = []
+    for e in range(3):
+        sampler.set_epoch(e)
+        loader = torch.utils.data.DataLoader(ds, batch_size=1, sampler=sampler, num_workers=1)
+        views.append([x[0] for x, _ in loader][0])
+    sampler.finish()
+    assert len({int(v[0]) for v in views}) == 1  # one sample, its first view each epoch
+    assert not torch.equal(views[0], views[1]) and not torch.equal(views[1], views[2])
+    sh.close()
+
+
+def _tree(base, rank, size, n=24, classes=("a", "b", "c")):
+    """Rank r's own ImageFolder-style tree: files k = r, r+M, ... of n."""
+    root = os.path.join(base, f"tree{rank}")
+    for k in range(rank, n, size):
+        c = classes[k % len(classes)]
+        os.makedirs(os.path.join(root, c), exist_ok=True)
+        with open(os.path.join(root, c, f"s{k:03d}.raw"), "wb") as f:
+            f.write(struct.pack("<I", k) * (1 + k % 5))
+    return root
+
+
+def _load_raw(path):
+    with open(path, "rb") as f:
+        return torch.tensor(struct.unpack("<I", f.read(4))[0], dtype=torch.float32)
+
+
+def _tree_files(root):
+    out = set()
+    for dp, dns, fns in os.walk(root):
+        for f in fns:
+            out.add(os.path.relpath(os.path.join(dp, f), root))
+    return out
+
+
+def test_shuffled_folder(comm, shared_tmp):
+    """The rank's tree follows the exchange: after every epoch it holds
+    exactly the rank's samples as files (received written, sent removed,
+    nothing temporary left), each with its original bytes; the loader and
+    transform run at every access; resume rebuilds the same; a changed tree
+    is refused with one line on every rank."""
+    root = _tree(shared_tmp, comm.rank, comm.size)
+    store = os.path.join(shared_tmp, "store")
+    sh = pshuffle.Shuffler(comm, seed=4, strategy="global", store_dir=store, fsync=False)
+    ds = ShuffledFolder(root, sh, loader=_load_raw, transform=lambda x: x + 1000)
+    assert ds.classes == ["a", "b", "c"] and ds.class_to_idx == {"a": 0, "b": 1, "c": 2}
+    sampler = PartialShuffleSampler(ds)
+    loader = torch.utils.data.DataLoader(ds, batch_size=3, sampler=sampler, num_workers=2)
+    for e in range(3):
+        sampler.set_epoch(e)
+        got = [int(v) - 1000 for x, _ in loader for v in x]
+        files = _tree_files(root)
+        want = {ds.names[int(k)] for k in sh.ids()}
+        assert files == want, f"epoch {e}: tree {sorted(files)} != held {sorted(want)}"
+        for rel in files:
+            k = int(rel.split("s")[-1].split(".")[0])
+            assert open(os.path.join(root, rel), "rb").read() == struct.pack("<I", k) * (1 + k % 5)
+            assert rel.startswith("abc"[k % 3] + "/")
+        assert sorted(got) == sorted(int(rel.split("s")[-1].split(".")[0]) for rel in files)
+        for i, (path, c) in enumerate(ds.samples):
+            assert ds.classes[c] == os.path.basename(os.path.dirname(path))
+        every = sorted(k for part in comm.allgather(got) for k in part)
+        assert every == list(range(24))
+    sampler.finish()
+    final = _tree_files(root)
+    sh.close()
+    # Resume: the same files, and a usable sampler.
+    sh = pshuffle.Shuffler(comm, seed=4, strategy="global", store_dir=store, fsync=False)
+    assert sh.resumed
+    ds = ShuffledFolder(root, sh, loader=_load_raw)
+    assert _tree_files(root) == final
+    sh.close()
+    # A file added to one rank's tree: refused on every rank, same line.
+    if comm.rank == comm.size - 1:
+        with open(os.path.join(root, "a", "extra.raw"), "wb") as f:
+            f.write(b"1234")
     comm.Barrier()
-    sh = pshuffle.Shuffler(comm, seed=3, strategy="global")
-    paths, classes = ingest_dir(sh, os.path.join(shared_tmp, "imgs"))
-    assert classes == ["cat", "dog"] and len(paths) == 10
-    sh.exchange(0)
-    for i in range(len(sh)):
-        sid, label, _ = sh.info(i)
-        assert sh.read(i) == open(paths[sid], "rb").read() and classes[label] in paths[sid]
-    assert comm.allreduce(len(sh)) == 10
+    sh = pshuffle.Shuffler(comm, seed=4, strategy="global", store_dir=store, fsync=False)
+    with pytest.raises(pshuffle.PShuffleError, match="not in the dataset") as ei:
+        ShuffledFolder(root, sh, loader=_load_raw)
+    assert len(set(comm.allgather(str(ei.value)))) == 1
+    sh.close()
+
+
+def test_fresh_augmentation_folder(comm, shared_tmp):
+    root = _tree(shared_tmp, comm.rank, comm.size, n=8)
+    sh = pshuffle.Shuffler(comm, seed=2, strategy="local")
+    ds = ShuffledFolder(root, sh, loader=_load_raw, transform=lambda x: x + torch.rand(()))
+    sampler = PartialShuffleSampler(ds, shuffle=False)
+    views = []
+    for e in range(3):
+        sampler.set_epoch(e)
+        views.append(float(ds[next(iter(sampler))][0]))
+    assert len(set(views)) == 3
+    sampler.finish()
+    sh.close()
+
+
+def test_changed_dataset_refused(comm, shared_tmp):
+    store = os.path.join(shared_tmp, "dstore")
+    sh = pshuffle.Shuffler(comm, seed=3, strategy="global", store_dir=store, fsync=False)
+    ShuffledDataset(_Squares(), sh)
+    sh.close()
+    sh = pshuffle.Shuffler(comm, seed=3, strategy="global", store_dir=store, fsync=False)
+
+    class _More(_Squares):
+        def __len__(self):
+            return 40
+    with pytest.raises(pshuffle.PShuffleError, match="holds 37 samples, the dataset has 40") as ei:
+        ShuffledDataset(_More(), sh)
+    assert len(set(comm.allgather(str(ei.value)))) == 1
+    sh.close()
+
+
+def test_state_dict_mid_epoch(comm):
+    """Resume inside an epoch: a new job (fresh shuffler and dataset) with
+    the saved state yields exactly the rest of that epoch, then the same
+    next epochs."""
+    def job():
+        sh = pshuffle.Shuffler(comm, seed=9, strategy="global")
+        ds = ShuffledDataset(_Squares(), sh)
+        return sh, ds, PartialShuffleSampler(ds)
+
+    sh, ds, sampler = job()
+    sampler.set_epoch(0)
+    sampler.set_epoch(1)
+    ids = lambda idx: [int(round(float(ds[i][0][0]) ** 0.5)) for i in idx]
+    it = iter(sampler)
+    first = [next(it) for _ in range(5)]
+    state = sampler.state_dict()
+    assert state["epoch"] == 1 and state["position"] == 5
+    rest = list(it)
+    full1 = ids(first + rest)
+    sampler.set_epoch(2)
+    full2 = ids(list(sampler))
+    sampler.finish()
+    sh.close()
+
+    sh, ds, sampler = job()
+    sampler.load_state_dict(state)
+    assert sampler.start_epoch == 1
+    sampler.set_epoch(sampler.start_epoch)
+    assert len(sampler) == len(full1) - 5
+    assert ids(list(sampler)) == full1[5:]
+    sampler.set_epoch(2)
+    assert ids(list(sampler)) == full2
+    bad = dict(state, total=99)
+    with pytest.raises(pshuffle.PShuffleError, match="dataset size 99") as ei:
+        sampler.load_state_dict(bad)
+    assert len(set(comm.allgather(str(ei.value)))) == 1
+    sampler.finish()
     sh.close()
