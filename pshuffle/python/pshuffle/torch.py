@@ -836,7 +836,10 @@ class PartialShuffleSampler(tud.Sampler):
         out, which is exact without DataLoader workers; with workers (which
         prefetch), pass the count the loop consumed (steps * batch size)."""
         pos = self.yielded if consumed is None else int(consumed)
-        return {"epoch": self.epoch, "position": pos, "seed": self.sh.seed, "strategy": self.sh.strategy,
+        epoch = self.epoch
+        if epoch is not None and pos >= self.num_samples:  # the epoch is over: the next one, from its start
+            epoch, pos = epoch + 1, 0
+        return {"epoch": epoch, "position": pos, "seed": self.sh.seed, "strategy": self.sh.strategy,
                 "total": self.sh.total, "nranks": self.num_replicas, "shuffle": self.shuffle,
                 "drop_last": self.drop_last}
 
