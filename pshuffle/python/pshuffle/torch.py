@@ -160,10 +160,25 @@ def _dec(buf, off, end):
     raise ValueError(f"pshuffle: not an item written by pshuffle.torch.encode (tag {bytes(tag)!r})")
 
 
+_TSPEC = {}  # tensor header bytes -> (dtype, count, shape): a dataset has few distinct ones
+
+
 def decode(buf, label):
     """Inverse of encode(): (x, label) when the label is set, else the item.
     Tensors and arrays share `buf` (no copy)."""
-    x = _dec(buf, 0, len(buf))
+    if buf[:1] == b"T":  # the common case, kept short: the header is parsed once per shape
+        hl = (3 + 8 * buf[2] + 7) & ~7
+        key = bytes(buf[:hl])
+        spec = _TSPEC.get(key)
+        if spec is None:
+            shape = struct.unpack_from(f"<{buf[2]}Q", buf, 3)
+            spec = (_TDT[buf[1]], math.prod(shape), shape)
+            if len(_TSPEC) < 4096:
+                _TSPEC[key] = spec
+        dt, n, shape = spec
+        x = torch.frombuffer(buf, dtype=dt, count=n, offset=hl).view(shape) if n else torch.empty(shape, dtype=dt)
+    else:
+        x = _dec(buf, 0, len(buf))
     return (x, label) if label != -1 else x
 
 
