@@ -338,6 +338,17 @@ int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch);
 int ps_exchange_begin_to(ps_shuffler_t *ps, uint64_t epoch, uint64_t part_epoch, int shuffle);
 
 /**
+ * Starts an exchange, like ps_exchange_begin_to(), that sends each sample
+ * to the rank the caller names: dest[i] (0..M-1) for the i-th sample in
+ * canonical order (n = ps_size()). The caller must make the destinations
+ * agree across ranks (a pure function of what every rank knows): a re-deal
+ * of the rest of an epoch after a change of the rank count, for one. A
+ * destination out of range gives PS_EINVAL on every rank. Collective;
+ * completed by ps_exchange_end().
+ */
+int ps_exchange_begin_dest(ps_shuffler_t *ps, uint64_t epoch, const int32_t *dest);
+
+/**
  * Agrees on a result computed outside the library, so that an error on one
  * rank reaches every rank before they go on to a collective. `epoch` (any
  * value the caller's step is for) must be the same on every rank, else

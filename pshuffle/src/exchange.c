@@ -244,6 +244,7 @@ void ps__xchg_free(ps_shuffler_t *ps)
     if (!fin)
         free_types(ps, x);
     drop_staged(ps, x);
+    free(x->counts_after);
     free(x->types);
     free(x->reqs);
     free(x->reqlen);
@@ -933,6 +934,7 @@ static int step(ps_shuffler_t *ps, ps__xchg_t *x, uint64_t deadline)
 typedef struct {
     int *dest;          /* [n] */
     uint64_t *recv;     /* [nranks] */
+    uint64_t *after;    /* [nranks] every rank's count after the exchange */
 } ps__target_t;
 static int begin_local(ps_shuffler_t *ps, uint64_t epoch, const ps__target_t *tg);
 static int post_headers(ps_shuffler_t *ps);
@@ -966,40 +968,56 @@ static void *progress_main(void *arg)
     return NULL;
 }
 
-static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread, const uint64_t *part);
+static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread, const uint64_t *part, const int32_t *dest);
 
 PS_API int ps_exchange_begin(ps_shuffler_t *ps, uint64_t epoch)
 {
-    return begin(ps, epoch, ps->progress_thread, NULL);
+    return begin(ps, epoch, ps->progress_thread, NULL, NULL);
 }
 
 PS_API int ps_exchange_begin_to(ps_shuffler_t *ps, uint64_t epoch, uint64_t part_epoch, int shuffle)
 {
     uint64_t part[2] = {part_epoch, shuffle != 0};
-    return begin(ps, epoch, ps->progress_thread, part);
+    return begin(ps, epoch, ps->progress_thread, part, NULL);
+}
+
+PS_API int ps_exchange_begin_dest(ps_shuffler_t *ps, uint64_t epoch, const int32_t *dest)
+{
+    return begin(ps, epoch, ps->progress_thread, NULL, dest);
 }
 
 /* Where each committed sample goes in the seeded partition of part[0]
  * (shuffled when part[1]), and how many samples each rank sends this one:
  * one all-to-all of counts, which every rank joins even when its own part
  * failed (it then sends zeros and the agreement that follows fails). */
-static int target_counts(ps_shuffler_t *ps, const uint64_t *part, int err, ps__target_t *tg)
+static int target_counts(ps_shuffler_t *ps, const uint64_t *part, const int32_t *dest, int err,
+                         ps__target_t *tg)
 {
     int M = ps->nranks;
     uint64_t N = ps_total(ps);
-    uint64_t *send = calloc((size_t)M, sizeof *send);
+    uint64_t *send = calloc((size_t)M + 1, sizeof *send);
     tg->recv = calloc((size_t)M, sizeof *tg->recv);
+    tg->after = calloc((size_t)M, sizeof *tg->after);
     tg->dest = malloc((ps->n ? ps->n : 1) * sizeof *tg->dest);
     uint64_t *perm = NULL;
-    if (!err && (!send || !tg->recv || !tg->dest))
+    if (!err && (!send || !tg->recv || !tg->after || !tg->dest))
         err = -ENOMEM;
-    for (uint64_t i = 0; !err && i < ps->n; i++)
+    if (dest) {
+        for (uint64_t i = 0; !err && i < ps->n; i++) {
+            if (dest[i] < 0 || dest[i] >= M)
+                err = ps__errf(PS_EINVAL, "ps_exchange_begin_dest: destination %d of sample %" PRIu64 " on rank %d "
+                               "outside 0..%d", (int)dest[i], ps->ent[i].id, ps->rank, M - 1);
+            else
+                send[tg->dest[i] = dest[i]]++;
+        }
+    }
+    for (uint64_t i = 0; !err && !dest && i < ps->n; i++)
         if (ps->ent[i].id >= N)
             err = ps__errf(PS_EINVAL, "ps_exchange_begin_to needs the ids 0..N-1 of the N = %" PRIu64 " samples, "
                            "rank %d holds id %" PRIu64, N, ps->rank, ps->ent[i].id);
-    if (!err && !(perm = malloc((N ? N : 1) * sizeof *perm)))
+    if (!err && !dest && !(perm = malloc((N ? N : 1) * sizeof *perm)))
         err = -ENOMEM;
-    if (!err) {
+    if (!err && !dest) {
         /* Rank of id = its position in the permutation, mod M: the inverse
          * permutation, written over the permutation's own array. */
         ps_partition_perm(perm, N, ps->seed, part[0], (int)part[1]);
@@ -1030,11 +1048,21 @@ static int target_counts(ps_shuffler_t *ps, const uint64_t *part, int err, ps__t
         err = ps__errf(PS_EMPI, "MPI_Ialltoall of the counts failed");
     else if (ps__wait(ps, &q, "ps_exchange_begin_to"))
         err = ps__errf(PS_EMPI, "MPI_Ialltoall of the counts failed");
+    /* Every rank's count after the exchange, which the plans of later
+     * exchanges start from: kept + received, gathered. */
+    uint64_t mine = 0;
+    for (int r = 0; r < M; r++)
+        mine += tg->recv ? tg->recv[r] : 0;
+    if (tg->after && (rc = MPI_Iallgather(&mine, 1, MPI_UINT64_T, tg->after, 1, MPI_UINT64_T, ps->comm, &q)) !=
+                         MPI_SUCCESS)
+        err = ps__errf(PS_EMPI, "MPI_Iallgather of the counts failed");
+    else if (tg->after && ps__wait(ps, &q, "ps_exchange_begin_to"))
+        err = ps__errf(PS_EMPI, "MPI_Iallgather of the counts failed");
     free(send);
     return err;
 }
 
-static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread, const uint64_t *part)
+static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread, const uint64_t *part, const int32_t *dest)
 {
     ps__errclear();
     int err = 0;
@@ -1048,7 +1076,7 @@ static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread, const uint64_t *
     /* Ranks in another call, or asking for another epoch, would wait for
      * each other forever: all learn it here and fail. */
     uint64_t t0 = ps->profile ? prof_now(ps) : 0;
-    int serr = ps__sync(ps, part ? PS_OP_BEGIN_TO : PS_OP_BEGIN, epoch);
+    int serr = ps__sync(ps, part ? PS_OP_BEGIN_TO : dest ? PS_OP_BEGIN_DEST : PS_OP_BEGIN, epoch);
     /* Every rank must aim at the same partition: the target epoch, and
      * whether it is shuffled (folded into the top bit), are checked too. */
     if (!serr && part)
@@ -1057,15 +1085,20 @@ static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread, const uint64_t *
         return serr;
     uint64_t t1 = ps->profile ? prof_now(ps) : 0;
     int created = 0;
-    ps__target_t tg = {NULL, NULL};
-    if (part)
-        err = target_counts(ps, part, err, &tg);
+    ps__target_t tg = {NULL, NULL, NULL};
+    if (part || dest)
+        err = target_counts(ps, part, dest, err, &tg);
     if (!err) {
-        err = begin_local(ps, epoch, part ? &tg : NULL);
+        err = begin_local(ps, epoch, part || dest ? &tg : NULL);
         created = ps->x != NULL;
+    }
+    if (created && (part || dest)) {
+        ps->x->counts_after = tg.after; /* owned by the exchange now */
+        tg.after = NULL;
     }
     free(tg.dest);
     free(tg.recv);
+    free(tg.after);
     if (created && ps->profile) {
         ps->x->prof_t = prof_now(ps);
         ps->x->prof[PS_PROF_SYNC] = t1 - t0;
@@ -1495,12 +1528,8 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
     prof(ps, x, PS_PROF_COMPACT);
     ps->bytes = ps->bytes - x->st.bytes_sent + x->staged_bytes;
     ps->epoch = x->epoch + 1;
-    if (x->targeted) { /* rank r holds positions r, r+M, ... of the permutation */
-        uint64_t N = 0, M = (uint64_t)ps->nranks;
-        for (int r = 0; r < ps->nranks; r++)
-            N += ps->counts[r];
-        for (int r = 0; r < ps->nranks; r++)
-            ps->counts[r] = N / M + ((uint64_t)r < N % M);
+    if (x->targeted) {
+        memcpy(ps->counts, x->counts_after, (size_t)ps->nranks * sizeof *ps->counts);
     } else {
         ps_plan_balance(ps->counts, ps->nranks, ps->counts); /* what every rank now holds */
     }
@@ -1525,6 +1554,6 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
 PS_API int ps_exchange(ps_shuffler_t *ps, uint64_t epoch)
 {
     /* Nothing to overlap with: the calling thread does all the work. */
-    int err = begin(ps, epoch, 0, NULL);
+    int err = begin(ps, epoch, 0, NULL, NULL);
     return err ? err : ps_exchange_end(ps);
 }

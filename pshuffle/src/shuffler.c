@@ -120,7 +120,7 @@ static int env_check(void)
 const char *const ps__op_names[] = {"?", "a load (ps_load_files/ps_load_packed)", "ps_start",
                                      "ps_exchange_begin", "ps_exchange_end",
                                      "ps_close during an exchange", "ps_exchange_begin_to",
-                                     "ps_agree_error"};
+                                     "ps_agree_error", "ps_exchange_begin_dest"};
 
 void ps__fatal(ps_shuffler_t *ps, int err, const char *what)
 {

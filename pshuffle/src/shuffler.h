@@ -80,7 +80,8 @@ typedef struct {
     ps__entry_t *newent;     /* the store after the exchange, built off the critical path */
     uint64_t nnew;
     unsigned char *sent;     /* [n] 1: committed sample i leaves this rank */
-    int targeted;            /* ps_exchange_begin_to(): ranks end with the seeded partition's counts */
+    int targeted;            /* ps_exchange_begin_to/_dest(): counts_after holds every rank's count after */
+    uint64_t *counts_after;  /* [nranks] */
     int err, err_secondary;
     char errdetail[480];
     int commit_err;          /* found while building newent (duplicate id, count) */
@@ -131,7 +132,8 @@ struct ps_shuffler {
 };
 
 /* Collective entry points, for ps__sync(). */
-enum { PS_OP_LOAD = 1, PS_OP_START, PS_OP_BEGIN, PS_OP_END, PS_OP_CLOSE, PS_OP_BEGIN_TO, PS_OP_AGREE, PS_OP_MAX_ };
+enum { PS_OP_LOAD = 1, PS_OP_START, PS_OP_BEGIN, PS_OP_END, PS_OP_CLOSE, PS_OP_BEGIN_TO, PS_OP_AGREE, PS_OP_BEGIN_DEST,
+       PS_OP_MAX_ };
 int ps__agree(ps_shuffler_t *ps, int err, int secondary);
 /* ps__agree() that also returns the largest *val over the ranks in *val
  * (same single reduction). */

@@ -93,6 +93,15 @@ static void run(const char *dir, uint64_t N)
         else if (M > 1 && N >= 8)
             T_CHECK(all > 0, "%s: nothing moved", what);
     }
+    /* Explicit destinations: everything to the last rank, then back. */
+    int32_t *dest = malloc((ps_size(ps) ? ps_size(ps) : 1) * sizeof *dest);
+    for (uint64_t i = 0; i < ps_size(ps); i++)
+        dest[i] = M - 1;
+    T_OK(ps_exchange_begin_dest(ps, ps_epoch(ps), dest));
+    T_OK(ps_exchange_end(ps));
+    free(dest);
+    T_CHECK(ps_size(ps) == (t_rank_ == M - 1 ? N : 0), "all to the last rank: %" PRIu64 " held", ps_size(ps));
+    T_CHECK(ps_total(ps) == N, "total %" PRIu64 " after an explicit deal", ps_total(ps));
     go(ps, 3, 0);
     check_holdings(ps, N, 3, 0, "unshuffled");
     ps_sample_t s;
@@ -184,6 +193,12 @@ int main(int argc, char **argv)
     T_OK(ps_start(ps));
     expect_all(ps_exchange_begin_to(ps, 0, 0, 1), "ids 0..N-1", "sparse ids");
     T_CHECK(ps_epoch(ps) == 0, "epoch moved after a refused exchange");
+    {
+        int32_t bad[64];
+        for (int i = 0; i < 64; i++)
+            bad[i] = t_rank_ == M - 1 ? M : 0; /* the last rank holds samples */
+        expect_all(ps_exchange_begin_dest(ps, 0, bad), "outside 0..", "bad destination");
+    }
     T_OK(ps_exchange(ps, 0));
     ps_close(ps);
     return t_done();

@@ -298,6 +298,17 @@ class Shuffler:
                "exchange_begin_to")
         self._in_exchange = True
 
+    def exchange_begin_dest(self, dest):
+        """Starts an exchange that sends the i-th sample (canonical order)
+        to rank dest[i] (a sequence of len(self) ints, computed alike on
+        every rank). Collective."""
+        n = len(self)
+        arr = (ctypes.c_int32 * max(1, n))(*[int(d) for d in dest])
+        if len(dest) != n:
+            raise ValueError(f"exchange_begin_dest: {len(dest)} destinations for {n} samples")
+        _check(_libc().ps_exchange_begin_dest(self._handle(), self.epoch, arr), "exchange_begin_dest")
+        self._in_exchange = True
+
     def agree(self, msg=None, epoch=0):
         """Collective: every rank brings None or its error message; if any
         rank has one, every rank raises PShuffleError with the same line

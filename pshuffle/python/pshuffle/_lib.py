@@ -118,6 +118,7 @@ def load():
         "ps_plan_order": (None, [POINTER(c_uint64), c_uint64, c_uint64, c_uint64, c_int]),
         "ps_partition_perm": (None, [POINTER(c_uint64), c_uint64, c_uint64, c_uint64, c_int]),
         "ps_exchange_begin_to": (c_int, [P, c_uint64, c_uint64, c_int]),
+        "ps_exchange_begin_dest": (c_int, [P, c_uint64, POINTER(c_int32)]),
         "ps_agree_error": (c_int, [P, c_uint64, c_char_p]),
         "ps_ids": (c_int, [P, POINTER(c_uint64), c_uint64]),
     }

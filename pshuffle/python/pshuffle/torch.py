@@ -191,7 +191,7 @@ class _View(tud.Dataset):
 
     def __init__(self, shuffler):
         self.shuffler = shuffler
-        self._pad = None  # (id, label, bytes) of this epoch's padding sample
+        self._pads = []  # (id, label, bytes) of this epoch's copies of other ranks' samples
         self._gen = 0
         self._shm = mmap.mmap(-1, 8)  # MAP_SHARED|MAP_ANONYMOUS: seen by forked workers
         shuffler._on_commit.append(self._committed)
@@ -208,27 +208,27 @@ class _View(tud.Dataset):
             raise RuntimeError(PERSISTENT_WORKERS_MSG)
 
     def _committed(self):
-        self._pad = None
+        self._pads = []
         self._reindex()
         self._bump()
 
     def _reindex(self):
         pass
 
-    def _set_pad(self, pad):
-        self._pad = pad
+    def _set_pads(self, pads):
+        self._pads = list(pads)
         self._bump()
 
     def __len__(self):
-        return len(self.shuffler) + (self._pad is not None)
+        return len(self.shuffler) + len(self._pads)
 
     def _raw(self, i):
         """(id, label, bytearray) of index i."""
         self._fresh()
         n = len(self.shuffler)
         i = int(i)
-        if i == n and self._pad is not None:
-            sid, label, data = self._pad
+        if n <= i < n + len(self._pads):
+            sid, label, data = self._pads[i - n]
             return sid, label, bytearray(data)
         if not 0 <= i < n:
             raise IndexError(f"pshuffle: index {i} outside 0..{len(self) - 1}")
@@ -550,24 +550,24 @@ class ShuffledFolder(_View):
         self.targets = [c for _, c in self.samples]
         self.imgs = self.samples
 
-    def _set_pad(self, pad):
+    def _set_pads(self, pads):
         import shutil
         d = os.path.join(self.root, _PAD_DIR)
         if os.path.isdir(d):
             shutil.rmtree(d)
-        if pad is not None:
-            sid, label, data = pad
+        out = []
+        for sid, label, data in pads:
             rel = os.path.join(_PAD_DIR, self.names[sid])
             self._write(rel, data)
-            pad = (sid, label, os.path.join(self.root, rel))
-        super()._set_pad(pad)
+            out.append((sid, label, os.path.join(self.root, rel)))
+        super()._set_pads(out)
 
     def __getitem__(self, i):
         self._fresh()
         i = int(i)
         n = len(self.samples)
-        if i == n and self._pad is not None:
-            path, target = self._pad[2], self._pad[1]
+        if n <= i < n + len(self._pads):
+            path, target = self._pads[i - n][2], self._pads[i - n][1]
         elif 0 <= i < n:
             path, target = self.samples[i]
         else:
@@ -697,6 +697,8 @@ class PartialShuffleSampler(tud.Sampler):
         self._next = None   # the one the exchange in flight moves to
         self._skip = 0      # indices of the epoch already consumed (load_state_dict)
         self._resume_epoch = None
+        self._restripe = None  # (ranks, position) of a state saved on another number of ranks
+        self._restripe_len = None
         self.yielded = 0    # indices of this epoch handed out by __iter__
 
     # -- sizes ------------------------------------------------------------
@@ -718,7 +720,11 @@ class PartialShuffleSampler(tud.Sampler):
         return self.num_samples * self.num_replicas
 
     def __len__(self):
-        return self.num_samples - (self._skip if self.epoch is not None and self.epoch == self._resume_epoch else 0)
+        if self.epoch is not None and self.epoch == self._resume_epoch:
+            if self._restripe is not None:
+                return self._restripe_len
+            return self.num_samples - self._skip
+        return self.num_samples
 
     def _views(self):
         return getattr(self.sh, "_views", [])
@@ -755,48 +761,96 @@ class PartialShuffleSampler(tud.Sampler):
         if sh.in_exchange:
             sh.exchange_end()
             self._part = self._next
-        want = (epoch, self.shuffle)
-        if self._part != want:
-            sh.exchange_begin_to(epoch, self.shuffle)
-            sh.exchange_end()
-            self._part = want
         n_all, m, r = sh.total, self.num_replicas, self.rank
         perm = partition_perm(n_all, epoch, sh.seed, self.shuffle)
-        slots = perm[r::m]  # this rank's samples in DistributedSampler's order
-        held = sh.ids()
-        if len(held) != len(slots):
-            raise PShuffleError(f"pshuffle: rank {r} holds {len(held)} samples, epoch {epoch}'s partition gives it "
-                                f"{len(slots)}")
-        order = np.searchsorted(held, slots).tolist()
-        k = self.num_samples
-        pad_sends = [b""] * m
-        need = None
-        if len(order) < k:  # one position of this rank is past N: DistributedSampler repeats perm[pos % N]
-            need = r + m * (k - 1)
-        # Every rank knows every rank's padding: the holder sends it.
-        for q in range(m):
-            if n_all and not self.drop_last and q + m * (k - 1) >= n_all and q + m * (k - 1) < m * k:
-                pos = (q + m * (k - 1)) % n_all
-                if pos % m == r:
-                    i = int(np.searchsorted(held, perm[pos]))
-                    sid, label, _ = sh.info(i)
-                    pad_sends[q] = struct.pack("<Qq", sid, label) + bytes(sh.read_into(i))
-        pad = None
-        if n_all and not self.drop_last and k * m > n_all:
-            got = _alltoall_bytes(sh.comm, pad_sends, "padding")
-            if need is not None:
-                src = ((need % n_all) % m)
-                sid, label = struct.unpack_from("<Qq", got[src])
-                pad = (sid, label, got[src][16:])
-        order = order[:k]
-        if pad is not None:
-            order.append(len(held))
-        for v in self._views():
-            v._set_pad(pad)
-        self._order = order
+        if self._restripe is not None and epoch == self._resume_epoch:
+            self._order = self._restriped(epoch, perm)
+        else:
+            want = (epoch, self.shuffle)
+            if self._part != want:
+                sh.exchange_begin_to(epoch, self.shuffle)
+                sh.exchange_end()
+                self._part = want
+            held = sh.ids()
+            if len(held) != len(perm[r::m]):
+                raise PShuffleError(f"pshuffle: rank {r} holds {len(held)} samples, epoch {epoch}'s partition gives "
+                                    f"it {len(perm[r::m])}")
+            holder = np.empty(n_all, dtype=np.int64)
+            holder[perm.astype(np.int64)] = np.arange(n_all) % m  # position k is on rank k mod M
+            k = self.num_samples
+            # DistributedSampler's list of the epoch: position p < M*k holds perm[p % N].
+            lst = perm[np.arange(m * k) % n_all] if n_all and k else perm[:0]
+            self._order = self._visit(lst, holder)
         if self.overlap:
             sh.exchange_begin_to(epoch + 1, self.shuffle)
             self._next = (epoch + 1, self.shuffle)
+
+    def _restriped(self, epoch, perm):
+        """The rest of an epoch begun on another number of ranks: the tail
+        of DistributedSampler's list for the old rank count, after the
+        `position` indices every old rank consumed (its positions
+        [0, position*M_old)), dealt as DistributedSampler deals a list to
+        the new ranks (rank r: r, r+M, ..., padded by repeating from the
+        start, or cut with drop_last). Each sample goes, in one exchange, to
+        the rank that visits it first; the samples already consumed to
+        their rank in this epoch's partition."""
+        sh, m = self.sh, self.num_replicas
+        m_old, pos = self._restripe
+        n_all = sh.total
+        t_old = (n_all // m_old if self.drop_last else -(-n_all // m_old)) * m_old
+        rest = perm[np.arange(pos * m_old, t_old) % n_all].astype(np.int64) if n_all else perm[:0].astype(np.int64)
+        k = len(rest) // m if self.drop_last else -(-len(rest) // m)
+        lst = rest[np.arange(k * m) % len(rest)] if len(rest) and k else rest[:0]
+        holder = np.empty(n_all, dtype=np.int64)
+        holder[perm.astype(np.int64)] = np.arange(n_all) % m
+        ids, first = np.unique(lst, return_index=True)
+        holder[ids] = first % m
+        held = sh.ids().astype(np.int64)
+        sh.exchange_begin_dest(holder[held].tolist())
+        sh.exchange_end()
+        self._part = None  # not an epoch's partition: the next epoch moves to its own
+        self._restripe_len = k
+        return self._visit(lst, holder)
+
+    def _visit(self, lst, holder):
+        """This rank's indices into the dataset for the epoch list `lst`
+        (rank q visits lst[q::M], as DistributedSampler deals), where
+        holder[id] is the rank that holds each sample. A sample another
+        rank holds (a padding repeat) is copied here first; every rank
+        computes the same list, so all join the copy or none does."""
+        sh, m, r = self.sh, self.num_replicas, self.rank
+        held = sh.ids()
+        lst = lst.astype(np.int64)
+        q = np.arange(len(lst)) % m
+        h = holder[lst] if len(lst) else lst
+        away = np.nonzero(h != q)[0]
+        pads, slot = [], {}
+        if len(away):
+            sends = [[] for _ in range(m)]
+            done = set()
+            for p in away:
+                sid, dst = int(lst[p]), int(q[p])
+                if int(h[p]) == r and (dst, sid) not in done:
+                    done.add((dst, sid))
+                    i = int(np.searchsorted(held, sid))
+                    _, label, _ = sh.info(i)
+                    data = bytes(sh.read_into(i))
+                    sends[dst].append(struct.pack("<QqQ", sid, label, len(data)) + data)
+            got = _alltoall_bytes(sh.comm, [b"".join(x) for x in sends], "copying padding samples")
+            for blob in got:
+                p = 0
+                while p < len(blob):
+                    sid, label, ln = struct.unpack_from("<QqQ", blob, p)
+                    slot[sid] = len(held) + len(pads)
+                    pads.append((sid, label, blob[p + 24:p + 24 + ln]))
+                    p += 24 + ln
+        for v in self._views():
+            v._set_pads(pads)
+        mine, hm = lst[r::m], h[r::m]
+        order = np.searchsorted(held, mine.astype(np.uint64)).tolist()
+        for j in np.nonzero(hm != r)[0]:
+            order[j] = slot[int(mine[j])]
+        return order
 
     def _set_epoch_pool(self, epoch):
         sh = self.sh
@@ -818,7 +872,7 @@ class PartialShuffleSampler(tud.Sampler):
             order = (order * math.ceil(want / len(order)))[:want]
         self._order = order[:want]
         for v in self._views():
-            v._set_pad(None)
+            v._set_pads([])
         if self.overlap:
             sh.exchange_begin(sh.epoch)
 
@@ -852,37 +906,54 @@ class PartialShuffleSampler(tud.Sampler):
         prefetch), pass the count the loop consumed (steps * batch size)."""
         pos = self.yielded if consumed is None else int(consumed)
         epoch = self.epoch
-        if epoch is not None and pos >= self.num_samples:  # the epoch is over: the next one, from its start
+        if epoch is not None and pos >= len(self):  # the epoch is over: the next one, from its start
             epoch, pos = epoch + 1, 0
+        elif epoch is not None and self._restripe is not None and epoch == self._resume_epoch and pos:
+            raise ValueError("state_dict: this epoch was resumed on another number of ranks; save at its end "
+                             "(or before its first index)")
+        elif epoch is not None and self._restripe is not None and epoch == self._resume_epoch:
+            return dict(self._loaded)  # nothing consumed yet: the loaded state still holds
         return {"epoch": epoch, "position": pos, "seed": self.sh.seed, "strategy": self.sh.strategy,
                 "total": self.sh.total, "nranks": self.num_replicas, "shuffle": self.shuffle,
                 "drop_last": self.drop_last}
 
     def load_state_dict(self, state):
         """Collective. The next set_epoch(state['epoch']) (start_epoch)
-        resumes at the next index of that epoch. A state of another seed,
-        strategy, dataset size, rank count or sampler setting is refused
-        with one line on every rank."""
+        resumes at the next index of that epoch. With strategy='global' the
+        state may come from another number of ranks: the rest of the epoch
+        is re-dealt to this job's ranks (see _restriped). A state of another
+        seed, strategy, dataset size or sampler setting (or, for partial and
+        local, rank count) is refused with one line on every rank."""
         msg = None
         try:
             for key, mine in (("seed", self.sh.seed), ("strategy", self.sh.strategy), ("total", self.sh.total),
                               ("nranks", self.num_replicas), ("shuffle", self.shuffle),
                               ("drop_last", self.drop_last)):
+                if key == "nranks" and self.seeded and isinstance(state[key], int) and state[key] >= 1:
+                    continue  # the rest of the epoch is re-dealt to this job's ranks
                 if state[key] != mine:
                     what = "dataset size" if key == "total" else key
                     msg = f"load_state_dict: the state has {what} {state[key]}, this job {mine}"
                     break
             epoch, pos = state["epoch"], int(state["position"])
-            if msg is None and epoch is not None and not 0 <= pos <= self.num_samples:
-                msg = f"load_state_dict: position {pos} outside 0..{self.num_samples}"
+            n, mo = self.sh.total, int(state["nranks"])
+            k_old = n // mo if self.drop_last else -(-n // mo)
+            if msg is None and epoch is not None and not 0 <= pos <= k_old:
+                msg = f"load_state_dict: position {pos} outside 0..{k_old}"
         except (KeyError, TypeError, ValueError) as e:
             msg = f"load_state_dict: not a pshuffle sampler state ({type(e).__name__}: {e})"
         self.sh.agree(msg)
         if epoch is None:
             return
         # Every rank consumed as many indices (equal lengths), so every rank
-        # skips the same count.
-        self._resume_epoch, self._skip = int(epoch), pos
+        # skips the same count; on another number of ranks, the rest of the
+        # epoch is re-dealt (see _restriped).
+        self._resume_epoch = int(epoch)
+        self._loaded = dict(state)
+        if int(state["nranks"]) != self.num_replicas:
+            self._restripe, self._skip = (int(state["nranks"]), pos), 0
+        else:
+            self._restripe, self._skip = None, pos
 
 
 def make_loader(dataset, *args, persistent_workers=False, **kw):

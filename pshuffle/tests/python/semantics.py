@@ -1,6 +1,7 @@
 """PartialShuffleSampler (strategy='global') against torch's
 DistributedSampler on M = 1, 2, 3 and 4 ranks (sub-communicators of one
-4-rank mpirun job): for N in {3, 10, 4096, 4097},
+4-rank mpirun job), and a state saved mid-epoch resumed on another number
+of ranks: for N in {3, 10, 4096, 4097},
 shuffled or not, padded or drop_last, epochs 0, 1, 2, 1, 0 (back and
 forth). Checks the same lengths on every rank, the same number of samples
 seen 0, 1 or 2 times in an epoch (padding and dropping), exactly
@@ -82,6 +83,78 @@ def run(comm):
                 sh.close()
     return cases
 
+
+def restripe(m_old, m_new, N, drop_last):
+    """Epoch 1 stopped halfway on m_old ranks, resumed on m_new: the rest
+    of the epoch is exactly what was not consumed (padded: nothing lost, at
+    most m_new - 1 repeats; drop_last: cut to a multiple of m_new, nothing
+    repeated), lengths equal, and the next epoch is DistributedSampler's
+    for m_new ranks."""
+    data = tud.TensorDataset(torch.arange(N))
+    tag = f"restripe {m_old}->{m_new} N={N} drop_last={drop_last}"
+    state, full, consumed = None, [], []
+    sub = world.Split(0 if r < m_old else MPI.UNDEFINED, r)
+    if sub != MPI.COMM_NULL:
+        sh = pshuffle.Shuffler(sub, seed=5, strategy="global")
+        ds = ShuffledDataset(data, sh)
+        s = PartialShuffleSampler(ds, drop_last=drop_last)
+        s.set_epoch(0)
+        s.set_epoch(1)
+        ids = [int(ds[i][0]) for i in s]
+        it = iter(s)
+        half = len(s) // 2  # the same on every rank
+        for _ in range(half):
+            next(it)
+        st = s.state_dict()
+        full, consumed = sub.allgather(ids), sub.allgather(ids[:half])
+        state = st if sub.rank == 0 else None
+        s.finish()
+        sh.close()
+        sub.Free()
+    state, full, consumed = world.bcast((state, full, consumed), root=0)
+    check(state["nranks"] == m_old and state["position"] == len(consumed[0]), f"{tag}: state {state}")
+    sub = world.Split(0 if r < m_new else MPI.UNDEFINED, r)
+    if sub != MPI.COMM_NULL:
+        sh = pshuffle.Shuffler(sub, seed=5, strategy="global")
+        ds = ShuffledDataset(data, sh)
+        s = PartialShuffleSampler(ds, drop_last=drop_last)
+        s.load_state_dict(state)
+        check(s.start_epoch == 1, f"{tag}: start_epoch {s.start_epoch}")
+        s.set_epoch(1)
+        got = [int(ds[i][0]) for i in s]
+        check(len(got) == len(s), f"{tag}: {len(got)} indices, len {len(s)}")
+        every = sub.allgather(got)
+        check(len(set(len(g) for g in every)) == 1, f"{tag}: unequal lengths {[len(g) for g in every]}")
+        rest = collections.Counter(x for g in full for x in g) - collections.Counter(x for g in consumed for x in g)
+        seen = collections.Counter(x for g in every for x in g)
+        lost, extra = sum((rest - seen).values()), sum((seen - rest).values())
+        if drop_last:  # the rest is cut to a multiple of m_new, as DistributedSampler cuts a list
+            check(lost < m_new and extra == 0,
+                  f"{tag}: {lost} lost, {extra} extra")
+            check(lost == sum(rest.values()) % m_new, f"{tag}: {lost} lost of {sum(rest.values())}")
+        else:
+            check(lost == 0, f"{tag}: samples of the epoch lost: {sorted((rest - seen).elements())[:8]}")
+            check(extra < m_new and set(seen - rest) <= set(rest), f"{tag}: {extra} extra visits")
+        s.set_epoch(2)
+        nxt = sub.allgather([int(ds[i][0]) for i in s])
+        ref = []
+        for q in range(m_new):
+            d = tud.DistributedSampler(range(N), num_replicas=m_new, rank=q, drop_last=drop_last)
+            ref.append(list(d))
+        check(hist(nxt) == hist(ref), f"{tag}: epoch 2 multiplicities {hist(nxt)}, DistributedSampler {hist(ref)}")
+        s.finish()
+        sh.close()
+        sub.Free()
+    world.Barrier()
+
+
+if world.size >= 4:
+    for m_old, m_new in ((3, 4), (4, 2), (2, 3), (4, 1)):
+        for N in (41, 10):
+            for drop_last in (False, True):
+                restripe(m_old, m_new, N, drop_last)
+    if r == 0:
+        print("resume on another number of ranks: 3->4, 4->2, 2->3, 4->1", flush=True)
 
 for M in (1, 2, 3, 4):
     if M > world.size:
