@@ -127,6 +127,8 @@ typedef struct {
     const char *device;        /**< device the data was bound to, or NULL */
     const char *machine_json;  /**< machine description (JSON text), or NULL */
     const char *const *argv;   /**< command line, NULL-terminated, or NULL */
+    const char *host_json;     /**< identity of the recording machine (JSON object text:
+                                    docs/trace-format.md, "host"), or NULL */
 } hm_trace_meta_t;
 
 /** End-of-run record. */
@@ -205,8 +207,10 @@ typedef struct {
  * Opens and validates a trace: magic, version, header, index and end record.
  * Blocks are checked when read. Errors: HM_EBADTRACE (magic), HM_EVERSION,
  * HM_ETRUNC (empty, cut short, or no valid end/index), HM_ECORRUPT,
- * HM_ETOOBIG, -errno; the detail (hm_errdetail()) names the offset and
- * block, not the path, which the caller knows.
+ * HM_ETOOBIG, HM_ERANGE (a header value out of range: a negative period,
+ * clock_ns_per_unit outside [1e-3, 1e6], a device figure not above 0),
+ * -errno; the detail (hm_errdetail()) names the offset and block, or the
+ * header key, not the path, which the caller knows.
  * @return 0 and *out owned by the caller (hm_trace_close()).
  */
 int hm_trace_open(hm_trace_t **out, const char *path);

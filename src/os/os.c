@@ -188,6 +188,15 @@ static void probe_cpu(hm_os_info_t *o)
         snprintf(o->arch, sizeof o->arch, "%s", o->vendor[0] && strncmp(o->vendor, "ARM", 3) ? "x86_64" : "unknown");
     long long v;
     o->paranoid = hm__os_read_int("/proc/sys/kernel/perf_event_paranoid", &v) == 0 ? (int)v : -100;
+    /* The host name through the root, so that a captured tree names its
+     * machine; on the live system gethostname(2) when procfs says nothing
+     * (it is the same UTS name). */
+    if (hm__os_read("/proc/sys/kernel/hostname", o->hostname, sizeof o->hostname) <= 0) {
+        o->hostname[0] = '\0';
+        if (hm__os_is_live() && gethostname(o->hostname, sizeof o->hostname - 1) != 0)
+            o->hostname[0] = '\0';
+        o->hostname[sizeof o->hostname - 1] = '\0';
+    }
 }
 
 static void probe_pmus(hm_os_info_t *o)

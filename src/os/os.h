@@ -48,8 +48,9 @@ typedef struct {
     char mode[16];           /* "devdax" or "system-ram" (kmem) */
 } hm_os_dax_t;
 
-typedef struct {
+typedef struct hm_os_info {
     char root[256];          /* "" for the live system */
+    char hostname[65];       /* /proc/sys/kernel/hostname (live: else gethostname), "" when unknown */
     char arch[16];           /* "x86_64", "aarch64" */
     char vendor[32];         /* "GenuineIntel", "AuthenticAMD", "ARM" */
     char model[96];

@@ -152,6 +152,18 @@ typedef struct {
     uint64_t a, b, c;     /* sample: addr, ip, weight<<32|dsrc<<8|access */
 } hm__spool_rec_t;
 
+
+/* The recording machine for a trace header (docs/trace-format.md): *host
+ * gets its identity (host name, CPU model, memory nodes with kind, tier,
+ * CPUs and bytes, the nodes of @p bind_mask, where the figures came from)
+ * and *machine its device figures: @p machine_json (a machine file, named
+ * @p machine_what) when given, else the memory nodes' HMAT figures
+ * ("nodeN" devices), else NULL. Both malloc'd JSON texts, the caller's to
+ * free. 0, HM_EBADJSON or -ENOMEM. */
+struct hm_os_info;
+int hm__rec_describe(const struct hm_os_info *o, uint64_t bind_mask, const char *machine_json,
+                     const char *machine_what, char **host, char **machine);
+
 #endif
 
 /* ------------------------------------------------------------ launcher */

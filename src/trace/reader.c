@@ -27,6 +27,7 @@ struct hm_trace {
     json_t *hdr;
     char *hdr_text;
     char *machine_text;
+    char *host_text;
     const char **argv;
     hm_trace_meta_t meta;
     uint64_t data_start, index_off;
@@ -72,6 +73,98 @@ static const char *jstr(const json_t *h, const char *key)
 {
     const json_t *v = json_object_get(h, key);
     return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* Header values the readers of a trace compute with must be in range: a
+ * clock of 9e9 ns per unit or a negative bandwidth would otherwise turn
+ * into estimates without a word. Keys that are absent keep their defaults
+ * (older traces); keys that are present must make sense. */
+#define CLOCK_MIN 1e-3   /* ns per unit: a picosecond clock */
+#define CLOCK_MAX 1e6    /* ns per unit: a millisecond clock */
+#define FIGURE_MAX 1e6   /* ns of latency, GB/s of bandwidth, points of a curve: far above any memory */
+
+static int check_figure(const json_t *o, const char *key, int i, double lo_excl, double hi)
+{
+    const json_t *v = json_object_get(o, key);
+    if (!v)
+        return 0;
+    if (!json_is_number(v) || !(json_number_value(v) > lo_excl) || !(json_number_value(v) <= hi))
+        return hm__errf(HM_ERANGE, "header: machine.devices[%d].%s %s%g is outside (%g, %g]", i, key,
+                        json_is_number(v) ? "" : "(not a number) ", json_is_number(v) ? json_number_value(v) : 0.0,
+                        lo_excl, hi);
+    return 0;
+}
+
+static int check_header(const json_t *h)
+{
+    const json_t *v = json_object_get(h, "clock_ns_per_unit");
+    if (v && (!json_is_number(v) || !(json_number_value(v) >= CLOCK_MIN) || !(json_number_value(v) <= CLOCK_MAX)))
+        return hm__errf(HM_ERANGE, "header: clock_ns_per_unit %g is outside [%g, %g] ns", json_is_number(v) ? json_number_value(v) : 0.0,
+                        CLOCK_MIN, CLOCK_MAX);
+    v = json_object_get(h, "period");
+    if (v && !json_is_null(v) && (!json_is_integer(v) || json_integer_value(v) < 0))
+        return hm__errf(HM_ERANGE, "header: period %s%" JSON_INTEGER_FORMAT " is not a non-negative integer",
+                        json_is_integer(v) ? "" : "(not an integer) ", json_is_integer(v) ? json_integer_value(v) : 0);
+    const json_t *m = json_object_get(h, "machine");
+    if (m && !json_is_null(m)) {
+        if (!json_is_object(m))
+            return hm__errf(HM_ERANGE, "header: machine is not an object");
+        v = json_object_get(m, "cores");
+        if (v && (!json_is_number(v) || !(json_number_value(v) >= 1) || !(json_number_value(v) <= FIGURE_MAX)))
+            return hm__errf(HM_ERANGE, "header: machine.cores %g is outside [1, %g]",
+                            json_is_number(v) ? json_number_value(v) : 0.0, FIGURE_MAX);
+        const json_t *devs = json_object_get(m, "devices"), *d;
+        size_t i;
+        json_array_foreach(devs, i, d) {
+            if (!json_is_object(d))
+                continue;
+            static const char *const keys[] = {"read_latency_ns", "write_latency_ns", "read_bandwidth_gbs",
+                                               "write_bandwidth_gbs"};
+            for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+                int rc = check_figure(d, keys[k], (int)i, 0, FIGURE_MAX);
+                if (rc < 0)
+                    return rc;
+            }
+            v = json_object_get(d, "capacity");
+            if (v && json_is_number(v) && !(json_number_value(v) >= 0))
+                return hm__errf(HM_ERANGE, "header: machine.devices[%d].capacity %g is negative", (int)i,
+                                json_number_value(v));
+            const json_t *ll = json_object_get(d, "loaded_latency"), *pt;
+            size_t k;
+            json_array_foreach(ll, k, pt) {
+                const json_t *u = json_array_get(pt, 0), *ns = json_array_get(pt, 1);
+                if (!json_is_number(u) || !json_is_number(ns) || !(json_number_value(u) > 0) ||
+                    !(json_number_value(u) <= 1) || !(json_number_value(ns) > 0) || !(json_number_value(ns) <= FIGURE_MAX))
+                    return hm__errf(HM_ERANGE, "header: machine.devices[%d].loaded_latency[%d] is not [utilisation "
+                                    "in (0, 1], ns in (0, %g]]", (int)i, (int)k, FIGURE_MAX);
+            }
+        }
+    }
+    const json_t *host = json_object_get(h, "host");
+    if (host && !json_is_null(host)) {
+        if (!json_is_object(host))
+            return hm__errf(HM_ERANGE, "header: host is not an object");
+        static const char *const keys[] = {"name", "cpu", "figures"};
+        for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+            v = json_object_get(host, keys[k]);
+            if (v && !json_is_string(v) && !json_is_null(v))
+                return hm__errf(HM_ERANGE, "header: host.%s is not a string", keys[k]);
+        }
+        const json_t *nodes = json_object_get(host, "nodes"), *n;
+        size_t i;
+        if (nodes && !json_is_array(nodes))
+            return hm__errf(HM_ERANGE, "header: host.nodes is not an array");
+        json_array_foreach(nodes, i, n)
+            if (!json_is_object(n) || !json_is_string(json_object_get(n, "name")))
+                return hm__errf(HM_ERANGE, "header: host.nodes[%d] is not an object with a name", (int)i);
+        const json_t *bn = json_object_get(host, "bound_nodes");
+        if (bn && !json_is_array(bn))
+            return hm__errf(HM_ERANGE, "header: host.bound_nodes is not an array");
+        json_array_foreach(bn, i, n)
+            if (!json_is_integer(n) || json_integer_value(n) < 0 || json_integer_value(n) > 1023)
+                return hm__errf(HM_ERANGE, "header: host.bound_nodes[%d] is not a node number in 0..1023", (int)i);
+    }
+    return 0;
 }
 
 static int load_header(hm_trace_t *t)
@@ -124,14 +217,20 @@ static int load_header(hm_trace_t *t)
     m->backend = jstr(t->hdr, "backend");
     m->event = jstr(t->hdr, "event");
     m->device = jstr(t->hdr, "device");
+    if ((rc = check_header(t->hdr)) < 0)
+        return rc;
     json_t *v = json_object_get(t->hdr, "clock_ns_per_unit");
-    m->clock_ns_per_unit = json_is_number(v) && json_number_value(v) > 0 ? json_number_value(v) : 1.0;
+    m->clock_ns_per_unit = json_is_number(v) ? json_number_value(v) : 1.0;
     v = json_object_get(t->hdr, "period");
-    m->period = json_is_integer(v) && json_integer_value(v) >= 0 ? (uint64_t)json_integer_value(v) : 0;
+    m->period = json_is_integer(v) ? (uint64_t)json_integer_value(v) : 0;
     v = json_object_get(t->hdr, "machine");
     if (v && !json_is_null(v))
         t->machine_text = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
     m->machine_json = t->machine_text;
+    v = json_object_get(t->hdr, "host");
+    if (v && !json_is_null(v))
+        t->host_text = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    m->host_json = t->host_text;
     v = json_object_get(t->hdr, "argv");
     if (json_is_array(v)) {
         size_t n = json_array_size(v), k = 0;
@@ -314,6 +413,7 @@ void hm_trace_close(hm_trace_t *t)
     json_decref(t->hdr);
     free(t->hdr_text);
     free(t->machine_text);
+    free(t->host_text);
     free(t->argv);
     free(t->blocks);
     ZSTD_freeDCtx(t->dctx);

@@ -90,6 +90,20 @@ static int build_header(const hm_trace_meta_t *m, char **out)
         }
     }
     json_object_set_new(h, "machine", machine);
+    if (m && m->host_json) {
+        json_t *host = NULL;
+        int rc = hm__json_load_string("host description", m->host_json, &host);
+        if (rc < 0) {
+            json_decref(h);
+            return rc;
+        }
+        if (!json_is_object(host)) {
+            json_decref(host);
+            json_decref(h);
+            return hm__errf(HM_EBADJSON, "host description: not a JSON object");
+        }
+        json_object_set_new(h, "host", host);
+    }
     json_t *argv = json_array();
     for (const char *const *a = m ? m->argv : NULL; a && *a; a++)
         json_array_append_new(argv, json_string(*a));

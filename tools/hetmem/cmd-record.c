@@ -15,17 +15,20 @@
  * kernel took 0.8 s at 100 kHz and 0.23 s at 20 kHz), and more on a busy
  * or slower machine, where 100 kHz starved the program outright. */
 #define HM_SOFT_MAX_HZ 20000u
+#include "hetmem/sim.h"
 #include "hetmem/trace.h"
 #include "os/os.h"
 #include "record/record_int.h"
 
-enum { OPT_BIND = 256, OPT_MIN_SIZE, OPT_DEPTH, OPT_PER_CPU };
+enum { OPT_BIND = 256, OPT_MIN_SIZE, OPT_DEPTH, OPT_PER_CPU, OPT_MACHINE };
 
 static const hm_cli_opt_t opts[] = {
     {'b', "backend", "auto|pebs|ibs|spe|soft|none|perf-sw", "sampling backend: auto (default), pebs, ibs, spe, soft, none (allocations only), perf-sw (check the perf path)", 0},
     {'p', "period", "PERIOD", "events per sample (pebs/ibs/spe, default 4000); soft: microseconds between samples (default 1000 = 1 kHz)", 0},
     {'F', "freq", "HZ", "soft: samples per second per thread (alternative to -p)", HM_OPT_ALT},
     {OPT_BIND, "bind", "DEVICE", "bind all data to a NUMA node, tierN or kind (see 'hetmem doctor')", 0},
+    {OPT_MACHINE, "machine", "MACHINE", "device figures for the trace header: a machine preset or JSON file "
+                                        "(docs/machines.md), used instead of the kernel's HMAT figures", 0},
     {'o', "output", "FILE", "trace file (default hetmem.hmt); %r becomes the MPI/Slurm rank", 0},
     {OPT_MIN_SIZE, "min-size", "SIZE", "track allocations of at least SIZE bytes (default 64K)", 0},
     {OPT_DEPTH, "depth", "N", "call-stack frames in a site id (default 6, max 16)", 0},
@@ -163,7 +166,7 @@ static int merge(const char *dir, hm_trace_writer_t *w, totals_t *t)
 static int run(const hm_cmd_t *cmd, int argc, char **argv)
 {
     hm_cli_t p;
-    const char *arg, *bk = "auto", *bind = NULL, *out = "hetmem.hmt";
+    const char *arg, *bk = "auto", *bind = NULL, *out = "hetmem.hmt", *machine = NULL;
     uint64_t period = 0, freq = 0, min_size = 64 * 1024, depth = 6;
     int per_cpu = 0;
     int k, have_p = 0;
@@ -184,6 +187,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
                                     "handler and decoding, so faster rates stall the program)", arg, HM_SOFT_MAX_HZ);
             break;
         case OPT_BIND: bind = arg; break;
+        case OPT_MACHINE: machine = arg; break;
         case OPT_PER_CPU: per_cpu = 1; break;
         case 'o': out = arg; break;
         case OPT_MIN_SIZE:
@@ -255,15 +259,6 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
         return hm_cli_usage(cmd, "-p: soft sampling faster than every %u us (%u kHz) is not supported",
                             1000000u / HM_SOFT_MAX_HZ, HM_SOFT_MAX_HZ / 1000);
 
-    if (bind) {
-        hm_os_info_t *info = hm__xmalloc(sizeof *info);
-        hm__os_probe(info);
-        uint64_t mask;
-        int r = hm__os_resolve_device(info, bind, &mask);
-        free(info);
-        if (r)
-            return hm_cli_fail("record: --bind", r);
-    }
     char preload[4096];
     if (hm__find_preload(preload, sizeof preload) != 0)
         return hm_cli_fail("record", HM_ENOTFOUND);
@@ -276,6 +271,61 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     if (expand_rank(out, path, sizeof path) != 0)
         return hm_cli_usage(cmd, "-o: path too long");
 
+    /* The machine as the header describes it: identity always, figures
+     * from --machine, else from the kernel (HMAT). */
+    char *host_json = NULL, *machine_json = NULL;
+    {
+        hm_os_info_t *info = hm__xmalloc(sizeof *info);
+        hm__os_probe(info);
+        uint64_t mask = 0;
+        int r = bind ? hm__os_resolve_device(info, bind, &mask) : 0;
+        if (r) {
+            free(info);
+            return hm_cli_fail("record: --bind", r);
+        }
+        hm_sim_machine_t *m = NULL;
+        char mpath[4096];
+        if (machine) {
+            char exe[4096];
+            ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+            exe[n > 0 ? n : 0] = 0;
+            char *slash = strrchr(exe, '/');
+            if (slash)
+                *slash = 0;
+            if ((r = hm_sim_machine_find(machine, n > 0 ? exe : NULL, mpath, sizeof mpath)) < 0 ||
+                (r = hm_sim_machine_load(&m, mpath)) < 0) {
+                free(info);
+                return hm_cli_fail(machine, r);
+            }
+            /* The estimator looks a run's figures up by its device name (or
+             * by the nodes it was bound to): a machine file that names
+             * neither would leave the trace without figures. */
+            int found = !bind || hm_sim_machine_device_index(m, bind) >= 0;
+            for (int i = 0; !found && i < info->nnodes; i++) {
+                char nn[32];
+                snprintf(nn, sizeof nn, "node%d", info->nodes[i].id);
+                found = info->nodes[i].id < 64 && (mask >> info->nodes[i].id & 1) &&
+                        hm_sim_machine_device_index(m, nn) >= 0;
+            }
+            if (!found) {
+                char names[512];
+                size_t off = 0;
+                const char *const *dn = hm_sim_machine_device_names(m);
+                for (int i = 0; i < hm_sim_machine_ndevices(m) && off < sizeof names; i++)
+                    off += (size_t)snprintf(names + off, sizeof names - off, "%s%s", i ? ", " : "", dn[i]);
+                hm_sim_machine_close(m);
+                free(info);
+                return hm_cli_failf(machine, "has no device '%s' (its devices: %s): name the machine's devices as "
+                                    "--bind names them, or nodeN", bind, names);
+            }
+        }
+        r = hm__rec_describe(info, mask, m ? hm_sim_machine_json(m) : NULL, machine ? mpath : NULL, &host_json,
+                             &machine_json);
+        hm_sim_machine_close(m);
+        free(info);
+        if (r)
+            return hm_cli_fail("record: machine description", r);
+    }
     /* Open the trace first: an unwritable output fails before the run. */
     hm_trace_meta_t meta = {0};
     char event[256];
@@ -302,10 +352,18 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     meta.period = rt_period;
     meta.device = bind;
     meta.argv = (const char *const *)(argv + p.ind);
+    meta.machine_json = machine_json;
+    meta.host_json = host_json;
     hm_trace_writer_t *w;
     int rc = hm_trace_writer_open(&w, path, &meta);
+    int figures = machine_json != NULL;
+    free(host_json);
+    free(machine_json);
     if (rc)
         return hm_cli_fail(path, rc);
+    if (bind && !figures)
+        fprintf(stderr, "hetmem: record: no device figures here (the kernel gives no HMAT figures and no --machine "
+                "was given): estimates from this trace will have no bandwidth terms (docs/record.md)\n");
 
     char tmpl[4096];
     if (hm__spool_create(tmpl, sizeof tmpl) != 0) {
