@@ -94,13 +94,19 @@ int hm_est_model_parse(const char *name, hm_est_model_t *out);
 /** Options of hm_estimator_open(); zero means the default. */
 typedef struct {
     uint32_t windows;   /**< windows over the whole run (default 1000) */
+    /** Device figures (a machine description as JSON text, docs/machines.md)
+     *  used instead of those the traces carry; NULL: the traces'. Devices
+     *  are looked up by the traces' device names, else by the NUMA nodes a
+     *  recorded run was bound to ("nodeN"). */
+    const char *machine_json;
 } hm_estimator_opts_t;
 
 /**
  * Opens an estimator from @p n traces (n >= 2), one per device.
  * Errors (detail names the file and what): HM_EUSAGE (fewer than 2 traces),
- * HM_EMISMATCH (different programs or command lines, two traces of one
- * device, phases that differ), HM_EBADTRACE/HM_ETRUNC/HM_ECORRUPT (a trace
+ * HM_EMISMATCH (different programs or command lines, runs of different
+ * machines: host name, CPU model, memory nodes or simulated machine, two
+ * traces of one device, phases that differ), HM_EBADJSON (opts->machine_json), HM_EBADTRACE/HM_ETRUNC/HM_ECORRUPT (a trace
  * that cannot be read, has no end record, or holds no samples), -errno.
  * *out is owned by the caller (hm_estimator_close()).
  */
@@ -126,6 +132,18 @@ uint64_t hm_estimator_device_capacity(const hm_estimator_t *e, int dev);
 double hm_estimator_measured_ns(const hm_estimator_t *e, int dev);
 /** The default device: the first device of the traces' machine. */
 int hm_estimator_default_device(const hm_estimator_t *e);
+
+/** Device figures a device lacks (bits), for hm_estimator_device_lacks(). */
+enum { HM_EST_LACKS_BANDWIDTH = 1, HM_EST_LACKS_LATENCY = 2 };
+/** Which of its read bandwidth and idle read latency device @p dev lacks
+ *  (HM_EST_LACKS_* bits; 0: it has both). */
+int hm_estimator_device_lacks(const hm_estimator_t *e, int dev);
+/**
+ * One sentence naming the device figures the estimator lacks and what the
+ * default model does without them (docs/estimator.md, "Device figures"), or
+ * NULL when every device has its bandwidth and latency. Owned by the handle.
+ */
+const char *hm_estimator_figures_note(const hm_estimator_t *e);
 
 /** Phase labels (innermost phase names; label 0 is "(no phase)"). */
 int hm_estimator_nphases(const hm_estimator_t *e);

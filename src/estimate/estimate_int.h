@@ -119,6 +119,7 @@ struct hm_estimator {
     int pc_ready;         /* pc_mu initialised */
     uint64_t pc_clock;
     hm__est_pcache_t pc[HM__EST_PCACHE];
+    char *fig_note;       /* hm_estimator_figures_note(), NULL when no figure lacks */
     /* scratch for breakdowns */
     double *bd_phase, *bd_obj;
     hm_est_breakdown_t bd;
@@ -135,6 +136,8 @@ static inline hm__est_cell_t *hm__est_cell(const hm_estimator_t *e, int w, int o
 
 /* Builds the models' terms once the summary is filled (model.c). */
 int hm__est_prepare(hm_estimator_t *e);
+/* Sets fig_note from the figures the devices lack (estimator.c). */
+void hm__est_figures_note(hm_estimator_t *e);
 /* Allocates the summary arrays for the sizes set in e (summary.c). */
 int hm__est_alloc(hm_estimator_t *e);
 

@@ -28,6 +28,7 @@ HM_API void hm_estimator_close(hm_estimator_t *e)
     free(e->lat_ns);
     free(e->cap);
     free(e->ll_n);
+    free(e->fig_note);
     free(e->ll);
     free(e->phase_name);
     free(e->obj);
@@ -93,6 +94,49 @@ HM_API double hm_estimator_measured_ns(const hm_estimator_t *e, int d)
     return d >= 0 && d < e->ndev ? e->runtime_ns[d] : 0;
 }
 HM_API int hm_estimator_default_device(const hm_estimator_t *e) { return e->def; }
+
+HM_API int hm_estimator_device_lacks(const hm_estimator_t *e, int d)
+{
+    if (d < 0 || d >= e->ndev)
+        return 0;
+    return (e->bw[d] > 0 ? 0 : HM_EST_LACKS_BANDWIDTH) | (e->lat_ns[d] > 0 ? 0 : HM_EST_LACKS_LATENCY);
+}
+
+HM_API const char *hm_estimator_figures_note(const hm_estimator_t *e) { return e->fig_note; }
+
+/* What the default model does without a figure (model.c): the read
+ * bandwidth sizes the channel-time bound, the traffic a bound run moved
+ * beyond its samples, and the cost of moving pages between phases; the
+ * idle latency scales latency costs between devices and tells a
+ * bandwidth-bound run from a latency-bound one. */
+static void names_lacking(const hm_estimator_t *e, int bit, char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = 0;
+    for (int d = 0; d < e->ndev && off < len; d++)
+        if (hm_estimator_device_lacks(e, d) & bit)
+            off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? ", " : "", e->dev_name[d]);
+}
+
+void hm__est_figures_note(hm_estimator_t *e)
+{
+    free(e->fig_note);
+    e->fig_note = NULL;
+    char bw[256], lat[256];
+    names_lacking(e, HM_EST_LACKS_BANDWIDTH, bw, sizeof bw);
+    names_lacking(e, HM_EST_LACKS_LATENCY, lat, sizeof lat);
+    if (!bw[0] && !lat[0])
+        return;
+    char *s = NULL;
+    if (asprintf(&s, "device figures lacking:%s%s%s%s%s: the default model then %s%s%s (give --machine FILE, "
+                 "docs/estimator.md)",
+                 bw[0] ? " read bandwidth of " : "", bw, bw[0] && lat[0] ? ";" : "", lat[0] ? " read latency of " : "",
+                 lat, bw[0] ? "has no channel-time bound, no traffic beyond the samples and no migration cost there" : "",
+                 bw[0] && lat[0] ? ", and " : "",
+                 lat[0] ? "takes the latency ratio to those devices as 1" : "") < 0)
+        s = NULL;
+    e->fig_note = s;
+}
 HM_API int hm_estimator_nphases(const hm_estimator_t *e) { return e->nphase; }
 HM_API const char *hm_estimator_phase_name(const hm_estimator_t *e, int p)
 {
@@ -393,6 +437,7 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
     for (int o = 0; o < e->nobj; o++)
         for (int w = 0; w < e->nwin; w++)
             e->obj[o].samples += hm__est_cell(e, w, o, e->ref)->n;
+    hm__est_figures_note(e);
     if ((rc = hm__est_prepare(e)) < 0)
         goto fail;
     json_decref(root);

@@ -346,51 +346,144 @@ static int for_runs(run_t *runs, int n, int (*fn)(run_t *), uint64_t per_thread)
     return 0;
 }
 
-/* Device figures from the trace's machine description, when it has one. */
-static void device_figures(hm_estimator_t *e, int d, const char *machine_json, const char *dev)
+/* The machine description's entry for device @p name, or NULL. */
+static json_t *machine_device(json_t *m, const char *name)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(m, "devices"), i, v) {
+        const char *nm = json_string_value(json_object_get(v, "name"));
+        if (nm && !strcmp(nm, name))
+            return v;
+    }
+    return NULL;
+}
+
+/* Device figures of run @p d, from a machine description (the trace's, or
+ * the --machine one): the entry named as the run's device, else, for a
+ * recorded run bound to NUMA nodes (host.bound_nodes), the entries of those
+ * nodes ("nodeN", as record writes HMAT figures): bandwidths and capacities
+ * add up over interleaved nodes, latencies average. Figures a description
+ * does not give stay 0 (hm_estimator_figures_note() names them). */
+static void device_figures(hm_estimator_t *e, int d, const char *machine_json, const char *dev, const char *host_json)
 {
     if (!machine_json)
         return;
-    json_error_t jerr;
-    json_t *m = json_loads(machine_json, 0, &jerr);
+    json_t *m = json_loads(machine_json, 0, NULL);
     if (!m)
         return;
     double cores = 1;
     json_t *c = json_object_get(m, "cores");
     if (json_is_number(c) && json_number_value(c) >= 1)
         cores = json_number_value(c);
-    json_t *devs = json_object_get(m, "devices");
-    size_t i;
-    json_t *v;
-    json_array_foreach(devs, i, v) {
-        const char *nm = json_string_value(json_object_get(v, "name"));
-        if (!nm || strcmp(nm, dev))
-            continue;
-        json_t *bw = json_object_get(v, "read_bandwidth_gbs"), *lat = json_object_get(v, "read_latency_ns");
-        json_t *wbw = json_object_get(v, "write_bandwidth_gbs");
-        if (json_is_number(bw))
-            e->bw[d] = json_number_value(bw) / cores;
-        e->wbw[d] = json_is_number(wbw) ? json_number_value(wbw) / cores : e->bw[d];
-        if (json_is_number(lat))
-            e->lat_ns[d] = json_number_value(lat);
-        /* A loaded-latency curve (as Intel MLC measures it): [[u, ns], ...]. */
-        json_t *ll = json_object_get(v, "loaded_latency"), *pt;
-        size_t k;
-        json_array_foreach(ll, k, pt) {
-            if (k >= 16 || !json_is_number(json_array_get(pt, 0)) || !json_is_number(json_array_get(pt, 1)))
+    json_t *ent[64];
+    int k = 0;
+    if ((ent[0] = machine_device(m, dev))) {
+        k = 1;
+    } else if (host_json) {
+        json_t *h = json_loads(host_json, 0, NULL);
+        size_t i;
+        json_t *n;
+        json_array_foreach(json_object_get(h, "bound_nodes"), i, n) {
+            char nm[32];
+            snprintf(nm, sizeof nm, "node%lld", (long long)json_integer_value(n));
+            json_t *v = machine_device(m, nm);
+            if (!v || k == 64) {
+                k = 0; /* all of the run's nodes or none */
                 break;
-            e->ll[d][0][k] = json_number_value(json_array_get(pt, 0));
-            e->ll[d][1][k] = json_number_value(json_array_get(pt, 1));
-            e->ll_n[d] = (int)k + 1;
+            }
+            ent[k++] = v;
         }
-        json_t *cap = json_object_get(v, "capacity");
+        json_decref(h);
+    }
+    double bw = 0, wbw = 0, lat = 0, cap = 0;
+    int nbw = 0, nwbw = 0, nlat = 0;
+    for (int j = 0; j < k; j++) {
+        json_t *v = ent[j], *x;
+        if (json_is_number(x = json_object_get(v, "read_bandwidth_gbs")))
+            bw += json_number_value(x), nbw++;
+        if (json_is_number(x = json_object_get(v, "write_bandwidth_gbs")))
+            wbw += json_number_value(x), nwbw++;
+        if (json_is_number(x = json_object_get(v, "read_latency_ns")))
+            lat += json_number_value(x), nlat++;
         uint64_t bytes = 0;
-        if (json_is_string(cap) && hm__parse_size(json_string_value(cap), &bytes) == 0)
-            e->cap[d] = (uint64_t)((double)bytes / cores);
-        else if (json_is_number(cap))
-            e->cap[d] = (uint64_t)(json_number_value(cap) / cores);
+        x = json_object_get(v, "capacity");
+        if (json_is_string(x) && hm__parse_size(json_string_value(x), &bytes) == 0)
+            cap += (double)bytes;
+        else if (json_is_number(x))
+            cap += json_number_value(x);
+    }
+    if (k && nbw == k)
+        e->bw[d] = bw / cores;
+    e->wbw[d] = k && nwbw == k ? wbw / cores : e->bw[d];
+    if (k && nlat == k)
+        e->lat_ns[d] = lat / k;
+    if (k)
+        e->cap[d] = (uint64_t)(cap / cores);
+    /* A loaded-latency curve (as Intel MLC measures it): [[u, ns], ...],
+     * for a single device only (no curve is known for an interleave). */
+    json_t *pt;
+    size_t i;
+    json_array_foreach(k == 1 ? json_object_get(ent[0], "loaded_latency") : NULL, i, pt) {
+        if (i >= 16 || !json_is_number(json_array_get(pt, 0)) || !json_is_number(json_array_get(pt, 1)))
+            break;
+        e->ll[d][0][i] = json_number_value(json_array_get(pt, 0));
+        e->ll[d][1][i] = json_number_value(json_array_get(pt, 1));
+        e->ll_n[d] = (int)i + 1;
     }
     json_decref(m);
+}
+
+/* The machine a run says it ran on, for telling runs of different machines
+ * apart: the simulated machine's name and devices, or the recording host's
+ * name, CPU model and memory nodes (trace header "host"). Unknown parts
+ * (older traces) are "" and match anything. */
+typedef struct {
+    int sim;                /* 1 simulated, 0 recorded, -1 unknown */
+    char name[128], host[128], cpu[128], devices[512];
+} ident_t;
+
+static void join_names(json_t *arr, char *buf, size_t len)
+{
+    size_t i, off = 0;
+    json_t *v;
+    buf[0] = 0;
+    json_array_foreach(arr, i, v) {
+        const char *nm = json_is_string(v) ? json_string_value(v) : json_string_value(json_object_get(v, "name"));
+        if (nm && off < len)
+            off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? "," : "", nm);
+    }
+}
+
+static void identity(const hm_trace_meta_t *meta, ident_t *id)
+{
+    memset(id, 0, sizeof *id);
+    id->sim = meta->backend ? !strcmp(meta->backend, "sim") : -1;
+    json_t *m = meta->machine_json ? json_loads(meta->machine_json, 0, NULL) : NULL;
+    json_t *h = meta->host_json ? json_loads(meta->host_json, 0, NULL) : NULL;
+    const char *s;
+    /* A recorded run's machine name only names its figures' source. */
+    if (!h && (s = json_string_value(json_object_get(m, "name"))))
+        snprintf(id->name, sizeof id->name, "%s", s);
+    if ((s = json_string_value(json_object_get(h, "name"))))
+        snprintf(id->host, sizeof id->host, "%s", s);
+    if ((s = json_string_value(json_object_get(h, "cpu"))))
+        snprintf(id->cpu, sizeof id->cpu, "%s", s);
+    /* A recorded run's devices are the host's memory nodes (its machine
+     * description may be a file that any host could give); a simulated
+     * run's are its machine's. */
+    join_names(h ? json_object_get(h, "nodes") : json_object_get(m, "devices"), id->devices, sizeof id->devices);
+    json_decref(m);
+    json_decref(h);
+}
+
+static int differ(const char *a, const char *b) { return *a && *b && strcmp(a, b); }
+
+static void describe(const ident_t *id, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s%s%s%s%s%s%s%s%s%s", id->sim == 1 ? "simulated" : id->sim == 0 ? "recorded" : "a run",
+             *id->name ? " machine '" : "", id->name, *id->name ? "'" : "", *id->host ? ", host " : "", id->host,
+             *id->cpu ? ", CPU " : "", id->cpu, *id->devices ? ", devices " : "", id->devices);
 }
 
 static int same_argv(const char *const *a, const char *const *b)
@@ -847,6 +940,15 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
     int *labels = NULL;
     int rc = 0;
 
+    if (opts && opts->machine_json) {
+        json_t *m = NULL;
+        if ((rc = hm__json_load_string("machine description", opts->machine_json, &m)) < 0) {
+            free(runs);
+            free(e);
+            return rc;
+        }
+        json_decref(m);
+    }
     e->ndev = n;
     e->dev_name = hm__xcalloc((size_t)n, sizeof *e->dev_name);
     e->runtime_ns = hm__xcalloc((size_t)n, sizeof(double));
@@ -893,10 +995,27 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
                 goto out;
             }
         }
+        /* Runs of different machines: their times and figures do not
+         * combine into one machine's estimate. */
+        if (i > 0) {
+            ident_t a, b;
+            identity(runs[0].meta, &a);
+            identity(r->meta, &b);
+            if ((a.sim >= 0 && b.sim >= 0 && a.sim != b.sim) || differ(a.name, b.name) || differ(a.host, b.host) ||
+                differ(a.cpu, b.cpu) || differ(a.devices, b.devices)) {
+                char da[1024], db[1024];
+                describe(&a, da, sizeof da);
+                describe(&b, db, sizeof db);
+                rc = hm__errf(HM_EMISMATCH, "%s and %s are runs of different machines: %s; %s", paths[0], paths[i], da,
+                              db);
+                goto out;
+            }
+        }
         e->dev_name[i] = hm__xstrdup(r->meta->device);
         e->runtime_ns[i] = (double)r->st.end.total_time * (r->meta->clock_ns_per_unit > 0 ? r->meta->clock_ns_per_unit : 1.0);
         e->period[i] = r->meta->period ? (double)r->meta->period : 1.0;
-        device_figures(e, i, r->meta->machine_json, r->meta->device);
+        device_figures(e, i, opts && opts->machine_json ? opts->machine_json : r->meta->machine_json, r->meta->device,
+                       r->meta->host_json);
         r->os = hm__xcalloc(1, sizeof *r->os);
     }
     /* The one decoding pass over every run: phase markers, counters,
@@ -918,8 +1037,9 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
     /* The default device is the machine's first device when the traces say;
      * otherwise the first trace's. Devices keep the traces' order. */
     e->def = 0;
-    if (runs[0].meta->machine_json) {
-        json_t *m = json_loads(runs[0].meta->machine_json, 0, NULL);
+    const char *mj = opts && opts->machine_json ? opts->machine_json : runs[0].meta->machine_json;
+    if (mj) {
+        json_t *m = json_loads(mj, 0, NULL);
         json_t *d0 = json_array_get(json_object_get(m, "devices"), 0);
         const char *nm = json_string_value(json_object_get(d0, "name"));
         for (int i = 0; nm && i < n; i++)
@@ -1082,6 +1202,7 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
         free(hot);
         free(ord);
     }
+    hm__est_figures_note(e);
     if ((rc = hm__est_prepare(e)) < 0)
         goto out;
     *out = e;

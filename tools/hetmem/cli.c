@@ -3,6 +3,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "hetmem/estimate.h"
+#include "hetmem/sim.h"
 
 void hm_cli_init(hm_cli_t *p, const hm_cmd_t *cmd, int argc, char **argv, int stop_at_operand)
 {
@@ -293,3 +297,29 @@ int hm_cli_operand(hm_cli_t *cli, char **argv, int argc, const char **ops, int *
     return 1;
 }
 
+
+int hm_cli_machine_json(const char *arg, char **json)
+{
+    char exe[4096], path[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = 0;
+    hm_sim_machine_t *m = NULL;
+    int rc = hm_sim_machine_find(arg, n > 0 ? exe : NULL, path, sizeof path);
+    if (rc < 0)
+        return hm_cli_fail(arg, rc);
+    if ((rc = hm_sim_machine_load(&m, path)) < 0)
+        return hm_cli_fail(path, rc);
+    *json = hm__xstrdup(hm_sim_machine_json(m));
+    hm_sim_machine_close(m);
+    return 0;
+}
+
+void hm_cli_figures_note(const char *what, const struct hm_estimator *e)
+{
+    const char *note = hm_estimator_figures_note(e);
+    if (note)
+        fprintf(stderr, "hetmem: %s: %s\n", what, note);
+}

@@ -90,6 +90,17 @@ int hm_cli_size(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_t *o
  * page when it has no unit, so that "mcdram=64" is not taken as 64 bytes. */
 int hm_cli_capacity(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_t *out);
 
+/* Loads a machine preset or JSON file (docs/machines.md) given to
+ * --machine and returns its canonical JSON text in *json (malloc'd, the
+ * caller frees it); on failure prints the one-line error and returns
+ * HM_EXIT_RUNTIME. */
+int hm_cli_machine_json(const char *arg, char **json);
+
+/* Prints the estimator's note on the device figures it lacks (one line on
+ * stderr, "hetmem: <what>: device figures lacking: ...") when there is one. */
+struct hm_estimator;
+void hm_cli_figures_note(const char *what, const struct hm_estimator *e);
+
 /* Declares a subcommand that exists in the CLI but is not built yet. */
 #define HM_CMD_NOT_BUILT(ident, nm, sum, use)                                     \
     static const hm_cli_opt_t ident##_opts_[] = {{0}};                            \

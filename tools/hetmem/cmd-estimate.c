@@ -9,7 +9,7 @@
 #include "hetmem/estimate.h"
 #include "hetmem/placement.h"
 
-enum { OPT_MODEL = 256, OPT_PLACEMENT, OPT_JSON, OPT_WINDOWS, OPT_SAVE, OPT_SUMMARY, OPT_STRICT };
+enum { OPT_MODEL = 256, OPT_PLACEMENT, OPT_JSON, OPT_WINDOWS, OPT_SAVE, OPT_SUMMARY, OPT_STRICT, OPT_MACHINE };
 
 static const hm_cli_opt_t est_opts[] = {
     {OPT_PLACEMENT, "placement", "FILE", "placement to estimate (docs/placement-format.md)", HM_OPT_REQUIRED},
@@ -18,11 +18,15 @@ static const hm_cli_opt_t est_opts[] = {
     {OPT_WINDOWS, "windows", "N", "windows over the whole run (default 1000)", 0},
     {OPT_SAVE, "save-summary", "FILE", "also write the traces' summary as JSON", 0},
     {OPT_SUMMARY, "summary", "FILE", "use a saved summary instead of traces", 0},
+    {OPT_MACHINE, "machine", "MACHINE", "device figures from this machine preset or JSON file instead of the traces'", 0},
     {OPT_STRICT, "strict", NULL, "a placement rule that matches nothing is an error, not a warning", 0},
     {0},
 };
 
 static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv);
+static int run_estimate(const char **traces, int ntr, const char *placement, const int *models, int nm, int json,
+                        const char *save, const char *summary, const char *machine, const hm_estimator_opts_t *o,
+                        const hm_cmd_t *cmd, int strict);
 
 const hm_cmd_t hm_cmd_estimate = {
     "estimate", "Estimate the runtime of a placement from per-device traces",
@@ -33,6 +37,9 @@ const hm_cmd_t hm_cmd_estimate = {
     "data on that device (hetmem record --bind DEV, or hetmem sim --device DEV).\n"
     "The estimate comes with a 95% interval from sampling error and a breakdown\n"
     "by phase and by object. Models are described in docs/estimator.md.\n"
+    "Device figures (bandwidth, latency) come from the traces' headers (HMAT\n"
+    "or record --machine), or from --machine; one line on stderr names those\n"
+    "lacking and what the default model does without them.\n"
     "Traces named with %r (as hetmem record -o writes them) are the ranks of an\n"
     "MPI job, 0, 1, ... as long as files exist; the job estimate takes, phase\n"
     "by phase, the slowest rank (bulk-synchronous).",
@@ -74,6 +81,26 @@ static void print_table(hm_estimator_t *e, const hm_estimate_t *est, const int *
         printf("  (%d more objects)\n", bd->nobjects - 20);
 }
 
+/* The device figures the estimate used: where from, and what lacks. */
+static json_t *figures_json(const hm_estimator_t *e, const char *machine)
+{
+    json_t *lack = json_array();
+    for (int d = 0; d < hm_estimator_ndevices(e); d++) {
+        int l = hm_estimator_device_lacks(e, d);
+        if (!l)
+            continue;
+        json_t *f = json_array();
+        if (l & HM_EST_LACKS_BANDWIDTH)
+            json_array_append_new(f, json_string("read_bandwidth_gbs"));
+        if (l & HM_EST_LACKS_LATENCY)
+            json_array_append_new(f, json_string("read_latency_ns"));
+        json_array_append_new(lack, json_pack("{s:s, s:o}", "device", hm_estimator_device_name(e, d), "figures", f));
+    }
+    char src[4200];
+    snprintf(src, sizeof src, "%s%s", machine ? "--machine " : "traces", machine ? machine : "");
+    return json_pack("{s:s, s:o, s:s?}", "source", src, "lacking", lack, "note", hm_estimator_figures_note(e));
+}
+
 /* "t.%r.hmt" with rank r. */
 static char *rank_path(const char *pat, int r)
 {
@@ -85,7 +112,7 @@ static char *rank_path(const char *pat, int r)
 }
 
 static int estimate_job(const char **traces, int ntr, const char *placement, const int *models, int nm, int json,
-                        const hm_estimator_opts_t *opts)
+                        const hm_estimator_opts_t *opts, const char *machine)
 {
     hm_estimator_t *ranks[4096];
     int nr = 0, status = HM_EXIT_RUNTIME, rc;
@@ -113,6 +140,7 @@ static int estimate_job(const char **traces, int ntr, const char *placement, con
         free(first);
         return HM_EXIT_RUNTIME;
     }
+    hm_cli_figures_note("estimate", ranks[0]);
     int nd = hm_estimator_ndevices(ranks[0]);
     const char *devnames[64];
     for (int d = 0; d < nd; d++)
@@ -144,6 +172,7 @@ static int estimate_job(const char **traces, int ntr, const char *placement, con
     }
     if (json) {
         json_object_set_new(root, "ranks", json_integer(nr));
+        json_object_set_new(root, "figures", figures_json(ranks[0], machine));
         json_object_set_new(root, "models", jm);
         json_dumpf(root, stdout, JSON_INDENT(2));
         putchar('\n');
@@ -162,7 +191,7 @@ out:
 static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
 {
     hm_cli_t cli;
-    const char *arg, *placement = NULL, *model = "default", *save = NULL, *summary = NULL;
+    const char *arg, *placement = NULL, *model = "default", *save = NULL, *summary = NULL, *machine = NULL;
     const char *traces[64];
     int ntr = 0, json = 0, strict = 0, key;
     uint64_t windows = 0;
@@ -184,6 +213,7 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
         case OPT_SAVE: save = arg; break;
         case OPT_SUMMARY: summary = arg; break;
         case OPT_STRICT: strict = 1; break;
+        case OPT_MACHINE: machine = arg; break;
         case OPT_WINDOWS:
             if (hm_cli_u64(cmd, "--windows", arg, &windows))
                 return HM_EXIT_USAGE;
@@ -211,19 +241,36 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
     if (!summary && ntr < 2)
         return hm_cli_usage(cmd, "give one trace per device, at least two (got %d)", ntr);
 
-    hm_estimator_opts_t opts = {(uint32_t)windows};
+    if (summary && machine)
+        return hm_cli_usage(cmd, "--machine applies to traces; a summary carries its own device figures");
+    hm_estimator_opts_t opts = {(uint32_t)windows, NULL};
+    char *mjson = NULL;
+    if (machine && hm_cli_machine_json(machine, &mjson))
+        return HM_EXIT_RUNTIME;
+    opts.machine_json = mjson;
+    int status = run_estimate(traces, ntr, placement, models, nm, json, save, summary, machine, &opts, cmd, strict);
+    free(mjson);
+    return status;
+}
+
+static int run_estimate(const char **traces, int ntr, const char *placement, const int *models, int nm, int json,
+                        const char *save, const char *summary, const char *machine, const hm_estimator_opts_t *o,
+                        const hm_cmd_t *cmd, int strict)
+{
+    hm_estimator_opts_t opts = *o;
     int with_r = 0;
     for (int i = 0; i < ntr; i++)
         with_r += strstr(traces[i], "%r") != NULL;
     if (with_r && (with_r != ntr || summary))
         return hm_cli_usage(cmd, "either every trace names its rank with %%r (an MPI job) or none does");
     if (with_r)
-        return estimate_job(traces, ntr, placement, models, nm, json, &opts);
+        return estimate_job(traces, ntr, placement, models, nm, json, &opts, machine);
     hm_estimator_t *e = NULL;
     int rc = summary ? hm_estimator_open_summary(&e, summary) : hm_estimator_open(&e, traces, ntr, &opts);
     if (rc < 0)
         return summary ? hm_cli_fail(summary, rc)
                        : hm_cli_failf("estimate", "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
+    hm_cli_figures_note("estimate", e);
     if (save && (rc = hm_estimator_save(e, save)) < 0) {
         hm_estimator_close(e);
         return hm_cli_fail(save, rc);
@@ -279,6 +326,7 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
                                                 hm_estimator_measured_ns(e, d) / 1e9));
         json_object_set_new(root, "devices", dv);
         json_object_set_new(root, "windows", json_integer(hm_estimator_nwindows(e)));
+        json_object_set_new(root, "figures", figures_json(e, machine));
         json_object_set_new(root, "models", jm);
         jm = NULL;
         json_dumpf(root, stdout, JSON_INDENT(2));

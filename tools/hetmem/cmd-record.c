@@ -101,7 +101,11 @@ static int set_add(set_t *s, uint64_t x)
     }
 }
 
-static int merge(const char *dir, hm_trace_writer_t *w, totals_t *t)
+/* Record times are CLOCK_MONOTONIC readings; the trace counts from the
+ * program's start (t0), as the end record's run time does, so that a time
+ * and the run time compare (the estimator's windows rely on it). Records
+ * a clock step could put before t0 count from 0. */
+static int merge(const char *dir, hm_trace_writer_t *w, totals_t *t, uint64_t t0)
 {
     hm__spool_set_t *s;
     int rc = hm__spool_open(&s, dir);
@@ -111,6 +115,9 @@ static int merge(const char *dir, hm_trace_writer_t *w, totals_t *t)
     const hm__spool_rec_t *r;
     const char *pl;
     while (!rc && hm__spool_next(s, &r, &pl)) {
+        hm__spool_rec_t rel = *r;
+        rel.time = r->time > t0 ? r->time - t0 : 0;
+        r = &rel;
         switch (r->kind) {
         case HM_REC_SAMPLE: {
             hm_sample_t x = {r->time, r->a, r->b, r->tid, (uint32_t)(r->c >> 32), (uint16_t)(r->c >> 8),
@@ -397,6 +404,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     }
     int status = 0;
     uint64_t wall = 0;
+    uint64_t t0 = hm__now_ns();
     rc = hm__launch(argv + p.ind, preload, env, &status, &wall);
     uint64_t pc_kept = 0, pc_foreign = 0;
     hm__percpu_close(pc, &pc_kept, &pc_foreign);
@@ -410,7 +418,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
         return hm_cli_fail("record", rc);
     }
     totals_t t = {0};
-    rc = merge(tmpl, w, &t);
+    rc = merge(tmpl, w, &t, t0);
     hm__spool_remove(tmpl);
     hm_trace_end_t end = {wall, status};
     int rc2 = hm_trace_writer_close(w, &end);
