@@ -43,7 +43,7 @@ typedef struct {
 static void write_run(const char *path, const run_spec_t *r)
 {
     const char *argv[] = {r->argv0 ? r->argv0 : "./app.sim", "--size", "tiny", NULL};
-    hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", r->period ? r->period : 1000, r->device, NULL, argv};
+    hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", r->period ? r->period : 1000, r->device, NULL, argv, NULL};
     hm_trace_writer_t *w;
     CHECK_EQ_INT(hm_trace_writer_open(&w, path, &m), 0);
     hm_trace_write_site(w, 0xa, "app.sim+0x10 alloc_a");
@@ -1451,7 +1451,7 @@ static void test_attribution(void)
     for (int run = 0; run < 2; run++) {
         paths[run] = path_of(run ? "attr-fast.hmt" : "attr-slow.hmt");
         const char *argv[] = {"./app.sim", NULL};
-        hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", 1000, run ? "fast" : "slow", NULL, argv};
+        hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", 1000, run ? "fast" : "slow", NULL, argv, NULL};
         hm_trace_writer_t *w;
         CHECK_EQ_INT(hm_trace_writer_open(&w, paths[run], &m), 0);
         CHECK_EQ_INT(hm_trace_writer_set_block_records(w, 3000), 0);
@@ -1536,7 +1536,7 @@ static void test_long_samples(void)
     for (int run = 0; run < 2; run++) {
         paths[run] = path_of(run ? "long-fast.hmt" : "long-slow.hmt");
         const char *argv[] = {"./app.sim", NULL};
-        hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", 1000, run ? "fast" : "slow", NULL, argv};
+        hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", 1000, run ? "fast" : "slow", NULL, argv, NULL};
         hm_trace_writer_t *w;
         CHECK_EQ_INT(hm_trace_writer_open(&w, paths[run], &m), 0);
         for (int k = 0; k < LS_OBJ; k++) {
@@ -1557,7 +1557,7 @@ static void test_long_samples(void)
         CHECK_EQ_INT(hm_trace_writer_close(w, &end), 0);
     }
     hm_estimator_t *e = NULL;
-    hm_estimator_opts_t o = {10};
+    hm_estimator_opts_t o = {10, NULL};
     CHECK_EQ_INT(hm_estimator_open(&e, (const char *const *)paths, 2, &o), 0);
     char *p = path_of("long-summary.json");
     if (e) {

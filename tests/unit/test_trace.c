@@ -164,7 +164,7 @@ static void round_trip(uint32_t n, uint32_t block)
     for (uint32_t i = 0; i < n; i++)
         random_record(&in[i], &t);
     static const char *const argv[] = {"prog", "--flag", "\xe2\x82\xac", NULL};
-    hm_trace_meta_t m = {"unit", "CLOCK_MONOTONIC", 1.0, "soft", "ev", 1000, NULL, "{\"x\":[1,2]}", argv};
+    hm_trace_meta_t m = {"unit", "CLOCK_MONOTONIC", 1.0, "soft", "ev", 1000, NULL, "{\"x\":[1,2]}", argv, NULL};
     hm_trace_writer_t *w;
     CHECK_EQ_INT(hm_trace_writer_open(&w, path, &m), 0);
     if (block)
@@ -690,6 +690,76 @@ static void sweep(void)
     free(b.p);
 }
 
+/* Header values out of range are refused at open with HM_ERANGE and a
+ * detail naming the key: each value below is patched into a valid trace's
+ * header (same length, checksum fixed), so it is the only fault. */
+static void header_ranges(void)
+{
+    const char *good = tmp("ranges.hmt"), *bad = tmp("ranges-bad.hmt");
+    static const char *const argv[] = {"./app", NULL};
+    hm_trace_meta_t m = {"test", "CLOCK_MONOTONIC", 1.5, "soft", "ev", 1000, "ddr",
+                         "{\"name\":\"m\",\"cores\":8,\"devices\":[{\"name\":\"ddr\",\"read_latency_ns\":110,"
+                         "\"write_latency_ns\":120,\"read_bandwidth_gbs\":100,\"write_bandwidth_gbs\":200,"
+                         "\"capacity\":4096,\"loaded_latency\":[[0.5,200]]}]}",
+                         argv, "{\"name\":\"h\",\"cpu\":\"c\",\"nodes\":[{\"name\":\"node0\"}],\"bound_nodes\":[20]}"};
+    hm_trace_writer_t *w;
+    CHECK_EQ_INT(hm_trace_writer_open(&w, good, &m), 0);
+    hm_sample_t smp = {5, 0x1000, 0, 1, 0, 0, 0};
+    hm_trace_write_sample(w, &smp);
+    hm_trace_end_t end = {10, 0};
+    CHECK_EQ_INT(hm_trace_writer_close(w, &end), 0);
+    hm_trace_t *t;
+    CHECK_EQ_INT(hm_trace_open(&t, good), 0);
+    CHECK(hm_trace_meta(t)->clock_ns_per_unit == 1.5);
+    CHECK(hm_trace_meta(t)->host_json && strstr(hm_trace_meta(t)->host_json, "\"bound_nodes\":[20]"));
+    hm_trace_close(t);
+    static const struct {
+        const char *from, *to, *detail;
+    } p[] = {
+        {"\"clock_ns_per_unit\":1.5", "\"clock_ns_per_unit\":9e9", "clock_ns_per_unit 9e+09"},
+        {"\"clock_ns_per_unit\":1.5", "\"clock_ns_per_unit\":0.0", "clock_ns_per_unit 0 "},
+        {"\"period\":1000", "\"period\":-100", "period -100"},
+        {"\"period\":1000", "\"period\":1e+3", "period (not an integer)"},
+        {"\"read_latency_ns\":110", "\"read_latency_ns\":-11", "devices[0].read_latency_ns -11"},
+        {"\"write_latency_ns\":120", "\"write_latency_ns\":0.0", "devices[0].write_latency_ns 0"},
+        {"\"read_bandwidth_gbs\":100", "\"read_bandwidth_gbs\":-10", "devices[0].read_bandwidth_gbs -10"},
+        {"\"write_bandwidth_gbs\":200", "\"write_bandwidth_gbs\":9e9", "devices[0].write_bandwidth_gbs 9e+09"},
+        {"\"capacity\":4096", "\"capacity\":-409", "devices[0].capacity -409"},
+        {"\"cores\":8", "\"cores\":0", "machine.cores 0"},
+        {"[[0.5,200]]", "[[1.5,200]]", "loaded_latency[0]"},
+        {"[[0.5,200]]", "[[0.5,-20]]", "loaded_latency[0]"},
+        {"\"bound_nodes\":[20]", "\"bound_nodes\":[-2]", "host.bound_nodes[0]"},
+        {"\"cpu\":\"c\"", "\"cpu\":123", "host.cpu"},
+    };
+    tc_bytes_t b;
+    CHECK_EQ_INT(tc_read(good, &b), 0);
+    uint32_t hlen = hm__get_u32(b.p + 16);
+    for (size_t i = 0; i < HM_ARRAY_LEN(p); i++) {
+        char *hdr = (char *)b.p + 24;
+        char *at = memmem(hdr, hlen, p[i].from, strlen(p[i].from));
+        CHECK(at != NULL && strlen(p[i].from) == strlen(p[i].to));
+        if (!at)
+            continue;
+        char save[64];
+        memcpy(save, at, strlen(p[i].from));
+        memcpy(at, p[i].to, strlen(p[i].to));
+        uint32_t sum = (uint32_t)hm__hash64(hdr, hlen, 0), old = hm__get_u32(b.p + 20);
+        memcpy(b.p + 20, &sum, 4);
+        tc_write(bad, b.p, b.n);
+        int rc = hm_trace_open(&t, bad);
+        if (rc == 0)
+            hm_trace_close(t);
+        if (rc != HM_ERANGE || !strstr(hm_errdetail(), p[i].detail))
+            fprintf(stderr, "patch %s: got %s (%s), want HM_ERANGE naming '%s'\n", p[i].to, hm_err_name(rc),
+                    hm_errdetail(), p[i].detail);
+        CHECK_EQ_INT(rc, HM_ERANGE);
+        CHECK(strstr(hm_errdetail(), p[i].detail) != NULL);
+        memcpy(at, save, strlen(p[i].from));
+        memcpy(b.p + 20, &old, 4);
+    }
+    free(b.p);
+}
+
 static void writer_errors(void)
 {
     hm_trace_writer_t *w;
@@ -716,6 +786,7 @@ int main(void)
         perror("mkdtemp");
         return 1;
     }
+    header_ranges();
     round_trip(0, 0);
     round_trip(1, 0);
     round_trip(5000, 7);

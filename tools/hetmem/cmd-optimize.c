@@ -14,7 +14,7 @@
 
 enum {
     OPT_CAPACITY = 256, OPT_ALGO, OPT_MODEL, OPT_PHASES, OPT_SPLIT, OPT_BUDGET, OPT_TIME, OPT_SEED,
-    OPT_JSON, OPT_SUMMARY, OPT_POLICY, OPT_SAVE_POLICY
+    OPT_JSON, OPT_SUMMARY, OPT_POLICY, OPT_SAVE_POLICY, OPT_MACHINE
 };
 
 static const hm_cli_opt_t opt_opts[] = {
@@ -30,6 +30,7 @@ static const hm_cli_opt_t opt_opts[] = {
     {'o', "output", "FILE", "write the placement file", 0},
     {OPT_JSON, "json", NULL, "print the result as JSON", 0},
     {OPT_SUMMARY, "summary", "FILE", "use a saved estimator summary instead of traces", 0},
+    {OPT_MACHINE, "machine", "MACHINE", "device figures from this machine preset or JSON file instead of the traces'", 0},
     {OPT_POLICY, "policy", "FILE", "rl: start from this saved policy", 0},
     {OPT_SAVE_POLICY, "save-policy", "FILE", "rl: save the trained policy", 0},
     {0},
@@ -97,7 +98,8 @@ static void print_objects(FILE *f, hm_estimator_t *e, const hm_optimize_result_t
 static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
 {
     hm_cli_t cli;
-    const char *arg, *out = NULL, *summary = NULL;
+    const char *arg, *out = NULL, *summary = NULL, *machine = NULL;
+    char *mjson = NULL;
     const char *cap_dev[MAX_CAPS];
     uint64_t cap_val[MAX_CAPS];
     int ncaps = 0, json = 0, key;
@@ -180,6 +182,7 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
         case 'o': out = arg; break;
         case OPT_JSON: json = 1; break;
         case OPT_SUMMARY: summary = arg; break;
+        case OPT_MACHINE: machine = arg; break;
         case OPT_POLICY: opts.policy_in = arg; break;
         case OPT_SAVE_POLICY: opts.policy_out = arg; break;
         case HM_CLI_HELP: status = HM_EXIT_OK; goto done;
@@ -198,6 +201,14 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
         hm_cli_usage(cmd, "--capacity DEV=SIZE is required");
         goto done;
     }
+    if (summary && machine) {
+        hm_cli_usage(cmd, "--machine applies to traces; a summary carries its own device figures");
+        goto done;
+    }
+    if (machine && hm_cli_machine_json(machine, &mjson)) {
+        status = HM_EXIT_RUNTIME;
+        goto done;
+    }
     if ((opts.policy_in || opts.policy_out) && opts.algo != HM_OPT_RL) {
         hm_cli_usage(cmd, "--policy and --save-policy need --algo rl");
         goto done;
@@ -212,11 +223,13 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
     hm_optimize_result_t res = {0}, ref[4] = {{0}}, greedy = {0};
     uint64_t *caps = NULL;
     char what[64];
-    int rc = summary ? hm_estimator_open_summary(&e, summary) : hm_estimator_open(&e, traces, ntraces, NULL);
+    hm_estimator_opts_t eo = {0, mjson};
+    int rc = summary ? hm_estimator_open_summary(&e, summary) : hm_estimator_open(&e, traces, ntraces, &eo);
     if (rc < 0) {
         hm_cli_fail(summary ? summary : "traces", rc); /* the detail names the trace */
         goto done;
     }
+    hm_cli_figures_note("optimize", e);
     int ndev = hm_estimator_ndevices(e);
     caps = hm__xcalloc((size_t)ndev, sizeof *caps);
     for (int d = 0; d < ndev; d++) {
@@ -299,7 +312,7 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
             json_object_set_new(capj, hm_estimator_device_name(e, d),
                                 caps[d] == HM_OPT_UNLIMITED ? json_null() : json_integer((json_int_t)caps[d]));
         json_t *o = json_pack("{s:s, s:s, s:b, s:f, s:[f,f], s:f, s:I, s:f, s:b, s:I, s:o, "
-                              "s:{s:f, s:f, s:f, s:f, s:f}, s:f, s:f, s:f, s:o}",
+                              "s:{s:f, s:f, s:f, s:f, s:f}, s:f, s:f, s:f, s:o, s:s?}",
                               "algo", hm_optimize_algo_name(opts.algo), "model", hm_est_model_name(opts.model),
                               "phased", opts.phased, "predicted_runtime_s", s_of(t), "ci_s", s_of(res.estimate.lo_ns),
                               s_of(res.estimate.hi_ns), "migration_s", s_of(res.estimate.migration_ns),
@@ -309,7 +322,7 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
                               "all_slowest_s", s_of(t_slow), "all_fastest_s", s_of(t_fast), "greedy_s",
                               s_of(greedy.estimate.runtime_ns), "speedup_vs_default", t > 0 ? t_def / t : 0,
                               "speedup_vs_first_touch", t > 0 ? t_ft / t : 0, "gap_closed", gap, "placement",
-                              pl ? pl : json_null());
+                              pl ? pl : json_null(), "figures_note", hm_estimator_figures_note(e));
         char *txt = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
         if (!txt) {
             json_decref(o);
@@ -357,6 +370,7 @@ close:
     free(caps);
     hm_estimator_close(e);
 done:
+    free(mjson);
     for (int i = 0; i < ncaps; i++)
         free((char *)cap_dev[i]);
     free(traces);

@@ -31,7 +31,7 @@ extern char **environ;
 enum { OPT_MACHINE = 'm', OPT_PLACEMENTS = 256, OPT_PERIOD, OPT_SEED, OPT_JSON, OPT_PLOT, OPT_REAL, OPT_KEEP, OPT_REUSE, OPT_ALLOW_EXIT };
 
 static const hm_cli_opt_t val_opts[] = {
-    {OPT_MACHINE, "machine", "MACHINE", "machine preset or JSON file (simulated runs)", HM_OPT_REQUIRED},
+    {OPT_MACHINE, "machine", "MACHINE", "machine preset or JSON file (simulated runs; with --real: devices and figures)", HM_OPT_REQUIRED},
     {OPT_PLACEMENTS, "placements", "K", "placements to draw (default 12)", 0},
     {OPT_PERIOD, "period", "N", "sampling period of the device runs (default 1000)", 0},
     {'j', "jobs", "JOBS", "runs at a time (default: all cores)", 0},
@@ -50,11 +50,13 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv);
 const hm_cmd_t hm_cmd_validate = {
     "validate", "Check the estimator against measured runtimes of drawn placements",
     "-- ./app.sim ARGS\n"
-    "       hetmem validate --real --machine DEV,DEV... [...] -- CMD ARGS",
+    "       hetmem validate --real --machine DEV,DEV...|MACHINE [...] -- CMD ARGS",
     "Errors are |estimate - measured| / measured; 'gap' errors are the same\n"
     "difference as a share of |slowest - fastest| device run, which says how\n"
     "much of the placement's effect the estimate got wrong. With --real,\n"
-    "--machine lists the devices (as hetmem record --bind takes them).\n"
+    "--machine lists the devices (as hetmem record --bind takes them), or names\n"
+    "a machine file whose devices are so named and whose figures the device runs\n"
+    "and the estimator then use instead of the kernel's (HMAT).\n"
     "Placements are distinct: one drawn again is drawn anew. An OpenMP\n"
     "program is refused unless OMP_NUM_THREADS=1 (the simulator runs one thread).",
     val_opts, cmd_validate};
@@ -405,6 +407,7 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
     uint64_t K = 12, period = 1000, jobs = 0, seed = 1;
     int real = 0, reuse = 0, key;
     char *mjson = NULL; /* the machine as the simulator records it in traces */
+    char *figures = NULL; /* --real with a machine file: its description */
     hm_cli_init(&cli, cmd, argc, argv, 1);
     while ((key = hm_cli_next(&cli, &arg)) != -1) {
         switch (key) {
@@ -498,6 +501,15 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
             snprintf(mpath, sizeof mpath, "%s", abs);
             free(abs);
         }
+    } else if (!strchr(machine, ',') && hm_sim_machine_find(machine, NULL, mpath, sizeof mpath) == 0 &&
+               hm_sim_machine_load(&m, mpath) == 0) {
+        /* A machine file: its devices (named as record --bind takes them)
+         * and its figures for the traces and the estimator. */
+        nd = hm_sim_machine_ndevices(m);
+        for (int d = 0; d < nd && d < 64; d++)
+            devs[d] = hm__xstrdup(hm_sim_machine_device_names(m)[d]);
+        figures = hm__xstrdup(hm_sim_machine_json(m));
+        hm_sim_machine_close(m);
     } else {
         char *list = hm__xstrdup(machine), *save = NULL;
         for (char *t = strtok_r(list, ",", &save); t && nd < 64; t = strtok_r(NULL, ",", &save))
@@ -508,6 +520,7 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
         for (int d = 0; d < nd; d++)
             free(devs[d]);
         free(mjson);
+        free(figures);
         return hm_cli_failf(machine, "has %d memory device%s: validation needs at least two", nd, nd == 1 ? "" : "s");
     }
 
@@ -548,7 +561,9 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
         if (reuse && reusable(tr, mjson, devs[d], period, prog))
             continue;
         job_t *j = &dj[ndj++];
-        j->argv = real ? vec(self, "record", "-b", "auto", "-p", per, "--bind", devs[d], "-o", tr, "--", NULL)
+        j->argv = real && figures ? vec(self, "record", "-b", "auto", "-p", per, "--bind", devs[d], "--machine", mpath,
+                                        "-o", tr, "--", NULL)
+                : real ? vec(self, "record", "-b", "auto", "-p", per, "--bind", devs[d], "-o", tr, "--", NULL)
                        : vec(self, "sim", "-m", mpath, "--device", devs[d], "-o", tr, "--sample-period", per,
                              "--json", rep, "--", NULL);
         j->argv = vec_cat(j->argv, prog);
@@ -558,10 +573,12 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
     }
     if (ndj > 0 && run_jobs(dj, ndj, (int)jobs, "device runs") != 0)
         goto out;
-    if ((rc = hm_estimator_open(&e, (const char *const *)traces, nd, NULL)) < 0) {
+    hm_estimator_opts_t eo = {0, figures};
+    if ((rc = hm_estimator_open(&e, (const char *const *)traces, nd, &eo)) < 0) {
         hm_cli_failf("estimate", "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
         goto out;
     }
+    hm_cli_figures_note("validate", e);
     double tmin = INFINITY, tmax = 0;
     for (int d = 0; d < nd; d++) {
         double t = hm_estimator_measured_ns(e, d) / 1e9;
@@ -762,6 +779,7 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
     status = HM_EXIT_OK;
 out:
     free(mjson);
+    free(figures);
     json_decref(sum);
     json_decref(rows);
     hm_estimator_close(e);
