@@ -105,6 +105,14 @@ awk -v a="$(jv over .models.default.migration_s)" -v b="$mig" 'BEGIN{exit !(a ==
 grep -q "^hetmem: optimize: device figures lacking" "$WORK/opt.err" && [ "$(jq -r '.figures_note | startswith("device")' "$WORK/opt.json")" = true ] \
   && ok "optimize notes the lacking figures" || bad "optimize note: $(cat "$WORK/opt.err")"
 
+# validate --real --machine FILE: the file's devices, and its figures in
+# the device runs and the estimates.
+"$H" validate --real --machine "$WORK/m.json" --placements 1 --keep "$WORK/val" -- "$P" 2 > "$WORK/val.out" 2> "$WORK/val.err" \
+  || bad "validate --real --machine: $(cat "$WORK/val.err")"
+[ "$(jq -r .header.host.figures < <("$H" trace info --json "$WORK/val/dev-node0.hmt"))" = "machine file $WORK/m.json" ] \
+  && ! grep -q "figures lacking" "$WORK/val.err" && ok "validate --real --machine: device runs carry the file's figures" \
+  || bad "validate --real --machine: $(cat "$WORK/val.err")"
+
 # --- HMAT figures (captured tree): record reads them into the header, and
 # the estimator finds each run's through the node it was bound to.
 for d in ddr node0; do
