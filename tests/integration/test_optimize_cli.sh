@@ -93,6 +93,25 @@ for w in "predicted runtime" "all in ddr (default)" "first touch" "gap closed"; 
   grep -q "$w" "$T/human" && ok "human output: $w" || fail "human output lacks '$w'"
 done
 
+# gap closed is measured against references found without the result:
+# the better of greedy and first touch (first touch alone for greedy). On
+# s10 at 8M the exhaustive optimum beats greedy, so it closes more than 100%
+# of that gap (counting the result among the references gave 100.0%).
+"$H" optimize --summary "$T/s10.json" --capacity hbm=8M --model linear --algo exhaustive --json > "$T/gx.json"
+jq -e '.predicted_runtime_s < .references.greedy_s and .gap_closed > 1.0001 and
+       ((.gap_closed - (.references.all_slowest_s - .predicted_runtime_s) /
+         (.references.all_slowest_s - ([.references.greedy_s, .references.first_touch_s] | min))) | fabs) < 1e-9' \
+  "$T/gx.json" >/dev/null && ok "exhaustive: gap closed $(jq .gap_closed "$T/gx.json") of all-slowest -> better of greedy, first touch" \
+  || fail "exhaustive: gap closed against the wrong reference: $(jq -c '[.predicted_runtime_s, .references, .gap_closed]' "$T/gx.json")"
+"$H" optimize --summary "$T/s10.json" --capacity hbm=8M --model linear --algo greedy --json > "$T/gg.json"
+jq -e '((.gap_closed - (.references.all_slowest_s - .predicted_runtime_s) /
+         (.references.all_slowest_s - .references.first_touch_s)) | fabs) < 1e-9 and .gap_closed > 1.0001' \
+  "$T/gg.json" >/dev/null && ok "greedy: gap closed $(jq .gap_closed "$T/gg.json") of all-slowest -> first touch" \
+  || fail "greedy: gap closed against the wrong reference: $(jq -c '[.predicted_runtime_s, .references, .gap_closed]' "$T/gg.json")"
+"$H" optimize --summary "$T/s10.json" --capacity hbm=8M --model linear --algo exhaustive > "$T/gx.txt"
+grep -q "gap closed .*107.4% of all-slowest -> best of greedy and first touch" "$T/gx.txt" \
+  && ok "human output: $(grep 'gap closed' "$T/gx.txt" | sed 's/  */ /g')" || fail "human output: $(grep 'gap closed' "$T/gx.txt")"
+
 # expect RC PATTERN ARGS...: exit status and one stderr line, nothing else
 expect() {
   local rc=$1 pat=$2; shift 2
