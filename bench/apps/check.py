@@ -1,0 +1,143 @@
+#!/usr/bin/python3
+"""Runs a proxy app natively and under `hetmem sim`, and checks both runs.
+
+usage: bench/apps/check.py APP SIZE [--build DIR] [--machine M] [--json FILE]
+
+APP is a key of bench/apps/apps.json and SIZE one of its sizes (test,
+small). Both programs (DIR/bench/apps/APP and APP.sim, DIR default build)
+run in a fresh temporary folder, since miniFE and HPCG write their reports
+into the current one. Each run must pass the app's own verification (below),
+and the simulated run must compute the same answer as the native one (the
+instrumentation changes no arithmetic):
+
+  xsbench  "Verification checksum: N"; N equal in both runs. XSBench knows the
+           right checksum only at its published sizes (-s small/large with the
+           default lookups) and exits 1 at any other: exit 1 is accepted, an
+           unequal checksum is not.
+  lulesh   "Final Origin Energy" equal in both runs, and LULESH's symmetry check
+           "MaxRelDiff" at most 1e-8 (the problem is symmetric).
+  minife   exit 0 and "solution matches analytic solution" (verify_solution=1);
+           "Final Resid Norm" equal in both runs.
+  hpcg     exit 0, both "Result=PASSED" lines of its report (spectral
+           convergence and departure from symmetry); the scaled residuals of
+           its CG runs equal in both runs.
+
+Prints one line per run and the native run's peak resident size (its
+footprint); exits 1 with the reason on the first failed check. --json FILE
+keeps `hetmem sim --json` of the simulated run.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(os.path.dirname(HERE))
+
+
+def fail(msg):
+    sys.stderr.write("check: %s\n" % msg)
+    sys.exit(1)
+
+
+def apps():
+    with open(os.path.join(HERE, "apps.json")) as f:
+        return json.load(f)
+
+
+def run(cmd, cwd):
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    text = p.stdout
+    # HPCG reports into files of the folder it ran in.
+    for f in sorted(glob.glob(os.path.join(cwd, "HPCG-Benchmark*.txt")) + glob.glob(os.path.join(cwd, "hpcg*.txt"))):
+        with open(f) as fh:
+            text += fh.read()
+    return p.returncode, text, r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime, r1.ru_maxrss
+
+
+def found(pattern, text, what):
+    m = re.findall(pattern, text)
+    if not m:
+        fail("%s: no '%s' in its output" % (what, pattern))
+    return m
+
+
+def verify(app, code, text, what):
+    """The app's own verification; returns the values both runs must share."""
+    if app == "xsbench":
+        return found(r"Verification checksum: (\d+)", text, what)
+    if app == "lulesh":
+        for d in found(r"MaxRelDiff\s*=\s*(\S+)", text, what):
+            if float(d) > 1e-8:
+                fail("%s: symmetry check MaxRelDiff = %s > 1e-8" % (what, d))
+        return found(r"Final Origin Energy\s*=\s*(\S+)", text, what)
+    if app == "minife":
+        found(r"solution matches analytic solution", text, what)
+        return found(r"Final Resid Norm: (\S+)", text, what)
+    if app == "hpcg":
+        passed = re.findall(r"::Result=PASSED", text)
+        if len(passed) < 2:
+            fail("%s: %d of 2 'Result=PASSED' lines in its report" % (what, len(passed)))
+        return found(r"Scaled Residual \[(\S+)\]", text, what)
+    fail("%s: no verification rule" % app)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("app")
+    ap.add_argument("size")
+    ap.add_argument("--build", default=os.path.join(TOP, "build"))
+    ap.add_argument("--machine", default="ddr5")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    known = apps()
+    if a.app not in known:
+        fail("%s: unknown app (known: %s)" % (a.app, ", ".join(sorted(known))))
+    spec = known[a.app]
+    if a.size not in spec["sizes"]:
+        fail("%s: unknown size '%s' (known: %s)" % (a.app, a.size, ", ".join(spec["sizes"])))
+    args = spec["sizes"][a.size]
+    native = os.path.join(a.build, "bench", "apps", a.app)
+    sim = native + ".sim"
+    hetmem = os.path.join(a.build, "bin", "hetmem")
+    for f in (native, sim, hetmem):
+        if not os.access(f, os.X_OK):
+            fail("%s is not built (cmake --build %s --target bench-apps)" % (f, a.build))
+    tmp = tempfile.mkdtemp(prefix="hm-check-")
+    try:
+        out = os.path.join(tmp, "sim.json")
+        values = {}
+        for what, cmd in (("native", [native] + args),
+                          ("sim", [hetmem, "sim", "-m", a.machine, "--json", out, "--", sim] + args)):
+            wd = os.path.join(tmp, what)
+            os.mkdir(wd)
+            code, text, cpu, rss = run(cmd, wd)
+            if code not in spec["exit_ok"]:
+                tail = text.strip().splitlines()[-1:] or [""]
+                fail("%s %s: exit status %d (%s)" % (a.app, what, code, tail[0]))
+            values[what] = verify(a.app, code, text, "%s %s" % (a.app, what))
+            extra = ""
+            if what == "native":
+                extra = ", peak resident %.1f MiB" % (rss / 1024.0)
+            else:
+                extra = ", simulated %.4f s" % json.load(open(out))["runtime_s"]
+            print("%s %s (%s): exit %d, verified %s, %.2f s CPU%s"
+                  % (a.app, what, " ".join(args), code, " ".join(values[what]), cpu, extra))
+        if values["native"] != values["sim"]:
+            fail("%s: the simulated run computed %s, the native one %s" % (a.app, values["sim"], values["native"]))
+        if a.json:
+            shutil.copy(out, a.json)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
