@@ -447,15 +447,66 @@ static inline void dep_record(hm_sim_t *s, uint64_t value, double done)
     s->dep_max = hi;
 }
 
-/* Indices: a load at byte offset v x size into the object holding its
- * address (an element of an array of its own size), where v was loaded by
- * a miss still in flight (i = next[i], x[col[j]]), computes its address
- * from that value and waits for it. Only exact offsets from an allocation's
- * start count: an array streamed in order whose elements hold their own
- * index never matches the next element's offset. Values 0 and >= 2^31 are
- * not taken as indices. */
+/* Indices: a load at byte offset v x S + f into the object holding its
+ * address, where v was loaded by a miss still in flight (i = next[i],
+ * x[col[j]], a[idx].field), computes its address from that value and waits
+ * for it. S is the stride at which the index scales: the access size (an
+ * array of the loaded type), or the stride that load instruction's offsets
+ * into that object show (an element or struct size, or any multiple of the
+ * access size), learnt as the gcd of their differences (a gather or chase
+ * visits elements at random, so a few differences give the element size);
+ * f = offset mod S is the field. A learnt stride counts once two more
+ * offsets have agreed with it. Only exact offsets from an allocation's start
+ * count: an array streamed in order whose elements hold their own index
+ * never matches the next element's offset. Values 0 and >= 2^31 are not
+ * taken as indices. */
 #define HM_SIM_IDX_MAX (1ull << 31)
-static inline double idx_check(hm_sim_t *s, uint64_t addr, unsigned size, double now)
+#define HM_SIM_IDX_AGREE 2
+
+static inline uint64_t gcd64(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
+/* The stride learnt for load @p ip in the object at @p base, now at offset
+ * @p off; 0 while unknown. */
+static inline uint64_t idx_stride(hm_sim_t *s, uint64_t ip, uint64_t base, uint64_t off, uint32_t *shift)
+{
+    uint64_t h = (ip ^ (ip >> 8) ^ (ip >> 16)) & (HM_SIM_IDX_IPS - 1);
+    __typeof__(&s->idx_ip[0]) e = &s->idx_ip[h];
+    if (HM_UNLIKELY(e->ip != ip || e->base != base)) {
+        e->ip = ip;
+        e->base = base;
+        e->last = off;
+        e->stride = 0;
+        e->seen = 0;
+        return 0;
+    }
+    uint64_t d = off > e->last ? off - e->last : e->last - off;
+    e->last = off;
+    if (d) {
+        uint64_t g = e->stride;
+        int agrees = g && (e->shift ? (d & (g - 1)) == 0 : d % g == 0);
+        if (agrees) {
+            if (e->seen < HM_SIM_IDX_AGREE)
+                e->seen++;
+        } else {
+            g = gcd64(g, d);
+            e->stride = g;
+            e->shift = (g & (g - 1)) == 0 ? (uint32_t)__builtin_ctzll(g) : 0;
+            e->seen = 0;
+        }
+    }
+    *shift = e->shift;
+    return e->seen >= HM_SIM_IDX_AGREE ? e->stride : 0;
+}
+
+static inline double idx_check(hm_sim_t *s, uint64_t addr, unsigned size, uint64_t ip, double now)
 {
     /* the object of the last check first: index chases and gathers stay
      * in one object */
@@ -471,12 +522,19 @@ static inline double idx_check(hm_sim_t *s, uint64_t addr, unsigned size, double
         s->idx_obj_base = a->addr;
         s->idx_obj_size = a->size;
     }
-    if (!size || (size & (size - 1)) || (off & (size - 1)))
-        return 0;
-    off >>= __builtin_ctz(size);
+    uint64_t base = s->idx_obj_base;
+    /* k1: index of an array of the access size; k2: of the learnt stride */
+    uint64_t k1 = UINT64_MAX, k2 = UINT64_MAX;
+    if (size && !(size & (size - 1)) && !(off & (size - 1)))
+        k1 = off >> __builtin_ctz(size);
+    uint32_t sh = 0;
+    uint64_t g = idx_stride(s, ip, base, off, &sh);
+    if (g > size || (g && k1 == UINT64_MAX))
+        k2 = g == 1 ? off : sh ? off >> sh : off / g;
     double w = 0;
     for (int i = 0; i < HM_SIM_DEP_SLOTS; i++) {
-        double d = s->idx_val[i] == off ? s->idx_done[i] : 0;
+        uint64_t v = s->idx_val[i];
+        double d = v == k1 || v == k2 ? s->idx_done[i] : 0;
         w = d > w ? d : w;
     }
     return w > now ? w : 0;
@@ -529,7 +587,7 @@ static inline void l1_pointer(hm_sim_t *s, uint64_t value, double dep, double la
 /* One line access. Returns through @p sv what served it. The L1 hit path is
  * inline; everything past L1 is in access_miss(). */
 static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr, unsigned size, uint64_t value,
-                               served_t *sv)
+                               uint64_t ip, served_t *sv)
 {
     hm__cache_t *c0 = &s->c[0];
     double dep = 0;
@@ -544,7 +602,7 @@ static inline void access_line(hm_sim_t *s, uint64_t line, int st, uint64_t addr
             dep = w > dep ? w : dep;
         }
         if (s->idx_latest > now) {
-            double w = idx_check(s, addr, size, now);
+            double w = idx_check(s, addr, size, ip, now);
             dep = w > dep ? w : dep;
         }
     }
@@ -690,10 +748,10 @@ static inline void sim_access(hm_sim_t *s, uint64_t addr, unsigned size, int st,
     served_t sv;
     uint64_t line = addr >> s->line_shift;
     uint64_t last = (addr + (size ? size : 1) - 1) >> s->line_shift;
-    access_line(s, line, st, addr, size, value, &sv);
+    access_line(s, line, st, addr, size, value, ip, &sv);
     if (HM_UNLIKELY(last != line)) {
         served_t sv2;
-        access_line(s, last, st, last << s->line_shift, size, 0, &sv2);
+        access_line(s, last, st, last << s->line_shift, size, 0, ip, &sv2);
         if (sv2.level > sv.level)
             sv = sv2;
     }

@@ -12,6 +12,7 @@
 #define HM_SIM_MAX_CHANNELS 64
 #define HM_SIM_MAX_MLP 256
 #define HM_SIM_DEP_SLOTS 8
+#define HM_SIM_IDX_IPS 256    /* load instructions whose index stride is learnt */
 #define HM_SIM_ROB_RING 1024 /* misses held in program order (the load queue) */
 #define HM_SIM_PAGE_SHIFT 12
 #define HM_SIM_MAX_LL 8       /* points of a loaded-latency curve */
@@ -161,6 +162,13 @@ struct hm_sim {
     uint32_t idx_next;
     double idx_latest;
     uint64_t idx_obj_base, idx_obj_size; /* the object of the last index check */
+    /* per load instruction and object: the stride its offsets show (the
+     * gcd of their differences), for indices scaled by an element or
+     * struct size (core.c idx_check()) */
+    struct {
+        uint64_t ip, base, last, stride;
+        uint32_t shift, seen;   /* shift: log2(stride) if a power of two, else 0 */
+    } idx_ip[HM_SIM_IDX_IPS];
     /* selects (cmov) of a loaded value that feed the next address: the
      * latest completion of the loads since the last select mark, and the
      * time the next load must wait for (hm__sim_select_mark()) */
