@@ -170,6 +170,8 @@ HM_HOOK void __sanitizer_cov_trace_pc(void)
         hm__sim_instr(s, b.n);
         if (HM_UNLIKELY(b.sel))
             hm__sim_select_mark(s);
+    } else if (HM_UNLIKELY(hm__inst_on)) {
+        hm__inst_foreign_thread(); /* a second thread runs instrumented code */
     }
 }
 

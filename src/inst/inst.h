@@ -4,11 +4,20 @@
 
 #include "sim/sim_int.h"
 
-/* The simulator of this process; NULL while inactive (not run under
- * `hetmem sim`, or before initialisation), which makes every hook a no-op. */
-extern hm_sim_t *hm__inst_sim;
+/* The simulator, in the thread it simulates (the one that started the
+ * program); NULL while inactive (not run under `hetmem sim`, or before
+ * initialisation) and in every other thread, which makes every hook a
+ * no-op there. Thread-local: threads that run no instrumented code (an MPI
+ * library's progress thread) are allowed. */
+extern __thread hm_sim_t *hm__inst_sim __attribute__((tls_model("initial-exec")));
+/* Non-zero while a simulation runs in this process: the coverage hook,
+ * called in every instrumented block, refuses the run when it finds a
+ * simulation but none in its own thread (hm__inst_foreign_thread()). */
+extern int hm__inst_on;
+void hm__inst_foreign_thread(void) __attribute__((noreturn, cold));
 /* Non-zero while the runtime itself runs: its own allocations are not the
- * program's. Single-threaded by construction (threads are refused). */
+ * program's. Only the simulated thread reaches it (others are refused at
+ * their first instrumented block). */
 extern int hm__inst_busy;
 
 void hm__inst_init(void);

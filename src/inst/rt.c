@@ -40,7 +40,8 @@ HM_API __attribute__((used)) const char hm_inst_marker[] = "hetmem-inst-runtime-
 #define SITE_WALK 16 /* frames walked to find SITE_DEPTH of the program's own */
 #define BULK_CALLOC_LIMIT (128u << 10) /* larger callocs get fresh zero pages */
 
-hm_sim_t *hm__inst_sim;
+__thread hm_sim_t *hm__inst_sim __attribute__((tls_model("initial-exec")));
+int hm__inst_on;
 int hm__inst_busy;
 
 static struct {
@@ -103,9 +104,9 @@ static int site_src_rules;
 static void finish(void)
 {
     /* A forked child exits through here too; only the simulated process reports. */
-    if (!rt.started || rt.finished || getpid() != rt.pid)
+    if (!rt.started || getpid() != rt.pid || __atomic_exchange_n(&rt.finished, 1, __ATOMIC_ACQ_REL))
         return;
-    rt.finished = 1;
+    hm__inst_on = 0;
     hm__inst_busy = 1;
     if (rt.progress) {
         struct itimerval off = {{0, 0}, {0, 0}};
@@ -137,6 +138,27 @@ static void finish(void)
     write_result(rep);
     free(rep);
     hm__inst_sim = NULL;
+}
+
+/* What a refused threaded run tells the user to do. */
+#define HM_THREADS_HINT                                                                               \
+    "multi-threaded program not supported: a second thread ran instrumented code (hetmem sim models " \
+    "one thread): run it with one thread (OMP_NUM_THREADS=1, or the program's own thread option), or " \
+    "build it without -fopenmp"
+
+/* Called by the coverage hook in a thread other than the simulated one
+ * while a simulation runs: the report says why and the process ends at
+ * once (the simulated thread never sees the other's accesses, so going on
+ * would give a wrong answer). */
+void hm__inst_foreign_thread(void)
+{
+    if (__atomic_exchange_n(&rt.finished, 1, __ATOMIC_ACQ_REL))
+        for (;;) /* the simulated thread is already reporting and exiting */
+            pause();
+    hm__inst_on = 0;
+    set_error("%s%s", HM_THREADS_HINT, NULL);
+    write_result(NULL);
+    _exit(1);
 }
 
 __attribute__((destructor)) static void fini(void) { finish(); }
@@ -364,6 +386,7 @@ void hm__inst_init(void)
                     HM_MODULE_KEPT);
     }
     hm__inst_sim = s;
+    hm__inst_on = 1;
 out:
     on_exit(finish_status, NULL);
     hm__inst_busy = 0;
@@ -409,23 +432,13 @@ HM_API void hm_rt_name(const void *ptr, const char *name)
     hm__inst_busy = 0;
 }
 
-/* ---- threads: one simulated thread only */
-
-HM_API int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
-{
-    if (!hm__inst_sim) {
-        static int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
-        if (!real)
-            *(void **)&real = dlsym(RTLD_NEXT, "pthread_create");
-        return real ? real(t, attr, fn, arg) : EAGAIN;
-    }
-    hm__inst_busy = 1;
-    set_error("%s%s", "multi-threaded program not supported: it called pthread_create (hetmem sim models one thread)", NULL);
-    hm__inst_sim = NULL;
-    write_result(NULL);
-    rt.finished = 1;
-    _exit(1);
-}
+/* ---- threads: one simulated thread only
+ *
+ * Threads may be created: one that runs no instrumented code (an MPI
+ * library's progress thread, a helper inside an uninstrumented library)
+ * does not touch the simulation, whose state is the creating thread's
+ * (hm__inst_sim is thread-local). A thread that runs instrumented code is
+ * refused at its first basic block (hm__inst_foreign_thread()). */
 
 /* ---- allocations: call sites from a frame-pointer walk */
 

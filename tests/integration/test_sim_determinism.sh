@@ -34,4 +34,35 @@ done > "$T/heap.txt"
 n=$(sort -u "$T/heap.txt" | wc -l)
 [ "$(wc -l < "$T/heap.txt")" = 8 ] && [ "$n" = 1 ] && ok "heap.sim: same heap layout in 8 runs" ||
   fail "heap.sim: $n different heap layouts in 8 runs"
+
+# Nothing of where a run happens reaches the result: the same mini-app
+# built in two folders of different name lengths, run from different
+# directories, by a relative and an absolute path, with different
+# environments (size, count, TMPDIR, locale), gives a bit-identical JSON
+# report. hetmem sim pads the environment and argv[0] so that the initial
+# stack (and with it argv's strings and every stack address) is the same.
+CC="$HETMEM_BIN/hetmem-cc"
+a="$T/a" b="$T/a-build-folder-with-a-much-longer-name/and/deeper"
+for d in "$a" "$b"; do
+  mkdir -p "$d/miniapps" "$d/include"
+  cp -r "$HETMEM_SRC/miniapps/stream" "$HETMEM_SRC/miniapps/common" "$d/miniapps/"
+  cp -r "$HETMEM_SRC/include/hetmem" "$d/include/"
+  (cd "$d/miniapps/stream" && "$CC" -O2 stream.c ../common/miniapp.c -o stream.sim -lm) || fail "hetmem-cc in $d failed"
+done
+echo '{"default": "ddr", "rules": [{"name": "a", "pages_percent": 37, "device": "hbm"}]}' > "$T/pp.json"
+(cd "$a/miniapps/stream" && env -i PATH="$PATH" LANG=C \
+  "$H" sim -m spr-hbm --placement "$T/pp.json" --json "$T/e1.json" -- ./stream.sim --size tiny > /dev/null) ||
+  fail "run in $a failed"
+big=$(head -c 20000 /dev/zero | tr '\0' x)
+mkdir -p "$T/tmp2"
+(cd / && env BIG="$big" TMPDIR="$T/tmp2" LANG=C.UTF-8 A=1 B=2 C=3 \
+  "$H" sim -m spr-hbm --placement "$T/pp.json" --json "$T/e2.json" -- "$b/miniapps/stream/stream.sim" --size tiny > /dev/null) ||
+  fail "run in $b failed"
+cmp -s <(jq -S 'del(.program)' "$T/e1.json") <(jq -S 'del(.program)' "$T/e2.json") &&
+  ok "two build folders, environments and directories: identical JSON reports (but for the program's path)" ||
+  fail "two build folders, environments and directories: reports differ: $(diff <(jq -S 'del(.program)' "$T/e1.json") <(jq -S 'del(.program)' "$T/e2.json") | head -4 | tr '\n' ' ')"
+(cd "$b/miniapps/stream" && "$H" sim -m spr-hbm --placement "$T/pp.json" --json "$T/e3.json" -- ./stream.sim --size tiny > /dev/null) ||
+  fail "run in $b failed"
+cmp -s "$T/e1.json" "$T/e3.json" && ok "same relative invocation from two build folders: byte-identical JSON" ||
+  fail "same relative invocation from two build folders: JSON differs"
 done_tests

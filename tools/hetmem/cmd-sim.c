@@ -165,6 +165,101 @@ static void print_summary(FILE *f, const json_t *r, const char *prog, const char
             hm__fmt_size(jget(u, "bytes_read"), b1, sizeof b1), hm__fmt_size(jget(u, "bytes_written"), b2, sizeof b2), "-");
 }
 
+/* argv[0] padded to ARGV0_LEN - 1 characters with redundant path
+ * components ("/" repeated before an absolute path, "./" and ".//" before
+ * a relative one), so that the strings after it (the arguments, which the
+ * program reads) sit at the same addresses whatever the path the program
+ * is run by; it still names the same file (a bare name found in PATH
+ * becomes the path it was found at). A longer path is kept as it is.
+ * Returns a malloc'd string or NULL when no padding applies. */
+#define ARGV0_LEN 256
+static char *padded_argv0(const char *a0)
+{
+    size_t n = strlen(a0), fill = ARGV0_LEN - 1 - n;
+    if (n >= ARGV0_LEN - 1)
+        return NULL;
+    char *p = hm__xcalloc(1, ARGV0_LEN), *q = p;
+    if (a0[0] == '/') {
+        memset(q, '/', fill);
+        q += fill;
+    } else {
+        if (fill % 2) { /* one ".//" makes an odd fill even */
+            if (fill < 3) {
+                free(p);
+                return NULL;
+            }
+            memcpy(q, ".//", 3);
+            q += 3;
+            fill -= 3;
+        }
+        for (; fill; fill -= 2, q += 2)
+            memcpy(q, "./", 2);
+    }
+    memcpy(q, a0, n + 1);
+    return p;
+}
+
+/* The environment the program is started with: the caller's, plus padding
+ * that gives the block of strings the kernel copies onto the new stack
+ * (the program's path, the arguments and the environment) a fixed size and
+ * the environment a fixed number of variables, so that the initial stack
+ * pointer and the arguments' strings, and with them every stack address
+ * and every read of an argument, are the same whatever the environment,
+ * the current directory (PWD) and the path the program is run by.
+ *
+ * Linux (fs/exec.c, create_elf_tables()) copies the strings, S bytes,
+ * below the stack top less one word, the arguments lowest; rounds down to
+ * 16; puts the platform string and 16 random bytes below, then auxv and
+ * the argv and envp arrays (argc + envc + 3 words), and rounds down to 16.
+ * With S = 8 mod 16 nothing is rounded off the strings, so S and envc
+ * fixed give a fixed stack pointer at entry. The padding makes envc the
+ * next multiple of PAD_VARS above the caller's count and S the next
+ * multiple of PAD_STEP plus 8. Variables named HETMEM_SIM_PAD* are the
+ * padding: inherited ones are dropped. Returns a malloc'd NULL-terminated
+ * array (fixed_env_free()). */
+#define PAD_STEP 65536
+#define PAD_VARS 128
+static char **fixed_env(const char *prog, char *const *argv)
+{
+    extern char **environ;
+    size_t n = 0, envc = 0, s = strlen(prog) + 1;
+    while (environ[n])
+        n++;
+    size_t total = (n + 1 + PAD_VARS - 1) / PAD_VARS * PAD_VARS;
+    char **env = hm__xcalloc(total + 1, sizeof *env);
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(environ[i], "HETMEM_SIM_PAD", 14) == 0)
+            continue;
+        env[envc++] = environ[i];
+        s += strlen(environ[i]) + 1;
+    }
+    for (size_t i = 0; argv[i]; i++)
+        s += strlen(argv[i]) + 1;
+    char name[48];
+    for (size_t k = 1; envc + 1 < total; k++) { /* the count */
+        snprintf(name, sizeof name, "HETMEM_SIM_PAD%zu=", k);
+        env[envc++] = hm__xstrdup(name);
+        s += strlen(name) + 1;
+    }
+    static const char pad[] = "HETMEM_SIM_PAD=";
+    s += sizeof pad;
+    size_t fill = (s - 8 + PAD_STEP - 1) / PAD_STEP * PAD_STEP + 8 - s; /* the size */
+    char *p = hm__xcalloc(1, sizeof pad + fill);
+    memcpy(p, pad, sizeof pad - 1);
+    memset(p + sizeof pad - 1, 'x', fill);
+    env[envc++] = p;
+    env[envc] = NULL;
+    return env;
+}
+
+static void fixed_env_free(char **env)
+{
+    for (size_t i = 0; env[i]; i++)
+        if (strncmp(env[i], "HETMEM_SIM_PAD", 14) == 0)
+            free(env[i]);
+    free(env);
+}
+
 static int cmd_sim(const hm_cmd_t *cmd, int argc, char **argv)
 {
     hm_cli_t cli;
@@ -263,10 +358,20 @@ static int cmd_sim(const hm_cmd_t *cmd, int argc, char **argv)
     snprintf(per, sizeof per, "%llu", (unsigned long long)period);
     setenv(hm__env_name(HM_ENV_SIM_PERIOD), per, 1);
     setenv(hm__env_name(HM_ENV_SIM_PROGRESS), isatty(2) ? "1" : "0", 1);
+    int pargc = argc - cli.ind;
+    char **xargv = hm__xcalloc((size_t)pargc + 1, sizeof *xargv);
+    memcpy(xargv, prog_argv, (size_t)pargc * sizeof *xargv);
+    char *argv0 = padded_argv0(strchr(prog_argv[0], '/') ? prog_argv[0] : prog);
+    if (argv0)
+        xargv[0] = argv0;
+    char **env = fixed_env(prog, xargv);
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
         hm_cli_failf(prog_argv[0], "fork: %s", strerror(errno));
+        fixed_env_free(env);
+        free(argv0);
+        free(xargv);
         goto out;
     }
     if (pid == 0) {
@@ -278,10 +383,13 @@ static int cmd_sim(const hm_cmd_t *cmd, int argc, char **argv)
             fprintf(stderr, "hetmem: %s: cannot redirect its output to stderr: %s\n", prog_argv[0], strerror(errno));
             _exit(127);
         }
-        execv(prog, prog_argv);
+        execve(prog, xargv, env);
         fprintf(stderr, "hetmem: %s: cannot run: %s\n", prog_argv[0], strerror(errno));
         _exit(127);
     }
+    fixed_env_free(env);
+    free(argv0);
+    free(xargv);
     int ws;
     while (waitpid(pid, &ws, 0) < 0) {
         if (errno != EINTR) {
