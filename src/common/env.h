@@ -34,6 +34,7 @@ extern char *secure_getenv(const char *name);
     X(SIM_TRACE, "HETMEM_SIM_TRACE", "sim", "sampled trace output")                                 \
     X(SIM_PERIOD, "HETMEM_SIM_PERIOD", "sim", "simulated sample period (loads and stores)")         \
     X(SIM_PROGRESS, "HETMEM_SIM_PROGRESS", "sim", "1: progress line on stderr")                    \
+    X(SIM_ARGV0, "HETMEM_SIM_ARGV0", "sim", "the program's argv[0] as given (the one it gets is padded)") \
     X(LOG, "HETMEM_LOG", "user", "library log level: error, warn, info or debug")                   \
     X(VERBOSE, "HETMEM_VERBOSE", "user", "record: print the sampler's resolution statistics")      \
     X(SIGNAL_OFFSET, "HETMEM_SIGNAL_OFFSET", "user", "soft sampler signal is SIGRTMIN+N (default 4)") \

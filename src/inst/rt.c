@@ -10,6 +10,7 @@
  *   HETMEM_SIM_TRACE      sampled trace output (optional)
  *   HETMEM_SIM_PERIOD     sample period (default 1000)
  *   HETMEM_SIM_PROGRESS   1: progress line on stderr
+ *   HETMEM_SIM_ARGV0      argv[0] as given (the program's own is padded)
  * The report is how the runtime "reports in": a program that does not
  * write it was not built with hetmem-cc. */
 #define _GNU_SOURCE
@@ -260,6 +261,11 @@ static char *read_cmdline_argv(char ***argv_out)
     int k = 0;
     for (ssize_t i = 0; argv && i < n; i += (ssize_t)strlen(buf + i) + 1)
         argv[k++] = buf + i;
+    /* hetmem sim pads argv[0] (a fixed stack layout); the trace records
+     * the command as the user gave it */
+    const char *a0 = hm__env_get(HM_ENV_SIM_ARGV0);
+    if (argv && k && a0 && *a0)
+        argv[0] = (char *)a0;
     *argv_out = argv;
     return buf;
 }

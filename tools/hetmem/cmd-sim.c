@@ -358,6 +358,7 @@ static int cmd_sim(const hm_cmd_t *cmd, int argc, char **argv)
     snprintf(per, sizeof per, "%llu", (unsigned long long)period);
     setenv(hm__env_name(HM_ENV_SIM_PERIOD), per, 1);
     setenv(hm__env_name(HM_ENV_SIM_PROGRESS), isatty(2) ? "1" : "0", 1);
+    setenv(hm__env_name(HM_ENV_SIM_ARGV0), prog_argv[0], 1);
     int pargc = argc - cli.ind;
     char **xargv = hm__xcalloc((size_t)pargc + 1, sizeof *xargv);
     memcpy(xargv, prog_argv, (size_t)pargc * sizeof *xargv);
