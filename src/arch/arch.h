@@ -7,7 +7,10 @@
  *   x86_64   register context, soft-sampler decoding (Zydis), block counts
  *   aarch64  register context, block counts (A64 branches); no soft decoding
  *            (the SPE backend gives data addresses there)
- *   generic  nothing: the soft sampler and hetmem-cc are refused */
+ *   generic  nothing: the soft sampler and hetmem-cc are refused
+ *
+ * arch depends on common/ and the public headers only, never on record or
+ * preload: those include this header (record_int.h, preload_int.h). */
 #ifndef HETMEM_ARCH_H
 #define HETMEM_ARCH_H
 
@@ -51,6 +54,45 @@ typedef struct {
 } hm__soft_raw_t;
 
 static inline uint64_t hm__arch_raw_pc(const hm__soft_raw_t *r) { return r->regs[HM__ARCH_REG_PC]; }
+
+/* --------------------------------------------- soft sampler: decoding */
+
+/* The decoding exists on x86-64 only (src/arch/x86_64/soft.c); elsewhere
+ * (src/arch/generic/soft.c) the cache opens and resolves nothing. */
+
+typedef struct hm__soft_cache hm__soft_cache_t;
+
+typedef struct {
+    uint64_t total, back, at, fwd, none, nofunc, vsib;
+    uint64_t faulted; /* flagged by the handler: a page fault since the thread's previous sample */
+    uint64_t moved; /* charged to another access than the closest: of the block (docs/record.md, soft, 4a/4b) or of the loop it falls out of (4c, also when the block had none) */
+} hm__soft_stats_t;
+
+/* Per-collector decode cache. Not thread-safe (one collector thread).
+ * hm__soft_cache_open returns 0 or -ENOMEM; the caller closes it. */
+int hm__soft_cache_open(hm__soft_cache_t **out);
+void hm__soft_cache_close(hm__soft_cache_t *c);
+const hm__soft_stats_t *hm__soft_cache_stats(const hm__soft_cache_t *c);
+
+/* Finds the memory access the sample most likely belongs to: the closest
+ * memory instruction before the PC in its basic block whose address
+ * registers are still intact (or can be undone: add/sub/inc/dec by a
+ * constant), else the instruction at the PC, else the next one in the
+ * block. Returns 1 with addr/ip/access (HM_ACCESS_LOAD or HM_ACCESS_STORE)
+ * filled, 0 when none. */
+int hm__soft_resolve(hm__soft_cache_t *c, const hm__soft_raw_t *raw, uint64_t *addr, uint64_t *ip, int *access);
+
+/* Same on a code buffer (for tests): code[0..len) is at runtime address
+ * code_addr, function start = code_addr. */
+int hm__soft_resolve_code(const uint8_t *code, size_t len, uint64_t code_addr, const hm__soft_raw_t *raw,
+                          uint64_t *addr, uint64_t *ip, int *access, int *how);
+
+/* pc_range of the .eh_frame FDE at fde, decoded with the pointer encoding
+ * its CIE's augmentation names (src/arch/fde.c; DWARF, the same on every
+ * architecture; the soft decoder's way to a function's extent). Records
+ * longer than limit bytes are refused. Returns 0, or -1 for a malformed or
+ * unsupported record. */
+int hm__fde_range(const uint8_t *fde, size_t limit, uint64_t *range);
 
 /* Copies the interrupted registers out of a signal handler's ucontext_t.
  * Async-signal-safe; does not touch r->time or r->tid. */

@@ -98,39 +98,9 @@ int hm__perf_sysfs_encode(const char *pmu, const char *terms, uint64_t cfg[3]);
 
 /* ----------------------------------------------------------- soft sampler */
 
-/* hm__soft_raw_t (what the signal handler saves) is per architecture:
- * src/arch/arch.h. The decoding below exists on x86-64 only
- * (src/arch/x86_64/soft.c); elsewhere it resolves nothing. */
-
-typedef struct hm__soft_cache hm__soft_cache_t;
-
-typedef struct {
-    uint64_t total, back, at, fwd, none, nofunc, vsib;
-    uint64_t faulted; /* flagged by the handler: a page fault since the thread's previous sample */
-    uint64_t moved; /* charged to another access than the closest: of the block (docs/record.md, soft, 4a/4b) or of the loop it falls out of (4c, also when the block had none) */
-} hm__soft_stats_t;
-
-/* Per-collector decode cache. Not thread-safe (one collector thread). */
-int hm__soft_cache_open(hm__soft_cache_t **out);
-void hm__soft_cache_close(hm__soft_cache_t *c);
-const hm__soft_stats_t *hm__soft_cache_stats(const hm__soft_cache_t *c);
-
-/* Finds the memory access the sample most likely belongs to: the closest
- * memory instruction before the PC in its basic block whose address
- * registers are still intact (or can be undone: add/sub/inc/dec by a
- * constant), else the instruction at the PC, else the next one in the
- * block. Returns 1 with addr/ip/access filled, 0 when none. */
-int hm__soft_resolve(hm__soft_cache_t *c, const hm__soft_raw_t *raw, uint64_t *addr, uint64_t *ip, int *access);
-
-/* Same on a code buffer (for tests): code[0..len) is at runtime address
- * code_addr, function start = code_addr. */
-int hm__soft_resolve_code(const uint8_t *code, size_t len, uint64_t code_addr, const hm__soft_raw_t *raw,
-                          uint64_t *addr, uint64_t *ip, int *access, int *how);
-
-/* pc_range of the .eh_frame FDE at fde, decoded with the pointer encoding
- * its CIE's augmentation names. Records longer than limit bytes are
- * refused. Returns 0, or -1 for a malformed or unsupported record. */
-int hm__fde_range(const uint8_t *fde, size_t limit, uint64_t *range);
+/* The soft sampler's raw samples (hm__soft_raw_t) and their decoding
+ * (hm__soft_resolve and its cache) are the instruction-set boundary's:
+ * src/arch/arch.h, included above. */
 
 /* ------------------------------------------------------------ spool files */
 

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/ucontext.h>
 
-#include "record/record_int.h"
+#include "arch/arch.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "record/record_int.h"
+#include "arch/arch.h"
 
 typedef struct {
     uint8_t b[256];

@@ -2,7 +2,6 @@
  * (src/record/backend.c) and hetmem-cc is not built, so nothing here is
  * reached; these keep the rest of the tree linking. */
 #include "arch/arch.h"
-#include "record/record_int.h"
 
 void hm__arch_save_context(hm__soft_raw_t *r, const void *ucontext)
 {

@@ -4,7 +4,7 @@
  * opens so that callers need no special case, and resolves nothing. */
 #include <stdlib.h>
 
-#include "record/record_int.h"
+#include "arch/arch.h"
 
 struct hm__soft_cache {
     hm__soft_stats_t st;

@@ -14,7 +14,8 @@
  * instruction its memory operand and its effect on general registers, so a
  * sample costs table lookups, not decoding. */
 #define _GNU_SOURCE
-#include "record/record_int.h"
+#include "arch/arch.h"
+#include "common/common.h"
 
 #include <Zydis/Zydis.h>
 #include <link.h>

@@ -3,7 +3,7 @@
  * augmentation names it (gcc and clang pick pcrel|sdata4 on x86-64, but
  * udata8/absptr and uleb128 are valid and found in hand-written assembly
  * and other toolchains), so it is decoded rather than assumed. */
-#include "record/record_int.h"
+#include "arch/arch.h"
 
 #include <string.h>
 
