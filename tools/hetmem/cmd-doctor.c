@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "hetmem/record.h"
 #include "os/os.h"
-#include "record/record_int.h"
 
 enum { OPT_JSON = 256, OPT_NO_OPEN };
 
