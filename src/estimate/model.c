@@ -26,6 +26,7 @@
  *         the share of the latency cost placed on d. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,15 +34,152 @@
 #include "estimate/estimate_int.h"
 #include "placement/placement_int.h"
 
-#define LINE_BYTES 64.0
-#define BOUND_UTIL 0.8  /* a run at this share of its bandwidth is bandwidth-bound */
-#define BW_MATCH 0.05 /* runs whose time ratio is within this of their bandwidth ratio are bandwidth-bound */
-#define CUTOFF 1.03     /* the published method's cut-off */
-#define SATURATED 0.95  /* sampled utilisation of a run whose latencies are all queueing */
-#define STREAM_PASSES 2.0 /* L1 misses per line and instance of an object that is swept */
-#define STREAMED 0.02    /* share of cache-hit loads that waited for memory marking a streamed object */
-#define STORE_HITS_PER_LINE 8.0 /* store hits that dirty one line: 8-byte elements stored in order */
-#define FLOOR_TOL 0.02  /* runs within this of a phase's fastest run took its device-independent time */
+/* ------------------------------------------------------------ tunables */
+
+/* Every number the models take that is not read from the traces, held
+ * once here (as mimalloc holds its options) and stated in
+ * docs/estimator.md's table: name, value, unit, what it means and where it
+ * comes from (hardware, literature, or fitted: chosen on the bench's
+ * mini-apps). Solver settings (bisection steps, tolerances) are not model
+ * tunables and stay where they are used. */
+typedef enum {
+    T_LINE_BYTES,
+    T_CUTOFF,
+    T_BOUND_UTIL,
+    T_LAT_MARGIN,
+    T_BW_MATCH,
+    T_SATURATED,
+    T_STREAM_PASSES,
+    T_STREAMED,
+    T_STORE_HITS_PER_LINE,
+    T_FLOOR_TOL,
+    T_MAX_SUB,
+    T_SPLIT_SSE,
+    T_SPLIT_L1,
+    T_SPLIT_MIN,
+    T_MIX_SAMPLES,
+    T_COUNT
+} tune_t;
+
+typedef struct {
+    const char *name;
+    double value;
+    const char *unit, *source, *meaning;
+} tunable_t;
+
+#ifdef HM_EST_MUTATION
+#define TUNE_CONST
+#else
+#define TUNE_CONST const
+#endif
+
+static TUNE_CONST tunable_t tunables[T_COUNT] = {
+    [T_LINE_BYTES] = {"line_bytes", 64, "B", "hardware", "bytes a sampled L1 miss moves (one cache line)"},
+    [T_CUTOFF] = {"cutoff", 1.03, "ratio", "literature",
+                  "linear model: a window whose runs differ by less than this keeps the slow run's time"},
+    [T_BOUND_UTIL] = {"bound_util", 0.8, "share", "fitted",
+                      "a run whose sampled traffic kept its channels busy this share of its time is bandwidth-bound"},
+    [T_LAT_MARGIN] = {"lat_margin", 1.1, "ratio", "fitted",
+                      "a run slower than another by more than this times their ratio of idle latencies is "
+                      "bandwidth-bound"},
+    [T_BW_MATCH] = {"bw_match", 0.05, "relative", "fitted",
+                    "two runs whose time ratio is within this of their bandwidth ratio are both bandwidth-bound"},
+    [T_SATURATED] = {"saturated", 0.95, "share", "fitted",
+                     "with every run bound, a reference run this busy on its channels measured only queueing"},
+    [T_STREAM_PASSES] = {"stream_passes", 2, "misses/line/instance", "fitted",
+                         "an object missed at most this often per line and instance is swept: all its misses are "
+                         "traffic"},
+    [T_STREAMED] = {"streamed", 0.02, "share", "fitted",
+                    "an object whose cache hits waited for memory this often in some run is streamed"},
+    [T_STORE_HITS_PER_LINE] = {"store_hits_per_line", 8, "stores/line", "hardware",
+                               "store hits that dirty one line (64-byte lines of 8-byte elements stored in order)"},
+    [T_FLOOR_TOL] = {"floor_tol", 0.02, "relative", "fitted",
+                     "runs within this of a phase's fastest run (or of their channel time) took a floor no device "
+                     "changes"},
+    [T_MAX_SUB] = {"max_sub", 4, "classes", "fitted", "most classes a phase's instances are cut into by traffic mix"},
+    [T_SPLIT_SSE] = {"split_sse", 0.5, "share", "fitted",
+                     "a 2-means split is kept when it leaves at most this share of the spread within the class"},
+    [T_SPLIT_L1] = {"split_l1", 0.3, "share", "fitted",
+                    "and when the two halves' mixes differ by at least this share of the traffic (L1 distance)"},
+    [T_SPLIT_MIN] = {"split_min", 0.05, "share", "fitted",
+                     "and when each half holds at least this share of the instances (and 2)"},
+    [T_MIX_SAMPLES] = {"mix_samples", 8, "samples", "fitted",
+                       "fewest sampled misses that say an instance's or window's mix; fewer join their neighbour"},
+};
+
+/* The model's rules: each can be switched off in a mutation build (the
+ * mutation check, tests/est_mutation.sh, removes each in turn and expects
+ * a unit test to fail). */
+typedef enum {
+    R_STREAMED_HITS,     /* waiting cache hits make an object streamed */
+    R_SWEPT,             /* few misses per line make an object swept */
+    R_DIRTY_LINES,       /* store hits dirty lines that are written back */
+    R_POSTED_WB,         /* those write-backs are shared by a phase's regimes */
+    R_TRAFFIC_IN_RUN,    /* no run's channels were busy longer than it ran */
+    R_STORE_EXCESS,      /* store misses beyond one pass are taken back first */
+    R_BOUND_BY_LATENCY,  /* slower than latency explains: bandwidth-bound */
+    R_BOUND_BY_BW,       /* times in the ratio of bandwidths: bandwidth-bound */
+    R_BOUND_BY_UNSAMPLED,/* bound once the unsampled traffic counts */
+    R_UNSAMPLED,         /* the traffic the samples miss goes to the objects */
+    R_C_BOUND,           /* the fit: C at most the fastest run's time */
+    R_K_BOUND,           /* the fit: k at most 1 */
+    R_BOUND_NO_K,        /* the fit: a bound run does not inform k */
+    R_STORE_FLOOR,       /* no latency cost, runs at a floor: C is the floor */
+    R_SATURATED_REF,     /* a saturated reference leaves the phase to its channels */
+    R_QUEUEING_CARRIED,  /* only the idle latency changes with the device */
+    R_CHANNEL_IN_RUN,    /* a run's channel time is at most its time */
+    R_PROFILE,           /* a class is timed window by window */
+    R_CLASSES,           /* instances are cut into classes by traffic mix */
+    R_REGIMES,           /* windows are cut into regimes */
+    R_SLOWEST_CLAMP,     /* no placement is slower than all on the slowest device */
+    R_COUNT
+} rule_t;
+
+#ifdef HM_EST_MUTATION
+static const char *const rule_names[R_COUNT] = {
+    "streamed_hits", "swept", "dirty_lines", "posted_writebacks", "traffic_in_run", "store_excess",
+    "bound_by_latency", "bound_by_bandwidth", "bound_by_unsampled", "unsampled_traffic", "c_at_most_fastest",
+    "k_at_most_1", "bound_runs_no_k",
+    "store_floor", "saturated_reference", "queueing_carried", "channel_in_run", "window_profile",
+    "classes", "regimes", "slowest_clamp"};
+static int rules_off[R_COUNT];
+
+/* HM_EST_MUTATE="name*factor" scales a tunable, "-name" removes a rule;
+ * read once, before the first summary is prepared (mutation builds only). */
+static void mutate_once(void)
+{
+    static int done;
+    if (done)
+        return;
+    done = 1;
+    const char *m = getenv("HM_EST_MUTATE");
+    if (!m || !*m)
+        return;
+    if (m[0] == '-') {
+        for (int r = 0; r < R_COUNT; r++)
+            if (!strcmp(m + 1, rule_names[r])) {
+                rules_off[r] = 1;
+                return;
+            }
+    } else {
+        const char *star = strchr(m, '*');
+        for (int t = 0; t < T_COUNT && star; t++)
+            if (strlen(tunables[t].name) == (size_t)(star - m) && !strncmp(m, tunables[t].name, (size_t)(star - m))) {
+                tunables[t].value *= strtod(star + 1, NULL);
+                if (t == T_MAX_SUB || t == T_MIX_SAMPLES || t == T_STORE_HITS_PER_LINE || t == T_LINE_BYTES)
+                    tunables[t].value = round(tunables[t].value);
+                return;
+            }
+    }
+    fprintf(stderr, "HM_EST_MUTATE=%s: no such tunable or rule\n", m);
+    exit(2);
+}
+#define RULE(r) (!rules_off[r])
+#else
+#define RULE(r) 1
+#endif
+
+#define TUNE(t) (tunables[t].value)
 
 static const char *const model_names[HM_EST_NMODELS] = {"linear", "default"};
 
@@ -91,7 +229,7 @@ static void prepare_linear(hm_estimator_t *e)
             continue;
         for (int d = 0; d < D; d++) {
             double td = e->t[(size_t)w * D + d];
-            if (d == s || !(ts > CUTOFF * td))
+            if (d == s || !(ts > TUNE(T_CUTOFF) * td))
                 continue;
             double g = ts - td;
             for (int o = 0; o < O; o++) {
@@ -258,16 +396,12 @@ static double lat_bw_time(const hm_estimator_t *e, int c, double C, const double
  * only by their regime (split_regimes). An instance's mix
  * is its objects' shares of its sampled L1 misses, loads and stores apart,
  * over all runs. A class is split in two (2-means from its two most
- * distant instances) while the split leaves at most SPLIT_SSE of the
- * spread within the class, the two mixes differ by at least SPLIT_L1 of
- * the traffic, and each half has at least SPLIT_MIN of the phase's
- * instances (and 2); at most MAX_SUB classes per phase. Instances with too
+ * distant instances) while the split leaves at most split_sse of the
+ * spread within the class, the two mixes differ by at least split_l1 of
+ * the traffic, and each half has at least split_min of the phase's
+ * instances (and 2); at most max_sub classes per phase. Instances with too
  * few samples to say join the class of the instance before them. */
-#define MAX_SUB 4
-#define SPLIT_SSE 0.5
-#define SPLIT_L1 0.3
-#define SPLIT_MIN 0.05
-#define MIX_SAMPLES 8.0
+#define MAX_SUB_CAP 8 /* room for max_sub classes per phase, at its mutations too */
 
 static double dist2(const double *a, const double *b, int n)
 {
@@ -345,7 +479,7 @@ static int bisect(const double *sig, int dim, int *ix, int n, int minw, int *na,
         sse1 += dist2(&sig[(size_t)ix[i] * dim], side[i] ? cb : ca, dim);
     for (int k = 0; k < dim; k++)
         l1 += fabs(ca[k] - cb[k]);
-    if (!(sse1 < SPLIT_SSE * sse0) || l1 < SPLIT_L1)
+    if (!(sse1 < TUNE(T_SPLIT_SSE) * sse0) || l1 < TUNE(T_SPLIT_L1))
         return 0;
     /* Stable partition: the first half keeps the windows' order. */
     int *tmp = hm__xcalloc((size_t)n, sizeof *tmp), j = 0;
@@ -375,12 +509,12 @@ static int bisect(const double *sig, int dim, int *ix, int n, int minw, int *na,
  * (the same work in every run), so a window's regime is what its sampled
  * L1 misses, over all runs, say: the share that memory served, and each
  * object's share of them. A class is split once in two by that (2-means,
- * at least SPLIT_L1 apart, leaving at most SPLIT_SSE of the spread, each
- * half at least SPLIT_MIN of the class's windows and 2); windows with
- * fewer than MIX_SAMPLES misses take the regime of the window before them
+ * at least split_l1 apart, leaving at most split_sse of the spread, each
+ * half at least split_min of the class's windows and 2); windows with
+ * fewer than mix_samples misses take the regime of the window before them
  * in their instance. Without instruction counts windows are a stretch of
  * time and are not split. (Splitting the instances' own classes by window
- * mix, up to MAX_SUB times, made `coupled` on knl-mcdram 11% off; one
+ * mix, up to max_sub times, made `coupled` on knl-mcdram 11% off; one
  * split of instruction-aligned windows did not.) */
 static int split_regimes(hm_estimator_t *e, int nc)
 {
@@ -409,12 +543,12 @@ static int split_regimes(hm_estimator_t *e, int nc)
             if (m->wcls[w] == c) {
                 all++;
                 timed |= !(e->win[w].instructions > 0);
-                if (tot[w] >= MIX_SAMPLES)
+                if (tot[w] >= TUNE(T_MIX_SAMPLES))
                     ix[n++] = w;
             }
         if (timed)
             continue;
-        int minw = (int)ceil(SPLIT_MIN * all), na;
+        int minw = (int)ceil(TUNE(T_SPLIT_MIN) * all), na;
         minw = minw < 2 ? 2 : minw;
         if (!bisect(sig, dim, ix, n, minw, &na, scratch)) {
             HM_DEBUG("estimate: class %d (%s): %d windows, %d with samples, no regime split", c, e->phase_name[m->cls_phase[c]], all, n);
@@ -429,7 +563,7 @@ static int split_regimes(hm_estimator_t *e, int nc)
                 continue;
             if (w == 0 || e->win[w].region != e->win[w - 1].region)
                 prev = c;
-            if (tot[w] >= MIX_SAMPLES)
+            if (tot[w] >= TUNE(T_MIX_SAMPLES))
                 prev = m->wcls[w];
             else
                 m->wcls[w] = prev;
@@ -453,9 +587,9 @@ static void classify(hm_estimator_t *e)
     for (int w = 0; w < W; w++)
         R = e->win[w].region + 1 > R ? e->win[w].region + 1 : R;
     m->wcls = hm__xcalloc((size_t)(W > 0 ? W : 1), sizeof *m->wcls);
-    m->cls_phase = hm__xcalloc((size_t)P * MAX_SUB * 2 + 1, sizeof *m->cls_phase);
-    m->cls_sib = hm__xcalloc((size_t)P * MAX_SUB * 2 + 1, sizeof *m->cls_sib);
-    for (int i = 0; i < P * MAX_SUB * 2 + 1; i++)
+    m->cls_phase = hm__xcalloc((size_t)P * MAX_SUB_CAP * 2 + 1, sizeof *m->cls_phase);
+    m->cls_sib = hm__xcalloc((size_t)P * MAX_SUB_CAP * 2 + 1, sizeof *m->cls_sib);
+    for (int i = 0; i < P * MAX_SUB_CAP * 2 + 1; i++)
         m->cls_sib[i] = -1;
     double *sig = hm__xcalloc((size_t)R * dim + 1, sizeof *sig), *tot = hm__xcalloc((size_t)R + 1, sizeof *tot);
     double *scratch = hm__xcalloc((size_t)3 * dim + (size_t)R / sizeof(double) + 2, sizeof *scratch);
@@ -484,14 +618,16 @@ static void classify(hm_estimator_t *e)
         for (int r = 0; r < R; r++)
             if (rphase[r] == p) {
                 all++;
-                if (tot[r] >= MIX_SAMPLES)
+                if (tot[r] >= TUNE(T_MIX_SAMPLES))
                     ix[n++] = r;
             }
-        int minw = (int)ceil(SPLIT_MIN * all);
+        int minw = (int)ceil(TUNE(T_SPLIT_MIN) * all);
         minw = minw < 2 ? 2 : minw;
         /* Classes of this phase: ranges [start[k], start[k] + len[k]) of ix. */
-        int start[MAX_SUB] = {0}, len[MAX_SUB] = {n}, k = 1;
-        for (int tries = 0; k < MAX_SUB && tries < MAX_SUB; tries++) {
+        int start[MAX_SUB_CAP] = {0}, len[MAX_SUB_CAP] = {n}, k = 1, nsub = (int)TUNE(T_MAX_SUB);
+        if (!RULE(R_CLASSES))
+            nsub = 1;
+        for (int tries = 0; k < nsub && tries < nsub; tries++) {
             int best = -1;
             for (int j = 0; j < k; j++)
                 if (best < 0 || len[j] > len[best])
@@ -515,7 +651,7 @@ static void classify(hm_estimator_t *e)
         for (int r = 0; r < R; r++) {
             if (rphase[r] != p)
                 continue;
-            if (tot[r] >= MIX_SAMPLES)
+            if (tot[r] >= TUNE(T_MIX_SAMPLES))
                 prev = rcls[r];
             else
                 rcls[r] = prev;
@@ -526,7 +662,8 @@ static void classify(hm_estimator_t *e)
     }
     for (int w = 0; w < W; w++)
         m->wcls[w] = rcls[e->win[w].region];
-    nc = split_regimes(e, nc);
+    if (RULE(R_REGIMES))
+        nc = split_regimes(e, nc);
     m->ncls = nc;
     free(sig);
     free(tot);
@@ -536,12 +673,682 @@ static void classify(hm_estimator_t *e)
     free(rcls);
 }
 
+/* ----------------------------------------------- default model: steps */
+
+/* What the default model's preparation works from, per class (c), object
+ * (o) and device run (d), the class's windows summed; counts of sampled
+ * events times the run's sampling period. */
+typedef struct {
+    double *T;                   /* (c, d): the run's time in the class */
+    double *raw;                 /* (c, o, d): latency cost (ns) */
+    double *nsamp, *nmiss;       /* samples and sampled L1 misses (not scaled) */
+    double *lmiss, *lmem, *smiss; /* load misses, loads memory served, store misses */
+    double *hwait, *shit;        /* cache hits that waited for memory, store hits */
+    double *ninst;               /* (c): instances (stretches between phase markers) */
+    /* (c, o), bytes: the loads' traffic up to one pass over the object per
+     * instance (or what its loads took from memory, if more), the loads'
+     * traffic beyond that, the reads of its store misses, its store misses
+     * beyond one pass, and the write-backs of lines store hits dirtied. */
+    double *lbase, *lexc, *rfo, *sexc, *dirt;
+} prep_t;
+
+/* One class's runs (summaries have at most 64 devices). */
+typedef struct {
+    double Br, Bw;                /* sampled bytes read and written back */
+    double L[64], T[64], tau[64]; /* per run: latency cost, time, channel time of Br and Bw */
+    int bound[64];                /* per run: bandwidth-bound */
+    int nu, nb;                   /* runs unbound, bound */
+    double extra, shrink;         /* sums over bound runs: read bytes the samples missed, time over channel time */
+    double unsampled;             /* read bytes per run the samples missed */
+    double tfast;                 /* the fastest run's time */
+    double C, k;                  /* device-independent time, time per unit of latency cost */
+} runs_t;
+
+/* Step 1: the windows' samples summed per class. */
+static void sum_windows(hm_estimator_t *e, prep_t *p)
+{
+    hm__est_default_t *m = &e->dm;
+    int C = m->ncls, D = e->ndev, O = e->nobj;
+    size_t cod = (size_t)C * O * D, co = (size_t)C * O;
+    p->T = hm__xcalloc((size_t)C * D, sizeof(double));
+    p->raw = hm__xcalloc(cod, sizeof(double));
+    p->nsamp = hm__xcalloc(cod, sizeof(double));
+    p->nmiss = hm__xcalloc(cod, sizeof(double));
+    p->lmiss = hm__xcalloc(cod, sizeof(double));
+    p->lmem = hm__xcalloc(cod, sizeof(double));
+    p->smiss = hm__xcalloc(cod, sizeof(double));
+    p->hwait = hm__xcalloc(cod, sizeof(double));
+    p->shit = hm__xcalloc(cod, sizeof(double));
+    p->ninst = hm__xcalloc((size_t)C, sizeof(double));
+    p->lbase = hm__xcalloc(co, sizeof(double));
+    p->lexc = hm__xcalloc(co, sizeof(double));
+    p->rfo = hm__xcalloc(co, sizeof(double));
+    p->sexc = hm__xcalloc(co, sizeof(double));
+    p->dirt = hm__xcalloc(co, sizeof(double));
+    for (int w = 0; w < e->nwin; w++) {
+        int c = m->wcls[w];
+        if (w == 0 || e->win[w].region != e->win[w - 1].region)
+            p->ninst[c] += 1;
+        for (int d = 0; d < D; d++) {
+            p->T[(size_t)c * D + d] += e->t[(size_t)w * D + d];
+            for (int o = 0; o < O; o++) {
+                const hm__est_cell_t *x = hm__est_cell(e, w, o, d);
+                size_t i = ix3(e, c, o, d);
+                p->raw[i] += x->x * e->period[d];
+                p->nsamp[i] += x->n;
+                p->nmiss[i] += x->m;
+                p->lmiss[i] += (x->m - x->sm) * e->period[d];
+                p->lmem[i] += x->mm * e->period[d];
+                p->smiss[i] += x->sm * e->period[d];
+                p->hwait[i] += x->hw * e->period[d];
+                p->shit[i] += x->sh * e->period[d];
+            }
+        }
+    }
+}
+
+static void prep_free(prep_t *p)
+{
+    double **all[] = {&p->T, &p->raw, &p->nsamp, &p->nmiss, &p->lmiss, &p->lmem, &p->smiss, &p->hwait,
+                      &p->shit, &p->ninst, &p->lbase, &p->lexc, &p->rfo, &p->sexc, &p->dirt};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+        free(*all[i]);
+        *all[i] = NULL;
+    }
+}
+
+/* Step 2: sampled traffic per class and object. A load that missed L1
+ * and hit a lower level is either a cache hit or a line a prefetcher
+ * brought from memory in time; samples cannot tell them apart one by one,
+ * but an object streamed from memory has some of those hits wait for a
+ * line still on its way in some run (the prefetcher falls behind on a
+ * slower device), while the hits of a cache-resident object, even one
+ * whose other loads go to memory at random, never wait. So an object of
+ * which at least a share `streamed` of the cache hits waited, in the run
+ * where the most did, is streamed: all its misses are traffic; otherwise
+ * only the loads that reached memory are. Store misses (a store sample
+ * says only that it missed L1) count at the same share, and each reads
+ * the line and later writes it back. An object with no missing loads
+ * counts all its store misses. */
+static void object_traffic(hm_estimator_t *e, prep_t *p)
+{
+    hm__est_default_t *m = &e->dm;
+    int C = m->ncls, D = e->ndev, O = e->nobj;
+    const double lb = TUNE(T_LINE_BYTES);
+    for (int c = 0; c < C; c++)
+        for (int o = 0; o < O; o++) {
+            double rd = 0, sm = 0, ld = 0, sh = 0, wshare = 0;
+            size_t co = (size_t)c * O + o;
+            for (int d = 0; d < D; d++) {
+                size_t i = ix3(e, c, o, d);
+                if (p->lmem[i] > rd)
+                    rd = p->lmem[i];
+                sm += p->smiss[i] / D;
+                ld += p->lmiss[i] / D;
+                sh += p->shit[i] / D;
+                double hits = p->lmiss[i] - (p->lmem[i] - p->hwait[i]);
+                if (hits > 0 && p->hwait[i] / hits > wshare)
+                    wshare = p->hwait[i] / hits;
+            }
+            int streamed = RULE(R_STREAMED_HITS) && wshare >= TUNE(T_STREAMED);
+            double rho = streamed ? 1.0 : ld > 0 ? fmin(1.0, rd / ld) : 1.0;
+            /* An object whose lines miss L1 at most stream_passes times per
+             * instance, and some of whose loads reach memory, is swept, not
+             * reused: its cache hits are lines a prefetcher brought in
+             * time. */
+            double lines = (double)e->obj[o].size / lb;
+            if (RULE(R_SWEPT) && lines > 0 && rd > 0 && ld + sm <= TUNE(T_STREAM_PASSES) * p->ninst[c] * lines)
+                rho = 1;
+            m->bytes[co] = rho * (ld + sm) * lb;
+            double first = fmin(rho * ld, fmax(rd, p->ninst[c] * lines)); /* one pass, or what reached memory */
+            p->lbase[co] = first * lb;
+            p->lexc[co] = (rho * ld - first) * lb;
+            p->rfo[co] = rho * sm * lb;
+            /* An object that only stores (no load missed): its store misses
+             * beyond one pass per instance revisited lines that L1 had
+             * lost, most likely to L2 (a scatter over more lines than L1
+             * holds). */
+            p->sexc[co] = ld > 0 ? 0 : fmax(0.0, rho * sm - p->ninst[c] * lines) * lb;
+            /* Stores that hit L1 dirty lines that loads brought in (a
+             * read-modify-write sweep: u[i] = f(u[i], ...)); each such line
+             * is written back once, however many stores hit it. Those
+             * write-backs are the object's, not prefetches: counted here,
+             * they are not spread over the objects with the traffic the
+             * samples miss. Lines: the store hits over store_hits_per_line
+             * (8-byte elements stored one after another), and at most the
+             * lines its loads took from memory (all its misses for a stream
+             * whose hits waited; a line a store miss brought is already
+             * counted). The swept rule alone does not say the lines left
+             * the caches: a small array read and written once per sweep
+             * stays in them. */
+            double rw = streamed ? 1.0 : ld > 0 ? fmin(1.0, rd / ld) : 0.0;
+            double dirty = RULE(R_DIRTY_LINES) ? fmin(rw * ld, sh / TUNE(T_STORE_HITS_PER_LINE)) : 0;
+            m->wbytes[co] = (rho * sm + dirty) * lb;
+            p->dirt[co] = dirty * lb;
+            HM_DEBUG("estimate: class %s object %d: memory share %.3f, waiting hits %.3f -> traffic share %.3f, "
+                     "lines dirtied by store hits %.4g", e->phase_name[m->cls_phase[c]], o, ld > 0 ? rd / ld : 1.0,
+                     wshare, rho, dirty);
+        }
+}
+
+/* Step 3: a line dirtied by store hits is written back when something
+ * evicts it, not when it is stored to: a histogram that stays in the
+ * caches while its phase streams other arrays through them is written back
+ * as they pass, over the whole instance, and the write-backs are posted:
+ * they take channel time, not the core's. Between the two regimes of a
+ * phase (split_regimes) those write-backs are shared by the regimes' time
+ * (summed over the runs), not charged to the windows whose stores dirtied
+ * the lines (test_dirty_lines_posted). Store misses keep their regime: a
+ * stream or a scatter of stores writes back lines as it goes. */
+static void share_posted_writebacks(hm_estimator_t *e, const prep_t *p)
+{
+    hm__est_default_t *m = &e->dm;
+    int C = m->ncls, D = e->ndev, O = e->nobj;
+    for (int c = 0; c < C && RULE(R_POSTED_WB); c++) {
+        int sb = m->cls_sib[c];
+        if (sb <= c)
+            continue;
+        double tc = 0, ts = 0;
+        for (int d = 0; d < D; d++)
+            tc += p->T[(size_t)c * D + d], ts += p->T[(size_t)sb * D + d];
+        if (!(tc + ts > 0))
+            continue;
+        for (int o = 0; o < O; o++) {
+            size_t i = (size_t)c * O + o, j = (size_t)sb * O + o;
+            double all = p->dirt[i] + p->dirt[j];
+            m->wbytes[i] += all * tc / (tc + ts) - p->dirt[i];
+            m->wbytes[j] += all * ts / (tc + ts) - p->dirt[j];
+        }
+    }
+}
+
+/* Step 4: class c's runs: time, latency cost and the channel time of the
+ * sampled traffic. */
+static void class_runs(hm_estimator_t *e, const prep_t *p, int c, runs_t *r)
+{
+    hm__est_default_t *m = &e->dm;
+    int D = e->ndev, O = e->nobj;
+    memset(r, 0, sizeof *r);
+    for (int o = 0; o < O; o++) {
+        r->Br += m->bytes[(size_t)c * O + o];
+        r->Bw += m->wbytes[(size_t)c * O + o];
+    }
+    r->tfast = INFINITY;
+    for (int d = 0; d < D; d++) {
+        for (int o = 0; o < O; o++)
+            r->L[d] += p->raw[ix3(e, c, o, d)];
+        r->T[d] = p->T[(size_t)c * D + d];
+        m->tmax[c] = r->T[d] > m->tmax[c] ? r->T[d] : m->tmax[c];
+        if (r->T[d] > 0 && r->T[d] < r->tfast)
+            r->tfast = r->T[d];
+        /* Time the device's channels were busy for this thread: reads at
+         * the read share, write-backs at the write share. */
+        r->tau[d] = chan_time(e, d, r->Br, r->Bw);
+    }
+}
+
+/* Step 5: no run can have kept its channels busy longer than it ran:
+ * sampled traffic beyond that (store misses to a line already on its way
+ * count again, for one) is scaled down until every run fits. The loads'
+ * share is the uncertain part (a miss that hit a cache counts as traffic
+ * for a streamed object), while every store miss and every dirtied line
+ * is written back once: the loads' traffic is scaled down, and the whole
+ * only if the stores alone do not fit. Of the loads, those beyond one
+ * pass over the object per instance go first: a line missed again within
+ * an instance (a stencil's neighbour planes) more likely came from a cache
+ * than from memory. */
+static void traffic_within_runs(hm_estimator_t *e, prep_t *p, int c, runs_t *r)
+{
+    hm__est_default_t *m = &e->dm;
+    int D = e->ndev, O = e->nobj;
+    double Lb = 0, Lx = 0, R = 0, Se = 0, cap = INFINITY, *Tc = r->T, *tau = r->tau;
+    if (!RULE(R_TRAFFIC_IN_RUN))
+        return;
+    for (int o = 0; o < O; o++) {
+        Lb += p->lbase[(size_t)c * O + o];
+        Lx += p->lexc[(size_t)c * O + o];
+        R += p->rfo[(size_t)c * O + o];
+        Se += p->sexc[(size_t)c * O + o];
+    }
+    /* Budget per over run, in read bytes at its read share: the store
+     * excess (read and written back) goes first, then the loads beyond
+     * one pass, then the loads' first pass. */
+    int over = 0;
+    double sf = 1;
+    for (int d = 0; d < D; d++)
+        if (tau[d] > Tc[d] && Tc[d] > 0) {
+            over = 1;
+            double rb = 1 / e->bw[d], wb = 1 / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d]);
+            double avail = Tc[d] - (R - Se) * rb - (r->Bw - Se) * wb - (Lb + Lx) * rb;
+            if (avail < Se * (rb + wb))
+                sf = fmin(sf, Se > 0 ? fmax(0.0, avail / (Se * (rb + wb))) : 1);
+        }
+    if (RULE(R_STORE_EXCESS) && over && Se > 0 && sf < 1) {
+        for (int o = 0; o < O; o++) {
+            size_t i = (size_t)c * O + o;
+            p->rfo[i] -= p->sexc[i] * (1 - sf);
+            m->bytes[i] -= p->sexc[i] * (1 - sf);
+            m->wbytes[i] -= p->sexc[i] * (1 - sf);
+        }
+        R -= Se * (1 - sf), r->Br -= Se * (1 - sf), r->Bw -= Se * (1 - sf);
+        for (int d = 0; d < D; d++)
+            tau[d] = chan_time(e, d, r->Br, r->Bw);
+    }
+    for (int d = 0; d < D; d++)
+        if (tau[d] > Tc[d] && Tc[d] > 0)
+            cap = fmin(cap, (Tc[d] - r->Bw / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d])) * e->bw[d] - R);
+    if (over && cap > 0) {
+        double xf = cap >= Lb + Lx ? 1 : cap >= Lb ? (Lx > 0 ? (cap - Lb) / Lx : 1) : 0;
+        double bf = cap >= Lb ? 1 : cap / Lb;
+        for (int o = 0; o < O; o++)
+            m->bytes[(size_t)c * O + o] = p->rfo[(size_t)c * O + o] + p->lbase[(size_t)c * O + o] * bf +
+                                          p->lexc[(size_t)c * O + o] * xf;
+        r->Br = R + Lb * bf + Lx * xf;
+        for (int d = 0; d < D; d++)
+            tau[d] = chan_time(e, d, r->Br, r->Bw);
+    } else if (over) {
+        double fit = 1;
+        for (int d = 0; d < D; d++)
+            if (tau[d] > Tc[d] && Tc[d] > 0)
+                fit = fmin(fit, Tc[d] / tau[d]);
+        for (int o = 0; o < O; o++) {
+            m->bytes[(size_t)c * O + o] *= fit;
+            m->wbytes[(size_t)c * O + o] *= fit;
+        }
+        r->Br *= fit, r->Bw *= fit;
+        for (int d = 0; d < D; d++)
+            tau[d] *= fit;
+    }
+}
+
+static void mark_bound(const hm_estimator_t *e, runs_t *r, int d)
+{
+    r->bound[d] = 1;
+    r->extra += (r->T[d] - r->tau[d]) * e->bw[d]; /* read bytes the samples missed */
+    r->shrink += r->tau[d] > 0 ? r->T[d] / r->tau[d] : 1;
+    r->nb++;
+}
+
+/* Step 6: which runs were bandwidth-bound. A run is when its sampled
+ * traffic kept its channels busy bound_util of its time, or when it is
+ * slower than another run by more than lat_margin times their ratio of
+ * idle latencies (latency alone can slow a run at most by that ratio). Its
+ * channels were then busy all the time, a better figure than sampled
+ * misses give. */
+static void find_bound_runs(const hm_estimator_t *e, runs_t *r)
+{
+    int D = e->ndev;
+    const double *Tc = r->T, *tau = r->tau;
+    for (int d = 0; d < D; d++) {
+        int b = e->bw[d] > 0 && Tc[d] > 0 && tau[d] / Tc[d] >= TUNE(T_BOUND_UTIL);
+        for (int j = 0; j < D && !b && RULE(R_BOUND_BY_LATENCY); j++)
+            if (j != d && e->lat_ns[d] > 0 && e->lat_ns[j] > 0 && Tc[j] > 0 &&
+                Tc[d] / Tc[j] > TUNE(T_LAT_MARGIN) * fmax(1.0, e->lat_ns[d] / e->lat_ns[j]))
+                b = e->bw[d] > 0;
+        if (b)
+            mark_bound(e, r, d);
+    }
+    /* Two runs whose times are in the ratio of their devices' bandwidths
+     * (within bw_match) moved the same bytes at full rate: both are
+     * bandwidth-bound, even when their samples show little traffic
+     * (prefetches are not sampled). Only where the ratio of latencies is
+     * not the same too, which would time a latency-bound pair alike. */
+    double bm = TUNE(T_BW_MATCH);
+    for (int d = 0; d < D && RULE(R_BOUND_BY_BW); d++)
+        for (int j = 0; j < D; j++) {
+            if (j == d || r->bound[d] || !(e->bw[d] > 0) || !(e->bw[j] > 0) || !(Tc[d] > 0) || !(Tc[j] > 0))
+                continue;
+            double rt = Tc[d] / Tc[j], rb = e->bw[j] / e->bw[d];
+            double rl = e->lat_ns[d] > 0 && e->lat_ns[j] > 0 ? e->lat_ns[d] / e->lat_ns[j] : 0;
+            if (rb > 1 + 2 * bm && fabs(rt / rb - 1) <= bm && (rl <= 0 || fabs(rt / rl - 1) > 2 * bm))
+                mark_bound(e, r, d);
+        }
+    /* The traffic the samples missed is the program's, not the device's:
+     * a run that the sampled traffic showed below its share may be near it
+     * once that traffic is counted too (prefetches and write-backs load a
+     * fast device as well), and is then bandwidth-bound too. */
+    if (RULE(R_BOUND_BY_UNSAMPLED) && r->nb > 0 && r->extra > 0) {
+        double more = r->extra / r->nb;
+        for (int d = 0; d < D; d++)
+            if (!r->bound[d] && e->bw[d] > 0 && Tc[d] > 0 && (tau[d] + more / e->bw[d]) / Tc[d] >= TUNE(T_BOUND_UTIL))
+                mark_bound(e, r, d);
+    }
+    for (int d = 0; d < D; d++)
+        r->nu += !r->bound[d];
+    r->unsampled = r->nb > 0 && r->extra > 0 ? r->extra / r->nb : 0;
+}
+
+/* Step 7: traffic the samples do not show is mostly hardware prefetches,
+ * whose volume follows the demand misses they run ahead of (a stream the
+ * prefetcher keeps ahead of waits for nothing, yet brings the most): it
+ * goes to the objects in proportion to their sampled traffic (reads; the
+ * write-backs where a class reads nothing). Sampled traffic beyond what
+ * the bound runs moved is scaled down. */
+static void spread_unsampled(hm_estimator_t *e, const prep_t *p, int c, runs_t *r)
+{
+    hm__est_default_t *m = &e->dm;
+    int D = e->ndev, O = e->nobj;
+    for (int d = 0; d < D; d++) {
+        /* Queueing per run (a debugging aid): mean latency weight of a load
+         * that waited for memory, over the device's idle latency. */
+        double nm = 0;
+        for (int o = 0; o < O; o++)
+            nm += p->lmem[ix3(e, c, o, d)];
+        HM_DEBUG("estimate: class %s run %s: memory loads wait %.3f x idle latency", e->phase_name[m->cls_phase[c]],
+                 e->dev_name[d], nm > 0 && e->lat_ns[d] > 0 ? r->L[d] / nm / e->lat_ns[d] : 0.0);
+    }
+    HM_DEBUG("estimate: class %s: sampled traffic %.4g read, %.4g written; unsampled from bound runs %.4g",
+             e->phase_name[m->cls_phase[c]], r->Br, r->Bw, r->nb ? r->extra / r->nb : 0.0);
+    if (!RULE(R_UNSAMPLED) || !(r->nb > 0 && r->Br + r->Bw > 0))
+        return;
+    double extra = r->extra / r->nb, shrink = r->shrink / r->nb;
+    for (int o = 0; o < O; o++) {
+        size_t co = (size_t)c * O + o;
+        if (extra < 0) {
+            m->bytes[co] *= shrink;
+            m->wbytes[co] *= shrink;
+        } else {
+            m->bytes_x[co] = r->Br > 0 ? extra * m->bytes[co] / r->Br : extra * m->wbytes[co] / r->Bw;
+        }
+    }
+}
+
+/* Sum of squares of t_d - C - k L_d over the runs in use. */
+static double fit_sse(const double *L, const double *T, const int *use, int D, double C, double k)
+{
+    double s = 0;
+    for (int d = 0; d < D; d++)
+        if (use[d])
+            s += (T[d] - C - k * L[d]) * (T[d] - C - k * L[d]);
+    return s;
+}
+
+enum { AT_C0 = 1, AT_CMAX = 2, AT_K0 = 4, AT_KMAX = 8 };
+
+/* Least squares t_d = C + k L_d over the runs in use, within the box
+ * 0 <= C <= cmax, 0 <= k <= kmax; returns which bounds hold the solution
+ * (AT_*). The sum of squares is convex in (C, k): its minimum in the box
+ * is the free one when that lies inside, else the best of the edges' (one
+ * parameter fixed at a bound, the other's least squares clamped to its
+ * range). Runs whose latency costs are all one value fix only C + k L:
+ * the largest k that fits is taken (a miss adds at least its latency cost
+ * times k, and misses overlap: k = 1 unless the runs took less time than
+ * their latency cost), which with one run is its cost at face value.
+ * Without any latency cost there is nothing to fit: C = k = 0. */
+static int box_lsq(const double *L, const double *T, const int *use, int D, double cmax, double kmax, double *C,
+                   double *k)
+{
+    double n = 0, sl = 0, st = 0, sll = 0, slt = 0;
+    for (int d = 0; d < D; d++)
+        if (use[d])
+            n++, sl += L[d], st += T[d], sll += L[d] * L[d], slt += L[d] * T[d];
+    *C = *k = 0;
+    if (!(n > 0) || !(sll > 0))
+        return AT_C0 | AT_K0;
+    double den = n * sll - sl * sl;
+    if (!(den > 1e-9 * sll * n)) {
+        /* One latency cost l (> 0) for every run in use: C + k l = mean t. */
+        double l = sl / n, v = st / n;
+        *k = fmax(0.0, fmin(kmax, v / l));
+        *C = v - *k * l;
+        if (*C > cmax) {
+            *C = cmax;
+            *k = fmax(0.0, fmin(kmax, (v - cmax) / l));
+        }
+        int at = (*k <= 0 ? AT_K0 : 0) | (*k >= kmax ? AT_KMAX : 0) | (*C >= cmax ? AT_CMAX : 0);
+        return at | (*C <= 0 ? AT_C0 : 0);
+    }
+    double kf = (n * slt - sl * st) / den, cf = (st - kf * sl) / n;
+    if (kf > 0 && kf < kmax && cf >= 0 && cf <= cmax) {
+        *C = cf, *k = kf;
+        return (cf <= 0 ? AT_C0 : 0) | (cf >= cmax ? AT_CMAX : 0);
+    }
+    /* The edges: C at 0 or cmax (least squares for k), k at 0 or kmax
+     * (for C). */
+    double best = INFINITY;
+    int at = 0;
+    for (int edge = 0; edge < 4; edge++) {
+        double c, kk;
+        if (edge < 2) {
+            c = edge ? cmax : 0;
+            if (!isfinite(c))
+                continue;
+            kk = fmax(0.0, fmin(kmax, (slt - c * sl) / sll));
+        } else {
+            kk = edge == 2 ? 0 : kmax;
+            if (!isfinite(kk))
+                continue;
+            c = fmax(0.0, fmin(cmax, (st - kk * sl) / n));
+        }
+        double s = fit_sse(L, T, use, D, c, kk);
+        if (s < best) {
+            best = s, *C = c, *k = kk;
+            at = (c <= 0 ? AT_C0 : 0) | (c >= cmax ? AT_CMAX : 0) | (kk <= 0 ? AT_K0 : 0) | (kk >= kmax ? AT_KMAX : 0);
+        }
+    }
+    return at;
+}
+
+/* Step 8: the fit of t = C + k L, one box-constrained least-squares solve
+ * with three constraints:
+ *   0 <= C <= the fastest run's time   C is time every run spends;
+ *   0 <= k <= 1                        a miss adds at most its latency
+ *                                      cost (misses overlap), and time
+ *                                      does not fall as latency grows;
+ *   a bound run does not inform k      its channels set its time.
+ * The solve is over every run first, whose measured latencies include
+ * what queueing added, so that a run near its bandwidth still says how
+ * much of the time the memory accesses took. When that needs a bound other
+ * than C's upper one (a line steeper than k = 1, or no positive split of
+ * the times), the bound runs were slowed by what the latency cost does not
+ * weigh (their channels, stores): the solve is over the unbound runs alone,
+ * or, when every run is bound, over the reference run whose latency terms
+ * the others take (lowest idle latency, on a tie the faster run). With one
+ * run its latency cost is taken at face value (box_lsq). Through
+ * channel-bound runs far apart the free line says little of the latency:
+ * in STREAM's triad on spr-hbm-cxl (DDR, HBM and CXL runs 39, 10 and 188
+ * ms) it had C = 18 ms, above the fastest run (test_fit_below_fastest). */
+static void fit_latency(const hm_estimator_t *e, runs_t *r)
+{
+    int D = e->ndev, use[64];
+    double cmax = RULE(R_C_BOUND) ? r->tfast : INFINITY, kmax = RULE(R_K_BOUND) ? 1.0 : INFINITY;
+    if (!isfinite(r->tfast))
+        cmax = 0;
+    for (int d = 0; d < D; d++)
+        use[d] = 1;
+    int at = box_lsq(r->L, r->T, use, D, cmax, kmax, &r->C, &r->k);
+    if (!RULE(R_BOUND_NO_K) || !(at & (AT_C0 | AT_K0 | AT_KMAX)) || r->nb == 0)
+        return;
+    int u = -1;
+    for (int d = 0; d < D; d++)
+        use[d] = !r->bound[d];
+    for (int d = 0; d < D && r->nu == 0; d++)
+        if (r->T[d] > 0 && r->L[d] > 0 &&
+            (u < 0 || e->lat_ns[d] < e->lat_ns[u] || (e->lat_ns[d] == e->lat_ns[u] && r->T[d] < r->T[u])))
+            u = d;
+    if (u >= 0)
+        use[u] = 1;
+    box_lsq(r->L, r->T, use, D, cmax, kmax, &r->C, &r->k);
+}
+
+/* Step 9: no run shows a latency cost (the phase only stores, or caches
+ * serve its loads): there is nothing to fit, and the residuals carry each
+ * run's whole time beyond its channels. When every run took either its
+ * channel time or the fastest run's time (within floor_tol), that time is
+ * a floor no device changes: C is the fastest run's time, and a placement
+ * takes the larger of it and its channel time. Carried by the residuals
+ * instead, the floor came out per device, and a placement that split the
+ * phase's stores over two devices whose runs took the same time was
+ * estimated below both (test_store_floor). Where the runs' times differ
+ * otherwise (stores slower on the slower devices), the residuals keep
+ * them. */
+static void store_floor(const hm_estimator_t *e, runs_t *r)
+{
+    int D = e->ndev, flat = RULE(R_STORE_FLOOR) && !(r->k > 0);
+    for (int d = 0; d < D && flat; d++)
+        flat = !(r->L[d] > 0) && !(r->T[d] > (1 + TUNE(T_FLOOR_TOL)) * fmax(r->tfast, r->tau[d]));
+    if (flat && r->tfast < INFINITY)
+        r->C = r->tfast;
+}
+
+/* Step 10: latency terms per device: measured for unbound runs; for bound
+ * ones, the unloaded cost of the nearest unbound run (in idle latency),
+ * each of its memory loads' idle latency changed to the device's. When
+ * every run was bandwidth-bound, the reference is the run on the device
+ * with the lowest idle latency (on a tie, the faster run), so that the
+ * others take its costs with their idle part scaled up, never down (not
+ * which device comes first in the traces: the estimate must not depend on
+ * their order)... unless even that one kept its channels all but busy
+ * (saturated): its latencies then measure only queueing, which a placement
+ * that splits the traffic changes, and the phase is timed by its channels
+ * (plus C). */
+static void latency_terms(hm_estimator_t *e, const prep_t *p, int c, const runs_t *r)
+{
+    hm__est_default_t *m = &e->dm;
+    int D = e->ndev, O = e->nobj;
+    const double *Tc = r->T, *tau = r->tau;
+    for (int d = 0; d < D; d++) {
+        int src = d;
+        double scale = 1;
+        if (r->bound[d]) {
+            int u = -1;
+            for (int j = 0; j < D; j++)
+                if (!r->bound[j] && (u < 0 || fabs(e->lat_ns[j] - e->lat_ns[d]) < fabs(e->lat_ns[u] - e->lat_ns[d])))
+                    u = j;
+            for (int j = 0; j < D && r->nu == 0; j++)
+                if (Tc[j] > 0 && (u < 0 || e->lat_ns[j] < e->lat_ns[u] || (e->lat_ns[j] == e->lat_ns[u] && Tc[j] < Tc[u])))
+                    u = j;
+            if (RULE(R_SATURATED_REF) && r->nu == 0 && u >= 0 && e->bw[u] > 0 &&
+                tau[u] + r->unsampled / e->bw[u] >= TUNE(T_SATURATED) * Tc[u])
+                u = -1;
+            if (u >= 0 && u != d && e->lat_ns[u] > 0 && e->lat_ns[d] > 0) {
+                src = u;
+                scale = e->lat_ns[d] / e->lat_ns[u];
+            } else if (u == d) {
+                scale = 1; /* the least loaded run itself */
+            } else {
+                scale = 0;
+            }
+        }
+        m->k[(size_t)c * D + d] = r->k;
+        /* Measured latencies carry the run's own load: unloaded, they are
+         * what a placement's load then raises again. Taken from another
+         * run, only the idle latency of each load that reached memory
+         * changes with the device: that part of the cost (at most the loads
+         * times the run's idle latency) is scaled by the ratio of
+         * latencies, while the wait beyond it (behind the phase's own
+         * write-backs and bursts, which an unbound run still shows) is the
+         * phase's, not the device's, and is carried over as it is
+         * (test_queueing_carried). */
+        double llf = ll_factor(e, src, Tc[src] > 0 ? fmin(1.0, tau[src] / Tc[src]) : 0);
+        for (int o = 0; o < O; o++) {
+            size_t is = ix3(e, c, o, src);
+            double l = p->raw[is] * scale / llf;
+            if (RULE(R_QUEUEING_CARRIED) && src != d && scale > 0) {
+                double a = p->raw[is] / llf, idle = fmin(a, p->lmem[is] * e->lat_ns[src]);
+                l = idle * scale * llf + (a - idle);
+            }
+            m->lat[ix3(e, c, o, d)] = l;
+            m->latsum[(size_t)c * D + d] += l;
+            /* Sampling error: relative 1/sqrt(n) on the object's latency
+             * cost and on its traffic (from its sampled misses). */
+            double n = p->nsamp[is], nm = p->nmiss[ix3(e, c, o, d)];
+            double ct = chan_time(e, d, m->bytes[(size_t)c * O + o], m->wbytes[(size_t)c * O + o]);
+            m->var[ix3(e, c, o, d)] = (n > 0 ? (r->k * l) * (r->k * l) / n : 0) + (nm > 0 ? ct * ct / nm : 0);
+        }
+    }
+}
+
+/* Step 11: residual weights: the latency cost, else the samples, else the
+ * untracked data alone (it follows the placement's default device). One
+ * basis for every device of the class, so that the shares a placement puts
+ * on the devices add up to one: samples as soon as one run has no latency
+ * cost (a phase of stores, say). */
+static void residual_weights(hm_estimator_t *e, const prep_t *p, int c)
+{
+    hm__est_default_t *m = &e->dm;
+    int D = e->ndev, O = e->nobj, by_lat = 1;
+    for (int d = 0; d < D; d++) {
+        double l = 0;
+        for (int o = 0; o < O; o++)
+            l += m->lat[ix3(e, c, o, d)];
+        by_lat &= l > 0;
+    }
+    for (int d = 0; d < D; d++) {
+        double *ws = &m->xwsum[(size_t)c * D + d];
+        for (int o = 0; o < O && by_lat; o++)
+            *ws += m->xw[ix3(e, c, o, d)] = m->lat[ix3(e, c, o, d)];
+        if (*ws <= 0)
+            for (int o = 0; o < O; o++)
+                *ws += m->xw[ix3(e, c, o, d)] = p->nsamp[ix3(e, c, o, d)];
+        if (*ws <= 0)
+            *ws = m->xw[ix3(e, c, O - 1, d)] = 1;
+    }
+}
+
+/* Step 12: the window profile (profile_time): the latency side's from the
+ * run least busy on its channels, the channel side's from the bound run
+ * busiest on them; none without a bound run. Returns the next free
+ * profile entry. */
+static int window_profile(hm_estimator_t *e, int c, const runs_t *r, int gn)
+{
+    hm__est_default_t *m = &e->dm;
+    int D = e->ndev, lr = -1, br = -1;
+    double lu = 0, bu = 0;
+    m->g_off[c] = gn;
+    for (int d = 0; d < D && RULE(R_PROFILE); d++) {
+        if (!(r->T[d] > 0) || !(e->bw[d] > 0))
+            continue;
+        double u = (r->tau[d] + (r->bound[d] ? r->unsampled / e->bw[d] : 0)) / r->T[d];
+        if (lr < 0 || u < lu)
+            lr = d, lu = u;
+        if (r->bound[d] && (br < 0 || u > bu))
+            br = d, bu = u;
+    }
+    if (lr >= 0 && br >= 0 && lr != br)
+        gn = build_profile(e, c, lr, br, gn);
+    m->g_off[c + 1] = gn;
+    return gn;
+}
+
+/* Step 13: residuals: all on d must give the measured time. A run whose
+ * estimate its channels set, at more than the run took, moved less than
+ * the traffic counted for it (the prefetches and write-backs the samples
+ * do not show are estimated): that device's channel times are scaled down
+ * to the run's time, so that a placement sending it part of the traffic
+ * pays the same share of the run's time (test_channel_within_run). Spread
+ * as a residual instead, the excess was taken off the latency of every mix
+ * by its share of the latency cost. A run slower than its channel time is
+ * not scaled up: the time beyond the channels may be latency. */
+static void residuals(hm_estimator_t *e, int c, const runs_t *r)
+{
+    hm__est_default_t *m = &e->dm;
+    int D = e->ndev, O = e->nobj;
+    for (int d = 0; d < D; d++) {
+        double lpd[64] = {0}, y[64] = {0};
+        lpd[d] = m->k[(size_t)c * D + d] * m->latsum[(size_t)c * D + d];
+        for (int o = 0; o < O; o++)
+            y[d] += chan_time(e, d, m->bytes[(size_t)c * O + o] + m->bytes_x[(size_t)c * O + o],
+                              m->wbytes[(size_t)c * O + o]);
+        m->ys[(size_t)c * D + d] = 1;
+        if (RULE(R_CHANNEL_IN_RUN) && y[d] > r->C + lpd[d] && r->T[d] < y[d]) {
+            m->ys[(size_t)c * D + d] = r->T[d] / y[d];
+            y[d] = r->T[d];
+        }
+        m->resid[(size_t)c * D + d] = r->T[d] - lat_bw_time(e, c, r->C, lpd, y);
+        HM_DEBUG("estimate: class %s run %s: latency %.4g, channel %.4g (scaled by %.3f), residual %.4g ns",
+                 e->phase_name[m->cls_phase[c]], e->dev_name[d], r->C + lpd[d], y[d], m->ys[(size_t)c * D + d],
+                 m->resid[(size_t)c * D + d]);
+    }
+}
+
+/* The default model, prepared in the steps above (docs/estimator.md). */
 static void prepare_default(hm_estimator_t *e)
 {
-    int D = e->ndev, O = e->nobj, C = e->nphase;
     hm__est_default_t *m = &e->dm;
+    int D = e->ndev, O = e->nobj;
     classify(e);
-    C = m->ncls;
+    int C = m->ncls;
     m->c_ns = hm__xcalloc((size_t)C, sizeof(double));
     m->tmax = hm__xcalloc((size_t)C, sizeof(double));
     m->k = hm__xcalloc((size_t)C * D, sizeof(double));
@@ -555,588 +1362,41 @@ static void prepare_default(hm_estimator_t *e)
     m->xwsum = hm__xcalloc((size_t)C * D, sizeof(double));
     m->var = hm__xcalloc((size_t)C * O * D, sizeof(double));
     m->ys = hm__xcalloc((size_t)C * D, sizeof(double));
-    double *T = hm__xcalloc((size_t)C * D, sizeof(double));
-    double *raw = hm__xcalloc((size_t)C * O * D, sizeof(double)); /* measured latency cost */
-    double *nsamp = hm__xcalloc((size_t)C * O * D, sizeof(double));
-    double *nmiss = hm__xcalloc((size_t)C * O * D, sizeof(double));
-    double *lmiss = hm__xcalloc((size_t)C * O * D, sizeof(double)), *lmem = hm__xcalloc((size_t)C * O * D, sizeof(double));
-    double *smiss = hm__xcalloc((size_t)C * O * D, sizeof(double));
-    double *hwait = hm__xcalloc((size_t)C * O * D, sizeof(double));
-    double *shit = hm__xcalloc((size_t)C * O * D, sizeof(double));
-
-    for (int w = 0; w < e->nwin; w++) {
-        int c = m->wcls[w];
-        for (int d = 0; d < D; d++) {
-            T[(size_t)c * D + d] += e->t[(size_t)w * D + d];
-            for (int o = 0; o < O; o++) {
-                const hm__est_cell_t *x = hm__est_cell(e, w, o, d);
-                raw[ix3(e, c, o, d)] += x->x * e->period[d];
-                nsamp[ix3(e, c, o, d)] += x->n;
-                nmiss[ix3(e, c, o, d)] += x->m;
-                lmiss[ix3(e, c, o, d)] += (x->m - x->sm) * e->period[d];
-                lmem[ix3(e, c, o, d)] += x->mm * e->period[d];
-                smiss[ix3(e, c, o, d)] += x->sm * e->period[d];
-                hwait[ix3(e, c, o, d)] += x->hw * e->period[d];
-                shit[ix3(e, c, o, d)] += x->sh * e->period[d];
-            }
-        }
-    }
-    /* Sampled traffic per object. A load that missed L1 and hit a lower
-     * level is either a cache hit or a line a prefetcher brought from memory
-     * in time; samples cannot tell them apart one by one, but an object
-     * streamed from memory has some of those hits wait for a line still on
-     * its way in some run (the prefetcher falls behind on a slower device),
-     * while the hits of a cache-resident object, even one whose other loads
-     * go to memory at random, never wait. So an object of which at least
-     * STREAMED of the cache hits waited, in the run where the most did, is
-     * streamed: all its misses are traffic; otherwise only the loads that
-     * reached memory are. Store misses (a store sample says only that it
-     * missed L1) count at the same share, and each reads the line and later
-     * writes it back. An object with no missing loads counts all its store
-     * misses. */
-    /* Instances (stretches between phase markers) per class. */
-    double *ninst = hm__xcalloc((size_t)C, sizeof(double));
-    double *dirt = hm__xcalloc((size_t)C * O, sizeof(double)); /* write-backs of lines dirtied by store hits */
-    /* Per class and object: the loads' traffic up to one pass over the
-     * object per instance (or what its loads took from memory, if more),
-     * the loads' traffic beyond that, and the reads of its store misses. */
-    double *lbase = hm__xcalloc((size_t)C * O, sizeof(double)), *lexc = hm__xcalloc((size_t)C * O, sizeof(double));
-    double *rfo = hm__xcalloc((size_t)C * O, sizeof(double)), *sexc = hm__xcalloc((size_t)C * O, sizeof(double));
-    for (int w = 0; w < e->nwin; w++)
-        if (w == 0 || e->win[w].region != e->win[w - 1].region)
-            ninst[m->wcls[w]] += 1;
-    for (int c = 0; c < C; c++)
-        for (int o = 0; o < O; o++) {
-            double rd = 0, sm = 0, ld = 0, sh = 0, wshare = 0;
-            for (int d = 0; d < D; d++) {
-                size_t i = ix3(e, c, o, d);
-                if (lmem[i] > rd)
-                    rd = lmem[i];
-                sm += smiss[i] / D;
-                ld += lmiss[i] / D;
-                sh += shit[i] / D;
-                double hits = lmiss[i] - (lmem[i] - hwait[i]);
-                if (hits > 0 && hwait[i] / hits > wshare)
-                    wshare = hwait[i] / hits;
-            }
-            double rho = ld > 0 ? fmin(1.0, rd / ld) : 1.0;
-            if (wshare >= STREAMED)
-                rho = 1;
-            /* An object whose lines miss L1 at most STREAM_PASSES times per
-             * instance, and some of whose loads reach memory, is swept, not
-             * reused: its cache hits are lines a prefetcher brought in
-             * time. */
-            double lines = (double)e->obj[o].size / LINE_BYTES;
-            if (lines > 0 && rd > 0 && ld + sm <= STREAM_PASSES * ninst[c] * lines)
-                rho = 1;
-            m->bytes[(size_t)c * O + o] = rho * (ld + sm) * LINE_BYTES;
-            double first = fmin(rho * ld, fmax(rd, ninst[c] * lines)); /* one pass, or what reached memory */
-            lbase[(size_t)c * O + o] = first * LINE_BYTES;
-            lexc[(size_t)c * O + o] = (rho * ld - first) * LINE_BYTES;
-            rfo[(size_t)c * O + o] = rho * sm * LINE_BYTES;
-            /* An object that only stores (no load missed): its store misses
-             * beyond one pass per instance revisited lines that L1 had
-             * lost, most likely to L2 (a scatter over more lines than L1
-             * holds). */
-            sexc[(size_t)c * O + o] = ld > 0 ? 0 : fmax(0.0, rho * sm - ninst[c] * lines) * LINE_BYTES;
-            /* Stores that hit L1 dirty lines that loads brought in (a
-             * read-modify-write sweep: u[i] = f(u[i], ...)); each such line
-             * is written back once, however many stores hit it. Those
-             * write-backs are the object's, not prefetches: counted here,
-             * they are not spread over the objects with the traffic the
-             * samples miss. Lines: the store hits over STORE_HITS_PER_LINE
-             * (8-byte elements stored one after another), and at most the
-             * lines its loads took from memory (all its misses for a stream
-             * whose hits waited; a line a store miss brought is already
-             * counted). The swept rule alone does not say the lines left
-             * the caches: a small array read and written once per sweep
-             * stays in them. */
-            double rw = wshare >= STREAMED ? 1.0 : ld > 0 ? fmin(1.0, rd / ld) : 0.0;
-            double dirty = fmin(rw * ld, sh / STORE_HITS_PER_LINE);
-            m->wbytes[(size_t)c * O + o] = (rho * sm + dirty) * LINE_BYTES;
-            dirt[(size_t)c * O + o] = dirty * LINE_BYTES;
-            HM_DEBUG("estimate: class %s object %d: memory share %.3f, waiting hits %.3f -> traffic share %.3f, "
-                     "lines dirtied by store hits %.4g", e->phase_name[m->cls_phase[c]], o, ld > 0 ? rd / ld : 1.0,
-                     wshare, rho, dirty);
-        }
-    /* A line dirtied by store hits is written back when something evicts
-     * it, not when it is stored to: a histogram that stays in the caches
-     * while its phase streams other arrays through them is written back as
-     * they pass, over the whole instance, and the write-backs are posted:
-     * they take channel time, not the core's. Between the two regimes of a
-     * phase (split_regimes) those write-backs are shared by the regimes'
-     * time (summed over the runs), not charged to the windows whose stores
-     * dirtied the lines. Charged there, NPB IS's `rank` phase on Optane with
-     * its 256 KiB histogram on Optane was bound by the far channel in its
-     * short first regime: 49.5 -> 34.2 ms estimated for that regime, the
-     * phase 85 -> 69 ms, against 54 ms simulated (all on DDR: 53 ms). Store
-     * misses keep their regime: a stream or a scatter of stores writes back
-     * lines as it goes (sharing those too put IS on cxl3, whose `bucket`
-     * scatter is such a regime, up to 13% off instead of 2%). */
-    for (int c = 0; c < C; c++) {
-        int sb = m->cls_sib[c];
-        if (sb <= c)
-            continue;
-        double tc = 0, ts = 0;
-        for (int d = 0; d < D; d++)
-            tc += T[(size_t)c * D + d], ts += T[(size_t)sb * D + d];
-        if (!(tc + ts > 0))
-            continue;
-        for (int o = 0; o < O; o++) {
-            size_t i = (size_t)c * O + o, j = (size_t)sb * O + o;
-            double all = dirt[i] + dirt[j];
-            m->wbytes[i] += all * tc / (tc + ts) - dirt[i];
-            m->wbytes[j] += all * ts / (tc + ts) - dirt[j];
-        }
-    }
     m->g_off = hm__xcalloc((size_t)C + 1, sizeof(int));
     m->g_r = hm__xcalloc((size_t)e->nwin + 1, sizeof(double));
     m->g_a = hm__xcalloc((size_t)e->nwin + 1, sizeof(double));
     m->g_b = hm__xcalloc((size_t)e->nwin + 1, sizeof(double));
+    prep_t p;
+    sum_windows(e, &p);
+    object_traffic(e, &p);
+    share_posted_writebacks(e, &p);
     int gn = 0;
     for (int c = 0; c < C; c++) {
-        double Br = 0, Bw = 0, L[64], Tc[64], tau[64];
-        int bound[64], nu = 0;
-        for (int o = 0; o < O; o++) {
-            Br += m->bytes[(size_t)c * O + o];
-            Bw += m->wbytes[(size_t)c * O + o];
-        }
-        for (int d = 0; d < D && d < 64; d++) {
-            L[d] = 0;
-            for (int o = 0; o < O; o++)
-                L[d] += raw[ix3(e, c, o, d)];
-            Tc[d] = T[(size_t)c * D + d];
-            m->tmax[c] = Tc[d] > m->tmax[c] ? Tc[d] : m->tmax[c];
-            /* Time the device's channels were busy for this thread: reads at
-             * the read share, write-backs at the write share. */
-            tau[d] = e->bw[d] > 0 ? Br / e->bw[d] + Bw / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d]) : 0;
-        }
-        /* No run can have kept its channels busy longer than it ran: sampled
-         * traffic beyond that (store misses to a line already on its way
-         * count again, for one) is scaled down until every run fits. The
-         * loads' share is the uncertain part (a miss that hit a cache counts
-         * as traffic for a streamed object), while every store miss and
-         * every dirtied line is written back once: the loads' traffic is
-         * scaled down, and the whole only if the stores alone do not fit.
-         * Of the loads, those beyond one pass over the object per instance
-         * go first: a line missed again within an instance (a stencil's
-         * neighbour planes) more likely came from a cache than from memory. */
-        double Lb = 0, Lx = 0, R = 0, Se = 0, cap = INFINITY;
-        for (int o = 0; o < O; o++) {
-            Lb += lbase[(size_t)c * O + o];
-            Lx += lexc[(size_t)c * O + o];
-            R += rfo[(size_t)c * O + o];
-            Se += sexc[(size_t)c * O + o];
-        }
-        /* Budget per over run, in read bytes at its read share: the store
-         * excess (read and written back) goes first, then the loads beyond
-         * one pass, then the loads' first pass. */
-        int over = 0;
-        double sf = 1;
+        runs_t r;
+        class_runs(e, &p, c, &r);
+        traffic_within_runs(e, &p, c, &r);
+        find_bound_runs(e, &r);
+        spread_unsampled(e, &p, c, &r);
+        fit_latency(e, &r);
+        store_floor(e, &r);
+        m->c_ns[c] = r.C;
+        HM_DEBUG("estimate: class %s: C %.4g ns, k %.4g", e->phase_name[m->cls_phase[c]], r.C, r.k);
         for (int d = 0; d < D; d++)
-            if (tau[d] > Tc[d] && Tc[d] > 0) {
-                over = 1;
-                double rb = 1 / e->bw[d], wb = 1 / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d]);
-                double avail = Tc[d] - (R - Se) * rb - (Bw - Se) * wb - (Lb + Lx) * rb;
-                if (avail < Se * (rb + wb))
-                    sf = fmin(sf, Se > 0 ? fmax(0.0, avail / (Se * (rb + wb))) : 1);
-            }
-        if (over && Se > 0 && sf < 1) {
-            for (int o = 0; o < O; o++) {
-                size_t i = (size_t)c * O + o;
-                rfo[i] -= sexc[i] * (1 - sf);
-                m->bytes[i] -= sexc[i] * (1 - sf);
-                m->wbytes[i] -= sexc[i] * (1 - sf);
-            }
-            R -= Se * (1 - sf), Br -= Se * (1 - sf), Bw -= Se * (1 - sf);
-            for (int d = 0; d < D; d++)
-                tau[d] = e->bw[d] > 0 ? Br / e->bw[d] + Bw / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d]) : 0;
-        }
-        for (int d = 0; d < D; d++)
-            if (tau[d] > Tc[d] && Tc[d] > 0)
-                cap = fmin(cap, (Tc[d] - Bw / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d])) * e->bw[d] - R);
-        if (over && cap > 0) {
-            double xf = cap >= Lb + Lx ? 1 : cap >= Lb ? (Lx > 0 ? (cap - Lb) / Lx : 1) : 0;
-            double bf = cap >= Lb ? 1 : cap / Lb;
-            for (int o = 0; o < O; o++)
-                m->bytes[(size_t)c * O + o] = rfo[(size_t)c * O + o] + lbase[(size_t)c * O + o] * bf +
-                                              lexc[(size_t)c * O + o] * xf;
-            Br = R + Lb * bf + Lx * xf;
-            for (int d = 0; d < D; d++)
-                tau[d] = e->bw[d] > 0 ? Br / e->bw[d] + Bw / (e->wbw[d] > 0 ? e->wbw[d] : e->bw[d]) : 0;
-        } else if (over) {
-            double fit = 1;
-            for (int d = 0; d < D; d++)
-                if (tau[d] > Tc[d] && Tc[d] > 0)
-                    fit = fmin(fit, Tc[d] / tau[d]);
-            for (int o = 0; o < O; o++) {
-                m->bytes[(size_t)c * O + o] *= fit;
-                m->wbytes[(size_t)c * O + o] *= fit;
-            }
-            Br *= fit, Bw *= fit;
-            for (int d = 0; d < D; d++)
-                tau[d] *= fit;
-        }
-        /* A run is bandwidth-bound when its sampled traffic is near the
-         * device's share, or when it is slower than another run by more than
-         * their latencies explain (latency alone can slow a run at most by
-         * the ratio of latencies). Its channels were then busy all the time,
-         * a better figure than sampled misses give. */
-        double extra = 0, shrink = 0;
-        int nb = 0;
-        for (int d = 0; d < D && d < 64; d++) {
-            bound[d] = e->bw[d] > 0 && Tc[d] > 0 && tau[d] / Tc[d] >= BOUND_UTIL;
-            for (int j = 0; j < D && !bound[d]; j++)
-                if (j != d && e->lat_ns[d] > 0 && e->lat_ns[j] > 0 && Tc[j] > 0 &&
-                    Tc[d] / Tc[j] > 1.1 * fmax(1.0, e->lat_ns[d] / e->lat_ns[j]))
-                    bound[d] = e->bw[d] > 0;
-            if (bound[d]) {
-                extra += (Tc[d] - tau[d]) * e->bw[d]; /* read bytes the samples missed */
-                shrink += tau[d] > 0 ? Tc[d] / tau[d] : 1;
-                nb++;
-            }
-        }
-        /* Two runs whose times are in the ratio of their devices' bandwidths
-         * moved the same bytes at full rate: both are bandwidth-bound, even
-         * when their samples show little traffic (prefetches are not
-         * sampled). Only where the ratio of latencies is not the same too,
-         * which would time a latency-bound pair alike. */
-        for (int d = 0; d < D && d < 64; d++)
-            for (int j = 0; j < D && j < 64; j++) {
-                if (j == d || bound[d] || !(e->bw[d] > 0) || !(e->bw[j] > 0) || !(Tc[d] > 0) || !(Tc[j] > 0))
-                    continue;
-                double rt = Tc[d] / Tc[j], rb = e->bw[j] / e->bw[d];
-                double rl = e->lat_ns[d] > 0 && e->lat_ns[j] > 0 ? e->lat_ns[d] / e->lat_ns[j] : 0;
-                if (rb > 1 + 2 * BW_MATCH && fabs(rt / rb - 1) <= BW_MATCH && (rl <= 0 || fabs(rt / rl - 1) > 2 * BW_MATCH)) {
-                    bound[d] = 1;
-                    extra += (Tc[d] - tau[d]) * e->bw[d];
-                    shrink += tau[d] > 0 ? Tc[d] / tau[d] : 1;
-                    nb++;
-                }
-            }
-        /* The traffic the samples missed is the program's, not the device's:
-         * a run that the sampled traffic showed below its share may be near
-         * it once that traffic is counted too (prefetches and write-backs
-         * load a fast device as well), and is then bandwidth-bound too. */
-        if (nb > 0 && extra > 0) {
-            double more = extra / nb;
-            for (int d = 0; d < D && d < 64; d++)
-                if (!bound[d] && e->bw[d] > 0 && Tc[d] > 0 && (tau[d] + more / e->bw[d]) / Tc[d] >= BOUND_UTIL) {
-                    bound[d] = 1;
-                    extra += (Tc[d] - tau[d]) * e->bw[d];
-                    shrink += tau[d] > 0 ? Tc[d] / tau[d] : 1;
-                    nb++;
-                }
-        }
-        for (int d = 0; d < D; d++)
-            nu += !bound[d];
-        double unsampled = nb > 0 && extra > 0 ? extra / nb : 0; /* read bytes per run the samples missed */
-        /* Queueing per run: mean memory-bound latency weight of a load that
-         * waited for memory, over the device's idle latency (same clock in
-         * every run, so comparable across runs); 0 when unknown. */
-        double infl[64];
-        for (int d = 0; d < D && d < 64; d++) {
-            double nm = 0;
-            for (int o = 0; o < O; o++)
-                nm += lmem[ix3(e, c, o, d)];
-            infl[d] = nm > 0 && e->lat_ns[d] > 0 ? L[d] / nm / e->lat_ns[d] : 0;
-            HM_DEBUG("estimate: class %s run %s: memory loads wait %.3f x idle latency", e->phase_name[m->cls_phase[c]], e->dev_name[d], infl[d]);
-        }
-        HM_DEBUG("estimate: class %s: sampled traffic %.4g read, %.4g written; unsampled from bound runs %.4g",
-                 e->phase_name[m->cls_phase[c]], Br, Bw, nb ? extra / nb : 0.0);
-        if (nb > 0 && Br + Bw > 0) {
-            /* Traffic the samples do not show is mostly hardware prefetches,
-             * whose volume follows the demand misses they run ahead of
-             * (a stream the prefetcher keeps ahead of waits for nothing, yet
-             * brings the most): it goes to the objects in proportion to
-             * their sampled traffic (reads; the write-backs where a class
-             * reads nothing). Sampled traffic beyond what the bound runs
-             * moved is scaled down. */
-            extra /= nb;
-            shrink /= nb;
-            for (int o = 0; o < O; o++) {
-                if (extra < 0) {
-                    m->bytes[(size_t)c * O + o] *= shrink;
-                    m->wbytes[(size_t)c * O + o] *= shrink;
-                } else {
-                    m->bytes_x[(size_t)c * O + o] = Br > 0 ? extra * m->bytes[(size_t)c * O + o] / Br
-                                                           : extra * m->wbytes[(size_t)c * O + o] / Bw;
-                }
-            }
-        }
-        /* Fit t = C + k L (least squares): first over every run, whose
-         * measured latencies include what queueing added, so that a run
-         * near its bandwidth still says how much of the time the memory
-         * accesses took; if that gives no sensible split (a negative part),
-         * over the unbound runs only. C is time every run spends, so it
-         * is at most the fastest run's time: a line above that is fitted
-         * again with C there (least squares for k alone). Through
-         * channel-bound runs far apart the free line says little of the
-         * latency: in STREAM's triad on spr-hbm-cxl (DDR, HBM and CXL runs
-         * 39, 10 and 188 ms) it had C = 18 ms, and the HBM run's -9 ms
-         * residual was then taken off a mix whose DDR channels bound it:
-         * `a` on DDR, 10.3 ms estimated, 18.1 ms simulated, now 17.6 ms.
-         * With one such run, its sampled
-         * latency cost is taken at face value (k = 1: a miss's latency is
-         * at most the time it adds, misses overlap) and C is the rest; k is
-         * lower only when that cost exceeds the run's time. Without any
-         * latency cost, the residuals carry the whole time. */
-        double cc = 0, k = 0, tfast = INFINITY;
-        int fitted = 0;
-        for (int d = 0; d < D; d++)
-            if (Tc[d] > 0 && Tc[d] < tfast)
-                tfast = Tc[d];
-        for (int pass = 0; pass < 2 && !fitted; pass++) {
-            double sl = 0, st = 0, sll = 0, slt = 0;
-            int np = 0;
-            for (int d = 0; d < D; d++)
-                if (pass == 0 || !bound[d])
-                    sl += L[d], st += Tc[d], sll += L[d] * L[d], slt += L[d] * Tc[d], np++;
-            double den = np * sll - sl * sl;
-            if (np >= 2 && den > 1e-9 * sll * np) {
-                k = (np * slt - sl * st) / den;
-                cc = (st - k * sl) / np;
-                if (k > 0 && cc > tfast) {
-                    /* C at its bound: least squares for k alone */
-                    double num = 0;
-                    for (int d = 0; d < D; d++)
-                        if (pass == 0 || !bound[d])
-                            num += L[d] * (Tc[d] - tfast);
-                    cc = tfast;
-                    k = num / sll;
-                }
-                fitted = k > 0 && cc >= 0 ? pass + 1 : 0;
-            }
-        }
-        /* A line steeper than k = 1 says the time grows faster with the
-         * devices than the loads' latency cost does: something the samples
-         * weigh not at all (store bandwidth, a bound run's channels) slows
-         * the slower runs. Those runs are timed by their channels; the
-         * latency terms keep k = 1, with C from the unbound runs. */
-        if (fitted && k > 1) {
-            double sc = 0;
-            int nc = 0;
-            for (int d = 0; d < D; d++)
-                if (!bound[d])
-                    sc += Tc[d] - L[d], nc++;
-            if (nc > 0 && sc >= 0)
-                k = 1, cc = sc / nc;
-        }
-        if (!fitted) {
-            int u = -1;
-            for (int d = 0; d < D; d++)
-                if (!bound[d] && (u < 0 || L[d] < L[u]))
-                    u = d;
-            /* Every run bound: the run the latency terms come from (lowest
-             * idle latency, on a tie the faster run), as below. Without
-             * it such a phase had no latency side: XSBench's lookups on
-             * cxl3 (DDR 88% busy, the CXL devices saturated; the line
-             * through the three runs has C < 0) with a fifth of the pages
-             * on CXL were estimated at 37 ms, below the 43 ms all on DDR,
-             * against 52 ms simulated (now 48 ms). */
-            for (int d = 0; d < D && nu == 0; d++)
-                if (Tc[d] > 0 && L[d] > 0 &&
-                    (u < 0 || e->lat_ns[d] < e->lat_ns[u] || (e->lat_ns[d] == e->lat_ns[u] && Tc[d] < Tc[u])))
-                    u = d;
-            k = u >= 0 && L[u] > 0 ? fmin(1.0, Tc[u] / L[u]) : 0;
-            cc = k > 0 ? Tc[u] - k * L[u] : 0;
-        }
-        /* Whichever way C came, it is part of every run's time: taken at
-         * face value from a run that is not the fastest, it can exceed
-         * the fastest run (sort's `bucket` on knl-mcdram: C = 130 ms from
-         * the MCDRAM run, 132 ms; the DDR run, bound by its channels,
-         * took 123 ms). */
-        if (cc > tfast)
-            cc = tfast;
-        /* No run shows a latency cost (the phase only stores, or caches
-         * serve its loads): there is nothing to fit, and the residuals
-         * carried each run's whole time beyond its channels. When every
-         * run took either its channel time or the fastest run's time
-         * (within FLOOR_TOL), that time is a floor no device changes: C is
-         * the fastest run's time, and a placement takes the larger of it
-         * and its channel time. Carried by the residuals instead, the floor
-         * came out per device, and a placement that split the phase's
-         * stores over two devices whose runs took the same time was
-         * estimated below both: `coupled`'s `init` on spr-hbm-cxl writes
-         * its grids in 13.5 ms on DDR and on HBM alike (34.1 ms on CXL: its
-         * channels), and with half of them on HBM it was estimated at 12.7
-         * ms. Where the runs' times differ otherwise (graph's
-         * `generate` on cxl3: 64.8, 66.6 and 69.4 ms, its stores slower on
-         * the slower devices), the residuals keep them. */
-        if (!(k > 0)) {
-            double tmin = INFINITY;
-            int flat = 1; /* no latency cost, and every run at the floor or its channel time */
-            for (int d = 0; d < D; d++) {
-                flat &= !(L[d] > 0);
-                if (Tc[d] > 0 && Tc[d] < tmin)
-                    tmin = Tc[d];
-            }
-            for (int d = 0; d < D && flat; d++)
-                if (Tc[d] > (1 + FLOOR_TOL) * fmax(tmin, tau[d]))
-                    flat = 0;
-            if (flat && tmin < INFINITY)
-                cc = tmin;
-        }
-        m->c_ns[c] = cc;
-        HM_DEBUG("estimate: class %s: C %.4g ns, k %.4g, fitted %d", e->phase_name[m->cls_phase[c]], cc, k, fitted);
-        for (int d = 0; d < D; d++)
-            HM_DEBUG("estimate:   run %s: T %.4g ns, L %.4g, sampled util %.2f%s", e->dev_name[d], Tc[d], L[d],
-                     Tc[d] > 0 ? tau[d] / Tc[d] : 0.0, bound[d] ? " (bandwidth-bound)" : "");
-        /* Latency terms per device: measured for unbound runs; for bound ones,
-         * the unloaded cost of the nearest unbound run, each of its memory
-         * loads' idle latency changed to the device's. When every run was
-         * bandwidth-bound, the least loaded run is that reference. */
-        for (int d = 0; d < D; d++) {
-            int src = d;
-            double scale = 1;
-            if (bound[d]) {
-                int u = -1;
-                for (int j = 0; j < D; j++)
-                    if (!bound[j] && (u < 0 || fabs(e->lat_ns[j] - e->lat_ns[d]) < fabs(e->lat_ns[u] - e->lat_ns[d])))
-                        u = j;
-                /* Every run bound: the reference is the run on the device
-                 * with the lowest idle latency (on a tie, the faster run),
-                 * so that the others take its costs with their idle part
-                 * scaled up, never down. (Not which device comes first in
-                 * the traces: the estimate must not depend on their
-                 * order.) */
-                for (int j = 0; j < D && nu == 0; j++)
-                    if (Tc[j] > 0 && (u < 0 || e->lat_ns[j] < e->lat_ns[u] || (e->lat_ns[j] == e->lat_ns[u] && Tc[j] < Tc[u])))
-                        u = j;
-                /* ...unless even that one kept its channels all but busy: the
-                 * latencies then measure only queueing, which a placement
-                 * that splits the traffic changes, and the phase is timed by
-                 * its channels (plus C). Its traffic counts what the samples
-                 * missed, as the bound runs measured it. */
-                if (nu == 0 && u >= 0 && e->bw[u] > 0 && tau[u] + unsampled / e->bw[u] >= SATURATED * Tc[u])
-                    u = -1;
-                if (u >= 0 && u != d && e->lat_ns[u] > 0 && e->lat_ns[d] > 0) {
-                    src = u;
-                    scale = e->lat_ns[d] / e->lat_ns[u];
-                } else if (u == d) {
-                    scale = 1; /* the least loaded run itself */
-                } else {
-                    scale = 0;
-                }
-            }
-            m->k[(size_t)c * D + d] = k;
-            /* Measured latencies carry the run's own load: unloaded, they
-             * are what a placement's load then raises again. Taken from
-             * another run, only the idle latency of each load that reached
-             * memory changes with the device: that part of the cost (at
-             * most the loads times the run's idle latency) is scaled by the
-             * ratio of latencies, while the wait beyond it (behind the
-             * phase's own write-backs and bursts, which an unbound run still
-             * shows) is the phase's, not the device's, and is carried over
-             * as it is. */
-            double llf = ll_factor(e, src, Tc[src] > 0 ? fmin(1.0, tau[src] / Tc[src]) : 0);
-            for (int o = 0; o < O; o++) {
-                double l = raw[ix3(e, c, o, src)] * scale / llf;
-                if (src != d && scale > 0) {
-                    double a = raw[ix3(e, c, o, src)] / llf, idle = fmin(a, lmem[ix3(e, c, o, src)] * e->lat_ns[src]);
-                    l = idle * scale * llf + (a - idle);
-                }
-                m->lat[ix3(e, c, o, d)] = l;
-                m->latsum[(size_t)c * D + d] += l;
-                /* Sampling error: relative 1/sqrt(n) on the object's latency
-                 * cost and on its traffic (from its sampled misses). */
-                double n = nsamp[ix3(e, c, o, src)], nm = nmiss[ix3(e, c, o, d)];
-                double ct = chan_time(e, d, m->bytes[(size_t)c * O + o], m->wbytes[(size_t)c * O + o]);
-                m->var[ix3(e, c, o, d)] = (n > 0 ? (k * l) * (k * l) / n : 0) + (nm > 0 ? ct * ct / nm : 0);
-            }
-        }
-        /* Residual weights: the latency cost, else the samples, else the
-         * untracked data alone (it follows the placement's default device).
-         * One basis for every device of the class, so that the shares a
-         * placement puts on the devices add up to one: samples as soon as
-         * one run has no latency cost (a phase of stores, say). */
-        int by_lat = 1;
-        for (int d = 0; d < D; d++) {
-            double l = 0;
-            for (int o = 0; o < O; o++)
-                l += m->lat[ix3(e, c, o, d)];
-            by_lat &= l > 0;
-        }
-        for (int d = 0; d < D; d++) {
-            double *ws = &m->xwsum[(size_t)c * D + d];
-            for (int o = 0; o < O && by_lat; o++)
-                *ws += m->xw[ix3(e, c, o, d)] = m->lat[ix3(e, c, o, d)];
-            if (*ws <= 0)
-                for (int o = 0; o < O; o++)
-                    *ws += m->xw[ix3(e, c, o, d)] = nsamp[ix3(e, c, o, d)];
-            if (*ws <= 0)
-                *ws = m->xw[ix3(e, c, O - 1, d)] = 1;
-        }
-        /* Window profile (profile_time): the latency side's from the run
-         * least busy on its channels, the channel side's from the bound run
-         * busiest on them; none without a bound run. */
-        m->g_off[c] = gn;
-        {
-            int lr = -1, br = -1;
-            double lu = 0, bu = 0;
-            for (int d = 0; d < D; d++) {
-                if (!(Tc[d] > 0) || !(e->bw[d] > 0))
-                    continue;
-                double u = (tau[d] + (bound[d] ? unsampled / e->bw[d] : 0)) / Tc[d];
-                if (lr < 0 || u < lu)
-                    lr = d, lu = u;
-                if (bound[d] && (br < 0 || u > bu))
-                    br = d, bu = u;
-            }
-            if (lr >= 0 && br >= 0 && lr != br)
-                gn = build_profile(e, c, lr, br, gn);
-        }
-        m->g_off[c + 1] = gn;
-        /* Residuals: all on d must give the measured time. A run whose
-         * estimate its channels set, at more than the run took, moved less
-         * than the traffic counted for it (the prefetches and write-backs
-         * the samples do not show are estimated): that device's channel
-         * times are scaled down to the run's time, so that a placement
-         * sending it part of the traffic pays the same share of the run's
-         * time. Spread as a residual instead, the excess was taken off the
-         * latency of every mix by its share of the latency cost (XSBench's
-         * lookups on cxl with a fifth of the pages on CXL: 42.7 ms
-         * estimated, as all on DDR, now 46.2 ms, against 51.9 ms
-         * simulated: each bound run implies its own unsampled traffic and
-         * their mean is taken; there the DDR run implied more than CXL's
-         * channels moved). A run slower than its channel time
-         * is not scaled up: the time beyond the channels may be latency. */
-        for (int d = 0; d < D; d++) {
-            double lpd[64] = {0}, y[64] = {0};
-            lpd[d] = m->k[(size_t)c * D + d] * m->latsum[(size_t)c * D + d];
-            for (int o = 0; o < O; o++)
-                y[d] += chan_time(e, d, m->bytes[(size_t)c * O + o] + m->bytes_x[(size_t)c * O + o],
-                                  m->wbytes[(size_t)c * O + o]);
-            m->ys[(size_t)c * D + d] = 1;
-            if (y[d] > cc + lpd[d] && Tc[d] < y[d]) {
-                m->ys[(size_t)c * D + d] = Tc[d] / y[d];
-                y[d] = Tc[d];
-            }
-            m->resid[(size_t)c * D + d] = Tc[d] - lat_bw_time(e, c, cc, lpd, y);
-            HM_DEBUG("estimate: class %s run %s: latency %.4g, channel %.4g (scaled by %.3f), residual %.4g ns",
-                     e->phase_name[m->cls_phase[c]], e->dev_name[d], cc + lpd[d], y[d], m->ys[(size_t)c * D + d],
-                     m->resid[(size_t)c * D + d]);
-        }
+            HM_DEBUG("estimate:   run %s: T %.4g ns, L %.4g, sampled util %.2f%s", e->dev_name[d], r.T[d], r.L[d],
+                     r.T[d] > 0 ? r.tau[d] / r.T[d] : 0.0, r.bound[d] ? " (bandwidth-bound)" : "");
+        latency_terms(e, &p, c, &r);
+        residual_weights(e, &p, c);
+        gn = window_profile(e, c, &r, gn);
+        residuals(e, c, &r);
     }
-    free(T);
-    free(raw);
-    free(nsamp);
-    free(nmiss);
-    free(lmiss);
-    free(lmem);
-    free(smiss);
-    free(hwait);
-    free(shit);
-    free(lbase);
-    free(lexc);
-    free(rfo);
-    free(sexc);
-    free(ninst);
-    free(dirt);
+    prep_free(&p);
 }
 
 int hm__est_prepare(hm_estimator_t *e)
 {
+#ifdef HM_EST_MUTATION
+    mutate_once();
+#endif
     /* pages_percent splits: share of an object's sampled misses below each
      * percentage; without samples, the percentage itself. */
     for (int o = 0; o < e->nobj; o++) {
@@ -1259,7 +1519,8 @@ static double class_time(hm_est_state_t *s, int c)
     /* No placement is slower than all data on the slowest device: each
      * object's latency and each device's traffic are at most what they were
      * there. */
-    t = t < m->tmax[c] ? t : m->tmax[c];
+    if (RULE(R_SLOWEST_CLAMP))
+        t = t < m->tmax[c] ? t : m->tmax[c];
     return t > 0 ? t : 0;
 }
 
