@@ -509,6 +509,17 @@ static void test_cache_hits_traffic(void)
     double aw = hits_far("0", 0, "134217728");
     CHECK(aw > 1.5 * a);
     CHECK_NEAR(aw, as, 0.02);
+    /* The two lines drawn (streamed 0.02, stream_passes 2), from either
+     * side. Of the far run's 400 + hw cache hits, hw waited: 10 of 410
+     * (2.4%) make a stream, 6 of 406 (1.5%) do not; the waits change
+     * nothing else, so the object costs as the stream (as) or as the cached
+     * one (a). The object's 500,000 misses over 200,000 lines (12.8 MB) are
+     * 2.5 passes in its one instance: reused, not swept (a); over 333,333
+     * lines (21.3 MB), 1.5 passes: swept (as). */
+    CHECK_NEAR(hits_far("10", 0, "1048576"), as, 0.02);
+    CHECK_NEAR(hits_far("6", 0, "1048576"), a, 0.02);
+    CHECK_NEAR(hits_far("0", 0, "12800000"), a, 0.02);
+    CHECK_NEAR(hits_far("0", 0, "21333312"), as, 0.02);
 }
 
 /* Instances of one phase with different traffic mixes are timed apart: 20
@@ -632,6 +643,17 @@ static void test_store_hits_write_back(void)
     double c, d;
     rmw_far("800", "5", &c, &d);
     CHECK(c < 0.8 * 2.56e6);
+    /* 400 store hits over its 100 lines: 4 a line, so half of them are
+     * dirtied (store_hits_per_line 8: 8-byte elements in 64-byte lines),
+     * 3.2 MB written back. The near run then moves 12.8 MB read and 3.2 MB
+     * written (0.8 of its 0.96 ms: bound), and its channels had time for
+     * 3.2 MB more, as the far run's had (16 MB in 3.2 of its 3.84 ms): the
+     * traffic the samples missed, spread by reads, 1.6 MB to each object.
+     * Object 0 alone on the far device: 6.4 + 1.6 MB read and 3.2 MB
+     * written at 5 GB/s, 2.24 ms; object 1: 8 MB, 1.6 ms. */
+    rmw_far("400", "100", &c, &d);
+    CHECK_NEAR(c, 2.24e6, 0.03);
+    CHECK_NEAR(d, 1.6e6, 0.03);
     /* A 10-column row with more store hits than its samples allow is refused. */
     hm_estimator_t *e = NULL;
     CHECK(hm_estimator_parse_summary(&e, "bad",
@@ -903,6 +925,78 @@ static void test_dirty_lines_posted(void)
     CHECK_NEAR(a, 24.96e6, 0.03);
 }
 
+/* Two runs whose times are in the ratio of their devices' bandwidths
+ * (within bw_match, 5%), and not of their latencies (beyond twice that),
+ * moved the same bytes at full rate: both bound, however little traffic
+ * the samples show. Near: 20 GB/s, 100 ns, 1 ms; far: 10 GB/s, 240 ns,
+ * 2.08 ms (time ratio 2.08: 4% from the bandwidths' 2, 13% from the
+ * latencies' 2.4, and below 1.1 x 2.4, so the latency rule does not mark
+ * it). Two objects, 50 sampled loads from memory each (3.2 MB), latency
+ * cost 0.05 ms each near and 0.12 ms far. The far run is bound (its
+ * channels had time for 14.4 MB more than the 6.4 MB sampled), and so is
+ * the near one once that counts (0.32 + 0.72 of its 1 ms); its channels
+ * had 13.6 MB more: 14 MB unsampled per run, 7 MB per object. The line
+ * through (0.1, 1) and (0.24, 2.08) is steeper than k = 1, so C and k
+ * come from the reference run (near, lowest latency) alone: k = 1,
+ * C = 0.9 ms. That run is saturated (1.02 of its time with the unsampled
+ * traffic), so the latency terms are left out and the phase is timed by
+ * its channels and C. Residuals: near 0 (its 20.4 MB, 1.02 ms, scaled to
+ * its 1 ms), far 2.08 - 2.04 = 0.04 ms, spread by samples. Object 0 alone
+ * on the far device: 10.2 MB there, 1.02 ms, over C, plus half the far
+ * residual: 1.04 ms. Unbound, the runs give C = 1 ms, k = 1, the
+ * residuals -0.1 and 0.84 ms: 1.17 + 0.37 = 1.54 ms. With only the far
+ * run bound (the near one not by the unsampled traffic): C = 0.9 ms, the
+ * far latency cost from the near run's (0.12 ms per object), 7.2 MB
+ * unsampled per object, both residuals 0: 0.9 + 0.05 + 0.12 = 1.07 ms. */
+static void test_bound_by_bandwidth_ratio(void)
+{
+    const char *js =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 1e6, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 2.08e6, \"period\": 1000, \"bandwidth_gbs\": 10, \"read_latency_ns\": 240}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 67108864}, {\"site\": \"0x2\", \"size\": 67108864}],"
+        " \"windows\": [{\"phase\": 0, \"t_ns\": [1e6, 2.08e6], \"stats\": ["
+        "   [0, 0, 50, 50, 50, 50, 0, 50, 0, 0], [1, 0, 50, 50, 50, 50, 0, 50, 0, 0],"
+        "   [0, 1, 50, 120, 50, 120, 0, 50, 0, 0], [1, 1, 50, 120, 50, 120, 0, 50, 0, 0]]}]}";
+    double a, b;
+    far_each("bandwidth ratio", js, 1e6, &a, &b);
+    CHECK_NEAR(a, 1.04e6, 0.005);
+    CHECK_NEAR(b, 1.04e6, 0.005);
+}
+
+/* A run slower than another by more than lat_margin (1.1) times their
+ * ratio of idle latencies is bandwidth-bound: latency alone slows a run at
+ * most by that ratio. Near: 20 GB/s, 100 ns, 1 ms; far: 5 GB/s, 200 ns,
+ * 2.6 ms (1.3 x the latency ratio; 0.65 of the bandwidth ratio, so the
+ * bandwidth rule does not mark it; 6.4 MB sampled, 1.28 ms of its
+ * channels, below bound_util). Two objects, 50 sampled loads from memory
+ * each, latency cost 0.05 ms each near, 0.1 ms far. The far run bound,
+ * its channels had time for 6.6 MB more (3.3 MB per object; the near run
+ * stays below bound_util with it). The line through the runs is steeper
+ * than k = 1: C and k from the unbound near run, k = 1, C = 0.9 ms. The
+ * far latency terms from the near run's, idle latency doubled: 0.1 ms per
+ * object. Both residuals 0 (near: 1 ms of latency side over 0.65 ms of
+ * channels; far: its 13 MB of channels, 2.6 ms). Object 0 alone on the
+ * far device: 6.5 MB there, 1.3 ms of channels over 0.9 + 0.05 + 0.1 ms
+ * of latency side: 1.3 ms. Taken as unbound, the runs give C = 1 ms,
+ * k = 1, residuals -0.1 and 1.32 ms (2.6 - 1.28 ms of far channels): 1.15
+ * + 0.61 = 1.76 ms. */
+static void test_bound_by_latency_ratio(void)
+{
+    const char *js =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 1e6, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 2.6e6, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 200}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 67108864}, {\"site\": \"0x2\", \"size\": 67108864}],"
+        " \"windows\": [{\"phase\": 0, \"t_ns\": [1e6, 2.6e6], \"stats\": ["
+        "   [0, 0, 50, 50, 50, 50, 0, 50, 0, 0], [1, 0, 50, 50, 50, 50, 0, 50, 0, 0],"
+        "   [0, 1, 50, 100, 50, 100, 0, 50, 0, 0], [1, 1, 50, 100, 50, 100, 0, 50, 0, 0]]}]}";
+    double a, b;
+    far_each("latency ratio", js, 1e6, &a, &b);
+    CHECK_NEAR(a, 1.3e6, 0.005);
+    CHECK_NEAR(b, 1.3e6, 0.005);
+}
+
 /* A phase that only stores has no latency cost to fit. Here each run took
  * either its channel time or the same 10 ms (near: 10 ms, its channels 2
  * ms; far: 16 ms, all of it its channels): 10 ms is time no device
@@ -931,6 +1025,21 @@ static void test_store_floor(void)
     snprintf(js, sizeof js, fmt, 2e7, 2e7);
     far_each("store no floor", js, 1e7, &a, &b);
     CHECK(a > 1.05e7);
+    /* floor_tol (2%) from either side. The far run 1.5% over its channels
+     * (16.24 ms) is at the floor: the 0.24 ms its channels had beyond the
+     * samples is traffic the samples missed (1.2 MB, 0.6 MB per object),
+     * C = 10 ms, and object 0 alone on the far device (8.12 ms of
+     * channels) takes 10 ms. At 2.5% over (16.4 ms) it is not: C = 0, the
+     * residuals carry the runs' time beyond their channels (near: 10 -
+     * 2.05 = 7.95 ms, far: 0), spread by the objects' samples (half each),
+     * and object 0 alone on the far device takes its 8 + 0.2 ms of far
+     * channels plus half of the near residual: 12.175 ms. */
+    snprintf(js, sizeof js, fmt, 1.624e7, 1.624e7);
+    far_each("store floor 1.5%", js, 1e7, &a, &b);
+    CHECK_NEAR(a, 1e7, 0.005);
+    snprintf(js, sizeof js, fmt, 1.64e7, 1.64e7);
+    far_each("store floor 2.5%", js, 1e7, &a, &b);
+    CHECK_NEAR(a, 1.2175e7, 0.005);
 }
 
 /* Every run bound and no line through them (the far run is slower than a
@@ -1690,6 +1799,8 @@ int main(void)
     test_channel_within_run();
     test_bursts();
     test_dirty_lines_posted();
+    test_bound_by_bandwidth_ratio();
+    test_bound_by_latency_ratio();
     test_store_floor();
     test_all_bound_face_value();
     test_fit_below_fastest();
