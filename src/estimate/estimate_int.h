@@ -52,7 +52,6 @@ typedef struct {
     int *cls_sib;         /* per class: the other regime of its phase's split (split_regimes), or -1 */
     int *wcls;            /* per window: its class */
     double *c_ns;         /* device-independent time */
-    double *tmax;         /* per class: the slowest run's time there (no placement is slower) */
     double *k;            /* ns per latency-weight unit, per (class, device) */
     double *resid;        /* corner residual per (class, device) */
     double *ys;           /* per (class, device): scale of the channel time (at most 1: a
@@ -138,6 +137,10 @@ static inline hm__est_cell_t *hm__est_cell(const hm_estimator_t *e, int w, int o
 int hm__est_prepare(hm_estimator_t *e);
 /* Sets fig_note from the figures the devices lack (estimator.c). */
 void hm__est_figures_note(hm_estimator_t *e);
+/* The default model's terms of one estimate of @p pl, per class of
+ * windows (model.c; `hetmem estimate --explain`): a JSON array the caller
+ * frees with json_decref, or NULL with hm_errdetail() set. */
+json_t *hm__est_explain(hm_estimator_t *e, hm_placement_t *pl);
 /* Allocates the summary arrays for the sizes set in e (summary.c). */
 int hm__est_alloc(hm_estimator_t *e);
 

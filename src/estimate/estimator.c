@@ -43,7 +43,6 @@ HM_API void hm_estimator_close(hm_estimator_t *e)
     free(m->cls_sib);
     free(m->wcls);
     free(m->c_ns);
-    free(m->tmax);
     free(m->k);
     free(m->resid);
     free(m->ys);

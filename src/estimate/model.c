@@ -131,7 +131,6 @@ typedef enum {
     R_PROFILE,           /* a class is timed window by window */
     R_CLASSES,           /* instances are cut into classes by traffic mix */
     R_REGIMES,           /* windows are cut into regimes */
-    R_SLOWEST_CLAMP,     /* no placement is slower than all on the slowest device */
     R_COUNT
 } rule_t;
 
@@ -141,7 +140,7 @@ static const char *const rule_names[R_COUNT] = {
     "bound_by_latency", "bound_by_bandwidth", "bound_by_unsampled", "unsampled_traffic", "c_at_most_fastest",
     "k_at_most_1", "bound_runs_no_k",
     "store_floor", "saturated_reference", "queueing_carried", "channel_in_run", "window_profile",
-    "classes", "regimes", "slowest_clamp"};
+    "classes", "regimes"};
 static int rules_off[R_COUNT];
 
 /* HM_EST_MUTATE="name*factor" scales a tunable, "-name" removes a rule;
@@ -878,7 +877,6 @@ static void class_runs(hm_estimator_t *e, const prep_t *p, int c, runs_t *r)
         for (int o = 0; o < O; o++)
             r->L[d] += p->raw[ix3(e, c, o, d)];
         r->T[d] = p->T[(size_t)c * D + d];
-        m->tmax[c] = r->T[d] > m->tmax[c] ? r->T[d] : m->tmax[c];
         if (r->T[d] > 0 && r->T[d] < r->tfast)
             r->tfast = r->T[d];
         /* Time the device's channels were busy for this thread: reads at
@@ -1350,7 +1348,6 @@ static void prepare_default(hm_estimator_t *e)
     classify(e);
     int C = m->ncls;
     m->c_ns = hm__xcalloc((size_t)C, sizeof(double));
-    m->tmax = hm__xcalloc((size_t)C, sizeof(double));
     m->k = hm__xcalloc((size_t)C * D, sizeof(double));
     m->resid = hm__xcalloc((size_t)C * D, sizeof(double));
     m->lat = hm__xcalloc((size_t)C * O * D, sizeof(double));
@@ -1516,11 +1513,6 @@ static double class_time(hm_est_state_t *s, int c)
     for (int d = 0; d < D; d++)
         r += s->xi[(size_t)c * D + d] / m->xwsum[(size_t)c * D + d] * m->resid[(size_t)c * D + d];
     double t = lat_bw_time(e, c, m->c_ns[c], &s->lp[(size_t)c * D], &s->y[(size_t)c * D]) + r;
-    /* No placement is slower than all data on the slowest device: each
-     * object's latency and each device's traffic are at most what they were
-     * there. */
-    if (RULE(R_SLOWEST_CLAMP))
-        t = t < m->tmax[c] ? t : m->tmax[c];
     return t > 0 ? t : 0;
 }
 
@@ -1970,4 +1962,51 @@ HM_API int hm_estimator_estimate_job(hm_estimator_t *const *ranks, int nranks, h
     free(names);
     free(tmax);
     return rc;
+}
+
+/* ------------------------------------------------------------- explain */
+
+json_t *hm__est_explain(hm_estimator_t *e, hm_placement_t *pl)
+{
+    hm__errclear();
+    int pdef = hm_placement_default_device(pl), D = e->ndev;
+    if (pdef < 0 || pdef >= D) {
+        hm__errf(HM_ENODEV, "placement default device %d is not one of the traces' %d devices", pdef, D);
+        return NULL;
+    }
+    hm_est_state_t *s = state_new(e, HM_EST_DEFAULT, hm_placement_has_phases(pl), pdef);
+    if (compile_placement(e, pl, s->phased, s->np, s->a) < 0) {
+        hm_est_state_close(s);
+        return NULL;
+    }
+    recompute(s);
+    const hm__est_default_t *m = &e->dm;
+    json_t *out = json_array();
+    for (int c = 0; c < m->ncls; c++) {
+        const double *lp = &s->lp[(size_t)c * D], *y = &s->y[(size_t)c * D];
+        double lat = m->c_ns[c], bp = 0, r = 0, kk = m->k[(size_t)c * D];
+        int bd = -1;
+        for (int d = 0; d < D; d++) {
+            lat += lp[d];
+            if (y[d] > bp)
+                bp = y[d], bd = d;
+            r += s->xi[(size_t)c * D + d] / m->xwsum[(size_t)c * D + d] * m->resid[(size_t)c * D + d];
+        }
+        /* What the latency side and the channels give together: their max
+         * for a class timed as one, more where its windows' profile makes
+         * the bursts wait; the loaded latency adds to the latency side. */
+        double both = lat_bw_time(e, c, m->c_ns[c], lp, y), mx = lat > bp ? lat : bp;
+        const char *binds = !(mx > 0)                  ? "residual"
+                            : both > mx * (1 + 1e-9) ? (bp > lat ? "channels, in bursts" : "latency, loaded")
+                            : bp > lat        ? "channels"
+                                              : "latency";
+        json_array_append_new(
+            out, json_pack("{s:s, s:i, s:f, s:f, s:f, s:f, s:s?, s:f, s:f, s:f, s:s}", "phase",
+                           e->phase_name[m->cls_phase[c]], "class", c, "C_s", m->c_ns[c] / 1e9, "k", kk,
+                           "latency_s", lat / 1e9, "channel_s", bp / 1e9, "channel_device",
+                           bd >= 0 ? e->dev_name[bd] : NULL, "bound_s", both / 1e9, "residual_s", r / 1e9,
+                           "time_s", s->t[c] / 1e9, "binds", binds));
+    }
+    hm_est_state_close(s);
+    return out;
 }

@@ -16,6 +16,7 @@
 #include "common/common.h"
 #include "hetmem/estimate.h"
 #include "hetmem/trace.h"
+#include "estimate/estimate_int.h"
 
 static char dir[256];
 
@@ -995,6 +996,31 @@ static void test_bound_by_latency_ratio(void)
     far_each("latency ratio", js, 1e6, &a, &b);
     CHECK_NEAR(a, 1.3e6, 0.005);
     CHECK_NEAR(b, 1.3e6, 0.005);
+    /* `hetmem estimate --explain` gives those terms: object 0 (site 0x1)
+     * alone on the far device, one class: C 0.9 ms, k 1, latency side
+     * 1.05 ms, far channels 1.3 ms, which bind; residual 0. */
+    hm_estimator_t *e = NULL;
+    hm_placement_t *pl = NULL;
+    CHECK_EQ_INT(hm_estimator_parse_summary(&e, "explain", js), 0);
+    const char *devs[] = {"near", "far"};
+    CHECK_EQ_INT(hm_placement_parse(&pl, "explain", "{\"default\": \"near\", \"rules\": [{\"site\": \"0x1\", \"device\": \"far\"}]}",
+                                    devs, 2), 0);
+    json_t *ex = e && pl ? hm__est_explain(e, pl) : NULL;
+    CHECK(ex && json_array_size(ex) == 1);
+    json_t *x = json_array_get(ex, 0);
+    if (x) {
+        CHECK_NEAR(json_real_value(json_object_get(x, "C_s")), 0.9e-3, 0.005);
+        CHECK_NEAR(json_real_value(json_object_get(x, "k")), 1, 0.005);
+        CHECK_NEAR(json_real_value(json_object_get(x, "latency_s")), 1.05e-3, 0.005);
+        CHECK_NEAR(json_real_value(json_object_get(x, "channel_s")), 1.3e-3, 0.005);
+        CHECK(!strcmp(json_string_value(json_object_get(x, "channel_device")), "far"));
+        CHECK(fabs(json_real_value(json_object_get(x, "residual_s"))) < 1e-9);
+        CHECK_NEAR(json_real_value(json_object_get(x, "time_s")), 1.3e-3, 0.005);
+        CHECK(!strcmp(json_string_value(json_object_get(x, "binds")), "channels"));
+    }
+    json_decref(ex);
+    hm_placement_close(pl);
+    hm_estimator_close(e);
 }
 
 /* A phase that only stores has no latency cost to fit. Here each run took

@@ -6,10 +6,11 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "estimate/estimate_int.h"
 #include "hetmem/estimate.h"
 #include "hetmem/placement.h"
 
-enum { OPT_MODEL = 256, OPT_PLACEMENT, OPT_JSON, OPT_WINDOWS, OPT_SAVE, OPT_SUMMARY, OPT_STRICT, OPT_MACHINE };
+enum { OPT_MODEL = 256, OPT_PLACEMENT, OPT_JSON, OPT_WINDOWS, OPT_SAVE, OPT_SUMMARY, OPT_STRICT, OPT_MACHINE, OPT_EXPLAIN };
 
 static const hm_cli_opt_t est_opts[] = {
     {OPT_PLACEMENT, "placement", "FILE", "placement to estimate (docs/placement-format.md)", HM_OPT_REQUIRED},
@@ -20,13 +21,14 @@ static const hm_cli_opt_t est_opts[] = {
     {OPT_SUMMARY, "summary", "FILE", "use a saved summary instead of traces", 0},
     {OPT_MACHINE, "machine", "MACHINE", "device figures from this machine preset or JSON file instead of the traces'", 0},
     {OPT_STRICT, "strict", NULL, "a placement rule that matches nothing is an error, not a warning", 0},
+    {OPT_EXPLAIN, "explain", NULL, "also print the default model's terms per class of windows", 0},
     {0},
 };
 
 static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv);
 static int run_estimate(const char **traces, int ntr, const char *placement, const int *models, int nm, int json,
                         const char *save, const char *summary, const char *machine, const hm_estimator_opts_t *o,
-                        const hm_cmd_t *cmd, int strict);
+                        const hm_cmd_t *cmd, int strict, int explain);
 
 const hm_cmd_t hm_cmd_estimate = {
     "estimate", "Estimate the runtime of a placement from per-device traces",
@@ -99,6 +101,29 @@ static json_t *figures_json(const hm_estimator_t *e, const char *machine)
     char src[4200];
     snprintf(src, sizeof src, "%s%s", machine ? "--machine " : "traces", machine ? machine : "");
     return json_pack("{s:s, s:o, s:s?}", "source", src, "lacking", lack, "note", hm_estimator_figures_note(e));
+}
+
+/* The default model's terms of the estimate, per class of windows
+ * (docs/estimator.md): C, k, the latency side, the busiest channels, what
+ * the two give together, the residual, the class's time and which term
+ * binds. */
+static void print_explain(const json_t *ex)
+{
+    printf("\n  terms of the default model per class of windows (s; docs/estimator.md)\n");
+    printf("  %-18s %5s %10s %7s %10s %10s %-8s %10s %10s %10s  %s\n", "phase", "class", "C", "k", "latency",
+           "channels", "(device)", "together", "residual", "time", "binds");
+    size_t i;
+    json_t *x;
+    json_array_foreach(ex, i, x) {
+        const char *dev = json_string_value(json_object_get(x, "channel_device"));
+        printf("  %-18s %5d %10.6f %7.4f %10.6f %10.6f %-8s %10.6f %10.6f %10.6f  %s\n",
+               json_string_value(json_object_get(x, "phase")), (int)json_integer_value(json_object_get(x, "class")),
+               json_real_value(json_object_get(x, "C_s")), json_real_value(json_object_get(x, "k")),
+               json_real_value(json_object_get(x, "latency_s")), json_real_value(json_object_get(x, "channel_s")),
+               dev ? dev : "-", json_real_value(json_object_get(x, "bound_s")),
+               json_real_value(json_object_get(x, "residual_s")), json_real_value(json_object_get(x, "time_s")),
+               json_string_value(json_object_get(x, "binds")));
+    }
 }
 
 /* "t.%r.hmt" with rank r. */
@@ -193,7 +218,7 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
     hm_cli_t cli;
     const char *arg, *placement = NULL, *model = "default", *save = NULL, *summary = NULL, *machine = NULL;
     const char *traces[64];
-    int ntr = 0, json = 0, strict = 0, key;
+    int ntr = 0, json = 0, strict = 0, explain = 0, key;
     uint64_t windows = 0;
     hm_cli_init(&cli, cmd, argc, argv, 0);
     for (;;) {
@@ -214,6 +239,7 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
         case OPT_SUMMARY: summary = arg; break;
         case OPT_STRICT: strict = 1; break;
         case OPT_MACHINE: machine = arg; break;
+        case OPT_EXPLAIN: explain = 1; break;
         case OPT_WINDOWS:
             if (hm_cli_u64(cmd, "--windows", arg, &windows))
                 return HM_EXIT_USAGE;
@@ -248,14 +274,14 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
     if (machine && hm_cli_machine_json(machine, &mjson))
         return HM_EXIT_RUNTIME;
     opts.machine_json = mjson;
-    int status = run_estimate(traces, ntr, placement, models, nm, json, save, summary, machine, &opts, cmd, strict);
+    int status = run_estimate(traces, ntr, placement, models, nm, json, save, summary, machine, &opts, cmd, strict, explain);
     free(mjson);
     return status;
 }
 
 static int run_estimate(const char **traces, int ntr, const char *placement, const int *models, int nm, int json,
                         const char *save, const char *summary, const char *machine, const hm_estimator_opts_t *o,
-                        const hm_cmd_t *cmd, int strict)
+                        const hm_cmd_t *cmd, int strict, int explain)
 {
     hm_estimator_opts_t opts = *o;
     int with_r = 0;
@@ -263,6 +289,9 @@ static int run_estimate(const char **traces, int ntr, const char *placement, con
         with_r += strstr(traces[i], "%r") != NULL;
     if (with_r && (with_r != ntr || summary))
         return hm_cli_usage(cmd, "either every trace names its rank with %%r (an MPI job) or none does");
+    if (explain && (with_r || models[nm - 1] != HM_EST_DEFAULT))
+        return hm_cli_usage(cmd, "--explain gives the default model's terms of one process's estimate "
+                                 "(not with --model linear or an MPI job)");
     if (with_r)
         return estimate_job(traces, ntr, placement, models, nm, json, &opts, machine);
     hm_estimator_t *e = NULL;
@@ -319,7 +348,15 @@ static int run_estimate(const char **traces, int ntr, const char *placement, con
         status = HM_EXIT_RUNTIME;
         goto out;
     }
+    json_t *ex = NULL;
+    if (explain && !(ex = hm__est_explain(e, pl))) {
+        status = hm_cli_failf(placement, "%s", hm_errdetail());
+        goto out;
+    }
     if (json) {
+        if (ex)
+            json_object_set_new(root, "explain", ex);
+        ex = NULL;
         json_t *dv = json_array();
         for (int d = 0; d < nd; d++)
             json_array_append_new(dv, json_pack("{s:s, s:f}", "name", devnames[d], "measured_s",
@@ -335,7 +372,10 @@ static int run_estimate(const char **traces, int ntr, const char *placement, con
         printf("hetmem estimate: %s, %d devices, %d windows, %d objects\n", placement, nd, hm_estimator_nwindows(e),
                hm_estimator_nobjects(e) - 1);
         print_table(e, est, models, nm, bd, devnames);
+        if (ex)
+            print_explain(ex);
     }
+    json_decref(ex);
 out:
     json_decref(jm);
     json_decref(root);
