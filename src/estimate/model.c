@@ -53,7 +53,6 @@ typedef enum {
     T_STREAMED,
     T_STORE_HITS_PER_LINE,
     T_FLOOR_TOL,
-    T_MAX_SUB,
     T_SPLIT_SSE,
     T_SPLIT_L1,
     T_SPLIT_MIN,
@@ -96,7 +95,6 @@ static TUNE_CONST tunable_t tunables[T_COUNT] = {
     [T_FLOOR_TOL] = {"floor_tol", 0.02, "relative", "fitted",
                      "runs within this of a phase's fastest run (or of their channel time) took a floor no device "
                      "changes"},
-    [T_MAX_SUB] = {"max_sub", 4, "classes", "fitted", "most classes a phase's instances are cut into by traffic mix"},
     [T_SPLIT_SSE] = {"split_sse", 0.5, "share", "fitted",
                      "a 2-means split is kept when it leaves at most this share of the spread within the class"},
     [T_SPLIT_L1] = {"split_l1", 0.3, "share", "fitted",
@@ -165,7 +163,7 @@ static void mutate_once(void)
         for (int t = 0; t < T_COUNT && star; t++)
             if (strlen(tunables[t].name) == (size_t)(star - m) && !strncmp(m, tunables[t].name, (size_t)(star - m))) {
                 tunables[t].value *= strtod(star + 1, NULL);
-                if (t == T_MAX_SUB || t == T_MIX_SAMPLES || t == T_STORE_HITS_PER_LINE || t == T_LINE_BYTES)
+                if (t == T_MIX_SAMPLES || t == T_STORE_HITS_PER_LINE || t == T_LINE_BYTES)
                     tunables[t].value = round(tunables[t].value);
                 return;
             }
@@ -398,9 +396,8 @@ static double lat_bw_time(const hm_estimator_t *e, int c, double C, const double
  * distant instances) while the split leaves at most split_sse of the
  * spread within the class, the two mixes differ by at least split_l1 of
  * the traffic, and each half has at least split_min of the phase's
- * instances (and 2); at most max_sub classes per phase. Instances with too
+ * instances (and 2), as long as the largest class splits. Instances with too
  * few samples to say join the class of the instance before them. */
-#define MAX_SUB_CAP 8 /* room for max_sub classes per phase, at its mutations too */
 
 static double dist2(const double *a, const double *b, int n)
 {
@@ -513,7 +510,7 @@ static int bisect(const double *sig, int dim, int *ix, int n, int minw, int *na,
  * fewer than mix_samples misses take the regime of the window before them
  * in their instance. Without instruction counts windows are a stretch of
  * time and are not split. (Splitting the instances' own classes by window
- * mix, up to max_sub times, made `coupled` on knl-mcdram 11% off; one
+ * mix, up to four times, made `coupled` on knl-mcdram 11% off; one
  * split of instruction-aligned windows did not.) */
 static int split_regimes(hm_estimator_t *e, int nc)
 {
@@ -586,14 +583,18 @@ static void classify(hm_estimator_t *e)
     for (int w = 0; w < W; w++)
         R = e->win[w].region + 1 > R ? e->win[w].region + 1 : R;
     m->wcls = hm__xcalloc((size_t)(W > 0 ? W : 1), sizeof *m->wcls);
-    m->cls_phase = hm__xcalloc((size_t)P * MAX_SUB_CAP * 2 + 1, sizeof *m->cls_phase);
-    m->cls_sib = hm__xcalloc((size_t)P * MAX_SUB_CAP * 2 + 1, sizeof *m->cls_sib);
-    for (int i = 0; i < P * MAX_SUB_CAP * 2 + 1; i++)
+    /* At most one class per two instances of a phase (every half keeps 2),
+     * and each class split once more by regime. */
+    int ncap = 2 * (R + P) + 1;
+    m->cls_phase = hm__xcalloc((size_t)ncap, sizeof *m->cls_phase);
+    m->cls_sib = hm__xcalloc((size_t)ncap, sizeof *m->cls_sib);
+    for (int i = 0; i < ncap; i++)
         m->cls_sib[i] = -1;
     double *sig = hm__xcalloc((size_t)R * dim + 1, sizeof *sig), *tot = hm__xcalloc((size_t)R + 1, sizeof *tot);
     double *scratch = hm__xcalloc((size_t)3 * dim + (size_t)R / sizeof(double) + 2, sizeof *scratch);
     int *ix = hm__xcalloc((size_t)R + 1, sizeof *ix), *rphase = hm__xcalloc((size_t)R + 1, sizeof *rphase);
     int *rcls = hm__xcalloc((size_t)R + 1, sizeof *rcls);
+    int *start = hm__xcalloc((size_t)R + 1, sizeof *start), *len = hm__xcalloc((size_t)R + 1, sizeof *len);
     for (int r = 0; r < R; r++)
         rphase[r] = -1;
     for (int w = 0; w < W; w++) {
@@ -623,10 +624,9 @@ static void classify(hm_estimator_t *e)
         int minw = (int)ceil(TUNE(T_SPLIT_MIN) * all);
         minw = minw < 2 ? 2 : minw;
         /* Classes of this phase: ranges [start[k], start[k] + len[k]) of ix. */
-        int start[MAX_SUB_CAP] = {0}, len[MAX_SUB_CAP] = {n}, k = 1, nsub = (int)TUNE(T_MAX_SUB);
-        if (!RULE(R_CLASSES))
-            nsub = 1;
-        for (int tries = 0; k < nsub && tries < nsub; tries++) {
+        int k = 1;
+        start[0] = 0, len[0] = n;
+        while (RULE(R_CLASSES)) {
             int best = -1;
             for (int j = 0; j < k; j++)
                 if (best < 0 || len[j] > len[best])
@@ -670,6 +670,8 @@ static void classify(hm_estimator_t *e)
     free(ix);
     free(rphase);
     free(rcls);
+    free(start);
+    free(len);
 }
 
 /* ----------------------------------------------- default model: steps */

@@ -561,6 +561,57 @@ static void test_window_classes(void)
     hm_estimator_close(e);
 }
 
+/* split_l1 (0.3) from either side: a phase's instances are cut in two
+ * classes when their mixes differ by at least that share of the traffic.
+ * Twenty instances (one window each) alternate between two mixes of
+ * object 0's and object 1's loads, 100 sampled misses a window (6.4 MB):
+ * near (20 GB/s) moves them in 0.32 ms, far (15 GB/s) in 0.4267 ms, both
+ * runs bound by their channels. Their latency costs (3 and 3.6 ms a
+ * window) put the line through the runs below C = 0, so C = 0, and every
+ * run is saturated: the phase is timed by its channels. Object 0 alone on
+ * the far device, mixes 60/40 and 40/60 (0.4 apart: two classes): the
+ * 60/40 instances wait for the far channels, 0.6 x 4.267 = 2.56 ms, the
+ * 40/60 ones for the near channels, 0.6 x 3.2 = 1.92 ms: 4.48 ms; as one
+ * class, half the traffic on each: 4.267 ms. Mixes 50/50 and 40/60 (0.2
+ * apart: one class): object 0's 45% of the traffic on the far channels,
+ * 0.45 x 8.533 = 3.84 ms; cut in two, 2.133 + 1.92 = 4.053 ms. */
+static double mix_far(int a0, int b0)
+{
+    char js[16384];
+    size_t len = 0;
+    len += (size_t)snprintf(js + len, sizeof js - len,
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 6.4e6, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 8.5333333e6, \"period\": 1000, \"bandwidth_gbs\": 15, \"read_latency_ns\": 100}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 134217728}, {\"site\": \"0x2\", \"size\": 134217728}],"
+        " \"windows\": [");
+    for (int w = 0; w < 20; w++) {
+        int m0 = w % 2 ? b0 : a0, m1 = 100 - m0;
+        len += (size_t)snprintf(js + len, sizeof js - len,
+            "%s{\"phase\": 0, \"region\": %d, \"t_ns\": [0.32e6, 0.42666667e6], \"stats\": ["
+            "[0, 0, %d, %d, %d, %d, 0, %d], [1, 0, %d, %d, %d, %d, 0, %d],"
+            "[0, 1, %d, %d, %d, %d, 0, %d], [1, 1, %d, %d, %d, %d, 0, %d]]}",
+            w ? ", " : "", w, m0, 30 * m0, m0, 30 * m0, m0, m1, 30 * m1, m1, 30 * m1, m1,
+            m0, 36 * m0, m0, 36 * m0, m0, m1, 36 * m1, m1, 36 * m1, m1);
+    }
+    snprintf(js + len, sizeof js - len, "]}");
+    hm_estimator_t *e;
+    double r = -1;
+    hm_est_state_t *st = open_default(&e, "mixes", js, 6.4e6);
+    if (st) {
+        hm_est_state_move(st, -1, 0, 1, 100, &r);
+        hm_est_state_close(st);
+    }
+    hm_estimator_close(e);
+    return r;
+}
+
+static void test_split_l1(void)
+{
+    CHECK_NEAR(mix_far(60, 40), 4.48e6, 0.005);
+    CHECK_NEAR(mix_far(50, 40), 3.84e6, 0.005);
+}
+
 /* Sampled traffic beyond what a run's channels could move comes from the
  * loads (misses that hit a cache count as traffic for a streamed object),
  * not the stores: every store miss dirties a line that is written back
@@ -1814,6 +1865,7 @@ int main(void)
     test_loaded_latency();
     test_cache_hits_traffic();
     test_window_classes();
+    test_split_l1();
     test_store_traffic_kept();
     test_store_hits_write_back();
     test_reuse_scaled_first();
