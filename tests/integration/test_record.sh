@@ -58,12 +58,14 @@ diff -q <("$WORK/ab" 0.2 2> /dev/null) "$WORK/ab1.out" >/dev/null || bad "progra
 # from A, which stays in cache. The time goes to the kernel zeroing B's
 # pages, and a timer that fires during a fault is delivered with the PC on
 # the faulting store, not after it: B must get nearly all the samples.
-"$H" record -b soft -o "$WORK/ft.hmt" -- "$WORK/firsttouch" > /dev/null 2> "$WORK/ft.err" \
+"$H" record -b soft -o "$WORK/ft.hmt" -- "$WORK/firsttouch" > "$WORK/ft.out" 2> "$WORK/ft.err" \
   || bad "record firsttouch: $(cat "$WORK/ft.err")"
 "$WORK/trace_attr" "$WORK/ft.hmt" > "$WORK/ft.attr" || bad "trace_attr firsttouch"
 read -r inA inB < <(awk '$1 == "obj" && $4 == "A" {a += $5} $1 == "obj" && $4 == "B" {b += $5} END {print a + 0, b + 0}' "$WORK/ft.attr")
-echo "firsttouch: A=$inA B=$inB samples"
-if [ $((inA + inB)) -lt 100 ]; then bad "firsttouch: too few samples ($((inA + inB)))"
+cpu=$(cpu_of "$WORK/ft.out"); want=$(want_for "$cpu" 0.25)
+echo "firsttouch: A=$inA B=$inB samples for ${cpu:-?} s of CPU time (want $want)"
+if [ -z "$cpu" ] || [ $((inA + inB)) -lt "$want" ] || [ $((inA + inB)) -lt 100 ]; then
+  bad "firsttouch: too few samples ($((inA + inB)), want $want and at least 100)"
 elif [ $((100 * inB / (inA + inB))) -lt 80 ]; then bad "firsttouch: B share $((100 * inB / (inA + inB)))% < 80% (page-fault time charged to the load before the store)"
 else ok "firsttouch: B share $((100 * inB / (inA + inB)))%"; fi
 
