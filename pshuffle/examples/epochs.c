@@ -9,6 +9,7 @@
  * sorted by class, the worst case for local shuffling), --work-us U (busy
  * work per sample while the exchange runs, default 0), --seed S. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,7 +86,12 @@ int main(int argc, char **argv)
     if (!json && !rank)
         printf("%5s %6s %9s %9s %10s %12s %12s %9s\n", "epoch", "Q", "sent", "received", "MiB sent", "exchange ms",
                "blocked ms", "classes");
+    uint64_t cap = n;
     for (uint64_t e = ps_epoch(ps); e < epochs; e++) {
+        if (ps_size(ps) > cap) { /* a resumed store, or counts off by one after an exchange */
+            cap = ps_size(ps);
+            if (!(order = realloc(order, cap * sizeof *order))) die(rank, "order", -ENOMEM);
+        }
         if ((err = ps_order(ps, order, ps_size(ps)))) die(rank, "order", err);
         if (overlap && (err = ps_exchange_begin(ps, e))) die(rank, "exchange_begin", err);
         for (uint64_t i = 0; i < ps_size(ps); i++) { /* "training" */

@@ -235,6 +235,11 @@ void ps_config_init(ps_config_t *cfg);
  * and cfg->resume, loads the last epoch committed by every rank; a store
  * written by a different number of ranks gives PS_ENRANKS naming both
  * counts, one written with another seed or Q schedule PS_EMISMATCH.
+ * A directory store's directories are created with mode 0700; an existing
+ * one that is a symbolic link, another user's or writable by group or
+ * others is refused (-EPERM or -ELOOP), and each rank holds the store's
+ * lock until ps_close() (-EBUSY naming the holder's pid and host while
+ * another job holds it).
  * *out is owned by the caller: ps_close() it.
  */
 int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg);

@@ -171,11 +171,9 @@ static void note_peak(ps_shuffler_t *ps, ps__xchg_t *x)
 
 static void drop_staged(ps_shuffler_t *ps, ps__xchg_t *x)
 {
-    char path[4200];
     for (uint64_t i = 0; i < x->nstaged; i++) {
         if (ps->root) {
-            ps__sample_path(path, sizeof path, ps->rankdir, x->staged[i].id);
-            unlink(path);
+            ps__dir_unlink_sample(&ps->rankdir, x->staged[i].id);
         } else {
             ps__arena_free(&ps->arena, x->staged[i].blk, x->staged[i].size);
         }
@@ -217,7 +215,7 @@ static void free_peers(ps_shuffler_t *ps, ps__peer_t *p, int recv_side)
         if (p[r].fd >= 0) {
             if (recv_side && ps->root) {
                 ps__entry_t e = {.id = get64(p[r].hdr + p[r].j * PS_WIRE_HDR)};
-                ps__sample_abort(ps->rankdir, &e, p[r].fd);
+                ps__sample_abort(&ps->rankdir, &e, p[r].fd);
             } else {
                 close(p[r].fd);
             }
@@ -320,9 +318,9 @@ static int sender_check(ps_shuffler_t *ps, ps__xchg_t *x, const ps__entry_t *e, 
 {
     if (h == e->hash)
         return 0;
-    char path[4200];
+    char path[4300];
     if (ps->root)
-        ps__sample_path(path, sizeof path, ps->rankdir, e->id);
+        ps__sample_path(path, sizeof path, ps->rankdir.path, e->id);
     else
         snprintf(path, sizeof path, "memory store");
     /* Sent anyway, so that no peer is left waiting; the exchange fails on
@@ -372,9 +370,9 @@ static int pack_slice(ps_shuffler_t *ps, ps__xchg_t *x, ps__peer_t *p)
     if (ps->root) {
         int err = 0;
         if (p->fd < 0)
-            err = ps__sample_open(ps->rankdir, e, &p->fd);
+            err = ps__sample_open(&ps->rankdir, e, &p->fd);
         if (!err)
-            err = ps__sample_pread(ps->rankdir, e, p->fd, dst, take, p->off);
+            err = ps__sample_pread(&ps->rankdir, e, p->fd, dst, take, p->off);
         if (err) {
             xfail(x, err, 0);
             memset(dst, 0, take);
@@ -427,9 +425,9 @@ static int unpack_slice(ps_shuffler_t *ps, ps__xchg_t *x, int peer)
     int whole = p->off == 0 && take == e.size, err = 0;
     if (!x->err) {
         if (p->off == 0)
-            err = ps__sample_create(ps->rankdir, &e, &p->fd);
+            err = ps__sample_create(&ps->rankdir, &e, &p->fd);
         if (!err)
-            err = ps__sample_append(ps->rankdir, &e, p->fd, src, take);
+            err = ps__sample_append(&ps->rankdir, &e, p->fd, src, take);
         if (err)
             xfail(x, err, 0);
     }
@@ -450,8 +448,8 @@ static int unpack_slice(ps_shuffler_t *ps, ps__xchg_t *x, int peer)
         }
         if (p->fd >= 0) {
             if (x->err)
-                ps__sample_abort(ps->rankdir, &e, p->fd);
-            else if ((err = ps__sample_finish(ps->rankdir, &e, p->fd)))
+                ps__sample_abort(&ps->rankdir, &e, p->fd);
+            else if ((err = ps__sample_finish(&ps->rankdir, &e, p->fd)))
                 xfail(x, err, 0);
             p->fd = -1;
         }
@@ -561,8 +559,8 @@ static int on_headers(ps_shuffler_t *ps, ps__xchg_t *x)
             x->staged[k++] = e;
             x->staged_bytes += e.size;
             if (ps->root && e.size == 0) {
-                int fd, err = ps__sample_create(ps->rankdir, &e, &fd);
-                if (!err && (err = ps__sample_finish(ps->rankdir, &e, fd)))
+                int fd, err = ps__sample_create(&ps->rankdir, &e, &fd);
+                if (!err && (err = ps__sample_finish(&ps->rankdir, &e, fd)))
                     fd = -1;
                 if (err)
                     xfail(x, err, 0);
@@ -1421,13 +1419,13 @@ static int commit(ps_shuffler_t *ps, ps__xchg_t *x)
     }
     int err = 0;
     if (ps->root) {
-        if (ps->fsync && (err = ps__sync_store(ps->rankdir)))
+        if (ps->fsync && (err = ps__sync_store(&ps->rankdir)))
             return err;
         hook(ps, PS_POINT_STAGED);
         ps__manifest_t m = {.rank = ps->rank, .nranks = ps->nranks, .epoch = x->epoch + 1, .seed = ps->seed,
                             .params = ps->params, .count = x->nnew, .ent = x->newent};
         ps__schedule_desc(&ps->q, m.qdesc, sizeof m.qdesc);
-        err = ps__manifest_write(ps->rankdir, &m, ps->fsync);
+        err = ps__manifest_write(&ps->rankdir, &m, ps->fsync);
     } else {
         hook(ps, PS_POINT_STAGED);
     }
@@ -1476,11 +1474,8 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
     int secondary = x->err && x->err_secondary;
     if ((err = ps__agree(ps, err, secondary))) {
         /* No partial commit: every rank returns to the old epoch. */
-        if (ps->root && committed) {
-            char path[4200];
-            ps__manifest_path(path, sizeof path, ps->rankdir, x->epoch + 1);
-            unlink(path);
-        }
+        if (ps->root && committed)
+            ps__dir_unlink_manifest(&ps->rankdir, x->epoch + 1);
         ps__xchg_free(ps);
         return err;
     }
@@ -1502,20 +1497,15 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
         if (!x->sent[i])
             continue;
         if (ps->root) {
-            char path[4200];
-            ps__sample_path(path, sizeof path, ps->rankdir, ps->ent[i].id);
-            unlink(path);
+            ps__dir_unlink_sample(&ps->rankdir, ps->ent[i].id);
         } else {
             ps__arena_free(&ps->arena, ps->ent[i].blk, ps->ent[i].size);
         }
         if (++done == half && half)
             hook(ps, PS_POINT_DELETING);
     }
-    if (ps->root) {
-        char path[4200];
-        ps__manifest_path(path, sizeof path, ps->rankdir, x->epoch);
-        unlink(path);
-    }
+    if (ps->root)
+        ps__dir_unlink_manifest(&ps->rankdir, x->epoch);
     free(ps->ent);
     ps->ent = x->newent;
     x->newent = NULL;

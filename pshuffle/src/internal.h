@@ -96,36 +96,75 @@ typedef struct {
     ps__entry_t *ent;  /* sorted by id */
 } ps__manifest_t;
 
-/* Rank directory path "DIR/rank-NNNNN" into buf. */
+/* One rank directory of a directory store, held open. Every file of the
+ * store is opened relative to `fd`, with O_NOFOLLOW, never by path, so a
+ * symbolic link planted in the store is never followed; `path` is kept for
+ * messages only. */
+typedef struct {
+    int fd;            /* DIR/rank-NNNNN, -1: not open */
+    int rootfd;        /* DIR, -1: not open */
+    int lockfd;        /* DIR/rank-NNNNN/lock while ps__dir_lock() holds it, else -1 */
+    char root[4096];   /* DIR */
+    char path[4200];   /* DIR/rank-NNNNN */
+} ps__dir_t;
+#define PS__DIR_INIT {.fd = -1, .rootfd = -1, .lockfd = -1}
+
+/* ps__dir_open() flags. */
+enum {
+    PS__DIR_CREATE = 1,  /* create DIR (and missing parents) and the rank directory, mode 0700 */
+    PS__DIR_PRIVATE = 2, /* refuse DIR or the rank directory when it is a symbolic link, is
+                          * not owned by the effective user or is writable by group or
+                          * others (-EPERM, the detail names it) */
+};
+/* Opens DIR and, for rank >= 0, DIR/rank-NNNNN (which must be a directory,
+ * not a symbolic link). Without PS__DIR_CREATE a missing rank directory
+ * gives -ENOENT. On error nothing is left open. Close with ps__dir_close(). */
+int ps__dir_open(ps__dir_t *d, const char *root, int rank, int flags);
+/* Takes the store lock of the rank directory (flock on its file "lock",
+ * which then names this host and process) until ps__dir_close(). -EBUSY
+ * naming the holder's host and pid when another process holds it. */
+int ps__dir_lock(ps__dir_t *d);
+void ps__dir_close(ps__dir_t *d);
+/* Removes sample `id` / manifest `epoch` from the directory (no error if
+ * absent; the caller decides whether a failure matters). */
+int ps__dir_unlink_sample(const ps__dir_t *d, uint64_t id);
+int ps__dir_unlink_manifest(const ps__dir_t *d, uint64_t epoch);
+/* File names inside a rank directory. */
+void ps__sample_name(char *buf, size_t len, uint64_t id);
+void ps__manifest_name(char *buf, size_t len, uint64_t epoch);
+
+/* Rank directory path "DIR/rank-NNNNN" into buf (for messages). */
 void ps__rank_dir(char *buf, size_t len, const char *root, int rank);
 void ps__sample_path(char *buf, size_t len, const char *rankdir, uint64_t id);
 void ps__manifest_path(char *buf, size_t len, const char *rankdir, uint64_t epoch);
+/* Creates path and its missing parents, mode 0700 (existing ones are left
+ * as they are). */
 int ps__mkdirs(const char *path);
 
-/* Write test hook for the directory store: when set, called before each
- * write with the byte count; a non-zero return is used as the write's
- * error (e.g. -ENOSPC). Not part of the public API. */
-extern int (*ps__write_hook)(size_t len);
-
-int ps__sample_write(const char *rankdir, const ps__entry_t *e, const void *data, int do_fsync);
-int ps__sample_read(const char *rankdir, const ps__entry_t *e, void *buf, size_t cap);
+int ps__sample_write(const ps__dir_t *d, const ps__entry_t *e, const void *data, int do_fsync);
+int ps__sample_read(const ps__dir_t *d, const ps__entry_t *e, void *buf, size_t cap);
 /* A sample file written in pieces: create (header), append, then finish
  * (close and rename into place) or abort (close and remove). */
-int ps__sample_create(const char *rankdir, const ps__entry_t *e, int *fd);
-int ps__sample_append(const char *rankdir, const ps__entry_t *e, int fd, const void *data, size_t len);
-int ps__sample_finish(const char *rankdir, const ps__entry_t *e, int fd);
-void ps__sample_abort(const char *rankdir, const ps__entry_t *e, int fd);
+int ps__sample_create(const ps__dir_t *d, const ps__entry_t *e, int *fd);
+int ps__sample_append(const ps__dir_t *d, const ps__entry_t *e, int fd, const void *data, size_t len);
+int ps__sample_finish(const ps__dir_t *d, const ps__entry_t *e, int fd);
+void ps__sample_abort(const ps__dir_t *d, const ps__entry_t *e, int fd);
 /* A sample file read in pieces: open (checks header and size), then
  * pread payload bytes [off, off+len). The caller closes fd. */
-int ps__sample_open(const char *rankdir, const ps__entry_t *e, int *fd);
-int ps__sample_pread(const char *rankdir, const ps__entry_t *e, int fd, void *buf, size_t len, uint64_t off);
-int ps__manifest_write(const char *rankdir, const ps__manifest_t *m, int do_fsync);
-int ps__manifest_read(const char *path, ps__manifest_t *m);
+int ps__sample_open(const ps__dir_t *d, const ps__entry_t *e, int *fd);
+int ps__sample_pread(const ps__dir_t *d, const ps__entry_t *e, int fd, void *buf, size_t len, uint64_t off);
+/* Checks that sample file `e` is a regular file of the right size,
+ * without reading it (PS_ECORRUPT naming it otherwise). */
+int ps__sample_stat(const ps__dir_t *d, const ps__entry_t *e);
+int ps__manifest_write(const ps__dir_t *d, const ps__manifest_t *m, int do_fsync);
+int ps__manifest_read(const ps__dir_t *d, uint64_t epoch, ps__manifest_t *m);
+/* Parses the manifest open on fd (read from its start); `name` is for
+ * messages. */
+int ps__manifest_read_fd(int fd, const char *name, ps__manifest_t *m);
 void ps__manifest_free(ps__manifest_t *m);
-/* Epochs of the manifests present in rankdir, ascending; *out malloc'd. */
-int ps__manifest_list(const char *rankdir, uint64_t **out, size_t *n);
-int ps__fsync_dir(const char *path);
-int ps__sync_store(const char *rankdir);
+/* Epochs of the manifests present in the directory, ascending; *out malloc'd. */
+int ps__manifest_list(const ps__dir_t *d, uint64_t **out, size_t *n);
+int ps__sync_store(const ps__dir_t *d);
 
 int ps__cmp_entry(const void *a, const void *b);
 

@@ -292,14 +292,19 @@ static int entries_grow(ps_shuffler_t *ps, uint64_t need)
 
 /* Removes the files this library writes from a rank directory; with `keep`
  * set, keeps the sample files it lists and its manifest (keep->epoch). */
-static int clean_rankdir(const char *rankdir, const ps__manifest_t *keep)
+static int clean_rankdir(const ps__dir_t *dir, const ps__manifest_t *keep)
 {
-    DIR *d = opendir(rankdir);
-    if (!d)
-        return errno == ENOENT ? 0 : ps__errf(-errno, "open %s", rankdir);
+    int dfd = dup(dir->fd);
+    DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+    if (!d) {
+        int e = errno;
+        if (dfd >= 0)
+            close(dfd);
+        return ps__errf(-e, "open %s: %s", dir->path, strerror(e));
+    }
+    rewinddir(d); /* the duplicate shares the offset of an earlier listing */
     int err = 0;
     struct dirent *de;
-    char path[4200];
     while ((de = readdir(d))) {
         const char *n = de->d_name;
         size_t l = strlen(n);
@@ -324,29 +329,29 @@ static int clean_rankdir(const char *rankdir, const ps__manifest_t *keep)
         }
         if (!ours)
             continue;
-        snprintf(path, sizeof path, "%s/%s", rankdir, n);
-        if (unlink(path) && errno != ENOENT && !err)
-            err = ps__errf(-errno, "unlink %s", path);
+        if (unlinkat(dir->fd, n, 0) && errno != ENOENT && !err)
+            err = ps__errf(-errno, "unlink %s/%s: %s", dir->path, n, strerror(errno));
     }
     closedir(d);
     return err;
 }
 
 /* A fresh start in a directory that held a store of more ranks: the rank
- * directories beyond this job's would make the store look like more ranks. */
+ * directories beyond this job's would make the store look like more ranks.
+ * Each is checked and locked as this job's own are before it is emptied. */
 static int clean_extra_ranks(ps_shuffler_t *ps)
 {
-    char rd[4200];
     for (int r = ps->nranks;; r++) {
-        ps__rank_dir(rd, sizeof rd, ps->root, r);
-        struct stat st;
-        if (stat(rd, &st))
+        ps__dir_t d;
+        int err = ps__dir_open(&d, ps->root, r, PS__DIR_PRIVATE);
+        if (err == -ENOENT)
             return 0;
-        int err = clean_rankdir(rd, NULL);
+        if (!err && !(err = ps__dir_lock(&d)) && !(err = clean_rankdir(&d, NULL)) &&
+            (unlinkat(d.fd, "lock", 0) || unlinkat(d.rootfd, d.path + strlen(d.root) + 1, AT_REMOVEDIR)))
+            err = ps__errf(-errno, "rmdir %s: %s", d.path, strerror(errno));
+        ps__dir_close(&d);
         if (err)
             return err;
-        if (rmdir(rd))
-            return ps__errf(-errno, "rmdir %s (not empty?)", rd);
     }
 }
 
@@ -361,7 +366,7 @@ typedef struct {
     int32_t has_prev;    /* manifest hi-1 present */
     uint64_t hi, m_seed, m_params, m_count;
     char qdesc[64], m_qdesc[64];
-    char detail[200];
+    char detail[480];        /* the error detail (ps_errdetail() holds up to 511 bytes) */
 } open_info_t;
 
 static int open_local(ps_shuffler_t *ps, open_info_t *me)
@@ -371,13 +376,13 @@ static int open_local(ps_shuffler_t *ps, open_info_t *me)
     int err;
     if (!ps->resume)
         return 0;
-    if ((err = ps__manifest_list(ps->rankdir, &eps, &n)))
+    if ((err = ps__manifest_list(&ps->rankdir, &eps, &n)))
         return err;
     if (n) {
-        char path[4200];
+        char path[4300];
         ps__manifest_t m;
-        ps__manifest_path(path, sizeof path, ps->rankdir, eps[n - 1]);
-        if ((err = ps__manifest_read(path, &m))) {
+        ps__manifest_path(path, sizeof path, ps->rankdir.path, eps[n - 1]);
+        if ((err = ps__manifest_read(&ps->rankdir, eps[n - 1], &m))) {
             free(eps);
             return err;
         }
@@ -481,24 +486,17 @@ static int gather_counts(ps_shuffler_t *ps)
  * newer: samples received in an uncommitted exchange, later manifests. */
 static int resume_local(ps_shuffler_t *ps, uint64_t epoch)
 {
-    char path[4200];
     ps__manifest_t m;
-    ps__manifest_path(path, sizeof path, ps->rankdir, epoch);
-    int err = ps__manifest_read(path, &m);
+    int err = ps__manifest_read(&ps->rankdir, epoch, &m);
     if (err)
         return err;
-    if ((err = clean_rankdir(ps->rankdir, &m)))
+    if ((err = clean_rankdir(&ps->rankdir, &m)))
         goto out;
     /* A missing file is caught here rather than at the first read, so a
      * damaged store is refused at open. Checksums are checked on read. */
-    for (uint64_t i = 0; i < m.count; i++) {
-        struct stat st;
-        ps__sample_path(path, sizeof path, ps->rankdir, m.ent[i].id);
-        if (stat(path, &st) || (uint64_t)st.st_size != PS_SAMPLE_HDR + m.ent[i].size) {
-            err = ps__errf(PS_ECORRUPT, "%s: sample file %s", path, errno == ENOENT ? "missing" : "has the wrong size");
+    for (uint64_t i = 0; i < m.count; i++)
+        if ((err = ps__sample_stat(&ps->rankdir, &m.ent[i])))
             goto out;
-        }
-    }
     free(ps->ent);
     ps->ent = m.ent;
     ps->n = ps->cap = m.count;
@@ -531,6 +529,7 @@ PS_API int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg)
     ps_shuffler_t *ps = calloc(1, sizeof *ps);
     if (!ps)
         return -ENOMEM;
+    ps->rankdir = (ps__dir_t)PS__DIR_INIT;
     if (MPI_Comm_dup(comm, &ps->comm) != MPI_SUCCESS) {
         free(ps);
         return ps__errf(PS_EMPI, "MPI_Comm_dup failed");
@@ -607,8 +606,14 @@ PS_API int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg)
             ps->root = strdup(cfg->store_dir);
             if (!ps->root)
                 err = -ENOMEM;
-            else {
-                ps__rank_dir(ps->rankdir, sizeof ps->rankdir, ps->root, ps->rank);
+            /* The directories are checked and locked before anything in
+             * them is read or removed. One that does not exist holds
+             * nothing to resume: it is created after the verdict, so that a
+             * refused job leaves no trace in the store. */
+            else if ((err = ps__dir_open(&ps->rankdir, ps->root, ps->rank, PS__DIR_PRIVATE)) == -ENOENT) {
+                ps__errclear();
+                err = 0;
+            } else if (!err && !(err = ps__dir_lock(&ps->rankdir))) {
                 err = open_local(ps, &me);
             }
         }
@@ -640,7 +645,10 @@ PS_API int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg)
     if (ps->root) {
         if (target != UINT64_MAX)
             err = resume_local(ps, target);
-        else if (!(err = ps__mkdirs(ps->rankdir)) && !(err = clean_rankdir(ps->rankdir, NULL)) && ps->rank == 0)
+        else if ((ps->rankdir.fd >= 0 ||
+                  (!(err = ps__dir_open(&ps->rankdir, ps->root, ps->rank, PS__DIR_CREATE | PS__DIR_PRIVATE)) &&
+                   !(err = ps__dir_lock(&ps->rankdir)))) &&
+                 !(err = clean_rankdir(&ps->rankdir, NULL)) && ps->rank == 0)
             err = clean_extra_ranks(ps);
     }
     if ((err = ps__agree(ps, err, 0)))
@@ -675,6 +683,7 @@ PS_API void ps_close(ps_shuffler_t *ps)
     free(ps->ent);
     free(ps->counts);
     free(ps->qtable);
+    ps__dir_close(&ps->rankdir);
     free(ps->root);
     pthread_mutex_destroy(&ps->mu);
     if (ps->comm != MPI_COMM_NULL) {
@@ -715,7 +724,7 @@ PS_API int ps_add(ps_shuffler_t *ps, uint64_t id, int32_t label, const void *dat
         return err;
     ps__entry_t e = {.id = id, .label = label, .size = len, .hash = ps__hash(data, len)};
     if (ps->root) {
-        if ((err = ps__sample_write(ps->rankdir, &e, data, 0)))
+        if ((err = ps__sample_write(&ps->rankdir, &e, data, 0)))
             return err;
     } else {
         e.data = ps__arena_alloc(&ps->arena, len, &e.blk);
@@ -982,9 +991,9 @@ PS_API int ps_start(ps_shuffler_t *ps)
                             .params = ps->params, .count = ps->n, .ent = ps->ent};
         ps__schedule_desc(&ps->q, m.qdesc, sizeof m.qdesc);
         if (ps->fsync)
-            err = ps__sync_store(ps->rankdir);
+            err = ps__sync_store(&ps->rankdir);
         if (!err)
-            err = ps__manifest_write(ps->rankdir, &m, ps->fsync);
+            err = ps__manifest_write(&ps->rankdir, &m, ps->fsync);
         if (!err && ps->hook)
             ps->hook(ps->hook_arg, PS_POINT_LOADED, 0);
     }
@@ -1015,7 +1024,7 @@ PS_API int ps_read(const ps_shuffler_t *ps, uint64_t idx, void *buf, size_t cap)
         return ps__errf(PS_EINVAL, "sample index %" PRIu64 " >= %" PRIu64, idx, ps->n);
     const ps__entry_t *e = &ps->ent[idx];
     if (ps->root)
-        return ps__sample_read(ps->rankdir, e, buf, cap);
+        return ps__sample_read(&ps->rankdir, e, buf, cap);
     if (cap < e->size)
         return ps__errf(PS_EINVAL, "buffer of %zu bytes for a %" PRIu64 "-byte sample", cap, e->size);
     if (e->size)

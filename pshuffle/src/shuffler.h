@@ -119,7 +119,7 @@ struct ps_shuffler {
     atomic_int thread_stop;  /* set by the caller, read by the progress thread */
     char *root;              /* NULL: memory store */
     ps__arena_t arena;       /* memory store */
-    char rankdir[4200];
+    ps__dir_t rankdir;       /* directory store: this rank's directory, open and locked */
     int started, resumed;
     uint64_t epoch;
     ps__entry_t *ent;        /* committed samples, ascending id after start */

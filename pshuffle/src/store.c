@@ -3,7 +3,13 @@
  * Every file is written atomically: a temporary file in the same
  * directory, fsync, rename. A manifest names the committed epoch and lists
  * every sample with its size and XXH3 checksum; the manifest itself ends
- * with a checksum line, so a torn or edited manifest is detected. */
+ * with a checksum line, so a torn or edited manifest is detected.
+ *
+ * A store may sit in a directory other users can write to (/tmp): its
+ * directories are the user's own (mode 0700, checked when they exist), and
+ * every file is opened through the rank directory's descriptor with
+ * O_NOFOLLOW, temporary files with O_EXCL, so that nothing planted by
+ * another user is ever followed or written through. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -11,6 +17,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -67,6 +74,13 @@ void ps__rank_dir(char *buf, size_t len, const char *root, int rank)
     snprintf(buf, len, "%s/rank-%05d", root, rank);
 }
 
+void ps__sample_name(char *buf, size_t len, uint64_t id) { snprintf(buf, len, "%016" PRIx64 ".s", id); }
+
+void ps__manifest_name(char *buf, size_t len, uint64_t epoch)
+{
+    snprintf(buf, len, "manifest.%010" PRIu64, epoch);
+}
+
 void ps__sample_path(char *buf, size_t len, const char *rankdir, uint64_t id)
 {
     snprintf(buf, len, "%s/%016" PRIx64 ".s", rankdir, id);
@@ -86,12 +100,190 @@ int ps__mkdirs(const char *path)
         if (*p != '/')
             continue;
         *p = 0;
-        if (mkdir(tmp, 0755) && errno != EEXIST)
+        if (mkdir(tmp, 0700) && errno != EEXIST)
             return ps__errf(-errno, "mkdir %s", tmp);
         *p = '/';
     }
-    if (mkdir(tmp, 0755) && errno != EEXIST)
+    if (mkdir(tmp, 0700) && errno != EEXIST)
         return ps__errf(-errno, "mkdir %s", tmp);
+    return 0;
+}
+
+/* Opens directory `name` relative to `at` without following a symbolic
+ * link, and with PS__DIR_PRIVATE refuses one another user could change:
+ * whoever can write to a store directory can replace its files. */
+static int open_dir(int at, const char *name, const char *path, int flags, int *out)
+{
+    int nofollow = flags & PS__DIR_PRIVATE || at != AT_FDCWD ? O_NOFOLLOW : 0;
+    int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | nofollow);
+    struct stat st;
+    if (fd < 0) {
+        int e = errno;
+        if ((e == ELOOP || e == ENOTDIR) && !fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) && S_ISLNK(st.st_mode))
+            return ps__errf(-ELOOP, "store directory %s is a symbolic link: refusing to follow it", path);
+        return ps__errf(-e, "open %s: %s", path, strerror(e));
+    }
+    if (fstat(fd, &st)) {
+        int e = errno;
+        close(fd);
+        return ps__errf(-e, "stat %s: %s", path, strerror(e));
+    }
+    if (flags & PS__DIR_PRIVATE) {
+        if (st.st_uid != geteuid()) {
+            close(fd);
+            return ps__errf(-EPERM, "store directory %s is owned by uid %u, not by this user (uid %u): refusing a "
+                            "store another user can change", path, (unsigned)st.st_uid, (unsigned)geteuid());
+        }
+        if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+            close(fd);
+            return ps__errf(-EPERM, "store directory %s is writable by group or others (mode %04o): refusing a "
+                            "store another user can change", path, (unsigned)(st.st_mode & 07777));
+        }
+    }
+    *out = fd;
+    return 0;
+}
+
+int ps__dir_open(ps__dir_t *d, const char *root, int rank, int flags)
+{
+    *d = (ps__dir_t)PS__DIR_INIT;
+    int err;
+    if (snprintf(d->root, sizeof d->root, "%s", root) >= (int)sizeof d->root)
+        return ps__errf(-ENAMETOOLONG, "%s", root);
+    ps__rank_dir(d->path, sizeof d->path, root, rank);
+    if ((flags & PS__DIR_CREATE) && (err = ps__mkdirs(root)))
+        return err;
+    if ((err = open_dir(AT_FDCWD, root, root, flags, &d->rootfd)))
+        return err;
+    if (rank < 0)
+        return 0;
+    char name[32];
+    snprintf(name, sizeof name, "rank-%05d", rank);
+    if ((flags & PS__DIR_CREATE) && mkdirat(d->rootfd, name, 0700) && errno != EEXIST) {
+        err = ps__errf(-errno, "mkdir %s: %s", d->path, strerror(errno));
+        ps__dir_close(d);
+        return err;
+    }
+    if ((err = open_dir(d->rootfd, name, d->path, flags, &d->fd))) {
+        ps__dir_close(d);
+        return err;
+    }
+    return 0;
+}
+
+/* Who holds a lock file: its first line, printable characters only. */
+static void lock_holder(int fd, char *buf, size_t len)
+{
+    ssize_t n = pread(fd, buf, len - 1, 0);
+    buf[n > 0 ? n : 0] = 0;
+    for (char *p = buf; *p; p++)
+        if (*p == '\n') {
+            *p = 0;
+            break;
+        } else if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e) {
+            *p = '?';
+        }
+    if (!buf[0])
+        snprintf(buf, len, "a process that has not written its name yet");
+}
+
+int ps__dir_lock(ps__dir_t *d)
+{
+    char path[4300], holder[160];
+    snprintf(path, sizeof path, "%s/lock", d->path);
+    int fd = openat(d->fd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return ps__errf(-errno, "open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+        close(fd);
+        return ps__errf(-EPERM, "%s: not a regular file of this user", path);
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB)) {
+        int e = errno;
+        if (e == EWOULDBLOCK) {
+            lock_holder(fd, holder, sizeof holder);
+            close(fd);
+            return ps__errf(-EBUSY, "store %s is in use by another job: %s holds the lock %s/lock", d->root, holder,
+                            d->path + strlen(d->root) + 1);
+        }
+        close(fd);
+        return ps__errf(-e, "lock %s: %s (the store needs a filesystem with flock)", path, strerror(e));
+    }
+    char host[128] = "?", line[200];
+    if (gethostname(host, sizeof host))
+        snprintf(host, sizeof host, "?");
+    host[sizeof host - 1] = 0;
+    int n = snprintf(line, sizeof line, "pid %ld on host %s\n", (long)getpid(), host);
+    if (ftruncate(fd, 0) || pwrite(fd, line, (size_t)n, 0) != n) {
+        int e = errno;
+        close(fd);
+        return ps__errf(-e, "write %s: %s", path, strerror(e));
+    }
+    d->lockfd = fd;
+    return 0;
+}
+
+void ps__dir_close(ps__dir_t *d)
+{
+    if (d->lockfd >= 0)
+        close(d->lockfd); /* releases the lock */
+    if (d->fd >= 0)
+        close(d->fd);
+    if (d->rootfd >= 0)
+        close(d->rootfd);
+    d->fd = d->rootfd = d->lockfd = -1;
+}
+
+int ps__dir_unlink_sample(const ps__dir_t *d, uint64_t id)
+{
+    char name[32];
+    ps__sample_name(name, sizeof name, id);
+    return unlinkat(d->fd, name, 0) && errno != ENOENT ? -errno : 0;
+}
+
+int ps__dir_unlink_manifest(const ps__dir_t *d, uint64_t epoch)
+{
+    char name[32];
+    ps__manifest_name(name, sizeof name, epoch);
+    return unlinkat(d->fd, name, 0) && errno != ENOENT ? -errno : 0;
+}
+
+/* Creates temporary file `name` for writing. O_EXCL and O_NOFOLLOW: a file
+ * or link of that name is never written through; one left by a crash of
+ * this store's own job (the directory is private) is removed first. */
+static int create_tmp(const ps__dir_t *d, const char *name, int *fd)
+{
+    for (int tries = 0;; tries++) {
+        *fd = openat(d->fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (*fd >= 0)
+            return 0;
+        if (errno != EEXIST || tries || (unlinkat(d->fd, name, 0) && errno != ENOENT))
+            return ps__errf(-errno, "create %s/%s: %s", d->path, name, strerror(errno));
+    }
+}
+
+/* Opens file `name` of the directory for reading, refusing anything but a
+ * regular file (a symbolic link, a FIFO, a device): O_NONBLOCK so that a
+ * FIFO cannot block the open. */
+static int open_regular(const ps__dir_t *d, const char *name, int *fd)
+{
+    *fd = openat(d->fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (*fd < 0) {
+        int e = errno;
+        if (e == ENOENT)
+            return ps__errf(PS_ECORRUPT, "%s/%s: %s", d->path, name,
+                            name[0] == 'm' ? "manifest missing" : "sample file missing");
+        if (e == ELOOP)
+            return ps__errf(PS_ECORRUPT, "%s/%s: a symbolic link, not a file of the store", d->path, name);
+        return ps__errf(-e, "open %s/%s: %s", d->path, name, strerror(e));
+    }
+    struct stat st;
+    if (fstat(*fd, &st) || !S_ISREG(st.st_mode)) {
+        close(*fd);
+        *fd = -1;
+        return ps__errf(PS_ECORRUPT, "%s/%s: not a regular file", d->path, name);
+    }
     return 0;
 }
 
@@ -135,56 +327,40 @@ static int write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
-int ps__fsync_dir(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return ps__errf(-errno, "open %s", path);
-    int err = fsync(fd) ? -errno : 0;
-    close(fd);
-    return err ? ps__errf(err, "fsync %s", path) : 0;
-}
-
 /* Makes every sample file written so far durable, with their directory
  * entries: one syncfs() of the store's filesystem instead of one fsync per
  * file, which on a node-local disk costs about as much as a single fsync.
  * Called before a manifest is written, so a manifest never names a sample
  * that could be lost on power failure. */
-int ps__sync_store(const char *rankdir)
+int ps__sync_store(const ps__dir_t *d)
 {
-    int fd = open(rankdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return ps__errf(-errno, "open %s", rankdir);
-    int err = syncfs(fd) ? -errno : 0;
-    if (!err && fsync(fd))
-        err = -errno;
-    close(fd);
-    return err ? ps__errf(err, "syncfs %s", rankdir) : 0;
+    if (syncfs(d->fd) || fsync(d->fd))
+        return ps__errf(-errno, "syncfs %s: %s", d->path, strerror(errno));
+    return 0;
 }
 
-/* Writes two buffers to `path` atomically. */
-static int atomic_write(const char *path, const void *a, size_t alen, const void *b, size_t blen,
+/* Writes two buffers to file `name` atomically. */
+static int atomic_write(const ps__dir_t *d, const char *name, const void *a, size_t alen, const void *b, size_t blen,
                         int do_fsync)
 {
-    char tmp[4200];
-    const char *slash = strrchr(path, '/');
-    int dl = slash ? (int)(slash - path) : 0;
-    snprintf(tmp, sizeof tmp, "%.*s/.tmp.%s", dl, path, slash ? slash + 1 : path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return ps__errf(-errno, "create %s", tmp);
-    int err = write_all(fd, a, alen);
+    char tmp[64];
+    int fd;
+    snprintf(tmp, sizeof tmp, ".tmp.%s", name);
+    int err = create_tmp(d, tmp, &fd);
+    if (err)
+        return err;
+    err = write_all(fd, a, alen);
     if (!err && blen)
         err = write_all(fd, b, blen);
     if (!err && do_fsync && fsync(fd))
         err = -errno;
     if (close(fd) && !err)
         err = -errno;
-    if (!err && rename(tmp, path))
+    if (!err && renameat(d->fd, tmp, d->fd, name))
         err = -errno;
     if (err) {
-        unlink(tmp);
-        return ps__errf(err, "write %s", path);
+        unlinkat(d->fd, tmp, 0);
+        return ps__errf(err, "write %s/%s", d->path, name);
     }
     return 0;
 }
@@ -193,22 +369,6 @@ static void put_u32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) 
 static void put_u64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i)); }
 static uint32_t get_u32(const unsigned char *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
 static uint64_t get_u64(const unsigned char *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
-
-/* Sample file: 32-byte header {"PSMP", u32 version=1, u64 id, i32 label,
- * u32 reserved, u64 size} then the payload. The payload's checksum lives in
- * the manifest, so a file cannot vouch for itself. */
-int ps__sample_write(const char *rankdir, const ps__entry_t *e, const void *data, int do_fsync)
-{
-    unsigned char h[PS_SAMPLE_HDR] = {0};
-    char path[4200];
-    memcpy(h, PS_SAMPLE_MAGIC, 4);
-    put_u32(h + 4, 1);
-    put_u64(h + 8, e->id);
-    put_u32(h + 16, (uint32_t)e->label);
-    put_u64(h + 24, e->size);
-    ps__sample_path(path, sizeof path, rankdir, e->id);
-    return atomic_write(path, h, sizeof h, data, e->size, do_fsync);
-}
 
 static void sample_header(unsigned char *h, const ps__entry_t *e)
 {
@@ -220,87 +380,95 @@ static void sample_header(unsigned char *h, const ps__entry_t *e)
     put_u64(h + 24, e->size);
 }
 
-static void sample_tmp_path(char *buf, size_t len, const char *rankdir, uint64_t id)
+/* Sample file: 32-byte header {"PSMP", u32 version=1, u64 id, i32 label,
+ * u32 reserved, u64 size} then the payload. The payload's checksum lives in
+ * the manifest, so a file cannot vouch for itself. */
+int ps__sample_write(const ps__dir_t *d, const ps__entry_t *e, const void *data, int do_fsync)
 {
-    snprintf(buf, len, "%s/.tmp.%016" PRIx64 ".s", rankdir, id);
+    unsigned char h[PS_SAMPLE_HDR];
+    char name[32];
+    sample_header(h, e);
+    ps__sample_name(name, sizeof name, e->id);
+    return atomic_write(d, name, h, sizeof h, data, e->size, do_fsync);
+}
+
+static void sample_tmp_name(char *buf, size_t len, uint64_t id)
+{
+    snprintf(buf, len, ".tmp.%016" PRIx64 ".s", id);
 }
 
 /* Streaming write of a received sample: the header now, the payload in
  * pieces, then an atomic rename, as ps__sample_write() does in one go. */
-int ps__sample_create(const char *rankdir, const ps__entry_t *e, int *fd)
+int ps__sample_create(const ps__dir_t *d, const ps__entry_t *e, int *fd)
 {
-    char tmp[4200];
+    char tmp[64];
     unsigned char h[PS_SAMPLE_HDR];
-    sample_tmp_path(tmp, sizeof tmp, rankdir, e->id);
+    sample_tmp_name(tmp, sizeof tmp, e->id);
     sample_header(h, e);
-    *fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (*fd < 0)
-        return ps__errf(-errno, "create %s", tmp);
-    int err = write_all(*fd, h, sizeof h);
-    if (err) {
+    int err = create_tmp(d, tmp, fd);
+    if (err)
+        return err;
+    if ((err = write_all(*fd, h, sizeof h))) {
         close(*fd);
         *fd = -1;
-        unlink(tmp);
-        return ps__errf(err, "write %s", tmp);
+        unlinkat(d->fd, tmp, 0);
+        return ps__errf(err, "write %s/%s", d->path, tmp);
     }
     return 0;
 }
 
-int ps__sample_append(const char *rankdir, const ps__entry_t *e, int fd, const void *data, size_t len)
+int ps__sample_append(const ps__dir_t *d, const ps__entry_t *e, int fd, const void *data, size_t len)
 {
     int err = write_all(fd, data, len);
     if (err) {
-        char tmp[4200];
-        sample_tmp_path(tmp, sizeof tmp, rankdir, e->id);
-        return ps__errf(err, "write %s", tmp);
+        char tmp[64];
+        sample_tmp_name(tmp, sizeof tmp, e->id);
+        return ps__errf(err, "write %s/%s", d->path, tmp);
     }
     return 0;
 }
 
-int ps__sample_finish(const char *rankdir, const ps__entry_t *e, int fd)
+int ps__sample_finish(const ps__dir_t *d, const ps__entry_t *e, int fd)
 {
-    char tmp[4200], path[4200];
-    sample_tmp_path(tmp, sizeof tmp, rankdir, e->id);
-    ps__sample_path(path, sizeof path, rankdir, e->id);
+    char tmp[64], name[32];
+    sample_tmp_name(tmp, sizeof tmp, e->id);
+    ps__sample_name(name, sizeof name, e->id);
     int err = close(fd) ? -errno : 0;
-    if (!err && rename(tmp, path))
+    if (!err && renameat(d->fd, tmp, d->fd, name))
         err = -errno;
     if (err) {
-        unlink(tmp);
-        return ps__errf(err, "write %s", path);
+        unlinkat(d->fd, tmp, 0);
+        return ps__errf(err, "write %s/%s", d->path, name);
     }
     return 0;
 }
 
-void ps__sample_abort(const char *rankdir, const ps__entry_t *e, int fd)
+void ps__sample_abort(const ps__dir_t *d, const ps__entry_t *e, int fd)
 {
-    char tmp[4200];
-    sample_tmp_path(tmp, sizeof tmp, rankdir, e->id);
+    char tmp[64];
+    sample_tmp_name(tmp, sizeof tmp, e->id);
     if (fd >= 0)
         close(fd);
-    unlink(tmp);
+    unlinkat(d->fd, tmp, 0);
 }
 
-/* Opens a sample file for reading its payload in pieces (at offset
- * PS_SAMPLE_HDR + k), after checking its header and size against e. */
-int ps__sample_open(const char *rankdir, const ps__entry_t *e, int *fd)
+/* Opens sample file e and checks its header and size against e. */
+static int sample_open_checked(const ps__dir_t *d, const ps__entry_t *e, int *fd)
 {
-    char path[4200];
+    char name[32];
     unsigned char h[PS_SAMPLE_HDR];
     struct stat st;
-    ps__sample_path(path, sizeof path, rankdir, e->id);
-    *fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (*fd < 0)
-        return ps__errf(errno == ENOENT ? PS_ECORRUPT : -errno, "%s: %s", path,
-                        errno == ENOENT ? "sample file missing" : strerror(errno));
-    int err = 0;
+    ps__sample_name(name, sizeof name, e->id);
+    int err = open_regular(d, name, fd);
+    if (err)
+        return err;
     if (pread(*fd, h, sizeof h, 0) != (ssize_t)sizeof h || memcmp(h, PS_SAMPLE_MAGIC, 4) || get_u32(h + 4) != 1)
-        err = ps__errf(PS_ECORRUPT, "%s: bad sample header", path);
+        err = ps__errf(PS_ECORRUPT, "%s/%s: bad sample header", d->path, name);
     else if (get_u64(h + 8) != e->id || get_u64(h + 24) != e->size || (int32_t)get_u32(h + 16) != e->label)
-        err = ps__errf(PS_ECORRUPT, "%s: header (id %#" PRIx64 ", size %" PRIu64 ") disagrees with the manifest",
-                       path, get_u64(h + 8), get_u64(h + 24));
+        err = ps__errf(PS_ECORRUPT, "%s/%s: header (id %#" PRIx64 ", size %" PRIu64 ") disagrees with the manifest",
+                       d->path, name, get_u64(h + 8), get_u64(h + 24));
     else if (fstat(*fd, &st) || (uint64_t)st.st_size != PS_SAMPLE_HDR + e->size)
-        err = ps__errf(PS_ECORRUPT, "%s: %lld bytes, expected %" PRIu64, path, (long long)st.st_size,
+        err = ps__errf(PS_ECORRUPT, "%s/%s: %lld bytes, expected %" PRIu64, d->path, name, (long long)st.st_size,
                        PS_SAMPLE_HDR + e->size);
     if (err) {
         close(*fd);
@@ -309,7 +477,26 @@ int ps__sample_open(const char *rankdir, const ps__entry_t *e, int *fd)
     return err;
 }
 
-int ps__sample_pread(const char *rankdir, const ps__entry_t *e, int fd, void *buf, size_t len, uint64_t off)
+/* Opens a sample file for reading its payload in pieces (at offset
+ * PS_SAMPLE_HDR + k), after checking its header and size against e. */
+int ps__sample_open(const ps__dir_t *d, const ps__entry_t *e, int *fd) { return sample_open_checked(d, e, fd); }
+
+int ps__sample_stat(const ps__dir_t *d, const ps__entry_t *e)
+{
+    char name[32];
+    struct stat st;
+    ps__sample_name(name, sizeof name, e->id);
+    if (fstatat(d->fd, name, &st, AT_SYMLINK_NOFOLLOW))
+        return ps__errf(errno == ENOENT ? PS_ECORRUPT : -errno, "%s/%s: sample file %s", d->path, name,
+                        errno == ENOENT ? "missing" : strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return ps__errf(PS_ECORRUPT, "%s/%s: not a regular file", d->path, name);
+    if ((uint64_t)st.st_size != PS_SAMPLE_HDR + e->size)
+        return ps__errf(PS_ECORRUPT, "%s/%s: sample file has the wrong size", d->path, name);
+    return 0;
+}
+
+int ps__sample_pread(const ps__dir_t *d, const ps__entry_t *e, int fd, void *buf, size_t len, uint64_t off)
 {
     size_t got = 0;
     while (got < len) {
@@ -317,8 +504,8 @@ int ps__sample_pread(const char *rankdir, const ps__entry_t *e, int fd, void *bu
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0) {
-            char path[4200];
-            ps__sample_path(path, sizeof path, rankdir, e->id);
+            char path[4300];
+            ps__sample_path(path, sizeof path, d->path, e->id);
             return r < 0 ? ps__errf(-errno, "read %s", path) : ps__errf(PS_ECORRUPT, "%s: truncated", path);
         }
         got += (size_t)r;
@@ -326,57 +513,28 @@ int ps__sample_pread(const char *rankdir, const ps__entry_t *e, int fd, void *bu
     return 0;
 }
 
-int ps__sample_read(const char *rankdir, const ps__entry_t *e, void *buf, size_t cap)
+int ps__sample_read(const ps__dir_t *d, const ps__entry_t *e, void *buf, size_t cap)
 {
-    char path[4200];
-    unsigned char h[PS_SAMPLE_HDR];
-    int err = 0;
-    ps__sample_path(path, sizeof path, rankdir, e->id);
     if (cap < e->size)
         return ps__errf(PS_EINVAL, "sample %#" PRIx64 ": buffer of %zu bytes for %" PRIu64, e->id, cap, e->size);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ps__errf(errno == ENOENT ? PS_ECORRUPT : -errno, "%s: %s", path,
-                        errno == ENOENT ? "sample file missing" : strerror(errno));
-    ssize_t r = pread(fd, h, sizeof h, 0);
-    if (r != (ssize_t)sizeof h || memcmp(h, PS_SAMPLE_MAGIC, 4) || get_u32(h + 4) != 1) {
-        err = ps__errf(PS_ECORRUPT, "%s: bad sample header", path);
-        goto out;
-    }
-    if (get_u64(h + 8) != e->id || get_u64(h + 24) != e->size || (int32_t)get_u32(h + 16) != e->label) {
-        err = ps__errf(PS_ECORRUPT, "%s: header (id %#" PRIx64 ", size %" PRIu64 ") disagrees with the manifest",
-                       path, get_u64(h + 8), get_u64(h + 24));
-        goto out;
-    }
-    size_t got = 0;
-    while (got < e->size) {
-        r = pread(fd, (char *)buf + got, e->size - got, (off_t)(PS_SAMPLE_HDR + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            err = r < 0 ? ps__errf(-errno, "read %s", path) : ps__errf(PS_ECORRUPT, "%s: truncated", path);
-            goto out;
-        }
-        got += (size_t)r;
-    }
-    struct stat st;
-    if (fstat(fd, &st) == 0 && (uint64_t)st.st_size != PS_SAMPLE_HDR + e->size) {
-        err = ps__errf(PS_ECORRUPT, "%s: %lld bytes, expected %" PRIu64, path, (long long)st.st_size,
-                       PS_SAMPLE_HDR + e->size);
-        goto out;
-    }
-    if (ps__hash(buf, e->size) != e->hash)
-        err = ps__errf(PS_ECORRUPT, "%s: checksum mismatch (sample %#" PRIx64 ")", path, e->id);
-out:
+    int fd, err = sample_open_checked(d, e, &fd);
+    if (err)
+        return err;
+    err = ps__sample_pread(d, e, fd, buf, e->size, 0);
     close(fd);
+    if (!err && ps__hash(buf, e->size) != e->hash) {
+        char path[4300];
+        ps__sample_path(path, sizeof path, d->path, e->id);
+        err = ps__errf(PS_ECORRUPT, "%s: checksum mismatch (sample %#" PRIx64 ")", path, e->id);
+    }
     return err;
 }
 
-int ps__manifest_write(const char *rankdir, const ps__manifest_t *m, int do_fsync)
+int ps__manifest_write(const ps__dir_t *d, const ps__manifest_t *m, int do_fsync)
 {
     char *buf = NULL;
     size_t len = 0;
-    char path[4200];
+    char name[32];
     FILE *f = open_memstream(&buf, &len);
     if (!f)
         return -ENOMEM;
@@ -393,11 +551,11 @@ int ps__manifest_write(const char *rankdir, const ps__manifest_t *m, int do_fsyn
     }
     fprintf(f, "checksum %016" PRIx64 "\n", ps__hash(buf, len));
     fclose(f);
-    ps__manifest_path(path, sizeof path, rankdir, m->epoch);
-    int err = atomic_write(path, buf, len, NULL, 0, do_fsync);
+    ps__manifest_name(name, sizeof name, m->epoch);
+    int err = atomic_write(d, name, buf, len, NULL, 0, do_fsync);
     free(buf);
-    if (!err && do_fsync)
-        err = ps__fsync_dir(rankdir);
+    if (!err && do_fsync && fsync(d->fd))
+        err = ps__errf(-errno, "fsync %s: %s", d->path, strerror(errno));
     return err;
 }
 
@@ -471,27 +629,43 @@ static int parse_entry(char **pp, const char *end, ps__entry_t *e)
     return 0;
 }
 
-int ps__manifest_read(const char *path, ps__manifest_t *m)
+int ps__manifest_read(const ps__dir_t *d, uint64_t epoch, ps__manifest_t *m)
+{
+    char name[32], path[4300];
+    int fd;
+    memset(m, 0, sizeof *m);
+    ps__manifest_name(name, sizeof name, epoch);
+    int err = open_regular(d, name, &fd);
+    if (err)
+        return err;
+    snprintf(path, sizeof path, "%s/%s", d->path, name);
+    err = ps__manifest_read_fd(fd, path, m);
+    close(fd);
+    return err;
+}
+
+int ps__manifest_read_fd(int fd, const char *path, ps__manifest_t *m)
 {
     memset(m, 0, sizeof *m);
     int err = 0;
     char *buf = NULL;
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return ps__errf(-errno, "open %s", path);
     struct stat st;
-    if (fstat(fileno(f), &st) || st.st_size > (off_t)1 << 36) {
-        fclose(f);
-        return ps__errf(PS_ECORRUPT, "%s: unreadable size", path);
-    }
-    size_t len = (size_t)st.st_size;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > (off_t)1 << 36)
+        return ps__errf(PS_ECORRUPT, "%s: not a regular file of a readable size", path);
+    size_t len = (size_t)st.st_size, got = 0;
     buf = malloc(len + 1);
-    if (!buf || fread(buf, 1, len, f) != len) {
-        fclose(f);
-        free(buf);
-        return ps__errf(buf ? -EIO : -ENOMEM, "read %s", path);
+    if (!buf)
+        return ps__errf(-ENOMEM, "read %s", path);
+    while (got < len) {
+        ssize_t r = pread(fd, buf + got, len - got, (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            free(buf);
+            return ps__errf(r < 0 ? -errno : PS_ECORRUPT, "read %s: %s", path, r < 0 ? strerror(errno) : "truncated");
+        }
+        got += (size_t)r;
     }
-    fclose(f);
     buf[len] = 0;
     /* The checksum line is the last line; it covers everything before it. */
     char *cl = NULL;
@@ -566,13 +740,19 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-int ps__manifest_list(const char *rankdir, uint64_t **out, size_t *n)
+int ps__manifest_list(const ps__dir_t *dir, uint64_t **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
-    DIR *d = opendir(rankdir);
-    if (!d)
-        return errno == ENOENT ? 0 : ps__errf(-errno, "open %s", rankdir);
+    int dfd = dup(dir->fd);
+    DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+    if (!d) {
+        int e = errno;
+        if (dfd >= 0)
+            close(dfd);
+        return ps__errf(-e, "open %s: %s", dir->path, strerror(e));
+    }
+    rewinddir(d); /* the duplicate shares the offset of an earlier listing */
     size_t cap = 0;
     struct dirent *de;
     while ((de = readdir(d))) {

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -61,23 +62,29 @@ PS_API int ps_verify_dir(const char *dir, ps_verify_t *v)
     if (err)
         return err;
     v->nranks = M;
-    char rd[4200], path[4300];
+    char path[4300];
     uint64_t *hi = calloc((size_t)M, sizeof *hi), lo = UINT64_MAX, top = 0;
     ps__manifest_t *man = calloc((size_t)M, sizeof *man);
+    /* The rank directories stay open: every file is read through them,
+     * never by a path that a symbolic link could redirect. */
+    ps__dir_t *rd = calloc((size_t)M, sizeof *rd);
     uint64_t *ids = NULL;
     void *buf = NULL;
-    if (!hi || !man) {
+    if (!hi || !man || !rd) {
         err = -ENOMEM;
         goto out;
     }
+    for (int r = 0; r < M; r++)
+        rd[r] = (ps__dir_t)PS__DIR_INIT;
     for (int r = 0; r < M; r++) {
         uint64_t *eps;
         size_t n;
-        ps__rank_dir(rd, sizeof rd, dir, r);
-        if ((err = ps__manifest_list(rd, &eps, &n)))
+        if ((err = ps__dir_open(&rd[r], dir, r, 0)))
+            goto out;
+        if ((err = ps__manifest_list(&rd[r], &eps, &n)))
             goto out;
         if (!n) {
-            err = ps__errf(PS_ECORRUPT, "%s: no manifest", rd);
+            err = ps__errf(PS_ECORRUPT, "%s: no manifest", rd[r].path);
             goto out;
         }
         hi[r] = eps[n - 1];
@@ -93,9 +100,8 @@ PS_API int ps_verify_dir(const char *dir, ps_verify_t *v)
     v->min_count = UINT64_MAX;
     uint64_t total = 0;
     for (int r = 0; r < M; r++) {
-        ps__rank_dir(rd, sizeof rd, dir, r);
-        ps__manifest_path(path, sizeof path, rd, lo);
-        if ((err = ps__manifest_read(path, &man[r])))
+        ps__manifest_path(path, sizeof path, rd[r].path, lo);
+        if ((err = ps__manifest_read(&rd[r], lo, &man[r])))
             goto out;
         if (man[r].nranks != M || man[r].rank != r) {
             err = ps__errf(PS_ECORRUPT, "%s: says rank %d of %d, the store has %d rank directories", path, man[r].rank,
@@ -116,7 +122,6 @@ PS_API int ps_verify_dir(const char *dir, ps_verify_t *v)
     uint64_t k = 0;
     size_t cap = 0;
     for (int r = 0; r < M; r++) {
-        ps__rank_dir(rd, sizeof rd, dir, r);
         for (uint64_t i = 0; i < man[r].count; i++) {
             const ps__entry_t *e = &man[r].ent[i];
             ids[k++] = e->id;
@@ -130,7 +135,7 @@ PS_API int ps_verify_dir(const char *dir, ps_verify_t *v)
                     goto out;
                 }
             }
-            int rerr = ps__sample_read(rd, e, buf, cap);
+            int rerr = ps__sample_read(&rd[r], e, buf, cap);
             if (rerr == PS_ECORRUPT && strstr(ps_errdetail(), "missing")) {
                 v->missing++;
                 problem(v, "%s", ps_errdetail());
@@ -141,7 +146,12 @@ PS_API int ps_verify_dir(const char *dir, ps_verify_t *v)
         }
         /* Files no manifest of this epoch lists: leftovers of an
          * interrupted exchange, removed by the next ps_open(). */
-        DIR *d = opendir(rd);
+        int dfd = dup(rd[r].fd);
+        DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+        if (!d && dfd >= 0)
+            close(dfd);
+        if (d)
+            rewinddir(d);
         struct dirent *de;
         while (d && (de = readdir(d))) {
             uint64_t id;
@@ -171,6 +181,9 @@ out:
     for (int r = 0; man && r < M; r++)
         ps__manifest_free(&man[r]);
     free(man);
+    for (int r = 0; rd && r < M; r++)
+        ps__dir_close(&rd[r]);
+    free(rd);
     free(hi);
     free(ids);
     free(buf);

@@ -38,8 +38,21 @@ void hm__logf(int level, const char *fmt, ...) HM_PRINTF(2, 3);
 #define HM_INFO(...) HM_LOG(HM_LOG_INFO, __VA_ARGS__)
 #define HM_DEBUG(...) HM_LOG(HM_LOG_DEBUG, __VA_ARGS__)
 
-/* JSON (jansson). Loads a file; on failure returns HM_EBADJSON (or -errno)
- * with a detail "PATH:LINE:COL: message". *out owned by caller (json_decref). */
+/* Opens a file a user named as an input for reading. Non-blocking, so that
+ * a FIFO or a device cannot hang the command, and refused unless it is a
+ * regular file: 0 and *fd (the caller closes it), or -errno with the
+ * detail "PATH", or -EINVAL with "PATH: not a regular file (a FIFO)". */
+int hm__open_input(const char *path, int *fd);
+
+/* The most bytes a JSON input may have: HETMEM_JSON_MAX (a size), else
+ * HM_JSON_MAX_DEFAULT. Parsing is linear, but jansson holds the whole
+ * document in memory at several times its size. */
+#define HM_JSON_MAX_DEFAULT (UINT64_C(256) << 20)
+uint64_t hm__json_max(void);
+
+/* JSON (jansson). Loads a file (a regular file of at most hm__json_max()
+ * bytes); on failure returns HM_EBADJSON (or -errno) with a detail
+ * "PATH:LINE:COL: message". *out owned by caller (json_decref). */
 int hm__json_load_file(const char *path, json_t **out);
 int hm__json_load_string(const char *what, const char *text, json_t **out);
 /* Typed getters that fail with HM_EBADJSON naming the key and the file. */

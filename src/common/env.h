@@ -41,6 +41,7 @@ extern char *secure_getenv(const char *name);
     X(SOFT_NULL, "HETMEM_SOFT_NULL", "user", "soft sampler timers fire but record nothing (overhead floor)") \
     X(PRELOAD, "HETMEM_PRELOAD", "user", "path of libhetmem_preload.so to use")                     \
     X(MACHINES, "HETMEM_MACHINES", "user", "extra folder of machine presets")                      \
+    X(JSON_MAX, "HETMEM_JSON_MAX", "user", "largest JSON input read (a size; default 256M)")       \
     X(SYSFS_ROOT, "HETMEM_SYSFS_ROOT", "user", "read /sys and /proc from this folder (captured trees)")
 
 enum {

@@ -1,15 +1,78 @@
 #include "common.h"
 
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/env.h"
+
+uint64_t hm__json_max(void)
+{
+    const char *v = hm__env_get(HM_ENV_JSON_MAX);
+    uint64_t m;
+    return v && *v && hm__parse_size(v, &m) == 0 && m > 0 ? m : HM_JSON_MAX_DEFAULT;
+}
 
 int hm__json_load_file(const char *path, json_t **out)
 {
     json_error_t e;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return hm__errf(-errno, "%s", path);
-    json_t *j = json_loadf(f, JSON_REJECT_DUPLICATES, &e);
-    fclose(f);
+    int fd, rc = hm__open_input(path, &fd);
+    if (rc)
+        return rc;
+    struct stat st;
+    uint64_t max = hm__json_max();
+    char lim[32];
+    if (fstat(fd, &st) != 0) {
+        rc = hm__errf(-errno, "%s: %s", path, strerror(errno));
+        close(fd);
+        return rc;
+    }
+    if ((uint64_t)st.st_size > max) {
+        char sz[32];
+        close(fd);
+        return hm__errf(HM_EBADJSON, "%s: %s of JSON, over the limit of %s (HETMEM_JSON_MAX)", path,
+                        hm__fmt_size((uint64_t)st.st_size, sz, sizeof sz), hm__fmt_size(max, lim, sizeof lim));
+    }
+    /* Read up to one byte past the limit: a file that grows while it is
+     * read is held to the limit too. */
+    size_t cap = (size_t)st.st_size + 1, len = 0;
+    char *buf = malloc(cap);
+    if (!buf) {
+        close(fd);
+        return hm__errf(-ENOMEM, "%s: %zu bytes", path, cap);
+    }
+    for (;;) {
+        if (len == cap) {
+            size_t ncap = cap * 2 > max + 1 ? (size_t)max + 1 : cap * 2;
+            char *nb = ncap > cap ? realloc(buf, ncap) : NULL;
+            if (!nb)
+                break;
+            buf = nb;
+            cap = ncap;
+        }
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = hm__errf(-errno, "%s: %s", path, strerror(errno));
+            break;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    close(fd);
+    if (!rc && len > max)
+        rc = hm__errf(HM_EBADJSON, "%s: over the limit of %s of JSON (HETMEM_JSON_MAX)", path,
+                      hm__fmt_size(max, lim, sizeof lim));
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &e);
+    free(buf);
     if (!j)
         return hm__errf(HM_EBADJSON, "%s:%d:%d: %s", path, e.line, e.column, e.text);
     *out = j;

@@ -2,13 +2,42 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
+
+int hm__open_input(const char *path, int *fd)
+{
+    *fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (*fd < 0)
+        return hm__errf(-errno, "%s", path);
+    struct stat st;
+    if (fstat(*fd, &st) != 0) {
+        int e = errno;
+        close(*fd);
+        *fd = -1;
+        return hm__errf(-e, "%s", path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        const char *what = S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory"
+                         : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                         : S_ISSOCK(st.st_mode) ? "a socket" : "of another kind";
+        close(*fd);
+        *fd = -1;
+        return hm__errf(-EINVAL, "%s: not a regular file (%s)", path, what);
+    }
+    /* Reads of a regular file never block; the flag only mattered for the
+     * open itself. */
+    fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_NONBLOCK);
+    return 0;
+}
 
 int hm__parse_u64(const char *s, uint64_t *out)
 {

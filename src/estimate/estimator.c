@@ -234,6 +234,9 @@ HM_API int hm_estimator_save(const hm_estimator_t *e, const char *path)
 
 /* ------------------------------------------------------------ loading */
 
+/* The most bytes a summarys objects may hold together: 2^56, so that a
+ * byte count times a percentage (at most 100) stays within 64 bits. */
+#define HM_EST_BYTES_MAX (UINT64_C(1) << 56)
 #define BAD(...) do { rc = hm__errf(HM_EBADJSON, __VA_ARGS__); goto fail; } while (0)
 
 /* Times (ns), counts and rates above this are no measurement (1e18 ns is 31
@@ -353,6 +356,7 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
     }
     e->nobj = (int)json_array_size(objs) + 1;
     e->obj = hm__xcalloc((size_t)e->nobj, sizeof *e->obj);
+    uint64_t total = 0;
     for (int o = 0; o < e->nobj - 1; o++) {
         json_t *x = json_array_get(objs, (size_t)o);
         char where[64];
@@ -366,6 +370,10 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
             goto fail;
         if (site && hm__parse_u64(site, &e->obj[o].site) < 0)
             BAD("%s: \"site\" is not a number: '%s'", where, site);
+        /* Byte counts are summed per device and scaled by page percentages
+         * in 64 bits: objects past HM_EST_BYTES_MAX in all would wrap. */
+        if (__builtin_add_overflow(total, e->obj[o].size, &total) || total > HM_EST_BYTES_MAX)
+            BAD("%s: the objects' sizes add up past 64 PiB", where);
         e->obj[o].name = nm ? hm__xstrdup(nm) : NULL;
         e->obj[o].source = src ? hm__xstrdup(src) : NULL;
         json_t *pg = json_object_get(x, "pages");

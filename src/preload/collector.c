@@ -124,6 +124,38 @@ void hm__thr_exit(void *p)
 
 /* ------------------------------------------------------------- events */
 
+static void drain_events(hm__thr_t *t);
+#ifdef HM_TEST_HOOKS
+static _Atomic uint64_t self_drains; /* reported at exit when the collector is delayed */
+#endif
+
+/* The calling thread's event ring is full. It drains the ring into the
+ * spool itself, as the collector would: whoever holds drain_lock is the
+ * consumer, and that lock is only ever held for copying into the spool and
+ * writing it (the collector holds it while it resolves samples too, which
+ * takes no lock a producer could hold while it records an event). So an
+ * allocation event waits for nothing but the spool: not for the collector
+ * to be scheduled, which on a loaded machine may take longer than any
+ * bound. Returns 0 when the ring has room; -1 once the collector has
+ * stopped (the process is exiting or exec'ing: its last drain is done or
+ * under way, and records after it would follow the statistics). */
+static int drain_own(hm__thr_t *t)
+{
+    if (hm__S.fd < 0 || atomic_load(&hm__S.stop))
+        return -1;
+    pthread_mutex_lock(&hm__S.drain_lock);
+    int ok = hm__S.fd >= 0 && !atomic_load(&hm__S.stop);
+    if (ok)
+        drain_events(t);
+    pthread_mutex_unlock(&hm__S.drain_lock);
+#ifdef HM_TEST_HOOKS
+    atomic_fetch_add(&self_drains, ok);
+#endif
+    return ok ? 0 : -1;
+}
+
+static _Atomic uint64_t late_drops;
+
 static void ev_push(uint16_t kind, uint64_t a, uint64_t b, uint64_t c, const char *s)
 {
     /* hetmem run reads only the placement records: a long run's millions
@@ -134,14 +166,12 @@ static void ev_push(uint16_t kind, uint64_t a, uint64_t b, uint64_t c, const cha
     if (!t)
         return;
     uint64_t h = atomic_load_explicit(&t->eh, memory_order_relaxed);
-    /* Allocation events must not be lost: wait for the collector (it never
-     * waits on us). Only when it is gone (exiting) do we drop and count. */
-    for (int spin = 0; h - atomic_load_explicit(&t->et, memory_order_acquire) >= HM_EVN; spin++) {
-        if (!atomic_load(&hm__S.running) || spin > 100000) {
-            t->ev_dropped++;
-            return;
-        }
-        sched_yield();
+    /* Allocation events are never dropped while the collector runs. */
+    if (h - atomic_load_explicit(&t->et, memory_order_acquire) >= HM_EVN && drain_own(t)) {
+        t->ev_dropped++;
+        if (atomic_fetch_add(&late_drops, 1) == 0)
+            hm__pdiag("allocation events dropped: event ring full after the collector stopped (exit or exec)");
+        return;
     }
     /* Half full: wake the collector early rather than wait for its tick. */
     if (h - atomic_load_explicit(&t->et, memory_order_relaxed) == HM_EVN / 2 && atomic_load(&hm__S.running)) {
@@ -254,7 +284,8 @@ static void perf_cb(void *ctx, const hm_perf_sample_t *s)
     hm__S.samples++;
 }
 
-static void drain_thread(hm__thr_t *t)
+/* Moves a thread's events to the spool; drain_lock held. */
+static void drain_events(hm__thr_t *t)
 {
     uint64_t h = atomic_load_explicit(&t->eh, memory_order_acquire);
     for (uint64_t i = atomic_load_explicit(&t->et, memory_order_relaxed); i < h; i++) {
@@ -262,8 +293,12 @@ static void drain_thread(hm__thr_t *t)
         spool_put(&e->r, e->payload);
     }
     atomic_store_explicit(&t->et, h, memory_order_release);
+}
 
-    h = atomic_load_explicit(&t->sh, memory_order_acquire);
+static void drain_thread(hm__thr_t *t)
+{
+    drain_events(t);
+    uint64_t h = atomic_load_explicit(&t->sh, memory_order_acquire);
     for (uint64_t i = atomic_load_explicit(&t->st, memory_order_relaxed); i < h; i++) {
         const hm__soft_raw_t *raw = &t->soft[i % HM_SOFTN];
         uint64_t addr = 0, ip = hm__arch_raw_pc(raw);
@@ -285,7 +320,7 @@ static void drain_thread(hm__thr_t *t)
     t->soft_dropped = 0;
     if (t->ev_dropped) {
         hm__spool_rec_t r = {HM_SPOOL_ERROR, 0, t->tid, hm__now_ns(), t->ev_dropped, 0, 0};
-        const char *m = "allocation events dropped (ring full at exit)";
+        const char *m = "allocation events dropped (event ring full after the collector stopped)";
         r.len = (uint16_t)((strlen(m) + 1 + 7) & ~(size_t)7);
         spool_put(&r, m);
         t->ev_dropped = 0;
@@ -343,10 +378,22 @@ static void *collector(void *arg)
     long tick_ns = hm__opt.backend == HM_BACKEND_SOFT
         ? (long)(hm__opt.period * (HM_SOFTN / 4) < 20000000 ? hm__opt.period * (HM_SOFTN / 4) : 20000000)
         : 20000000;
+#ifdef HM_TEST_HOOKS
+    /* Test builds only: HETMEM_TEST_COLLECTOR_DELAY_MS=N makes the collector
+     * sleep N ms before each drain, as a starved collector would. */
+    const char *dv = secure_getenv("HETMEM_TEST_COLLECTOR_DELAY_MS");
+    long delay_ms = dv ? atol(dv) : 0;
+#endif
     while (!atomic_load(&hm__S.stop)) {
         struct timespec ts = {0, tick_ns};
         if (!atomic_exchange(&hm__S.wake, 0))
             syscall(SYS_futex, &hm__S.wake, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+#ifdef HM_TEST_HOOKS
+        for (long left = delay_ms; left > 0 && !atomic_load(&hm__S.stop); left -= 10) {
+            struct timespec d = {0, 10000000};
+            nanosleep(&d, NULL);
+        }
+#endif
         pthread_mutex_lock(&hm__S.drain_lock);
         drain_all(0);
         /* Written every round: a process killed by a signal loses at most
@@ -365,6 +412,11 @@ static void *collector(void *arg)
     write_stats();
     spool_flush();
     pthread_mutex_unlock(&hm__S.drain_lock);
+#ifdef HM_TEST_HOOKS
+    if (delay_ms)
+        hm__pdiag("test: collector delayed %ld ms per round; event rings drained by their threads %llu times",
+                  delay_ms, (unsigned long long)atomic_load(&self_drains));
+#endif
     return NULL;
 }
 

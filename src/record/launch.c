@@ -117,7 +117,7 @@ int hm__exe_is_static(const char *cmd)
         if (!found)
             return 0;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO must not block */
     if (fd < 0)
         return 0;
     Elf64_Ehdr eh;

@@ -373,7 +373,9 @@ int hm_trace_open(hm_trace_t **out, const char *path)
     hm_trace_t *t = hm__xcalloc(1, sizeof *t);
     t->decoded = -1;
     int rc;
-    t->fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Non-blocking: a FIFO or device named as a trace is refused below
+     * instead of hanging the open. */
+    t->fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (t->fd < 0) {
         rc = -errno; /* the caller names the file */
         hm__errclear();

@@ -137,6 +137,10 @@ expect 2 "at least 2" "$S" --capacity hbm=8M
 expect 1 "nosuch.json" --summary "$T/nosuch.json" --capacity hbm=8M
 expect 1 "hold the footprint" --summary "$S" --capacity ddr=1M --capacity hbm=8M
 expect 2 "need --algo rl" --summary "$S" --capacity hbm=8M --algo greedy --policy "$T/x"
+# Two objects of 8388608T (2^63 bytes each) used to wrap to 0 bytes and be
+# placed on a 256 MiB device.
+jq '.objects[0].size = "8388608T" | .objects[1].size = "8388608T"' "$S" > "$T/huge.json"
+expect 1 "sizes add up past 64 PiB" --summary "$T/huge.json" --capacity hbm=8M
 echo "hetmem-rl-policy 1 2 2" > "$T/bad.policy"
 expect 1 "bad.policy" --summary "$S" --capacity hbm=8M --policy "$T/bad.policy"
 [ $FAILS = 0 ] && echo "all passed" && exit 0

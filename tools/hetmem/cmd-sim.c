@@ -52,9 +52,14 @@ const hm_cmd_t hm_cmd_sim = {
 static int has_marker(const char *path)
 {
     static const char marker[] = "hetmem-inst-runtime-v1";
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return -errno;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) { /* a FIFO would block the reads */
+        close(fd);
+        return -EINVAL;
+    }
     char buf[1 << 16];
     size_t keep = 0, ml = sizeof marker - 1;
     int found = 0;
@@ -322,7 +327,9 @@ static int cmd_sim(const hm_cmd_t *cmd, int argc, char **argv)
         goto out;
     }
     if ((rc = has_marker(prog)) <= 0) {
-        if (rc < 0)
+        if (rc == -EINVAL)
+            hm_cli_failf(prog_argv[0], "cannot run: not a regular file");
+        else if (rc < 0)
             hm_cli_failf(prog_argv[0], "cannot read: %s", strerror(-rc));
         else
             hm_cli_fail(prog_argv[0], HM_ENOTINST);

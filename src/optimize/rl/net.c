@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,10 +100,15 @@ int hm__net_save(const hm__net_t *n, const char *path)
 
 int hm__net_load(hm__net_t *n, const char *path)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
+    int fd, rc = hm__open_input(path, &fd);
+    if (rc)
+        return rc;
+    FILE *f = fdopen(fd, "r");
+    if (!f) {
+        close(fd);
         return hm__errf(-errno, "%s", path);
-    int ver = 0, in = 0, hid = 0, rc = 0;
+    }
+    int ver = 0, in = 0, hid = 0;
     if (fscanf(f, "hetmem-rl-policy %d %d %d", &ver, &in, &hid) != 3 || ver != 1) {
         rc = hm__errf(HM_EUSAGE, "%s: not a hetmem policy file", path);
         goto out;

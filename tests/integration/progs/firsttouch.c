@@ -1,9 +1,12 @@
 /* First touch: one store per page of a fresh 128 MiB allocation, the value
  * read from a small array that stays in cache. Nearly all the time goes to
  * the kernel's page faults on B (zeroing each page); A costs next to
- * nothing. Repeats with a new B until SECONDS (default 0.6) have passed. */
+ * nothing. Repeats with a new B until SECONDS (default 0.6) of CPU time
+ * have passed (CPU time, so that a loaded machine lengthens the run instead
+ * of thinning its samples), and prints that CPU time as "cpu SECONDS". */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "hetmem/hetmem.h"
@@ -14,7 +17,7 @@
 static double now(void)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -40,5 +43,9 @@ int main(int argc, char **argv)
         rounds++;
     } while (now() - t0 < secs);
     printf("%d %g\n", rounds, s);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("cpu %.3f\n", (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+                             (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec);
     return 0;
 }

@@ -1,15 +1,18 @@
 /* OpenMP and raw pthreads allocating, touching and freeing concurrently,
- * with a deterministic result. */
+ * with a deterministic result. Usage: threads [ITERS] (per raw thread,
+ * default 200). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+static int iters = 200;
+
 static void *worker(void *arg)
 {
     long id = (long)arg;
     unsigned long s = 0;
-    for (int i = 0; i < 200; i++) {
+    for (int i = 0; i < iters; i++) {
         size_t n = (size_t)(1 + (i * 7 + id) % 64) << 12;
         unsigned char *p = (i & 1) ? malloc(n) : calloc(1, n);
         memset(p, (int)(i & 0xff), n);
@@ -20,9 +23,11 @@ static void *worker(void *arg)
     return (void *)s;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     unsigned long total = 0;
+    if (argc > 1)
+        iters = atoi(argv[1]);
 #pragma omp parallel for reduction(+ : total)
     for (int i = 0; i < 64; i++) {
         double *v = malloc(100000 * sizeof *v);

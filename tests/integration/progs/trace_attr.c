@@ -1,6 +1,8 @@
 /* Test helper: reads a trace and prints, per allocation of at least 1 MiB,
  * "obj SITE SIZE NAME SAMPLES IN-PHASE-SAMPLES FIRST-FRAME", then "samples TOTAL WITHADDR",
- * "end STATUS TIME", "phases N" and "allocs N frees N". */
+ * "end STATUS TIME", "phases N", "allocs N frees N" and "unmatched N reused N": frees
+ * of no live allocation, and allocations overlapping a live one (a free
+ * missing from the trace). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +29,9 @@ int main(int argc, char **argv)
     obj_t o[256];
     int no = 0;
     hm_objtab_t *live;
-    if (hm__objtab_open(&live) != 0)
+    hm_objtab_t *all; /* every live allocation, whatever its size */
+    uint64_t unmatched = 0, reused = 0;
+    if (hm__objtab_open(&live) != 0 || hm__objtab_open(&all) != 0)
         return 1;
     int depth = 0;
     uint64_t total = 0, withaddr = 0, phases = 0, allocs = 0, frees = 0;
@@ -40,6 +44,9 @@ int main(int argc, char **argv)
         switch (r.kind) {
         case HM_REC_ALLOC:
             allocs++;
+            if (hm__objtab_overlap(all, r.u.alloc.addr, r.u.alloc.size))
+                reused++; /* the insert below replaces it */
+            hm__objtab_insert(all, r.u.alloc.addr, r.u.alloc.size ? r.u.alloc.size : 1, 0);
             if (r.u.alloc.size >= (1u << 20) && no < 256) {
                 hm__objtab_insert(live, r.u.alloc.addr, r.u.alloc.size, (uint64_t)no);
                 o[no++] = (obj_t){r.u.alloc.addr, r.u.alloc.size, r.u.alloc.site, 0, 0, "-"};
@@ -47,6 +54,8 @@ int main(int argc, char **argv)
             break;
         case HM_REC_FREE:
             frees++;
+            if (hm__objtab_remove(all, r.u.alloc.addr, NULL) != 0)
+                unmatched++;
             hm__objtab_remove(live, r.u.alloc.addr, NULL);
             break;
         case HM_REC_NAME: {
@@ -81,6 +90,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "read error: %s\n", hm_errdetail());
         hm_trace_close(t);
         hm__objtab_close(live);
+        hm__objtab_close(all);
         return 1;
     }
     for (int i = 0; i < no; i++) {
@@ -104,8 +114,10 @@ int main(int argc, char **argv)
     printf("samples %" PRIu64 " %" PRIu64 "\n", total, withaddr);
     printf("end %d %d %.3f\n", st.has_end, st.end.exit_status, (double)st.end.total_time / 1e9);
     printf("phases %" PRIu64 "\nallocs %" PRIu64 " frees %" PRIu64 "\n", phases, allocs, frees);
+    printf("unmatched %" PRIu64 " reused %" PRIu64 "\n", unmatched, reused);
     hm_trace_close(t);
     hm__objtab_close(live);
+    hm__objtab_close(all);
     for (int k = 0; k < nf; k++)
         free(frames[k]);
     return 0;
