@@ -1,8 +1,12 @@
+#define _GNU_SOURCE
 #include "cli.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hetmem/estimate.h"
@@ -322,4 +326,53 @@ void hm_cli_figures_note(const char *what, const struct hm_estimator *e)
     const char *note = hm_estimator_figures_note(e);
     if (note)
         fprintf(stderr, "hetmem: %s: %s\n", what, note);
+}
+
+int hm_cli_file_has(const char *path, const char *marker)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) { /* a FIFO would block the reads */
+        close(fd);
+        return -EINVAL;
+    }
+    char buf[1 << 16];
+    size_t keep = 0, ml = strlen(marker);
+    int found = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + keep, sizeof buf - keep);
+        if (n <= 0)
+            break;
+        size_t len = keep + (size_t)n;
+        if (memmem(buf, len, marker, ml)) {
+            found = 1;
+            break;
+        }
+        keep = len < ml ? len : ml - 1;
+        memmove(buf, buf + len - keep, keep);
+    }
+    close(fd);
+    return found;
+}
+
+int hm_cli_find_program(const char *name, char *out, size_t len)
+{
+    if (strchr(name, '/')) {
+        snprintf(out, len, "%s", name);
+        return access(out, X_OK) == 0 ? 0 : -errno;
+    }
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/usr/bin:/bin";
+    while (*path) {
+        const char *c = strchr(path, ':');
+        size_t n = c ? (size_t)(c - path) : strlen(path);
+        snprintf(out, len, "%.*s/%s", (int)n, n ? path : ".", name);
+        if (access(out, X_OK) == 0)
+            return 0;
+        path += n + (c ? 1 : 0);
+    }
+    return -ENOENT;
 }

@@ -73,6 +73,12 @@ int hm_cli_operand(hm_cli_t *cli, char **argv, int argc, const char **ops, int *
  * the reason are named once. */
 int hm_cli_fail(const char *what, int err);
 int hm_cli_failf(const char *what, const char *fmt, ...) HM_PRINTF(2, 3);
+/* The executable NAME as the shell finds it (a name with a '/' as given,
+ * else the first match on PATH) into out; 0 or -errno. */
+int hm_cli_find_program(const char *name, char *out, size_t len);
+/* Whether the regular file at path holds the bytes of marker (1, 0), or
+ * -errno (-EINVAL for anything but a regular file: a FIFO would block). */
+int hm_cli_file_has(const char *path, const char *marker);
 /* Prints "hetmem: <cmd>: <why> (see 'hetmem <cmd> --help')" and returns 2. */
 int hm_cli_usage(const hm_cmd_t *cmd, const char *fmt, ...) HM_PRINTF(2, 3);
 

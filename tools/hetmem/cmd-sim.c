@@ -49,55 +49,7 @@ const hm_cmd_t hm_cmd_sim = {
 
 /* The runtime's marker string; a binary without it was not built with
  * hetmem-cc, and running it would only waste the user's time. */
-static int has_marker(const char *path)
-{
-    static const char marker[] = "hetmem-inst-runtime-v1";
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) { /* a FIFO would block the reads */
-        close(fd);
-        return -EINVAL;
-    }
-    char buf[1 << 16];
-    size_t keep = 0, ml = sizeof marker - 1;
-    int found = 0;
-    for (;;) {
-        ssize_t n = read(fd, buf + keep, sizeof buf - keep);
-        if (n <= 0)
-            break;
-        size_t len = keep + (size_t)n;
-        if (memmem(buf, len, marker, ml)) {
-            found = 1;
-            break;
-        }
-        keep = len < ml ? len : ml - 1;
-        memmove(buf, buf + len - keep, keep);
-    }
-    close(fd);
-    return found;
-}
-
-static int find_program(const char *name, char *out, size_t len)
-{
-    if (strchr(name, '/')) {
-        snprintf(out, len, "%s", name);
-        return access(out, X_OK) == 0 ? 0 : -errno;
-    }
-    const char *path = getenv("PATH");
-    if (!path)
-        path = "/usr/bin:/bin";
-    while (*path) {
-        const char *c = strchr(path, ':');
-        size_t n = c ? (size_t)(c - path) : strlen(path);
-        snprintf(out, len, "%.*s/%s", (int)n, n ? path : ".", name);
-        if (access(out, X_OK) == 0)
-            return 0;
-        path += n + (c ? 1 : 0);
-    }
-    return -ENOENT;
-}
+static const char inst_marker[] = "hetmem-inst-runtime-v1";
 
 static uint64_t jget(const json_t *o, const char *k)
 {
@@ -322,11 +274,11 @@ static int cmd_sim(const hm_cmd_t *cmd, int argc, char **argv)
         hm_cli_fail("--device", rc);
         goto out;
     }
-    if ((rc = find_program(prog_argv[0], prog, sizeof prog)) < 0) {
+    if ((rc = hm_cli_find_program(prog_argv[0], prog, sizeof prog)) < 0) {
         hm_cli_failf(prog_argv[0], "cannot run: %s", strerror(-rc));
         goto out;
     }
-    if ((rc = has_marker(prog)) <= 0) {
+    if ((rc = hm_cli_file_has(prog, inst_marker)) <= 0) {
         if (rc == -EINVAL)
             hm_cli_failf(prog_argv[0], "cannot run: not a regular file");
         else if (rc < 0)

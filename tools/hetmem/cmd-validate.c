@@ -363,35 +363,9 @@ static int reusable(const char *path, const char *mjson, const char *dev, uint64
 static int openmp_program(const char *prog)
 {
     char path[PATH_MAX];
-    const char *p = prog;
-    if (!strchr(prog, '/')) { /* on PATH */
-        const char *env = getenv("PATH");
-        char *list = hm__xstrdup(env ? env : ""), *save = NULL;
-        p = NULL;
-        for (char *d = strtok_r(list, ":", &save); d && !p; d = strtok_r(NULL, ":", &save)) {
-            snprintf(path, sizeof path, "%s/%s", *d ? d : ".", prog);
-            if (access(path, X_OK) == 0)
-                p = path;
-        }
-        free(list);
-        if (!p)
-            return 0;
-    }
-    int fd = open(p, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    struct stat st;
-    if (fd < 0)
+    if (hm_cli_find_program(prog, path, sizeof path) < 0)
         return 0;
-    int found = 0;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m != MAP_FAILED) {
-            found = memmem(m, (size_t)st.st_size, "GOMP_parallel", 13) != NULL ||
-                    memmem(m, (size_t)st.st_size, "__kmpc_fork_call", 16) != NULL;
-            munmap(m, (size_t)st.st_size);
-        }
-    }
-    close(fd);
-    return found;
+    return hm_cli_file_has(path, "GOMP_parallel") > 0 || hm_cli_file_has(path, "__kmpc_fork_call") > 0;
 }
 
 static int one_thread(void)
