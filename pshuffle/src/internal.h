@@ -14,6 +14,10 @@
 #define PS_MIN_WINDOW (UINT64_C(1) << 10)
 #define PS_MAX_WINDOW (UINT64_C(1) << 30)
 uint64_t ps__env_window(void);
+/* A size as hetmem reads one: digits with an optional K/M/G/T suffix
+ * (binary), which may be followed by "B" or "iB". 0, or -1 when s is not
+ * one (out untouched). */
+int ps__parse_size(const char *s, uint64_t *out);
 
 int ps__errf(int err, const char *fmt, ...) PS_PRINTF(2, 3);
 void ps__errset(const char *text);

@@ -28,29 +28,6 @@ PS_API void ps_config_init(ps_config_t *cfg)
     cfg->progress_thread = -1;
 }
 
-/* PSHUFFLE_WINDOW (bytes, with an optional K, M or G suffix) replaces the
- * default in-flight window of 64 MiB; a value that does not parse gives 0,
- * which ps_open() refuses naming the variable. */
-uint64_t ps__env_window(void)
-{
-    const char *s = getenv("PSHUFFLE_WINDOW");
-    if (!s || !*s)
-        return UINT64_C(64) << 20;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    int shift = 0;
-    if (*end == 'K' || *end == 'k')
-        shift = 10, end++;
-    else if (*end == 'M' || *end == 'm')
-        shift = 20, end++;
-    else if (*end == 'G' || *end == 'g')
-        shift = 30, end++;
-    if (errno || end == s || *end || s[0] == '-' || v > (PS_MAX_WINDOW >> shift))
-        return 0;
-    return (uint64_t)v << shift;
-}
-
 /* The environment variables the library reads, and what a good value is.
  * ps_open() checks them all, so that a typo is refused with one line
  * instead of silently giving a default. */
@@ -83,7 +60,7 @@ static const struct {
     const char *want;
 } env_table[] = {
     {"PSHUFFLE_TIMEOUT", "a number of seconds > 0"},
-    {"PSHUFFLE_WINDOW", "bytes from 1K to 1G, with an optional K, M or G"},
+    {"PSHUFFLE_WINDOW", "a size from 1K to 1G (an integer of bytes with an optional K, M or G suffix)"},
     {"PSHUFFLE_PROFILE", "0, 1 or cpu"},
     {"PSHUFFLE_TEST_FAIL_ALLOC", "RANK:begin or RANK:chunk"},
     {"PSHUFFLE_TEST_CORRUPT", "RANK:direct, RANK:packed or RANK:header"},

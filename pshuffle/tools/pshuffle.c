@@ -109,6 +109,7 @@ static int parse(const cmd_t *c, int argc, char **argv, int (*on)(const cmd_t *,
     opterr = 0;
     optind = 1;
     int k;
+    uint64_t seen = 0;
     /* Options and operands in any order, as GNU tools take them. */
     while ((k = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         if (k == 'h') {
@@ -117,6 +118,14 @@ static int parse(const cmd_t *c, int argc, char **argv, int (*on)(const cmd_t *,
         }
         if (k == '?' || k == ':')
             return usage(c, "unknown option or missing value '%s'", argv[optind - 1]);
+        /* As in hetmem: an option given twice is refused, naming it, rather
+         * than letting the last value silently win. */
+        for (int i = 0; i < n - 1; i++)
+            if (lo[i].val == k) {
+                if (seen >> i & 1)
+                    return usage(c, "option '--%s' given twice", lo[i].name);
+                seen |= UINT64_C(1) << i;
+            }
         int r = on(c, k, optarg, ctx);
         if (r)
             return r;

@@ -45,7 +45,8 @@ void hm__logf(int level, const char *fmt, ...) HM_PRINTF(2, 3);
 int hm__open_input(const char *path, int *fd);
 
 /* The most bytes a JSON input may have: HETMEM_JSON_MAX (a size), else
- * HM_JSON_MAX_DEFAULT. Parsing is linear, but jansson holds the whole
+ * HM_JSON_MAX_DEFAULT; 0 when the variable is set but is not a size of at
+ * least 1, which hm__json_load_file() refuses naming it. Parsing is linear, but jansson holds the whole
  * document in memory at several times its size. */
 #define HM_JSON_MAX_DEFAULT (UINT64_C(256) << 20)
 uint64_t hm__json_max(void);
@@ -60,8 +61,15 @@ int hm__json_get_u64(const json_t *obj, const char *key, int required, uint64_t 
 int hm__json_get_double(const json_t *obj, const char *key, int required, double *out, const char *where);
 int hm__json_get_string(const json_t *obj, const char *key, int required, const char **out, const char *where);
 
-/* Sizes with K/M/G/T suffixes (binary, 1K = 1024). "0" is allowed. */
+/* A size: decimal digits with an optional K, M, G or T suffix (binary,
+ * 1K = 1024), itself optionally followed by "B" or "iB" (letters in either
+ * case): "0", "512", "64K", "16GiB". Anything else (fractions, exponents,
+ * hex, signs, spaces, a value over 2^64-1) is HM_ERANGE. */
+#define HM_SIZE_GRAMMAR "an integer of bytes with an optional K, M, G or T suffix, e.g. 512M or 16G"
 int hm__parse_size(const char *s, uint64_t *out);
+/* HETMEM_SIGNAL_OFFSET's value: a decimal integer N with SIGRTMIN+N at most
+ * SIGRTMAX. 0 and *off, or HM_ERANGE. Allocation-free. */
+int hm__signal_offset(const char *s, int *off);
 /* Human size "1.5 GiB" into buf. Returns buf. */
 char *hm__fmt_size(uint64_t bytes, char *buf, size_t len);
 /* Unsigned decimal or 0x-hex; rejects junk, sign and overflow. */

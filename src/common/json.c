@@ -12,7 +12,9 @@ uint64_t hm__json_max(void)
 {
     const char *v = hm__env_get(HM_ENV_JSON_MAX);
     uint64_t m;
-    return v && *v && hm__parse_size(v, &m) == 0 && m > 0 ? m : HM_JSON_MAX_DEFAULT;
+    if (!v || !*v)
+        return HM_JSON_MAX_DEFAULT;
+    return hm__parse_size(v, &m) == 0 ? m : 0;
 }
 
 int hm__json_load_file(const char *path, json_t **out)
@@ -24,6 +26,12 @@ int hm__json_load_file(const char *path, json_t **out)
     struct stat st;
     uint64_t max = hm__json_max();
     char lim[32];
+    if (max == 0) {
+        /* A typo must not silently give the default limit (or none). */
+        close(fd);
+        return hm__errf(HM_ERANGE, "HETMEM_JSON_MAX=%s: not a size of at least 1 byte (%s)",
+                        hm__env_get(HM_ENV_JSON_MAX), HM_SIZE_GRAMMAR);
+    }
     if (fstat(fd, &st) != 0) {
         rc = hm__errf(-errno, "%s: %s", path, strerror(errno));
         close(fd);

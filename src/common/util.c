@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -67,31 +68,59 @@ int hm__parse_double(const char *s, double *out)
 
 int hm__parse_size(const char *s, uint64_t *out)
 {
+    /* One grammar for every size a user gives (options, environment
+     * variables, JSON strings): decimal digits, then optionally K, M, G or
+     * T (binary: 1K = 1024), which may be followed by "B" or "iB". No
+     * fractions, exponents, hex or signs: "0.5K" or "1e3" would otherwise
+     * be rounded or read in a way the user did not mean. */
     if (!s || !isdigit((unsigned char)*s))
         return HM_ERANGE;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || v < 0)
-        return HM_ERANGE;
-    double mul = 1;
-    switch (toupper((unsigned char)*end)) {
-    case 'K': mul = 1024.0; end++; break;
-    case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    uint64_t v = 0;
+    const char *p = s;
+    for (; isdigit((unsigned char)*p); p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return HM_ERANGE;
+        v = v * 10 + d;
+    }
+    int shift = 0;
+    switch (*p) {
+    case 'K': case 'k': shift = 10; break;
+    case 'M': case 'm': shift = 20; break;
+    case 'G': case 'g': shift = 30; break;
+    case 'T': case 't': shift = 40; break;
     default: break;
     }
-    if (mul > 1 && (*end == 'i' || *end == 'I'))
-        end++;
-    if (mul > 1 && (*end == 'B' || *end == 'b'))
-        end++;
-    if (*end)
+    if (shift) {
+        p++;
+        if ((p[0] == 'i' || p[0] == 'I') && (p[1] == 'B' || p[1] == 'b'))
+            p += 2;
+        else if (p[0] == 'B' || p[0] == 'b')
+            p++;
+    }
+    if (*p || v > (UINT64_MAX >> shift))
         return HM_ERANGE;
-    double r = v * mul;
-    if (r >= 18446744073709551615.0)
+    *out = v << shift;
+    return 0;
+}
+
+int hm__signal_offset(const char *s, int *off)
+{
+    /* A decimal integer only: 4294967296 must not wrap to 0, and an offset
+     * past SIGRTMAX names no signal (the sampler's timers would then never
+     * fire, and the run would record nothing). Allocation-free. */
+    uint64_t v = 0;
+    int max = SIGRTMAX - SIGRTMIN;
+    if (!s || !*s)
         return HM_ERANGE;
-    *out = (uint64_t)r;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9' || v > (uint64_t)max)
+            return HM_ERANGE;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    if (v > (uint64_t)max)
+        return HM_ERANGE;
+    *off = (int)v;
     return 0;
 }
 

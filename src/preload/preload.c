@@ -196,7 +196,20 @@ static void read_opts(void)
     hm__opt.depth = (int)env_u64(HM_ENV_DEPTH, 6);
     if (hm__opt.depth < 1 || hm__opt.depth > 16)
         hm__opt.depth = 6;
-    hm__opt.sig = SIGRTMIN + (int)env_u64(HM_ENV_SIGNAL_OFFSET, 4);
+    int off = 4;
+    const char *so = hm__env_get(HM_ENV_SIGNAL_OFFSET);
+    if (so && hm__signal_offset(so, &off) != 0) {
+        /* hetmem record refuses this before the run; a runtime preloaded
+         * by hand says why it does not sample instead of recording
+         * nothing in silence. */
+        if (hm__opt.backend == HM_BACKEND_SOFT) {
+            hm__pdiag("%s=%s: not an offset in 0..%d (SIGRTMIN+N must be a real-time signal); soft sampling off",
+                      hm__env_name(HM_ENV_SIGNAL_OFFSET), so, SIGRTMAX - SIGRTMIN);
+            hm__opt.backend = -1;
+        }
+        off = 4;
+    }
+    hm__opt.sig = SIGRTMIN + off;
     hm__opt.null_handler = hm__env_get(HM_ENV_SOFT_NULL) != NULL;
     env_str(HM_ENV_PLACEMENT, hm__opt.placement, sizeof hm__opt.placement);
     env_str(HM_ENV_CAPACITY, hm__opt.capacity, sizeof hm__opt.capacity);

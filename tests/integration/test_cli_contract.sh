@@ -125,6 +125,60 @@ cap_err "'25%' is not a size" run --placement "$T/p.json" --capacity fast=25% --
   fail "--capacity fast=4096 refused"
 "$H" optimize "$T/slow.hmt" "$T/fast.hmt" --capacity fast=0 > /dev/null 2>&1 && ok "a capacity of 0" || fail "--capacity fast=0 refused"
 
+# -- one size grammar: an integer with an optional K/M/G/T suffix ----------
+for v in 1e3 0.5K 1.5M 0x10 38.5M; do
+  cap_err "--min-size: '$v' is not a size" run --placement "$T/p.json" --min-size $v -- /bin/true
+  cap_err "--min-size: '$v' is not a size" record --min-size $v -- /bin/true
+  cap_err "--capacity: '$v' is not a size" optimize "$T/slow.hmt" "$T/fast.hmt" --capacity fast=$v
+  cap_err "--capacity: '$v' is not a size" run --placement "$T/p.json" --capacity fast=$v -- /bin/true
+done
+"$H" optimize "$T/slow.hmt" "$T/fast.hmt" --capacity fast=64KiB > /dev/null 2>&1 && ok "a capacity of 64KiB" ||
+  fail "--capacity fast=64KiB refused"
+sed 's/"size": "[0-9]*K"/"size": "0.5M"/' "$HETMEM_SRC/share/machines/ddr4.json" > "$T/frac.json"
+"$H" sim -m "$T/frac.json" -- "$C" 4096 10 > /dev/null 2> "$T/err"; rc=$?
+[ $rc = 1 ] && [ "$(wc -l < "$T/err")" = 1 ] && grep -qF 'frac.json' "$T/err" && grep -qF '"size" must be a size' "$T/err" &&
+  ok "a fractional cache size in a machine file refused: $(cat "$T/err")" || fail "machine size 0.5M: exit $rc: $(cat "$T/err")"
+HETMEM_JSON_MAX=1e3 "$H" estimate "$T/slow.hmt" "$T/fast.hmt" --placement "$T/p.json" > /dev/null 2> "$T/err"; rc=$?
+[ $rc = 1 ] && [ "$(wc -l < "$T/err")" = 1 ] && grep -qF 'HETMEM_JSON_MAX=1e3: not a size' "$T/err" &&
+  ok "HETMEM_JSON_MAX=1e3 refused: $(cat "$T/err")" || fail "HETMEM_JSON_MAX=1e3: exit $rc: $(cat "$T/err")"
+
+# -- an option given twice: refused alike by every command ------------------
+twice() { # OPTION ARGS... (OPTION as the error names it)
+  local o=$1; shift
+  cap_err "option $o given twice" "$@"
+}
+twice "'--json'" doctor --json --json
+twice "'-o' (--output)" record -o "$T/a.hmt" -o "$T/b.hmt" -- /bin/true
+twice "'--placement'" run --placement "$T/p.json" --placement "$T/p.json" -- /bin/true
+twice "'-m' (--machine)" sim -m "$M" -m "$M" -- "$C" 4096 10
+twice "'--json'" estimate "$T/slow.hmt" "$T/fast.hmt" --placement "$T/p.json" --json --json
+twice "'--algo'" optimize "$T/slow.hmt" "$T/fast.hmt" --capacity fast=1M --algo greedy --algo rl
+twice "'--seed'" validate --machine "$M" --seed 1 --seed 2 -- "$C" 4096 10
+for s in info objects; do twice "'--json'" trace $s --json --json "$T/fast.hmt"; done
+twice "'-n' (--limit)" trace dump -n 1 -n 2 "$T/fast.hmt"
+cap_err "--capacity: device 'fast' given twice" optimize "$T/slow.hmt" "$T/fast.hmt" --capacity fast=1M --capacity fast=2M
+cap_err "--capacity: device 'fast' given twice" run --placement "$T/p.json" --capacity fast=1G --capacity fast=2G -- /bin/true
+if [ -x "$PS" ]; then
+  "$PS" plan --ranks 2 --samples 10 --q 0.5 --q 0.6 > /dev/null 2> "$T/err"; rc=$?
+  [ $rc = 2 ] && [ "$(wc -l < "$T/err")" = 1 ] && grep -qF "option '--q' given twice" "$T/err" &&
+    ok "refused: $(cat "$T/err")" || fail "pshuffle plan --q twice: exit $rc: $(cat "$T/err")"
+  "$PS" verify --json --json "$T" > /dev/null 2> "$T/err"; rc=$?
+  [ $rc = 2 ] && grep -qF "option '--json' given twice" "$T/err" && ok "refused: $(cat "$T/err")" ||
+    fail "pshuffle verify --json twice: exit $rc: $(cat "$T/err")"
+fi
+
+# -- periods and signals that would wrap -------------------------------------
+cap_err "-p: 18446744073709602 microseconds does not fit" record -b soft -p 18446744073709602 -- /bin/true
+for v in 4294967296 31 -1 4K; do
+  HETMEM_SIGNAL_OFFSET=$v "$H" record -b soft -o "$T/sig.hmt" -- /bin/true > /dev/null 2> "$T/err"; rc=$?
+  [ $rc = 1 ] && [ "$(wc -l < "$T/err")" = 1 ] && grep -qF "HETMEM_SIGNAL_OFFSET: '$v' is not an offset in 0..30" "$T/err" &&
+    ok "refused: $(cat "$T/err")" || fail "HETMEM_SIGNAL_OFFSET=$v: exit $rc: $(cat "$T/err")"
+done
+if [ -e "$HETMEM_BUILD/lib/libhetmem_preload.so" ]; then
+  HETMEM_SIGNAL_OFFSET=30 "$H" record -b soft -o "$T/sig.hmt" -- /bin/true > /dev/null 2> "$T/err" &&
+    ok "HETMEM_SIGNAL_OFFSET=30 (SIGRTMAX) records" || fail "HETMEM_SIGNAL_OFFSET=30: $(cat "$T/err")"
+fi
+
 # -- a rule that matches nothing: a warning in estimate, sim and run; an error
 # with --strict in all three ------------------------------------------------
 echo '{"default": "slow", "rules": [{"name": "nosuch", "device": "fast"}]}' > "$T/un.json"

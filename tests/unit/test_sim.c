@@ -227,9 +227,9 @@ static void test_bad_machines(void)
              "{\"name\": \"x\", \"cores\": 8, %s, \"caches\": [{\"name\": \"L3\", \"size\": 1024, \"assoc\": 4, \"latency\": 1, \"shared\": true}]}",
              core);
     expect_bad(buf, HM_EBADMACHINE, "smaller than one set");
-    /* 912.5 GB of L3 over 56 cores (a fuzzed preset) once asked for 2.2 GB of tags */
+    /* 912.5 GB of L3 over 56 cores (a fuzzed preset, 934400M) once asked for 2.2 GB of tags */
     snprintf(buf, sizeof buf,
-             "{\"name\": \"x\", \"cores\": 56, %s, \"caches\": [{\"name\": \"L3\", \"size\": \"912.5G\", \"assoc\": 15, \"latency\": 70, \"shared\": true}]}",
+             "{\"name\": \"x\", \"cores\": 56, %s, \"caches\": [{\"name\": \"L3\", \"size\": \"934400M\", \"assoc\": 15, \"latency\": 70, \"shared\": true}]}",
              core);
     expect_bad(buf, HM_EBADMACHINE, "caches[0]: \"size\" 979789414400 (per core 17496239542) is above the 536870912 per core");
     const char *l1 = "\"caches\": [{\"name\": \"L1\", \"size\": \"32K\", \"assoc\": 8, \"latency\": 4}]";

@@ -38,6 +38,25 @@ static const hm_cli_opt_t *find_long(const hm_cmd_t *cmd, const char *name, size
     return NULL;
 }
 
+/* Refuses a second occurrence of an option that is not repeatable: the
+ * second value would silently win (or, for a flag, mean nothing), and a
+ * user who wrote both probably meant something else. */
+static int once(hm_cli_t *p, const hm_cli_opt_t *o)
+{
+    size_t i = (size_t)(o - p->cmd->opts);
+    if (i >= 64 || (o->flags & HM_OPT_REPEAT))
+        return o->key;
+    if (p->seen >> i & 1) {
+        if (o->key > 0 && o->key < 256)
+            hm_cli_usage(p->cmd, "option '-%c' (--%s) given twice", o->key, o->name);
+        else
+            hm_cli_usage(p->cmd, "option '--%s' given twice", o->name);
+        return HM_CLI_ERROR;
+    }
+    p->seen |= UINT64_C(1) << i;
+    return o->key;
+}
+
 int hm_cli_next(hm_cli_t *p, const char **arg)
 {
     *arg = NULL;
@@ -59,7 +78,7 @@ int hm_cli_next(hm_cli_t *p, const char **arg)
             }
             p->cluster = NULL;
         }
-        return o->key;
+        return once(p, o);
     }
     p->cluster = NULL;
     while (p->ind < p->argc) {
@@ -97,7 +116,7 @@ int hm_cli_next(hm_cli_t *p, const char **arg)
                 hm_cli_usage(p->cmd, "option '--%s' takes no value", o->name);
                 return HM_CLI_ERROR;
             }
-            return o->key;
+            return once(p, o);
         }
         if (a[1] == 'h' && a[2] == '\0') {
             hm_cli_help(p->cmd, stdout);
@@ -243,7 +262,7 @@ int hm_cli_u64(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_t *ou
 int hm_cli_size(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_t *out)
 {
     if (hm__parse_size(s, out) != 0) {
-        hm_cli_usage(cmd, "%s: '%s' is not a size (e.g. 512M, 16G)", opt, s);
+        hm_cli_usage(cmd, "%s: '%s' is not a size (%s)", opt, s, HM_SIZE_GRAMMAR);
         return HM_EXIT_USAGE;
     }
     return 0;
@@ -270,7 +289,7 @@ int hm_cli_capacity(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_
     if (hm_cli_size(cmd, opt, s, out))
         return HM_EXIT_USAGE;
     size_t len = strlen(s);
-    int unit = len && !(s[len - 1] >= '0' && s[len - 1] <= '9') && s[len - 1] != '.';
+    int unit = len && !(s[len - 1] >= '0' && s[len - 1] <= '9');
     if (!unit && *out > 0 && *out < 4096) {
         hm_cli_usage(cmd, "%s: %s bytes is smaller than a page; did you mean %sM?", opt, s, s);
         return HM_EXIT_USAGE;

@@ -39,7 +39,10 @@ struct hm_cmd {
 
 /* Option iterator. hm_cli_next() returns the key of the next option (with
  * its argument in *arg), -1 when options end (at "--", the first operand, or
- * argv's end), or HM_EXIT_USAGE + 1000 after printing a usage error.
+ * argv's end), or HM_CLI_ERROR after printing a usage error: an unknown
+ * option, a missing value, or an option given a second time that its
+ * table entry does not mark HM_OPT_REPEAT (one line naming it, in every
+ * command alike).
  * --help is handled: it prints help and returns HM_CLI_HELP. */
 #define HM_CLI_HELP (-2)
 /* Whether argv asks for help: -h or --help before any "--". */
@@ -52,6 +55,8 @@ typedef struct {
     int ind;       /* index of the next argv element to look at */
     const char *cluster; /* rest of a "-abc" cluster */
     int stop_at_operand; /* 1: stop at the first operand (for -- CMD ARGS) */
+    uint64_t seen;       /* bit i: cmd->opts[i] was given (an option given twice
+                          * without HM_OPT_REPEAT is a usage error) */
 } hm_cli_t;
 
 void hm_cli_init(hm_cli_t *p, const hm_cmd_t *cmd, int argc, char **argv, int stop_at_operand);

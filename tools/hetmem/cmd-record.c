@@ -2,6 +2,7 @@
  * write one trace. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -177,6 +178,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     uint64_t period = 0, freq = 0, min_size = 64 * 1024, depth = 6;
     int per_cpu = 0;
     int k, have_p = 0;
+    const char *arg_p = NULL;
     hm_cli_init(&p, cmd, argc, argv, 1);
     while ((k = hm_cli_next(&p, &arg)) != -1) {
         switch (k) {
@@ -184,6 +186,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
         case 'p':
             if (hm_cli_u64(cmd, "-p", arg, &period))
                 return HM_EXIT_USAGE;
+            arg_p = arg;
             have_p = 1;
             break;
         case 'F':
@@ -213,6 +216,15 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     }
     if (p.ind >= argc)
         return hm_cli_usage(cmd, "missing command to record (hetmem record [options] -- CMD ARGS)");
+    {
+        /* The runtime reads it too, but could only warn; refused here it
+         * stops the run before it records nothing. */
+        const char *so = getenv(hm__env_name(HM_ENV_SIGNAL_OFFSET));
+        int off;
+        if (so && hm__signal_offset(so, &off) != 0)
+            return hm_cli_failf(hm__env_name(HM_ENV_SIGNAL_OFFSET), "'%s' is not an offset in 0..%d (SIGRTMIN+N "
+                                "must be a real-time signal)", so, SIGRTMAX - SIGRTMIN);
+    }
     if (have_p && period == 0)
         return hm_cli_usage(cmd, "-p: PERIOD must be at least 1");
     if (have_p && freq)
@@ -262,6 +274,14 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
         : (have_p ? period : 4000);
     if (per_cpu && b == HM_BACKEND_SOFT && !perfsw)
         return hm_cli_usage(cmd, "--per-cpu applies to perf backends; auto chose soft here");
+    /* -p is microseconds for a timed backend: a period whose nanoseconds
+     * do not fit 64 bits would wrap (to a fast rate) before the check
+     * below. The kernel refuses event periods with the top bit set. */
+    if (have_p && timed && period > UINT64_MAX / 1000)
+        return hm_cli_usage(cmd, "-p: %s microseconds does not fit in 64 bits of nanoseconds (at most %llu)", arg_p,
+                            (unsigned long long)(UINT64_MAX / 1000));
+    if (have_p && !timed && period > (uint64_t)INT64_MAX)
+        return hm_cli_usage(cmd, "-p: %s events is over the kernel's limit of 2^63-1", arg_p);
     if (timed && !none && rt_period < 1000000000ull / HM_SOFT_MAX_HZ)
         return hm_cli_usage(cmd, "-p: soft sampling faster than every %u us (%u kHz) is not supported",
                             1000000u / HM_SOFT_MAX_HZ, HM_SOFT_MAX_HZ / 1000);

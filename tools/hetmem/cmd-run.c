@@ -192,9 +192,20 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
                 return hm_cli_usage(cmd, "--capacity: '%s' is not DEV=SIZE", arg);
             if (hm_cli_capacity(cmd, "--capacity", eq + 1, &v))
                 return HM_EXIT_USAGE;
+            int dl = (int)(eq - arg);
+            if (memchr(arg, ',', (size_t)dl))
+                return hm_cli_usage(cmd, "--capacity: device name '%.*s' holds a comma", dl, arg);
+            /* As optimize does: a second value for one device would
+             * silently replace the first. */
+            for (const char *c = capacity; *c; c += strcspn(c, ",") + (c[strcspn(c, ",")] == ',')) {
+                if (!strncmp(c, arg, (size_t)dl) && c[dl] == '=')
+                    return hm_cli_usage(cmd, "--capacity: device '%.*s' given twice", dl, arg);
+            }
             size_t l = strlen(capacity);
-            snprintf(capacity + l, sizeof capacity - l, "%s%.*s=%llu", l ? "," : "", (int)(eq - arg), arg,
-                     (unsigned long long)v);
+            int w = snprintf(capacity + l, sizeof capacity - l, "%s%.*s=%llu", l ? "," : "", dl, arg,
+                             (unsigned long long)v);
+            if (w < 0 || (size_t)w >= sizeof capacity - l)
+                return hm_cli_usage(cmd, "--capacity: the capacities exceed %zu characters", sizeof capacity - 1);
             break;
         }
         case OPT_MIN_SIZE:
