@@ -135,6 +135,11 @@ static inline hm__est_cell_t *hm__est_cell(const hm_estimator_t *e, int w, int o
 
 /* Builds the models' terms once the summary is filled (model.c). */
 int hm__est_prepare(hm_estimator_t *e);
+/* How summary building reads cache hits, from the default model's one
+ * table of tunables and rules (model.c): a level's usual hit latency is
+ * the *pct percentile of the run's hit weights there, and a hit waited for
+ * memory when its weight exceeds *ratio times that (INFINITY: none did). */
+void hm__est_hit_figures(double *pct, double *ratio);
 /* Sets fig_note from the figures the devices lack (estimator.c). */
 void hm__est_figures_note(hm_estimator_t *e);
 /* The default model's terms of one estimate of @p pl, per class of

@@ -57,6 +57,8 @@ typedef enum {
     T_SPLIT_L1,
     T_SPLIT_MIN,
     T_MIX_SAMPLES,
+    T_HIT_BASE,
+    T_HIT_WAIT,
     T_COUNT
 } tune_t;
 
@@ -103,6 +105,11 @@ static TUNE_CONST tunable_t tunables[T_COUNT] = {
                      "and when each half holds at least this share of the instances (and 2)"},
     [T_MIX_SAMPLES] = {"mix_samples", 8, "samples", "fitted",
                        "fewest sampled misses that say an instance's or window's mix; fewer join their neighbour"},
+    [T_HIT_BASE] = {"hit_base", 5, "percentile", "fitted",
+                    "a cache level's usual hit latency: this percentile of the weights of a run's loads that hit there"},
+    [T_HIT_WAIT] = {"hit_wait", 2, "ratio", "fitted",
+                    "a cache hit that took more than this times its level's usual latency waited for a line on its "
+                    "way from memory"},
 };
 
 /* The model's rules: each can be switched off in a mutation build (the
@@ -129,6 +136,7 @@ typedef enum {
     R_PROFILE,           /* a class is timed window by window */
     R_CLASSES,           /* instances are cut into classes by traffic mix */
     R_REGIMES,           /* windows are cut into regimes */
+    R_HIT_WAITS,         /* a slow cache hit waited for memory (summary building) */
     R_COUNT
 } rule_t;
 
@@ -138,7 +146,7 @@ static const char *const rule_names[R_COUNT] = {
     "bound_by_latency", "bound_by_bandwidth", "bound_by_unsampled", "unsampled_traffic", "c_at_most_fastest",
     "k_at_most_1", "bound_runs_no_k",
     "store_floor", "saturated_reference", "queueing_carried", "channel_in_run", "window_profile",
-    "classes", "regimes"};
+    "classes", "regimes", "hit_waits"};
 static int rules_off[R_COUNT];
 
 /* HM_EST_MUTATE="name*factor" scales a tunable, "-name" removes a rule;
@@ -177,6 +185,15 @@ static void mutate_once(void)
 #endif
 
 #define TUNE(t) (tunables[t].value)
+
+void hm__est_hit_figures(double *pct, double *ratio)
+{
+#ifdef HM_EST_MUTATION
+    mutate_once();
+#endif
+    *pct = TUNE(T_HIT_BASE);
+    *ratio = RULE(R_HIT_WAITS) ? TUNE(T_HIT_WAIT) : INFINITY;
+}
 
 static const char *const model_names[HM_EST_NMODELS] = {"linear", "default"};
 

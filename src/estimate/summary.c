@@ -97,7 +97,8 @@ typedef struct {
     int nip, cip;
     uint64_t *bound;          /* window boundaries (nwin + 1 times) */
     uint32_t hist[4][512];    /* load weights per cache level (first pass) */
-    float base[4];            /* usual latency of a hit per level: 5th percentile */
+    float base[4];            /* usual latency of a hit per level: the hit_base percentile */
+    double hit_wait;          /* a hit above this times base waited for memory (INFINITY: none) */
     struct oset *os;          /* this run's objects */
     int *map;                 /* this run's object -> the union's */
     uint64_t (*pages)[100];   /* per object of this run + 1: pages of sampled misses (row 0: untracked, unread) */
@@ -814,9 +815,9 @@ static int bin_run(run_t *r)
      * only whether it hit L1 (as Intel's store event). A store miss moves
      * two lines: the read for ownership and, later, the write-back of the
      * dirty line. A load from memory is memory-bound; a cache hit that
-     * waited well beyond that level's usual latency (hitwait) waited for a
-     * line on its way from memory, the wait being its weight less that
-     * latency. The products are exact (by 0 or 1), so every lane adds what
+     * took more than hit_wait times that level's usual latency (hitwait)
+     * waited for a line on its way from memory, the wait being its weight
+     * less that latency. The products are exact (by 0 or 1), so every lane adds what
      * the scalar formula would. */
     v4f_t add[64][2], mul[64][2];
     float wait[32]; /* weight above which a sample of kind t5 waited (hitwait): loads that hit L2 or L3 */
@@ -825,7 +826,7 @@ static int bin_run(run_t *r)
         int miss = store ? lv != HM_DSRC_L1 : lv >= HM_DSRC_L2;
         int mem = load && (lv == HM_DSRC_MEM || lv == HM_DSRC_LFB || lv == HM_DSRC_REMOTE);
         int ishit = load && lv >= HM_DSRC_L2 && lv <= HM_DSRC_L3;
-        wait[t5] = ishit ? 2 * base[lv & 3] : INFINITY;
+        wait[t5] = ishit && r->hit_wait < INFINITY ? (float)(r->hit_wait * base[lv & 3]) : INFINITY;
         h = h && ishit;
         add[k][0] = (v4f_t){1.0f, 0.0f, (float)miss, (float)(miss && store)};
         mul[k][0] = (v4f_t){0.0f, 1.0f, 0.0f, 0.0f};
@@ -1023,17 +1024,22 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
      * kept compact until the windows are known. */
     if ((rc = for_runs(runs, n, walk_run, WALK_PER_THREAD)) < 0)
         goto out;
-    for (int i = 0; i < n; i++)
+    double pct, ratio;
+    hm__est_hit_figures(&pct, &ratio);
+    for (int i = 0; i < n; i++) {
+        runs[i].hit_wait = ratio;
         for (int lv = 1; lv < 4; lv++) {
             uint64_t tot = 0, acc = 0;
             for (int b = 0; b < 512; b++)
                 tot += runs[i].hist[lv][b];
+            /* Counts well below 2^53 / 100: exact in doubles. */
             for (int b = 0; b < 512 && tot; b++)
-                if ((acc += runs[i].hist[lv][b]) * 20 >= tot) {
+                if ((double)(acc += runs[i].hist[lv][b]) * 100 >= pct * (double)tot) {
                     runs[i].base[lv] = (float)b;
                     break;
                 }
         }
+    }
     /* The default device is the machine's first device when the traces say;
      * otherwise the first trace's. Devices keep the traces' order. */
     e->def = 0;

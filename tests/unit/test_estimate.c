@@ -612,6 +612,151 @@ static void test_split_l1(void)
     CHECK_NEAR(mix_far(50, 40), 3.84e6, 0.005);
 }
 
+/* The summary of mixes_far(): ninst instances of one phase (one window
+ * each), instance i drawing cnt[i][o] sampled load misses on object o in
+ * each run, at a sampling period that makes every instance 100,000 misses
+ * (6.4 MB) a run: near (20 GB/s) moves them in 0.32 ms, far (15 GB/s) in
+ * 0.4267 ms, both runs bound by their channels, with latency costs (30 and
+ * 36 ns a miss) that put C at 0, as in mix_far(). Every run is saturated,
+ * so a class is timed by its channels: with object 0 alone on the far
+ * device, a class of N instances whose object-0 share is f takes
+ * N x max(f x 0.4267, (1 - f) x 0.32) ms, f above 0.4286 waiting for the
+ * far channels. Gives that estimate; -1 when the summary does not open. */
+static double mixes_far(const char *name, int ninst, int nobj, const int (*cnt)[4], double period)
+{
+    size_t cap = 65536, len = 0;
+    char *js = malloc(cap);
+    if (!js)
+        return -1;
+    len += (size_t)snprintf(js + len, cap - len,
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": %.9g, \"period\": %.9g, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": %.9g, \"period\": %.9g, \"bandwidth_gbs\": 15, \"read_latency_ns\": 100}],"
+        " \"objects\": [", ninst * 0.32e6, period, ninst * 0.42666667e6, period);
+    for (int o = 0; o < nobj; o++)
+        len += (size_t)snprintf(js + len, cap - len, "%s{\"site\": \"0x%x\", \"size\": 134217728}", o ? ", " : "", o + 1);
+    len += (size_t)snprintf(js + len, cap - len, "], \"windows\": [");
+    for (int w = 0; w < ninst; w++) {
+        len += (size_t)snprintf(js + len, cap - len, "%s{\"phase\": 0, \"region\": %d, \"t_ns\": [0.32e6, 0.42666667e6], \"stats\": [",
+                                w ? ", " : "", w);
+        int first = 1;
+        for (int d = 0; d < 2; d++)
+            for (int o = 0; o < nobj; o++) {
+                int m = cnt[w][o], lat = d ? 36 : 30;
+                if (!m)
+                    continue;
+                len += (size_t)snprintf(js + len, cap - len, "%s[%d, %d, %d, %d, %d, %d, 0, %d]", first ? "" : ", ", o, d, m,
+                                        lat * m, m, lat * m, m);
+                first = 0;
+            }
+        len += (size_t)snprintf(js + len, cap - len, "]}");
+    }
+    snprintf(js + len, cap - len, "]}");
+    CHECK(len + 8 < cap);
+    hm_estimator_t *e;
+    double r = -1;
+    hm_est_state_t *st = open_default(&e, name, js, ninst * 0.32e6);
+    if (st) {
+        hm_est_state_move(st, -1, 0, 1, 100, &r);
+        hm_est_state_close(st);
+    }
+    hm_estimator_close(e);
+    free(js);
+    return r;
+}
+
+/* split_sse (0.5) from either side. An instance's mix is its objects'
+ * shares of its misses; the spread of a class is the sum of the squared
+ * distances of its instances' mixes from their mean (the 2-means SSE).
+ *
+ * Kept at 0.5, not at 0.25: twenty instances cycle through four mixes of
+ * three objects, in %: A+ (50, 32, 18), B+ (30, 42, 28), A- (50, 18, 32),
+ * B- (30, 28, 42). Their mean is (40, 30, 30); each lies 100 + 4 + 144 =
+ * 248 %^2 from it. The 2-means starts from A+ and the mix farthest from
+ * it, B- (992 %^2, against 600 for B+ and 392 for A-), and keeps A = {A+,
+ * A-} and B = {B+, B-}: within them each mix lies 0 + 49 + 49 = 98 %^2
+ * from its half's mean, 98 / 248 = 0.395 of the spread (below 0.5, above
+ * 0.25), and the halves' means (50, 25, 25) and (30, 35, 35) are 0.4 apart
+ * (at least split_l1). A's two mixes are 0.28 apart (below split_l1): no
+ * further split, nor would one move object 0's share. Two classes: A
+ * (f = 0.5) 10 x 0.2133 = 2.133 ms, B (f = 0.3) 10 x 0.7 x 0.32 = 2.24
+ * ms: 4.373 ms; one class (f = 0.4): 20 x 0.6 x 0.32 = 3.84 ms.
+ *
+ * Kept at 0.75, not at 0.5: four mixes of four objects at the corners of a
+ * regular simplex, (55, 15, 15, 15), (15, 55, 15, 15) and so on, five
+ * instances each. Any split of k equally weighted corners of a regular
+ * simplex in two leaves (k - 2) / (k - 1) of the spread: 2/3 here, so the
+ * phase stays one class at 0.5 (f = 0.25: 20 x 0.75 x 0.32 = 4.8 ms) and
+ * is cut to its four corners at 0.75 (each split 0.8 apart; then the
+ * three-corner half at 1/2, the two-corner one at 0): object 0's corner
+ * (f = 0.55) 5 x 0.55 x 0.4267 = 1.173 ms, the others (f = 0.15) 15 x
+ * 0.85 x 0.32 = 4.08 ms: 5.253 ms. */
+static void test_split_sse(void)
+{
+    static const int four[4][4] = {{50, 32, 18}, {30, 42, 28}, {50, 18, 32}, {30, 28, 42}};
+    int cnt[20][4];
+    for (int i = 0; i < 20; i++)
+        memcpy(cnt[i], four[i % 4], sizeof cnt[i]);
+    CHECK_NEAR(mixes_far("split_sse kept", 20, 3, (const int (*)[4])cnt, 1000), 4.3733e6, 0.002);
+    for (int i = 0; i < 20; i++)
+        for (int o = 0; o < 4; o++)
+            cnt[i][o] = o == i % 4 ? 55 : 15;
+    CHECK_NEAR(mixes_far("split_sse not kept", 20, 4, (const int (*)[4])cnt, 1000), 4.8e6, 0.002);
+}
+
+/* split_min (0.05) from either side: each half of a split holds at least
+ * ceil(0.05 x 60) = 3 of a phase's 60 instances (ceil(0.025 x 60) = 2 at
+ * half, ceil(0.075 x 60) = 5 at one and a half times). A few instances
+ * whose mix is 90/10 among others at 30/70 (0.6 apart, no spread within
+ * either: 2-means keeps them apart whenever both halves are large enough).
+ * Three of them: cut at 0.05 (and 0.025), not at 0.075. Cut, the three
+ * (f = 0.9) take 3 x 0.9 x 0.4267 = 1.152 ms and the 57 others (f = 0.3)
+ * 57 x 0.7 x 0.32 = 12.768 ms: 13.92 ms; as one class (f = 19.8 / 60 =
+ * 0.33), 60 x 0.67 x 0.32 = 12.864 ms. Two of them: one class at 0.05
+ * (f = 19.2 / 60 = 0.32: 60 x 0.68 x 0.32 = 13.056 ms), cut at 0.025
+ * (2 x 0.384 + 58 x 0.224 = 13.76 ms). */
+static double minority_far(int few)
+{
+    int cnt[60][4] = {{0}};
+    for (int i = 0; i < 60; i++) {
+        int odd = i % 20 == 10 && i / 20 < few;
+        cnt[i][0] = odd ? 90 : 30;
+        cnt[i][1] = odd ? 10 : 70;
+    }
+    return mixes_far("split_min", 60, 2, (const int (*)[4])cnt, 1000);
+}
+
+static void test_split_min(void)
+{
+    CHECK_NEAR(minority_far(3), 13.92e6, 0.002);
+    CHECK_NEAR(minority_far(2), 13.056e6, 0.002);
+}
+
+/* mix_samples (8) from either side: an instance whose sampled misses, over
+ * all runs, number fewer than 8 does not say its mix and joins the class of
+ * the instance before it. Twenty instances alternate between two mixes of
+ * objects 0 and 1, each 100,000 misses a run as in mixes_far().
+ *
+ * Five samples a run (period 20,000; 10 over both runs: enough at 8, not
+ * at 12), mixes 4/1 and 1/4 (0.6 apart): two classes, f = 0.8 10 x 0.8 x
+ * 0.4267 = 3.413 ms and f = 0.2 10 x 0.8 x 0.32 = 2.56 ms: 5.973 ms. At
+ * 12 no instance says its mix and the phase is one class (f = 0.5): 20 x
+ * 0.5 x 0.4267 = 4.267 ms.
+ *
+ * Two samples a run (period 50,000; 4 over both runs: too few at 8, enough
+ * at 4), mixes 2/0 and 0/2: one class (f = 0.5), 4.267 ms; at 4 two, f = 1
+ * 10 x 0.4267 = 4.267 ms and f = 0 10 x 0.32 = 3.2 ms: 7.467 ms. */
+static void test_mix_samples(void)
+{
+    int cnt[20][4] = {{0}};
+    for (int i = 0; i < 20; i++)
+        cnt[i][0] = i % 2 ? 1 : 4, cnt[i][1] = 5 - cnt[i][0];
+    CHECK_NEAR(mixes_far("mix_samples enough", 20, 2, (const int (*)[4])cnt, 20000), 5.9733e6, 0.002);
+    for (int i = 0; i < 20; i++)
+        cnt[i][0] = i % 2 ? 0 : 2, cnt[i][1] = 2 - cnt[i][0];
+    CHECK_NEAR(mixes_far("mix_samples too few", 20, 2, (const int (*)[4])cnt, 50000), 4.2667e6, 0.002);
+}
+
 /* Sampled traffic beyond what a run's channels could move comes from the
  * loads (misses that hit a cache count as traffic for a streamed object),
  * not the stores: every store miss dirties a line that is written back
@@ -1293,6 +1438,69 @@ static void test_device_order(void)
         CHECK_NEAR(t[0][k], t[1][k], 1e-9);
 }
 
+
+/* A cache level's usual hit latency is the hit_base (5th) percentile of a
+ * run's load weights there, and a hit that took more than hit_wait (2)
+ * times that waited for a line on its way from memory: it counts as a
+ * waiting hit, and its weight beyond the usual latency as memory-bound.
+ * Each run loads object A 50 times: 10 loads from memory (weight 200) and
+ * 40 L2 hits, weights 10, 12, 14 and 37 x 30. The 5th percentile of the
+ * 40 is the second weight, 12 (2.5%: 10, 7.5%: 14); twice it is 24, so the
+ * 37 hits of 30 waited (at 1x 12 the hit of 14 too; at 3x 36 none did).
+ * Per run, A's cells then hold 37 waiting hits and a memory-bound weight
+ * of 10 x 200 + 37 x (30 - 12) = 2666 (2740 with a base of 10, 2592 with
+ * 14; 2668 at 1x, 2000 at 3x or with no waits). */
+static void test_hit_figures(void)
+{
+    const char *devs[] = {"near", "far"};
+    char *paths[2];
+    for (int d = 0; d < 2; d++) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "hits-%s.hmt", devs[d]);
+        paths[d] = path_of(nm);
+        const char *argv[] = {"./app.sim", NULL};
+        hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", 1000, devs[d], NULL, argv, NULL};
+        hm_trace_writer_t *w;
+        CHECK_EQ_INT(hm_trace_writer_open(&w, paths[d], &m), 0);
+        hm_trace_write_site(w, 0xa, "app.sim+0x10 alloc_a");
+        hm_alloc_t a = {10, A_ADDR, OBJ_SIZE, 0xa, 0};
+        hm_trace_write_alloc(w, &a);
+        uint64_t t = 1000000;
+        for (int i = 0; i < 50; i++) {
+            int mem = i % 5 == 4, h = i - i / 5; /* the i-th sample is hit h when not from memory */
+            uint32_t wt = mem ? 200 : h == 0 ? 10 : h == 1 ? 12 : h == 2 ? 14 : 30;
+            hm_sample_t s = {t + (uint64_t)i * 20000, A_ADDR + (uint64_t)i * 4096, 0x1234, 0, wt,
+                             (uint16_t)(mem ? HM_DSRC_MAKE_MEM(0) : HM_DSRC_L2), HM_ACCESS_LOAD};
+            hm_trace_write_sample(w, &s);
+        }
+        hm_trace_end_t end = {t + 2000000, 0};
+        CHECK_EQ_INT(hm_trace_writer_close(w, &end), 0);
+    }
+    hm_estimator_t *e = NULL;
+    int rc = hm_estimator_open(&e, (const char *const *)paths, 2, NULL);
+    CHECK_EQ_INT(rc, 0);
+    if (e) {
+        int o = -1;
+        for (int k = 0; k < e->nobj; k++)
+            if (e->obj[k].site == 0xa)
+                o = k;
+        CHECK(o >= 0);
+        for (int d = 0; d < 2 && o >= 0; d++) {
+            double n = 0, hw = 0, x = 0;
+            for (int w = 0; w < e->nwin; w++) {
+                const hm__est_cell_t *c = hm__est_cell(e, w, o, d);
+                n += c->n, hw += c->hw, x += c->x;
+            }
+            CHECK_NEAR(n, 50, 1e-9);
+            CHECK_NEAR(hw, 37, 1e-9);
+            CHECK_NEAR(x, 2666, 1e-9);
+        }
+    }
+    hm_estimator_close(e);
+    free(paths[0]);
+    free(paths[1]);
+}
+
 /* Hand-written summaries: a time no run can have is refused (a window of
  * 2e67 ns made estimates negative: sums that large lose the precision the
  * models need), and region ids may be any non-negative integers: only their
@@ -1866,6 +2074,9 @@ int main(void)
     test_cache_hits_traffic();
     test_window_classes();
     test_split_l1();
+    test_split_sse();
+    test_split_min();
+    test_mix_samples();
     test_store_traffic_kept();
     test_store_hits_write_back();
     test_reuse_scaled_first();
@@ -1886,6 +2097,7 @@ int main(void)
     test_device_order();
     test_regime_by_mix();
     test_summary_figures();
+    test_hit_figures();
     test_compiled_placements();
     test_attribution();
     test_long_samples();
