@@ -57,6 +57,22 @@ esrc=$(jq -r '[.models.default.objects[]?.source // empty | split(" ")[0]] | sor
 est=$(jq -r '.models.default.runtime_s' "$T/e.json") slow=$(jq -r '.devices[0].measured_s' "$T/e.json")
 lt "$est" "$slow" "cxx.cc:41 on fast estimated faster than all on slow"
 
+# optimize --by-source writes the placement with file:line rules (each line
+# unique to its object), which estimates exactly as the site-id placement.
+"$H" optimize "$T/slow.hmt" "$T/fast.hmt" --capacity fast=2M --algo greedy -o "$T/oid.json" > /dev/null 2> "$T/err" \
+  || fail "optimize: $(cat "$T/err")"
+"$H" optimize "$T/slow.hmt" "$T/fast.hmt" --capacity fast=2M --algo greedy --by-source -o "$T/osrc.json" > /dev/null \
+  2> "$T/err" || fail "optimize --by-source: $(cat "$T/err")"
+nid=$(jq '[.rules[] | select(.site | startswith("0x"))] | length' "$T/oid.json")
+srcs=$(jq -r '[.rules[].site] | join(",")' "$T/osrc.json")
+[ "$nid" -ge 1 ] && [ "$(jq '.rules | length' "$T/osrc.json")" = "$nid" ] && ! grep -q '"0x' "$T/osrc.json" \
+  && [[ "$srcs" == cxx.cc:* ]] && ok "optimize --by-source names $nid objects by line ($srcs)" \
+  || fail "optimize --by-source: '$srcs' for $nid site-id rules"
+e1=$("$H" estimate "$T/slow.hmt" "$T/fast.hmt" --placement "$T/oid.json" --json 2>/dev/null | jq -r '.models.default.runtime_s')
+e2=$("$H" estimate "$T/slow.hmt" "$T/fast.hmt" --placement "$T/osrc.json" --json 2>/dev/null | jq -r '.models.default.runtime_s')
+[ -n "$e1" ] && [ "$e1" = "$e2" ] && ok "by-source placement estimates as the site-id one ($e1 s)" \
+  || fail "by-source estimate '$e2', site-id '$e1'"
+
 # hetmem record (software sampler) on the same binary names the same lines.
 if "$H" record -b soft -o "$T/r.hmt" -- "$K/cxx.sim" > /dev/null 2> "$T/err"; then
   rsrc=$("$H" trace objects --json "$T/r.hmt" 2>/dev/null | jq -r '[.objects[].source // empty | split(" ")[0]] | sort | join(",")')

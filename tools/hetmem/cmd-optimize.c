@@ -14,7 +14,7 @@
 
 enum {
     OPT_CAPACITY = 256, OPT_ALGO, OPT_MODEL, OPT_PHASES, OPT_SPLIT, OPT_BUDGET, OPT_TIME, OPT_SEED,
-    OPT_JSON, OPT_SUMMARY, OPT_POLICY, OPT_SAVE_POLICY, OPT_MACHINE
+    OPT_JSON, OPT_SUMMARY, OPT_POLICY, OPT_SAVE_POLICY, OPT_MACHINE, OPT_BY_SOURCE
 };
 
 static const hm_cli_opt_t opt_opts[] = {
@@ -28,6 +28,8 @@ static const hm_cli_opt_t opt_opts[] = {
     {OPT_TIME, "time", "S", "stop after S seconds (results then depend on the machine's speed)", HM_OPT_ALT},
     {OPT_SEED, "seed", "S", "random seed (default 1)", 0},
     {'o', "output", "FILE", "write the placement file", 0},
+    {OPT_BY_SOURCE, "by-source", NULL,
+     "name objects in the placement by source line (file:line) where one line picks out that object alone", 0},
     {OPT_JSON, "json", NULL, "print the result as JSON", 0},
     {OPT_SUMMARY, "summary", "FILE", "use a saved estimator summary instead of traces", 0},
     {OPT_MACHINE, "machine", "MACHINE", "device figures from this machine preset or JSON file instead of the traces'", 0},
@@ -69,6 +71,80 @@ static int write_file(const char *path, const char *text)
     return fclose(f) == 0 ? 0 : -errno;
 }
 
+/* The link of @p o's source chain (allocating line first, then its
+ * callers) that no other object's chain holds, as "file:line" in @p buf, or
+ * NULL when every link is shared (a wrapper called from one line for two
+ * objects) or the object has no source. */
+static const char *unique_line(hm_estimator_t *e, int o, char *buf, size_t len)
+{
+    hm_est_object_t ob;
+    if (hm_estimator_object(e, o, &ob) < 0 || !ob.source)
+        return NULL;
+    for (const char *p = ob.source; *p;) {
+        const char *end = strstr(p, " < ");
+        size_t n = end ? (size_t)(end - p) : strlen(p), k = strcspn(p, " ");
+        if (k > n)
+            k = n;
+        if (k > 0 && k < len && memchr(p, ':', k)) {
+            memcpy(buf, p, k);
+            buf[k] = 0;
+            int shared = 0;
+            for (int j = 0; j < hm_estimator_nobjects(e) && !shared; j++) {
+                hm_est_object_t other;
+                shared = j != o && hm_estimator_object(e, j, &other) == 0 && hm__source_has(other.source, buf);
+            }
+            if (!shared)
+                return buf;
+        }
+        p += n;
+        if (end)
+            p += 3;
+    }
+    return NULL;
+}
+
+/* Rewrites the site-id rules of placement @p text (top level and phases)
+ * as "file:line" rules where unique_line finds one; returns the new text
+ * (the old one freed), or @p text unchanged when it does not parse. */
+static char *by_source(hm_estimator_t *e, char *text)
+{
+    json_t *root = json_loads(text, 0, NULL);
+    if (!root)
+        return text;
+    json_t *lists[64];
+    int nl = 0;
+    lists[nl++] = json_object_get(root, "rules");
+    const char *ph;
+    json_t *pv;
+    json_object_foreach(json_object_get(root, "phases"), ph, pv) if (nl < 64) lists[nl++] = json_object_get(pv, "rules");
+    for (int l = 0; l < nl; l++) {
+        size_t i;
+        json_t *r;
+        json_array_foreach(lists[l], i, r)
+        {
+            const char *site = json_string_value(json_object_get(r, "site"));
+            uint64_t id;
+            if (!site || strncmp(site, "0x", 2) || hm__parse_u64(site, &id) < 0)
+                continue;
+            for (int o = 0; o < hm_estimator_nobjects(e); o++) {
+                hm_est_object_t ob;
+                char line[256];
+                if (hm_estimator_object(e, o, &ob) == 0 && ob.site == id) {
+                    if (unique_line(e, o, line, sizeof line))
+                        json_object_set_new(r, "site", json_string(line));
+                    break;
+                }
+            }
+        }
+    }
+    char *txt = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (!txt)
+        return text;
+    free(text);
+    return txt;
+}
+
 static void print_objects(FILE *f, hm_estimator_t *e, const hm_optimize_result_t *r, int phased)
 {
     char b[32];
@@ -103,7 +179,7 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
     char *mjson = NULL;
     const char *cap_dev[MAX_CAPS];
     uint64_t cap_val[MAX_CAPS];
-    int ncaps = 0, json = 0, key;
+    int ncaps = 0, json = 0, key, src_names = 0;
     const char **traces = hm__xcalloc((size_t)argc + 1, sizeof *traces);
     int ntraces = 0;
     hm_optimize_opts_t opts = {.algo = HM_OPT_RL, .model = HM_EST_DEFAULT, .seed = 1};
@@ -182,6 +258,7 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
             break;
         case 'o': out = arg; break;
         case OPT_JSON: json = 1; break;
+        case OPT_BY_SOURCE: src_names = 1; break;
         case OPT_SUMMARY: summary = arg; break;
         case OPT_MACHINE: machine = arg; break;
         case OPT_POLICY: opts.policy_in = arg; break;
@@ -279,6 +356,8 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
         hm_cli_fail("greedy reference", rc);
         goto close;
     }
+    if (src_names)
+        res.placement_json = by_source(e, res.placement_json);
     if (out) {
         /* The file must load as a placement of these devices. */
         const char **names = hm__xcalloc((size_t)ndev, sizeof *names);
