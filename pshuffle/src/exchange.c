@@ -1139,6 +1139,7 @@ static int begin(ps_shuffler_t *ps, uint64_t epoch, int thread, const uint64_t *
     return 0;
 }
 
+#ifdef PS_TEST_HOOKS
 /* Test hook: PSHUFFLE_TEST_CORRUPT=RANK:direct (or RANK:packed) damages,
  * on that rank of a memory store, the first sample with a payload that it
  * sends from the store (or packs), after its checksum was taken: the
@@ -1168,6 +1169,9 @@ static void test_corrupt(ps_shuffler_t *ps, ps__xchg_t *x)
         }
     }
 }
+#else
+#define test_corrupt(ps, x) ((void)0)
+#endif
 
 /* Everything that can fail before the ranks agree: the plan, the headers
  * to send, and the memory for the entries of the next epoch. */
@@ -1223,6 +1227,9 @@ static int begin_local(ps_shuffler_t *ps, uint64_t epoch, const ps__target_t *tg
     x->budget = ps->window / 2 / (uint64_t)(M > 1 ? M - 1 : 1);
     if (x->budget == 0)
         x->budget = 1;
+    x->direct = DIRECT;
+    x->msgmax = MSG_MAX;
+#ifdef PS_TEST_HOOKS
     /* Test hook: PSHUFFLE_TEST_DIRECT=BYTES lowers the threshold, so that
      * small test samples take both paths (the same on every rank). */
     const char *td = getenv("PSHUFFLE_TEST_DIRECT");
@@ -1234,6 +1241,7 @@ static int begin_local(ps_shuffler_t *ps, uint64_t epoch, const ps__target_t *tg
     x->msgmax = tm && *tm ? strtoull(tm, NULL, 10) : MSG_MAX;
     if (!x->msgmax)
         x->msgmax = 1;
+#endif
     if ((err = tg ? plan_target(&x->plan, ps, tg) : ps_plan_compute(&x->plan, ps->seed, epoch, x->q, ps->counts, M,
                                                                      ps->rank)))
         goto fail;

@@ -55,18 +55,25 @@ static int env_rank_point(const char *s, const char *const *points)
     return -1;
 }
 
+/* The test-only variables (PS_TEST_HOOKS: the test build of the library,
+ * never installed) are read and checked only there: the released library
+ * has no fault injection a stray environment variable could trigger. */
+enum { ENV_SECONDS, ENV_WINDOW, ENV_PROFILE, ENV_ALLOC_POINT, ENV_CORRUPT_POINT, ENV_BYTES_POS, ENV_BYTES };
 static const struct {
     const char *name;
     const char *want;
+    int kind;
 } env_table[] = {
-    {"PSHUFFLE_TIMEOUT", "a number of seconds > 0"},
-    {"PSHUFFLE_WINDOW", "a size from 1K to 1G (an integer of bytes with an optional K, M or G suffix)"},
-    {"PSHUFFLE_PROFILE", "0, 1 or cpu"},
-    {"PSHUFFLE_TEST_FAIL_ALLOC", "RANK:begin or RANK:chunk"},
-    {"PSHUFFLE_TEST_CORRUPT", "RANK:direct, RANK:packed or RANK:header"},
-    {"PSHUFFLE_TEST_DIRECT", "a number of bytes > 0"},
-    {"PSHUFFLE_TEST_MSG", "a number of bytes > 0"},
-    {"PSHUFFLE_TEST_ENOSPC_AFTER", "a number of bytes"},
+    {"PSHUFFLE_TIMEOUT", "a number of seconds > 0", ENV_SECONDS},
+    {"PSHUFFLE_WINDOW", "a size from 1K to 1G (an integer of bytes with an optional K, M or G suffix)", ENV_WINDOW},
+    {"PSHUFFLE_PROFILE", "0, 1 or cpu", ENV_PROFILE},
+#ifdef PS_TEST_HOOKS
+    {"PSHUFFLE_TEST_FAIL_ALLOC", "RANK:begin or RANK:chunk", ENV_ALLOC_POINT},
+    {"PSHUFFLE_TEST_CORRUPT", "RANK:direct, RANK:packed or RANK:header", ENV_CORRUPT_POINT},
+    {"PSHUFFLE_TEST_DIRECT", "a number of bytes > 0", ENV_BYTES_POS},
+    {"PSHUFFLE_TEST_MSG", "a number of bytes > 0", ENV_BYTES_POS},
+    {"PSHUFFLE_TEST_ENOSPC_AFTER", "a number of bytes", ENV_BYTES},
+#endif
 };
 
 static int env_check(void)
@@ -79,13 +86,13 @@ static int env_check(void)
         if (!s || !*s)
             continue;
         int bad;
-        switch (i) {
-        case 0: bad = env_num(s, 1e-3, 0, &v); break;
-        case 1: bad = ps__env_window() < PS_MIN_WINDOW; break;
-        case 2: bad = strcmp(s, "0") && strcmp(s, "1") && strcmp(s, "cpu"); break;
-        case 3: bad = env_rank_point(s, alloc_points); break;
-        case 4: bad = env_rank_point(s, corrupt_points); break;
-        case 5: case 6: bad = env_num(s, 1, 1, &v); break;
+        switch (env_table[i].kind) {
+        case ENV_SECONDS: bad = env_num(s, 1e-3, 0, &v); break;
+        case ENV_WINDOW: bad = ps__env_window() < PS_MIN_WINDOW; break;
+        case ENV_PROFILE: bad = strcmp(s, "0") && strcmp(s, "1") && strcmp(s, "cpu"); break;
+        case ENV_ALLOC_POINT: bad = env_rank_point(s, alloc_points); break;
+        case ENV_CORRUPT_POINT: bad = env_rank_point(s, corrupt_points); break;
+        case ENV_BYTES_POS: bad = env_num(s, 1, 1, &v); break;
         default: bad = env_num(s, 0, 1, &v); break;
         }
         if (bad)
@@ -112,6 +119,7 @@ void ps__fatal(ps_shuffler_t *ps, int err, const char *what)
     _exit(70); /* MPI_Abort does not return; this is in case it does */
 }
 
+#ifdef PS_TEST_HOOKS
 int ps__fault(const ps_shuffler_t *ps, const char *where)
 {
     const char *s = getenv("PSHUFFLE_TEST_FAIL_ALLOC");
@@ -121,6 +129,7 @@ int ps__fault(const ps_shuffler_t *ps, const char *where)
     long r = strtol(s, &end, 10);
     return *end == ':' && r == ps->rank && !strcmp(end + 1, where);
 }
+#endif
 
 /* Waits for a nonblocking collective, at most timeout_s. A rank that never
  * arrives (it died, or called another function) would otherwise leave this

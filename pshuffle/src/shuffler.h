@@ -141,11 +141,16 @@ int ps__agree_max(ps_shuffler_t *ps, int err, int secondary, uint64_t *val);
 int ps__sync(ps_shuffler_t *ps, int op, uint64_t epoch);
 int ps__wait(ps_shuffler_t *ps, MPI_Request *req, const char *what);
 void ps__fatal(ps_shuffler_t *ps, int err, const char *what) __attribute__((noreturn));
-/* Test hook: PSHUFFLE_TEST_FAIL_ALLOC=RANK:WHERE makes the named
+/* Test hook (the test build only, PS_TEST_HOOKS; 0 in the released
+ * library): PSHUFFLE_TEST_FAIL_ALLOC=RANK:WHERE makes the named
  * allocation fail on that rank ("begin": planning an exchange, before the
  * ranks agree; "chunk": a round buffer or the memory for received samples,
  * after they agreed). */
+#ifdef PS_TEST_HOOKS
 int ps__fault(const ps_shuffler_t *ps, const char *where);
+#else
+#define ps__fault(ps, where) ((void)(ps), (void)(where), 0)
+#endif
 void ps__xchg_free(ps_shuffler_t *ps);
 void ps__pool_free(ps_shuffler_t *ps);
 /* Runs the exchange in flight to its end and drops it (every rank closes). */

@@ -92,4 +92,12 @@ mkdir -p "$W/empty"
 "$P" verify "$W/empty" > /dev/null 2> "$W/err"; rc=$?
 [ $rc -eq 1 ] && grep -q "no rank-NNNNN" "$W/err" || { cat "$W/err"; fail "verify of an empty directory"; }
 "$P" --help | grep -q "plan" || fail "--help"
+expect_usage "option '--q' given twice" plan --ranks 4 --samples 100 --q 0.1 --q 0.2
+
+# The released library holds no test hook; the test build (tests/lib) does.
+if [ -n "${PSHUFFLE_LIB:-}" ] && [ -e "$PSHUFFLE_LIB" ]; then
+  ! grep -aq "PSHUFFLE_TEST_" "$PSHUFFLE_LIB" || fail "$PSHUFFLE_LIB holds PSHUFFLE_TEST_ hooks"
+  tl="$(dirname "$(dirname "$PSHUFFLE_LIB")")/tests/lib/$(basename "$PSHUFFLE_LIB")"
+  grep -aq "PSHUFFLE_TEST_FAIL_ALLOC" "$tl" || fail "$tl (the test build) lacks its hooks"
+fi
 echo PASS

@@ -42,6 +42,7 @@ extern char *secure_getenv(const char *name);
     X(PRELOAD, "HETMEM_PRELOAD", "user", "path of libhetmem_preload.so to use")                     \
     X(MACHINES, "HETMEM_MACHINES", "user", "extra folder of machine presets")                      \
     X(JSON_MAX, "HETMEM_JSON_MAX", "user", "largest JSON input read (a size; default 256M)")       \
+    X(SPOOL_MAX, "HETMEM_SPOOL_MAX", "user", "record, run: most bytes of one process's spool (a size; default 2G)") \
     X(SYSFS_ROOT, "HETMEM_SYSFS_ROOT", "user", "read /sys and /proc from this folder (captured trees)")
 
 enum {
@@ -60,6 +61,11 @@ static const hm_env_var_t hm__env_vars[HM_ENV_COUNT] __attribute__((unused)) = {
     HM_ENV_TABLE(HM_ENV_ROW_)
 #undef HM_ENV_ROW_
 };
+
+/* The default of HETMEM_SPOOL_MAX, per process spool file. */
+#define HM_SPOOL_MAX_DEFAULT (UINT64_C(2) << 30)
+/* Its least value: room for a process's first records and its last ones. */
+#define HM_SPOOL_MIN (UINT64_C(64) << 10)
 
 /* Name of variable id (HM_ENV_SPOOL ...). */
 static inline const char *hm__env_name(int id) { return hm__env_vars[id].name; }

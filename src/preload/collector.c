@@ -216,9 +216,30 @@ static void spool_flush(void)
     hm__S.len = 0;
 }
 
+/* Whether r is one of a process's few summary records (statistics, its
+ * exe, errors, the placement totals at exit), which are written past the
+ * bound so that the spool always says what it lacks; per-event records
+ * (samples, allocations, placements) are not. */
+static int summary_rec(const hm__spool_rec_t *r)
+{
+    return r->kind >= HM_SPOOL_STATS && r->kind != HM_SPOOL_PLACE;
+}
+
 static void spool_put(const hm__spool_rec_t *r, const void *payload)
 {
     size_t need = sizeof *r + r->len;
+    if (!summary_rec(r) && hm__S.spool_bytes + need > hm__opt.spool_max) {
+        /* The bound (HETMEM_SPOOL_MAX): a long run must not fill the disk.
+         * What is not written is counted, said at once on stderr and in
+         * the spool's last record, never lost in silence. */
+        if (!hm__S.over_recs)
+            hm__pdiag("spool limit of %llu bytes reached (%s); later records are counted, not written",
+                      (unsigned long long)hm__opt.spool_max, hm__env_name(HM_ENV_SPOOL_MAX));
+        hm__S.over_recs++;
+        hm__S.over_bytes += need;
+        return;
+    }
+    hm__S.spool_bytes += need;
     if (hm__S.len + need > sizeof hm__S.buf)
         spool_flush();
     memcpy(hm__S.buf + hm__S.len, r, sizeof *r);
@@ -263,6 +284,8 @@ void hm__open_spool(void)
     hm__S.len = 0;
     memcpy(hm__S.buf, HM_SPOOL_MAGIC, 8);
     hm__S.len = 8;
+    hm__S.spool_bytes = 8;
+    hm__S.over_recs = hm__S.over_bytes = 0;
     char exe[256];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = '\0';
@@ -448,6 +471,17 @@ static void write_stats(void)
 {
     hm__spool_rec_t r = {HM_SPOOL_STATS, 0, hm__tid(), hm__now_ns(), hm__S.lost, hm__S.samples, hm__S.unresolved};
     spool_put(&r, NULL);
+    if (hm__S.over_recs) {
+        char m[200];
+        snprintf(m, sizeof m, "spool limit of %llu bytes reached (%s): %llu records (%llu bytes) after it were not written",
+                 (unsigned long long)hm__opt.spool_max, hm__env_name(HM_ENV_SPOOL_MAX),
+                 (unsigned long long)hm__S.over_recs, (unsigned long long)hm__S.over_bytes);
+        /* b = 1: records are missing from this spool (the CLI exits 1). */
+        hm__spool_rec_t q = {HM_SPOOL_ERROR, 0, hm__tid(), hm__now_ns(), hm__S.over_recs, 1, 0};
+        q.len = (uint16_t)((strlen(m) + 1 + 7) & ~(size_t)7);
+        spool_put(&q, m);
+        hm__S.over_recs = hm__S.over_bytes = 0;
+    }
     if (hm__S.soft) {
         const hm__soft_stats_t *st = hm__soft_cache_stats(hm__S.soft);
         char m[160];

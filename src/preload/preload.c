@@ -192,6 +192,13 @@ static void read_opts(void)
     if (!hm__opt.period)
         hm__opt.period = 1000000;
     hm__opt.min_size = env_u64(HM_ENV_MIN_SIZE, 64 * 1024);
+    const char *sm = hm__env_get(HM_ENV_SPOOL_MAX);
+    hm__opt.spool_max = HM_SPOOL_MAX_DEFAULT;
+    if (sm && (hm__parse_size(sm, &hm__opt.spool_max) != 0 || hm__opt.spool_max < HM_SPOOL_MIN)) {
+        /* hetmem record and run refuse it before the run. */
+        hm__pdiag("%s=%s: not a size of at least 64K; using the default, 2G", hm__env_name(HM_ENV_SPOOL_MAX), sm);
+        hm__opt.spool_max = HM_SPOOL_MAX_DEFAULT;
+    }
     hm__opt.events = env_u64(HM_ENV_EVENTS, 1) != 0;
     hm__opt.depth = (int)env_u64(HM_ENV_DEPTH, 6);
     if (hm__opt.depth < 1 || hm__opt.depth > 16)

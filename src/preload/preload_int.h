@@ -41,6 +41,7 @@ typedef struct {
     int backend;           /* hm_backend_t, or -1 for no sampling */
     uint64_t period;       /* soft: ns between samples; perf: events per sample */
     uint64_t min_size;     /* track allocations of at least this many bytes */
+    uint64_t spool_max;    /* HETMEM_SPOOL_MAX: most bytes of this process's spool */
     int depth;             /* call-stack frames hashed into a site id */
     int sig;               /* soft sampler signal */
     char spool_dir[256];
@@ -129,6 +130,10 @@ typedef struct {
     uint64_t sample_type;
     hm__soft_cache_t *soft;
     uint64_t samples, unresolved, lost;
+    /* The spool's bound: bytes written or buffered, and the per-event
+     * records not written once it was reached (counted, and reported in
+     * the spool's last record). */
+    uint64_t spool_bytes, over_recs, over_bytes;
     uintptr_t self_lo, self_hi; /* our own text, skipped in call stacks */
 } hm__state_t;
 extern hm__state_t hm__S;

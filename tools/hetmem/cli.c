@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/env.h"
 #include "hetmem/estimate.h"
 #include "hetmem/sim.h"
 
@@ -394,4 +395,13 @@ int hm_cli_find_program(const char *name, char *out, size_t len)
         path += n + (c ? 1 : 0);
     }
     return -ENOENT;
+}
+
+int hm_cli_spool_max(void)
+{
+    const char *v = getenv(hm__env_name(HM_ENV_SPOOL_MAX));
+    uint64_t m;
+    if (!v || (hm__parse_size(v, &m) == 0 && m >= HM_SPOOL_MIN))
+        return 0;
+    return hm_cli_failf(hm__env_name(HM_ENV_SPOOL_MAX), "'%s' is not a size of at least 64K (%s)", v, HM_SIZE_GRAMMAR);
 }

@@ -101,6 +101,11 @@ int hm_cli_size(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_t *o
  * page when it has no unit, so that "mcdram=64" is not taken as 64 bytes. */
 int hm_cli_capacity(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_t *out);
 
+/* Checks HETMEM_SPOOL_MAX (record, run) before a run: unset, or a size of
+ * at least HM_SPOOL_MIN. Else prints the one-line error naming it and its
+ * value and returns HM_EXIT_RUNTIME; 0 when it is fine. */
+int hm_cli_spool_max(void);
+
 /* Loads a machine preset or JSON file (docs/machines.md) given to
  * --machine and returns its canonical JSON text in *json (malloc'd, the
  * caller frees it); on failure prints the one-line error and returns

@@ -64,6 +64,7 @@ static int expand_rank(const char *in, char *out, size_t len)
 
 typedef struct {
     uint64_t seen, withaddr, samples, allocs, frees, unresolved, lost, sites, procs, phases, names, errors;
+    uint64_t unwritten; /* records a runtime did not write past HETMEM_SPOOL_MAX */
     char soft[160];
 } totals_t;
 
@@ -157,6 +158,8 @@ static int merge(const char *dir, hm_trace_writer_t *w, totals_t *t, uint64_t t0
         case HM_SPOOL_ERROR:
             fprintf(stderr, "hetmem: record: runtime: %s (%llu)\n", pl, (unsigned long long)r->a);
             t->errors++;
+            if (r->b == 1)
+                t->unwritten += r->a;
             break;
         default: break;
         }
@@ -216,6 +219,8 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     }
     if (p.ind >= argc)
         return hm_cli_usage(cmd, "missing command to record (hetmem record [options] -- CMD ARGS)");
+    if (hm_cli_spool_max() != 0)
+        return HM_EXIT_RUNTIME;
     {
         /* The runtime reads it too, but could only warn; refused here it
          * stops the run before it records nothing. */
@@ -454,7 +459,11 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
             WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
     if (t.soft[0] && hm__env_get(HM_ENV_VERBOSE))
         fprintf(stderr, "hetmem: record: %s\n", t.soft);
-    /* The child's status is ours, so scripts see the traced program's. */
+    /* The child's status is ours, so scripts see the traced program's;
+     * but a trace that lacks records is not a success. */
+    if (t.unwritten && hm__exit_code(status) == 0)
+        return hm_cli_failf(path, "incomplete: %llu records past the spool limit (%s) were not written",
+                            (unsigned long long)t.unwritten, hm__env_name(HM_ENV_SPOOL_MAX));
     return hm__exit_code(status);
 }
 

@@ -224,6 +224,8 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
                             TABLE_OBJECTS);
     if (p.ind >= argc)
         return hm_cli_usage(cmd, "missing command to run (hetmem run --placement FILE -- CMD ARGS)");
+    if (hm_cli_spool_max() != 0)
+        return HM_EXIT_RUNTIME;
 
     /* Validate everything before the run: the placement, its devices, the
      * capacities' device names. */
@@ -297,7 +299,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     json_t *nodes = json_object();       /* device -> its nodes, resolved once */
     sites_t sites = {json_object(), NULL, 0, 0};
     json_t *srcs = json_object(); /* site id -> source chain, from the site records */
-    unsigned long long nspill = 0, nobj = 0;
+    unsigned long long nspill = 0, nobj = 0, unwritten = 0;
     int nproc = 0;
     /* NUMA nodes of each device, so the report says where pages are. */
     info = hm__xmalloc(sizeof *info);
@@ -378,6 +380,8 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
             }
             case HM_SPOOL_ERROR:
                 fprintf(stderr, "hetmem: run: runtime: %s\n", pay);
+                if (r->b == 1)
+                    unwritten += r->a;
                 break;
             default: break;
             }
@@ -405,6 +409,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
                                  hm__exit_code(status), "wall_seconds", (double)wall / 1e9, "objects", objs,
                                  "objects_omitted", (json_int_t)(nobj - json_array_size(objs)), "sites", sa,
                                  "devices", devs, "unmatched_rules", unmatched);
+        json_object_set_new(root, "unwritten_records", json_integer((json_int_t)unwritten));
         int wrc = json_dump_file(root, report, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         int werr = errno;
         json_incref(unmatched); /* for the summary line */
@@ -435,6 +440,10 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     json_decref(unmatched);
     if (hm_cli_unmatched(place, rules, strict) && hm__exit_code(status) == 0)
         return HM_EXIT_RUNTIME;
+    /* The objects were placed, but the report lacks some: not a success. */
+    if (unwritten && hm__exit_code(status) == 0)
+        return hm_cli_failf("run", "report incomplete: %llu placement records past the spool limit (%s) were not "
+                            "written", (unsigned long long)unwritten, hm__env_name(HM_ENV_SPOOL_MAX));
     return hm__exit_code(status);
 }
 
