@@ -232,9 +232,17 @@ static void spool_put(const hm__spool_rec_t *r, const void *payload)
         /* The bound (HETMEM_SPOOL_MAX): a long run must not fill the disk.
          * What is not written is counted, said at once on stderr and in
          * the spool's last record, never lost in silence. */
-        if (!hm__S.over_recs)
+        if (!hm__S.over_recs) {
             hm__pdiag("spool limit of %llu bytes reached (%s); later records are counted, not written",
                       (unsigned long long)hm__opt.spool_max, hm__env_name(HM_ENV_SPOOL_MAX));
+            /* Marked in the spool at once (b = 2), past the bound: a
+             * process killed before its last records still leaves a spool
+             * that says it is incomplete. */
+            static const char m[] = "spool limit reached";
+            hm__spool_rec_t q = {HM_SPOOL_ERROR, 0, hm__tid(), hm__now_ns(), 0, 2, 0};
+            q.len = (uint16_t)((sizeof m + 7) & ~(size_t)7);
+            spool_put(&q, m);
+        }
         hm__S.over_recs++;
         hm__S.over_bytes += need;
         return;

@@ -112,8 +112,9 @@ enum {
     HM_SPOOL_STATS = 100, /* a: samples lost, b: samples taken, c: unresolved (soft) */
     HM_SPOOL_PLACE = 101, /* a: addr, b: size, c: site; tid: flags; time; payload "req got name" */
     HM_SPOOL_PROC = 102,  /* a: pid, b: ppid; payload: exe */
-    HM_SPOOL_ERROR = 103, /* payload: message from the runtime; a: a count; b: 1 when records
-                           * are missing (the spool reached HETMEM_SPOOL_MAX) */
+    HM_SPOOL_ERROR = 103, /* payload: message from the runtime; a: a count; b: 2 when the
+                           * spool reached HETMEM_SPOOL_MAX (written then), 1 for the count of
+                           * records not written past it (a; written at exit) */
 };
 typedef struct {
     uint16_t kind;        /* hm_rec_kind_t or HM_SPOOL_* */

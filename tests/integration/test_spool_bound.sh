@@ -32,6 +32,11 @@ grep -q "^hetmem: $WORK/cap.hmt: incomplete: $lost records past the spool limit 
   bad "record: $kept written + ${lost:-?} counted != $all of the unbounded run"
 "$H" trace info "$WORK/cap.hmt" > /dev/null && ok "the bounded trace reads" || bad "the bounded trace does not read"
 
+# -- a process killed after the bound: its spool still says it is incomplete
+HETMEM_SPOOL_MAX=64K "$H" record -b none -o "$WORK/kill.hmt" -- timeout -s KILL 3 "$WORK/churn" 0 20000000 > /dev/null 2> "$WORK/kill.err"; rc=$?
+[ $rc != 0 ] && grep -q "^hetmem: $WORK/kill.hmt: incomplete: 1 process reached the spool limit (HETMEM_SPOOL_MAX) and ended before counting the records not written (killed?)$" "$WORK/kill.err" &&
+  ok "record: a process killed past the bound is reported (exit $rc)" || bad "killed past the bound: exit $rc: $(cat "$WORK/kill.err")"
+
 # -- run: the report counts the placement records it lacks
 echo '{"default": "0", "rules": []}' > "$WORK/p.json"
 "$H" run --placement "$WORK/p.json" --report "$WORK/free.json" -- "$WORK/churn" 0 $N > /dev/null 2> "$WORK/rfree.err" ||
@@ -44,7 +49,9 @@ echo "run: unbounded $pall placements; bounded $pkept, $un records counted; exit
 [ $rc = 1 ] || bad "run at the bound: exit $rc, want 1"
 grep -q "^hetmem: run: report incomplete: $un placement records past the spool limit (HETMEM_SPOOL_MAX) were not written$" "$WORK/rcap.err" &&
   ok "run: one line with the count" || bad "run: no final line: $(cat "$WORK/rcap.err")"
-[ "$(jq .unwritten_records "$WORK/free.json")" = 0 ] || bad "unbounded report: unwritten_records not 0"
+[ "$(jq .unwritten_records "$WORK/free.json")" = 0 ] && [ "$(jq .spool_limit_reached "$WORK/free.json")" = 0 ] ||
+  bad "unbounded report: unwritten_records or spool_limit_reached not 0"
+[ "$(jq .spool_limit_reached "$WORK/cap.json")" = 1 ] || bad "bounded report: spool_limit_reached $(jq .spool_limit_reached "$WORK/cap.json"), want 1"
 [ "$pkept" -lt "$pall" ] && [ $((pkept + un)) -ge "$pall" ] && ok "run: $pkept placements + $un counted >= $pall" ||
   bad "run: $pkept placements + $un counted, unbounded $pall"
 

@@ -65,6 +65,7 @@ static int expand_rank(const char *in, char *out, size_t len)
 typedef struct {
     uint64_t seen, withaddr, samples, allocs, frees, unresolved, lost, sites, procs, phases, names, errors;
     uint64_t unwritten; /* records a runtime did not write past HETMEM_SPOOL_MAX */
+    int full, counted;  /* spools that reached it, and that counted what they lack */
     char soft[160];
 } totals_t;
 
@@ -156,10 +157,14 @@ static int merge(const char *dir, hm_trace_writer_t *w, totals_t *t, uint64_t t0
         case HM_SPOOL_STATS + 10: snprintf(t->soft, sizeof t->soft, "%s", pl); break;
         case HM_SPOOL_PROC: t->procs++; break;
         case HM_SPOOL_ERROR:
+            if (r->b == 2) { /* the mark; the count follows at the process's exit */
+                t->full++;
+                break;
+            }
             fprintf(stderr, "hetmem: record: runtime: %s (%llu)\n", pl, (unsigned long long)r->a);
             t->errors++;
             if (r->b == 1)
-                t->unwritten += r->a;
+                t->unwritten += r->a, t->counted++;
             break;
         default: break;
         }
@@ -461,9 +466,16 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
         fprintf(stderr, "hetmem: record: %s\n", t.soft);
     /* The child's status is ours, so scripts see the traced program's;
      * but a trace that lacks records is not a success. */
-    if (t.unwritten && hm__exit_code(status) == 0)
+    if (t.full > t.counted)
+        fprintf(stderr, "hetmem: %s: incomplete: %d process%s reached the spool limit (%s) and ended before counting "
+                "the records not written (killed?)\n", path, t.full - t.counted, t.full - t.counted == 1 ? "" : "es",
+                hm__env_name(HM_ENV_SPOOL_MAX));
+    if (t.full && hm__exit_code(status) == 0) {
+        if (t.full > t.counted)
+            return HM_EXIT_RUNTIME;
         return hm_cli_failf(path, "incomplete: %llu records past the spool limit (%s) were not written",
                             (unsigned long long)t.unwritten, hm__env_name(HM_ENV_SPOOL_MAX));
+    }
     return hm__exit_code(status);
 }
 

@@ -300,7 +300,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     sites_t sites = {json_object(), NULL, 0, 0};
     json_t *srcs = json_object(); /* site id -> source chain, from the site records */
     unsigned long long nspill = 0, nobj = 0, unwritten = 0;
-    int nproc = 0;
+    int nproc = 0, nfull = 0, ncounted = 0;
     /* NUMA nodes of each device, so the report says where pages are. */
     info = hm__xmalloc(sizeof *info);
     hm__os_probe(info);
@@ -379,9 +379,13 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
                 break;
             }
             case HM_SPOOL_ERROR:
+                if (r->b == 2) { /* the mark; the count follows at the process's exit */
+                    nfull++;
+                    break;
+                }
                 fprintf(stderr, "hetmem: run: runtime: %s\n", pay);
                 if (r->b == 1)
-                    unwritten += r->a;
+                    unwritten += r->a, ncounted++;
                 break;
             default: break;
             }
@@ -410,6 +414,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
                                  "objects_omitted", (json_int_t)(nobj - json_array_size(objs)), "sites", sa,
                                  "devices", devs, "unmatched_rules", unmatched);
         json_object_set_new(root, "unwritten_records", json_integer((json_int_t)unwritten));
+        json_object_set_new(root, "spool_limit_reached", json_integer(nfull));
         int wrc = json_dump_file(root, report, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         int werr = errno;
         json_incref(unmatched); /* for the summary line */
@@ -441,9 +446,16 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     if (hm_cli_unmatched(place, rules, strict) && hm__exit_code(status) == 0)
         return HM_EXIT_RUNTIME;
     /* The objects were placed, but the report lacks some: not a success. */
-    if (unwritten && hm__exit_code(status) == 0)
+    if (nfull > ncounted)
+        fprintf(stderr, "hetmem: run: report incomplete: %d process%s reached the spool limit (%s) and ended before "
+                "counting the records not written (killed?)\n", nfull - ncounted, nfull - ncounted == 1 ? "" : "es",
+                hm__env_name(HM_ENV_SPOOL_MAX));
+    if (nfull && hm__exit_code(status) == 0) {
+        if (nfull > ncounted)
+            return HM_EXIT_RUNTIME;
         return hm_cli_failf("run", "report incomplete: %llu placement records past the spool limit (%s) were not "
                             "written", (unsigned long long)unwritten, hm__env_name(HM_ENV_SPOOL_MAX));
+    }
     return hm__exit_code(status);
 }
 
