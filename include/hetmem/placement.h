@@ -83,6 +83,15 @@ int hm_placement_default_device(const hm_placement_t *p);
 int hm_placement_has_phases(const hm_placement_t *p);
 
 /**
+ * A number that tells this handle apart from every other placement handle
+ * loaded in the process, closed ones included (an address can be reused, a
+ * serial is not; never 0), so that what a caller derives from a placement
+ * (the estimator's compiled placements) can be kept and found again by it.
+ * Thread-safe.
+ */
+uint64_t hm_placement_serial(const hm_placement_t *p);
+
+/**
  * Rules that matched no object so far, as one line per rule
  * ("rules[2] {\"name\": \"matrx\"} matched nothing"), for reports.
  * Returns a malloc'd string (caller frees) or NULL when every rule matched.

@@ -250,6 +250,57 @@ typedef struct {
 } hm_block_t;
 int hm_trace_read_block(hm_trace_t *t, uint32_t i, const hm_block_t **out);
 
+/**
+ * Sample batches: the fastest way through a trace for consumers that need
+ * only each sample's time, address, weight, data source and access kind
+ * (the estimator's summary building, `hetmem trace objects`). A block's
+ * samples are decoded a batch of at most HM_TRACE_BATCH at a time into
+ * columns that stay in the first-level cache while the caller reads them;
+ * instruction pointers and thread ids are never decoded. Blocks are still
+ * checked against the index and their checksums.
+ *
+ * Use: hm_trace_batch_begin() on block i, then hm_trace_batch_next() until
+ * it returns 0; merge the block's events (non-sample records) with the
+ * samples by time, events first at equal times, as hm_trace_next() does.
+ */
+#define HM_TRACE_BATCH 1024
+
+/** A block's non-sample records in time order, owned by the handle. */
+typedef struct {
+    uint32_t n;
+    const hm_record_t *rec;
+    const uint64_t *time;      /**< time of each record (an HM_REC_SITE has none of its own) */
+} hm_event_list_t;
+
+/** Up to HM_TRACE_BATCH consecutive samples of a block, in time order, as
+ *  columns owned by the handle. */
+typedef struct {
+    uint32_t n;
+    const uint64_t *time, *addr;
+    const uint32_t *weight;
+    const uint16_t *dsrc;
+    const uint8_t *access;
+} hm_sample_batch_t;
+
+/**
+ * Starts reading block @p i a batch at a time: reads, checks and
+ * decompresses it and fills @p events (valid until the next call on @p t
+ * that reads another block). A block held by hm_trace_read_block() or
+ * hm_trace_next() is dropped; they decode it again when next called.
+ * @return 0, HM_ERANGE (no such block), -ENOMEM, or a trace error
+ *         (HM_ECORRUPT...) with a detail naming the block and offset.
+ */
+int hm_trace_batch_begin(hm_trace_t *t, uint32_t i, hm_event_list_t *events);
+
+/**
+ * Decodes the next samples of the block hm_trace_batch_begin() started
+ * into @p out, whose columns stay valid until the next call on @p t.
+ * @return the number of samples (1..HM_TRACE_BATCH), 0 once the block's
+ *         samples are done, or a negative error (HM_EUSAGE when no block
+ *         was started or its reading failed, HM_ECORRUPT...).
+ */
+int hm_trace_batch_next(hm_trace_t *t, hm_sample_batch_t *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -81,7 +81,7 @@ typedef struct {
 
 /* A placement file compiled against the summary: its rules matched to the
  * objects once, so that estimating it again is numeric only. Keyed by the
- * placement handle's serial (placement/placement_int.h), which no other
+ * placement handle's serial (hm_placement_serial()), which no other
  * handle ever has. */
 #define HM__EST_PCACHE 8
 typedef struct {

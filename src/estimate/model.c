@@ -32,7 +32,6 @@
 #include <string.h>
 
 #include "estimate/estimate_int.h"
-#include "placement/placement_int.h"
 
 /* ------------------------------------------------------------ tunables */
 
@@ -1900,7 +1899,7 @@ HM_API int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *pl, hm_est_m
     hm_est_state_t *s = state_new(e, model, phased, pdef);
     /* A placement is matched to the objects once per estimator; estimating
      * it again (a search that re-reads its candidates) reuses the match. */
-    uint64_t serial = hm__placement_serial(pl);
+    uint64_t serial = hm_placement_serial(pl);
     if (!pcache_get(e, serial, s->np, s->a)) {
         int rc = compile_placement(e, pl, phased, s->np, s->a);
         if (rc < 0) {

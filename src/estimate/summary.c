@@ -16,7 +16,6 @@
 #include "common/objtab.h"
 #include "estimate/estimate_int.h"
 #include "hetmem/trace.h"
-#include "trace/scan.h"
 
 #define NO_PHASE "(no phase)"
 
@@ -700,23 +699,29 @@ static int walk_run(run_t *r)
         return -ENOMEM;
     }
     uint32_t nb = hm_trace_nblocks(r->t);
-    hm__scan_chunk_t *ch = malloc(sizeof *ch);
-    if (!ch)
-        rc = -ENOMEM;
     for (uint32_t b = 0; b < nb && rc == 0; b++) {
-        const hm_record_t *evs;
-        const uint64_t *evt;
-        uint32_t nev, ei = 0;
+        hm_event_list_t el;
+        hm_sample_batch_t bt;
+        uint32_t ei = 0;
         int got = 0;
-        rc = hm__trace_scan_block(r->t, b, &evs, &evt, &nev);
+        rc = hm_trace_batch_begin(r->t, b, &el);
+        const hm_record_t *evs = el.rec;
+        const uint64_t *evt = el.time;
+        const uint32_t nev = el.n;
         if (rc < 0) {
             rc = hm__errf(rc, "%s: %s", r->path, hm_errdetail());
             break;
         }
         /* Samples and events merged by time, events first at equal times. */
         uint64_t et = nev ? evt[0] : UINT64_MAX;
-        while (rc == 0 && (got = hm__trace_scan_next(r->t, ch)) > 0) {
+        while (rc == 0 && (got = hm_trace_batch_next(r->t, &bt)) > 0) {
             uint32_t n = (uint32_t)got;
+            /* The columns in locals: the calls in the loop below cannot
+             * then make the compiler load them again from the batch. */
+            const uint64_t *b_time = bt.time, *b_addr = bt.addr;
+            const uint32_t *b_weight = bt.weight;
+            const uint16_t *b_dsrc = bt.dsrc;
+            const uint8_t *b_access = bt.access;
             /* Room for these samples (sized from the index, it always is
              * but for escape entries). */
             if (r->cbuf - r->nbuf < (size_t)n && (rc = buf_grow(r, n)) < 0)
@@ -725,7 +730,7 @@ static int walk_run(run_t *r)
             uint32_t *hist = &r->hist[0][0];
             uint64_t(*pages)[100] = r->pages;
             for (uint32_t i = 0; i < n; i++) {
-                uint64_t st = ch->time[i];
+                uint64_t st = b_time[i];
                 if (HM_UNLIKELY(st >= et)) {
                     r->nbuf = (size_t)(out - r->buf);
                     while (rc == 0 && st >= et) {
@@ -738,10 +743,10 @@ static int walk_run(run_t *r)
                         break;
                     pages = r->pages;
                 }
-                uint32_t wt = ch->weight[i];
-                unsigned t5 = (unsigned)lv_part[HM_DSRC_LEVEL(ch->dsrc[i])] | acc_part[ch->access[i]];
+                uint32_t wt = b_weight[i];
+                unsigned t5 = (unsigned)lv_part[HM_DSRC_LEVEL(b_dsrc[i])] | acc_part[b_access[i]];
                 hist[kind_row[t5] + (wt < 511 ? wt : 511)]++;
-                uint64_t a = ch->addr[i];
+                uint64_t a = b_addr[i];
                 const range_t *sl = &rec.slot[(a >> SLOT_SHIFT) % SLOTS];
                 int o = HM_LIKELY(a - sl->addr < sl->size) ? sl->obj : find_obj(&k, &rec, a);
                 uint32_t o1 = (uint32_t)(o + 1);
@@ -775,7 +780,6 @@ static int walk_run(run_t *r)
             rc = track_event(r, &k, &evs[ei++]);
         }
     }
-    free(ch);
     free(k.allocs);
     hm__objtab_close(k.tab);
     return rc;

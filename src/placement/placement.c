@@ -406,7 +406,7 @@ int hm_placement_has_phases(const hm_placement_t *p)
     return p->nphases > 0;
 }
 
-uint64_t hm__placement_serial(const hm_placement_t *p)
+uint64_t hm_placement_serial(const hm_placement_t *p)
 {
     return p->serial;
 }

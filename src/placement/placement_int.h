@@ -7,12 +7,6 @@
 
 #include "hetmem/placement.h"
 
-/* A number that tells this handle apart from every other placement handle
- * loaded in the process, freed ones included (an address can be reused; a
- * serial is not), so that what was derived from a placement (the
- * estimator's compiled placements) can be kept and found again by it. */
-uint64_t hm__placement_serial(const hm_placement_t *p);
-
 /* Whether a top-level rule places the global array NAME, at [addr,
  * addr + size), otherwise than it would an array without a name: only then
  * is the array made an object of that name (a global array that no rule

@@ -4,7 +4,6 @@
  * before it sizes an allocation or a read. */
 #define _GNU_SOURCE
 #include "trace_internal.h"
-#include "scan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -43,8 +42,10 @@ struct hm_trace {
     hm__cols_t cols;
     hm_block_t blk;
     int64_t decoded;              /* block held in cols, or -1 */
-    hm__scan_t *scan;             /* hm__trace_scan_block()'s state */
+    hm__scan_t *scan;             /* hm_trace_batch_begin()'s state */
+    hm__scan_chunk_t *chunk;      /* the batch hm_trace_batch_next() decodes into */
     uint32_t scan_block;
+    int scanning;                 /* a block is being read a batch at a time */
 
     uint32_t it_block, si, ei;
     int it_loaded;
@@ -423,6 +424,7 @@ void hm_trace_close(hm_trace_t *t)
     free(t->raw);
     hm__cols_free(&t->cols);
     free(t->scan);
+    free(t->chunk);
     free(t);
 }
 
@@ -462,7 +464,10 @@ static int load_raw(hm_trace_t *t, uint32_t i)
     unsigned long long boff = (unsigned long long)b->offset;
     size_t clen = b->compressed_bytes, rlen = b->raw_bytes;
     int rc;
+    /* The payload is replaced: neither a decoded block nor a batch scan
+     * survives. */
     t->decoded = -1;
+    t->scanning = 0;
     if (grow(&t->cbuf, &t->ccap, HM__TR_BLOCK_HDR_BYTES + clen) < 0 ||
         grow(&t->raw, &t->rawcap, rlen + HM__RAW_PAD) < 0)
         return hm__errf(-ENOMEM, "block %u at offset %llu", i, boff);
@@ -520,14 +525,16 @@ static int load_block(hm_trace_t *t, uint32_t i)
     return 0;
 }
 
-int hm__trace_scan_block(hm_trace_t *t, uint32_t i, const hm_record_t **events, const uint64_t **evtime,
-                         uint32_t *nev)
+int hm_trace_batch_begin(hm_trace_t *t, uint32_t i, hm_event_list_t *events)
 {
     hm__errclear();
-    *nev = 0;
+    *events = (hm_event_list_t){0};
+    t->scanning = 0;
     if (i >= t->nblocks)
         return hm__errf(HM_ERANGE, "block %u of %u", i, t->nblocks);
     if (!t->scan && !(t->scan = malloc(sizeof *t->scan)))
+        return hm__errf(-ENOMEM, "block %u", i);
+    if (!t->chunk && !(t->chunk = malloc(sizeof *t->chunk)))
         return hm__errf(-ENOMEM, "block %u", i);
     /* The events and the payload are replaced: no block stays decoded. */
     int rc = load_raw(t, i);
@@ -539,16 +546,26 @@ int hm__trace_scan_block(hm_trace_t *t, uint32_t i, const hm_record_t **events, 
     if (rc < 0)
         return block_err(t, i, rc);
     t->scan_block = i;
-    *events = t->cols.events;
-    *evtime = t->cols.evtime;
-    *nev = t->cols.nev;
+    t->scanning = 1;
+    *events = (hm_event_list_t){t->cols.nev, t->cols.events, t->cols.evtime};
     return 0;
 }
 
-int hm__trace_scan_next(hm_trace_t *t, hm__scan_chunk_t *out)
+int hm_trace_batch_next(hm_trace_t *t, hm_sample_batch_t *out)
 {
-    int rc = hm__block_scan_chunk(t->scan, out);
-    return rc < 0 ? block_err(t, t->scan_block, rc) : rc;
+    hm__errclear();
+    *out = (hm_sample_batch_t){0};
+    /* Another block read in between replaced the payload the scan reads. */
+    if (!t->scanning)
+        return hm__errf(HM_EUSAGE, "no block started with hm_trace_batch_begin()");
+    hm__scan_chunk_t *c = t->chunk;
+    int rc = hm__block_scan_chunk(t->scan, c);
+    if (rc < 0) {
+        t->scanning = 0;
+        return block_err(t, t->scan_block, rc);
+    }
+    *out = (hm_sample_batch_t){c->n, c->time, c->addr, c->weight, c->dsrc, c->access};
+    return rc;
 }
 
 int hm_trace_read_block(hm_trace_t *t, uint32_t i, const hm_block_t **out)

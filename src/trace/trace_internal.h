@@ -181,7 +181,7 @@ typedef struct {
 
 /* Samples decoded a chunk at a time, small enough to stay in the first-level
  * cache while the caller reads them. */
-#define HM__SCAN_CHUNK 1024
+#define HM__SCAN_CHUNK HM_TRACE_BATCH
 typedef struct {
     uint32_t n;
     uint64_t time[HM__SCAN_CHUNK], addr[HM__SCAN_CHUNK];

@@ -1,7 +1,7 @@
 /* libFuzzer target for the trace scan path the estimator's summary takes
- * (src/trace/scan.h, as src/estimate/summary.c drives it): the input bytes
+ * (hm_trace_batch_begin/next, as src/estimate/summary.c drives it): the input bytes
  * are a trace file. Every block is scanned, its events taken and its
- * samples decoded chunk by chunk; then the same block is decoded in full by
+ * samples decoded batch by batch; then the same block is decoded in full by
  * hm_trace_read_block(), and the two must agree on every column the scan
  * decodes (time, address, weight, data source, access) and on the events'
  * kinds: a disagreement aborts. Libraries read paths, so the bytes go through a
@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include "hetmem/trace.h"
-#include "trace/scan.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -34,7 +33,7 @@ static int grow(seen_t *s, uint32_t need)
 {
     if (need <= s->cap)
         return 0;
-    uint32_t cap = s->cap ? s->cap : HM__SCAN_CHUNK;
+    uint32_t cap = s->cap ? s->cap : HM_TRACE_BATCH;
     while (cap < need)
         cap *= 2;
     uint64_t *t = realloc(s->time, cap * sizeof *t), *a = t ? realloc(s->addr, cap * sizeof *a) : NULL;
@@ -57,14 +56,16 @@ static int grow(seen_t *s, uint32_t need)
     return 0;
 }
 
-static void scan_and_compare(hm_trace_t *t, uint32_t b, seen_t *s, hm__scan_chunk_t *ch)
+static void scan_and_compare(hm_trace_t *t, uint32_t b, seen_t *s)
 {
-    const hm_record_t *evs;
-    const uint64_t *evt;
-    uint32_t nev;
+    hm_event_list_t el;
+    hm_sample_batch_t bt, *ch = &bt;
     s->n = 0;
-    if (hm__trace_scan_block(t, b, &evs, &evt, &nev) != 0)
+    if (hm_trace_batch_begin(t, b, &el) != 0)
         return;
+    const hm_record_t *evs = el.rec;
+    const uint64_t *evt = el.time;
+    uint32_t nev = el.n;
     free(s->evtime);
     free(s->evkind);
     s->evtime = malloc((nev ? nev : 1) * sizeof *s->evtime);
@@ -77,8 +78,8 @@ static void scan_and_compare(hm_trace_t *t, uint32_t b, seen_t *s, hm__scan_chun
         s->evkind[i] = (uint16_t)evs[i].kind;
     }
     int got, ok = 1;
-    while ((got = hm__trace_scan_next(t, ch)) > 0) {
-        if ((uint32_t)got > HM__SCAN_CHUNK || grow(s, s->n + (uint32_t)got))
+    while ((got = hm_trace_batch_next(t, ch)) > 0) {
+        if ((uint32_t)got > HM_TRACE_BATCH || grow(s, s->n + (uint32_t)got))
             abort();
         memcpy(s->time + s->n, ch->time, (size_t)got * sizeof *ch->time);
         memcpy(s->addr + s->n, ch->addr, (size_t)got * sizeof *ch->addr);
@@ -125,19 +126,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     hm_trace_t *t;
-    hm__scan_chunk_t *ch = malloc(sizeof *ch);
-    if (ch && hm_trace_open(&t, path) == 0) {
+    if (hm_trace_open(&t, path) == 0) {
         seen_t s = {0};
         uint32_t nb = hm_trace_nblocks(t);
         for (uint32_t b = 0; b < nb; b++)
-            scan_and_compare(t, b, &s, ch);
+            scan_and_compare(t, b, &s);
         /* Scanning again after a full decode, out of order. */
         if (nb)
-            scan_and_compare(t, (uint32_t)(size % nb), &s, ch);
+            scan_and_compare(t, (uint32_t)(size % nb), &s);
         free(s.time), free(s.addr), free(s.weight), free(s.dsrc), free(s.access), free(s.evtime), free(s.evkind);
         hm_trace_close(t);
     }
-    free(ch);
     close(fd);
     return 0;
 }

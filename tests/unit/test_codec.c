@@ -14,7 +14,6 @@
 #include "fuzz/codec_cases.h"
 #include "hetmem/error.h"
 #include "hetmem/trace.h"
-#include "trace/scan.h"
 #include "trace/trace_internal.h"
 
 static uint8_t *region;
@@ -147,7 +146,7 @@ static void scan_trace(void)
     unlink(path);
     if (rc < 0)
         return;
-    static hm__scan_chunk_t ch;
+    hm_sample_batch_t ch;
     uint32_t nb = hm_trace_nblocks(t), total = 0;
     CHECK(nb >= 3);
     for (uint32_t b = 0; b < nb; b++) {
@@ -162,13 +161,12 @@ static void scan_trace(void)
         for (uint32_t i = 0; i < n; i++)
             col[i] = blk->time[i], col[n + i] = blk->addr[i], wt[i] = blk->weight[i], ds[i] = blk->dsrc[i],
             ac[i] = blk->access[i];
-        const hm_record_t *ev;
-        const uint64_t *evt;
-        uint32_t sev = 0, at = 0, bad = 0;
-        CHECK_EQ_INT(hm__trace_scan_block(t, b, &ev, &evt, &sev), 0);
-        CHECK_EQ_INT((int)sev, (int)nev);
+        hm_event_list_t el;
+        uint32_t at = 0, bad = 0;
+        CHECK_EQ_INT(hm_trace_batch_begin(t, b, &el), 0);
+        CHECK_EQ_INT((int)el.n, (int)nev);
         int got;
-        while ((got = hm__trace_scan_next(t, &ch)) > 0)
+        while ((got = hm_trace_batch_next(t, &ch)) > 0)
             for (int i = 0; i < got; i++, at++)
                 bad += at >= n || ch.time[i] != col[at] || ch.addr[i] != col[n + at] || ch.weight[i] != wt[at] ||
                        ch.dsrc[i] != ds[at] || ch.access[i] != ac[at];
@@ -182,6 +180,17 @@ static void scan_trace(void)
         free(ac);
     }
     CHECK_EQ_INT((int)total, 20000);
+    /* A batch read is refused once another block read replaced its
+     * payload, and on a block that does not exist. */
+    hm_event_list_t el;
+    const hm_block_t *blk;
+    CHECK_EQ_INT(hm_trace_batch_begin(t, 1, &el), 0);
+    CHECK_EQ_INT(hm_trace_batch_next(t, &ch), HM_TRACE_BATCH);
+    CHECK_EQ_INT(hm_trace_read_block(t, 0, &blk), 0);
+    CHECK_EQ_INT(hm_trace_batch_next(t, &ch), HM_EUSAGE);
+    CHECK_EQ_INT((int)ch.n, 0);
+    CHECK_EQ_INT(hm_trace_batch_begin(t, nb, &el), HM_ERANGE);
+    CHECK_EQ_INT(hm_trace_batch_next(t, &ch), HM_EUSAGE);
     /* The public reader still works after a scan. */
     hm_record_t rec;
     CHECK_EQ_INT(hm_trace_seek_block(t, 0), 0);

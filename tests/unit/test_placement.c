@@ -235,8 +235,29 @@ static void test_load_file(void)
     CHECK(strstr(hm_errdetail(), path) != NULL);
 }
 
+/* Serials: never 0, distinct between live handles, and not reused by a
+ * handle loaded after another was closed (it may get the same address). */
+static void test_serial(void)
+{
+    hm_placement_t *a = parse("{\"default\": \"ddr\"}"), *b = parse("{\"default\": \"ddr\"}");
+    if (!a || !b)
+        return;
+    uint64_t sa = hm_placement_serial(a), sb = hm_placement_serial(b);
+    CHECK(sa != 0 && sb != 0);
+    CHECK(sa != sb);
+    CHECK_EQ_U64(hm_placement_serial(a), sa); /* stable for the handle's life */
+    hm_placement_close(a);
+    hm_placement_t *c = parse("{\"default\": \"ddr\"}");
+    if (c) {
+        CHECK(hm_placement_serial(c) != sa && hm_placement_serial(c) != sb);
+        hm_placement_close(c);
+    }
+    hm_placement_close(b);
+}
+
 int main(void)
 {
+    test_serial();
     test_selectors();
     test_phases_and_unmatched();
     test_no_machine();

@@ -261,11 +261,12 @@ static int run_info(const hm_cmd_t *cmd, int argc, char **argv)
     uint64_t alloc_bytes = 0, *sites = NULL;
     size_t nsites = 0, capsites = 0;
     for (uint32_t b = 0; b < hm_trace_nblocks(t); b++) {
-        const hm_block_t *blk;
-        if ((rc = hm_trace_read_block(t, b, &blk)) < 0)
+        /* The block's events without decoding its samples. */
+        hm_event_list_t el;
+        if ((rc = hm_trace_batch_begin(t, b, &el)) < 0)
             break;
-        for (uint32_t i = 0; i < blk->nevents; i++) {
-            const hm_record_t *r = &blk->events[i];
+        for (uint32_t i = 0; i < el.n; i++) {
+            const hm_record_t *r = &el.rec[i];
             if (r->kind == HM_REC_PHASE_BEGIN || r->kind == HM_REC_PHASE_END) {
                 phase_event(&ps, &r->u.phase, r->kind == HM_REC_PHASE_BEGIN);
             } else if (r->kind == HM_REC_ALLOC) {
@@ -674,6 +675,21 @@ static const char *user_frame(const char *frames)
     return frames;
 }
 
+/* Applies one non-sample record to the object table. */
+static void obj_event(objs_t *o, const hm_record_t *r, site_frames_t **sf, size_t *nsf)
+{
+    switch (r->kind) {
+    case HM_REC_ALLOC: obj_alloc(o, &r->u.alloc); break;
+    case HM_REC_FREE: obj_free(o, r->u.alloc.time, r->u.alloc.addr); break;
+    case HM_REC_NAME: obj_name(o, r->u.name.addr, r->u.name.name); break;
+    case HM_REC_SITE:
+        *sf = hm__xrealloc(*sf, (*nsf + 1) * sizeof **sf);
+        (*sf)[(*nsf)++] = (site_frames_t){r->u.site.site, hm__xstrdup(r->u.site.frames)};
+        break;
+    default: break;
+    }
+}
+
 static int run_objects(const hm_cmd_t *cmd, int argc, char **argv)
 {
     int json = 0, fmt = 0;
@@ -698,35 +714,44 @@ static int run_objects(const hm_cmd_t *cmd, int argc, char **argv)
     site_row_t *rows = NULL;
     size_t nrows = 0;
     uint64_t samples = 0;
-    hm_record_t r;
-    while ((rc = hm_trace_next(t, &r)) == 1) {
-        switch (r.kind) {
-        case HM_REC_SAMPLE: {
-            samples++;
-            if (!r.u.sample.addr) {
-                o.noaddr++; /* no data access resolved (blocked, or no memory operand) */
+    /* Samples a batch at a time (only their address and access kind are
+     * read), merged with the block's events by time, events first at equal
+     * times as hm_trace_next() orders them. */
+    rc = 0;
+    for (uint32_t b = 0; b < hm_trace_nblocks(t) && rc >= 0; b++) {
+        hm_event_list_t el;
+        hm_sample_batch_t bt;
+        uint32_t ei = 0;
+        if ((rc = hm_trace_batch_begin(t, b, &el)) < 0)
+            break;
+        for (;;) {
+            int got = rc = hm_trace_batch_next(t, &bt);
+            if (got < 0)
+                break;
+            for (int i = 0; i < got; i++) {
+                for (; ei < el.n && el.time[ei] <= bt.time[i]; ei++)
+                    obj_event(&o, &el.rec[ei], &sf, &nsf);
+                samples++;
+                if (!bt.addr[i]) {
+                    o.noaddr++; /* no data access resolved (blocked, or no memory operand) */
+                    continue;
+                }
+                alloc_rec_t *a = obj_lookup(&o, bt.addr[i]);
+                if (!a) {
+                    o.unattributed++;
+                    continue;
+                }
+                a->samples++;
+                if (bt.access[i] == HM_ACCESS_STORE)
+                    a->stores++;
+                else
+                    a->loads++;
+            }
+            if (got == 0) {
+                for (; ei < el.n; ei++) /* the events after the block's last sample */
+                    obj_event(&o, &el.rec[ei], &sf, &nsf);
                 break;
             }
-            alloc_rec_t *a = obj_lookup(&o, r.u.sample.addr);
-            if (!a) {
-                o.unattributed++;
-                break;
-            }
-            a->samples++;
-            if (r.u.sample.access == HM_ACCESS_STORE)
-                a->stores++;
-            else
-                a->loads++;
-            break;
-        }
-        case HM_REC_ALLOC: obj_alloc(&o, &r.u.alloc); break;
-        case HM_REC_FREE: obj_free(&o, r.u.alloc.time, r.u.alloc.addr); break;
-        case HM_REC_NAME: obj_name(&o, r.u.name.addr, r.u.name.name); break;
-        case HM_REC_SITE:
-            sf = hm__xrealloc(sf, (nsf + 1) * sizeof *sf);
-            sf[nsf++] = (site_frames_t){r.u.site.site, hm__xstrdup(r.u.site.frames)};
-            break;
-        default: break;
         }
     }
     if (rc < 0) {
