@@ -162,7 +162,8 @@ typedef struct {
 /** Objects, hottest first; the untracked pseudo-object is the last one. */
 int hm_estimator_nobjects(const hm_estimator_t *e);
 int hm_estimator_object(const hm_estimator_t *e, int obj, hm_est_object_t *out);
-/** Object of a placement rule-style selector: by name, else site; -1 if none. */
+/** Object of a placement rule-style selector: by name, else site; its
+ *  index, or HM_ENOTFOUND when no object matches. */
 int hm_estimator_find_object(const hm_estimator_t *e, uint64_t site, const char *name);
 /** Windows of the summary. */
 int hm_estimator_nwindows(const hm_estimator_t *e);

@@ -94,7 +94,8 @@ uint64_t hm_placement_serial(const hm_placement_t *p);
 /**
  * Rules that matched no object so far, as one line per rule
  * ("rules[2] {\"name\": \"matrx\"} matched nothing"), for reports.
- * Returns a malloc'd string (caller frees) or NULL when every rule matched.
+ * Returns a malloc'd string (caller frees), or NULL when every rule
+ * matched, or NULL with hm_errdetail() set when memory is short.
  */
 char *hm_placement_unmatched(const hm_placement_t *p);
 

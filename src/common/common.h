@@ -137,14 +137,15 @@ uint64_t hm__global_site(const char *name);
 /* Monotonic clock, nanoseconds. */
 uint64_t hm__now_ns(void);
 
-/* Memory that never returns NULL for small requests: aborts with a message
- * on exhaustion (only for bookkeeping allocations; bulk data must handle
- * failure and return -ENOMEM). */
+/* Memory that never returns NULL: on exhaustion the process ends with one
+ * line on stderr and exit status 1 (hm__oom). Only for the CLI (tools/) and
+ * for code whose callers document that choice; the library's public entry
+ * points return -ENOMEM instead (docs/design.md, "Out of memory"). */
 void *hm__xmalloc(size_t n);
 void *hm__xcalloc(size_t n, size_t sz);
 void *hm__xrealloc(void *p, size_t n);
 char *hm__xstrdup(const char *s);
-/* The message and abort the x-functions give on exhaustion. */
+/* The message and exit the x-functions give on exhaustion. */
 __attribute__((noreturn)) void hm__oom(size_t n);
 
 #endif

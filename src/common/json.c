@@ -81,6 +81,8 @@ int hm__json_load_file(const char *path, json_t **out)
     }
     json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &e);
     free(buf);
+    if (!j && json_error_code(&e) == json_error_out_of_memory)
+        return hm__errf(-ENOMEM, "%s", path);
     if (!j)
         return hm__errf(HM_EBADJSON, "%s:%d:%d: %s", path, e.line, e.column, e.text);
     *out = j;
@@ -91,6 +93,8 @@ int hm__json_load_string(const char *what, const char *text, json_t **out)
 {
     json_error_t e;
     json_t *j = json_loads(text, JSON_REJECT_DUPLICATES, &e);
+    if (!j && json_error_code(&e) == json_error_out_of_memory)
+        return hm__errf(-ENOMEM, "%s", what);
     if (!j)
         return hm__errf(HM_EBADJSON, "%s:%d:%d: %s", what, e.line, e.column, e.text);
     *out = j;

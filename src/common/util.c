@@ -154,8 +154,12 @@ uint64_t hm__now_ns(void)
 
 void hm__oom(size_t n)
 {
+    /* One line and exit status 1, as for any runtime error: no abort, whose
+     * core dump and signal would read as a crash. _exit, since exit
+     * handlers may need memory too. */
     fprintf(stderr, "hetmem: out of memory allocating %zu bytes\n", n);
-    abort();
+    fflush(NULL);
+    _exit(1);
 }
 
 void *hm__xmalloc(size_t n)
@@ -184,8 +188,10 @@ void *hm__xrealloc(void *p, size_t n)
 
 char *hm__xstrdup(const char *s)
 {
-    char *d = strdup(s ? s : "");
+    if (!s)
+        s = "";
+    char *d = strdup(s);
     if (!d)
-        hm__oom(strlen(s));
+        hm__oom(strlen(s) + 1);
     return d;
 }

@@ -141,12 +141,16 @@ int hm__est_prepare(hm_estimator_t *e);
  * memory when its weight exceeds *ratio times that (INFINITY: none did). */
 void hm__est_hit_figures(double *pct, double *ratio);
 /* Sets fig_note from the figures the devices lack (estimator.c). */
-void hm__est_figures_note(hm_estimator_t *e);
+int hm__est_figures_note(hm_estimator_t *e);
 /* The default model's terms of one estimate of @p pl, per class of
  * windows (model.c; `hetmem estimate --explain`): a JSON array the caller
  * frees with json_decref, or NULL with hm_errdetail() set. */
 json_t *hm__est_explain(hm_estimator_t *e, hm_placement_t *pl);
-/* Allocates the summary arrays for the sizes set in e (summary.c). */
+/* Allocates the summary arrays for the sizes set in e (summary.c). 0,
+ * HM_ETOOBIG or -ENOMEM; what was allocated is e's (hm_estimator_close()). */
 int hm__est_alloc(hm_estimator_t *e);
+/* Allocates the per-device arrays for e->ndev devices (summary.c). 0 or
+ * -ENOMEM; what was allocated is e's. */
+int hm__est_alloc_devices(hm_estimator_t *e);
 
 #endif

@@ -117,7 +117,7 @@ static void names_lacking(const hm_estimator_t *e, int bit, char *buf, size_t le
             off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? ", " : "", e->dev_name[d]);
 }
 
-void hm__est_figures_note(hm_estimator_t *e)
+int hm__est_figures_note(hm_estimator_t *e)
 {
     free(e->fig_note);
     e->fig_note = NULL;
@@ -125,7 +125,7 @@ void hm__est_figures_note(hm_estimator_t *e)
     names_lacking(e, HM_EST_LACKS_BANDWIDTH, bw, sizeof bw);
     names_lacking(e, HM_EST_LACKS_LATENCY, lat, sizeof lat);
     if (!bw[0] && !lat[0])
-        return;
+        return 0;
     char *s = NULL;
     if (asprintf(&s, "device figures lacking:%s%s%s%s%s: the default model then %s%s%s (give --machine FILE, "
                  "docs/estimator.md)",
@@ -133,8 +133,9 @@ void hm__est_figures_note(hm_estimator_t *e)
                  lat, bw[0] ? "has no channel-time bound, no traffic beyond the samples and no migration cost there" : "",
                  bw[0] && lat[0] ? ", and " : "",
                  lat[0] ? "takes the latency ratio to those devices as 1" : "") < 0)
-        s = NULL;
+        return -ENOMEM;
     e->fig_note = s;
+    return 0;
 }
 HM_API int hm_estimator_nphases(const hm_estimator_t *e) { return e->nphase; }
 HM_API const char *hm_estimator_phase_name(const hm_estimator_t *e, int p)
@@ -160,7 +161,7 @@ HM_API int hm_estimator_find_object(const hm_estimator_t *e, uint64_t site, cons
     for (int o = 0; o < e->nobj - 1; o++)
         if (name ? e->obj[o].name && !strcmp(name, e->obj[o].name) : e->obj[o].site == site)
             return o;
-    return -1;
+    return HM_ENOTFOUND;
 }
 
 /* ------------------------------------------------------------- saving */
@@ -238,6 +239,7 @@ HM_API int hm_estimator_save(const hm_estimator_t *e, const char *path)
  * byte count times a percentage (at most 100) stays within 64 bits. */
 #define HM_EST_BYTES_MAX (UINT64_C(1) << 56)
 #define BAD(...) do { rc = hm__errf(HM_EBADJSON, __VA_ARGS__); goto fail; } while (0)
+#define NOMEM() do { rc = -ENOMEM; goto fail; } while (0)
 
 /* Times (ns), counts and rates above this are no measurement (1e18 ns is 31
  * years), and sums of such figures lose the precision the models need: a
@@ -253,10 +255,12 @@ static int cmp_int(const void *a, const void *b)
 /* A hand-written summary may number its regions as it likes (any
  * non-negative int): the models index arrays by region, so the ids become
  * their ranks, 0 to (distinct ids - 1), in the same order. */
-static void renumber_regions(hm_estimator_t *e)
+static int renumber_regions(hm_estimator_t *e)
 {
     int n = e->nwin, k = 0;
-    int *ids = hm__xmalloc((size_t)(n > 0 ? n : 1) * sizeof *ids);
+    int *ids = malloc((size_t)(n > 0 ? n : 1) * sizeof *ids);
+    if (!ids)
+        return -ENOMEM;
     for (int w = 0; w < n; w++)
         ids[w] = e->win[w].region;
     qsort(ids, (size_t)n, sizeof *ids, cmp_int);
@@ -268,12 +272,17 @@ static void renumber_regions(hm_estimator_t *e)
         e->win[w].region = (int)(at - ids);
     }
     free(ids);
+    return 0;
 }
 
 static int from_json(hm_estimator_t **out, const char *what, json_t *root)
 {
     int rc = 0;
-    hm_estimator_t *e = hm__xcalloc(1, sizeof *e);
+    hm_estimator_t *e = calloc(1, sizeof *e);
+    if (!e) {
+        json_decref(root);
+        return -ENOMEM;
+    }
     const char *fmt = json_string_value(json_object_get(root, "format"));
     if (!fmt || strcmp(fmt, "hetmem-estimate-summary"))
         BAD("%s: \"format\" must be \"hetmem-estimate-summary\"", what);
@@ -288,15 +297,8 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
     if (phases && !json_is_array(phases))
         BAD("%s: \"phases\" must be an array of names", what);
     e->ndev = (int)json_array_size(devs);
-    e->dev_name = hm__xcalloc((size_t)e->ndev, sizeof *e->dev_name);
-    e->runtime_ns = hm__xcalloc((size_t)e->ndev, sizeof(double));
-    e->period = hm__xcalloc((size_t)e->ndev, sizeof(double));
-    e->bw = hm__xcalloc((size_t)e->ndev, sizeof(double));
-    e->wbw = hm__xcalloc((size_t)e->ndev, sizeof(double));
-    e->lat_ns = hm__xcalloc((size_t)e->ndev, sizeof(double));
-    e->cap = hm__xcalloc((size_t)e->ndev, sizeof(uint64_t));
-    e->ll_n = hm__xcalloc((size_t)e->ndev, sizeof *e->ll_n);
-    e->ll = hm__xcalloc((size_t)e->ndev, sizeof *e->ll);
+    if ((rc = hm__est_alloc_devices(e)) < 0)
+        goto fail;
     for (int d = 0; d < e->ndev; d++) {
         json_t *x = json_array_get(devs, (size_t)d);
         char where[64];
@@ -320,7 +322,8 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
         if (!(e->runtime_ns[d] <= FIGURE_MAX) || !(per <= FIGURE_MAX) || !(e->bw[d] <= FIGURE_MAX) ||
             !(e->wbw[d] <= FIGURE_MAX) || !(e->lat_ns[d] <= FIGURE_MAX))
             BAD("%s: a figure above %g", where, FIGURE_MAX);
-        e->dev_name[d] = hm__xstrdup(nm);
+        if (!(e->dev_name[d] = strdup(nm)))
+            NOMEM();
         e->period[d] = per;
         if (!json_object_get(x, "write_bandwidth_gbs"))
             e->wbw[d] = e->bw[d];
@@ -346,16 +349,21 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
     for (int d = 1; d < e->ndev; d++)
         if (e->runtime_ns[d] > e->runtime_ns[e->ref])
             e->ref = d;
-    e->nphase = phases && json_array_size(phases) ? (int)json_array_size(phases) : 1;
-    e->phase_name = hm__xcalloc((size_t)e->nphase, sizeof *e->phase_name);
-    for (int p = 0; p < e->nphase; p++) {
+    /* nphase counts the names held, for hm_estimator_close() on failure. */
+    int nphase = phases && json_array_size(phases) ? (int)json_array_size(phases) : 1;
+    if (!(e->phase_name = calloc((size_t)nphase, sizeof *e->phase_name)))
+        NOMEM();
+    for (int p = 0; p < nphase; p++) {
         const char *nm = phases ? json_string_value(json_array_get(phases, (size_t)p)) : "(no phase)";
         if (!nm)
             BAD("%s: phases[%d] must be a string", what, p);
-        e->phase_name[p] = hm__xstrdup(nm);
+        if (!(e->phase_name[p] = strdup(nm)))
+            NOMEM();
+        e->nphase = p + 1;
     }
     e->nobj = (int)json_array_size(objs) + 1;
-    e->obj = hm__xcalloc((size_t)e->nobj, sizeof *e->obj);
+    if (!(e->obj = calloc((size_t)e->nobj, sizeof *e->obj)))
+        NOMEM();
     uint64_t total = 0;
     for (int o = 0; o < e->nobj - 1; o++) {
         json_t *x = json_array_get(objs, (size_t)o);
@@ -374,8 +382,8 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
          * in 64 bits: objects past HM_EST_BYTES_MAX in all would wrap. */
         if (__builtin_add_overflow(total, e->obj[o].size, &total) || total > HM_EST_BYTES_MAX)
             BAD("%s: the objects' sizes add up past 64 PiB", where);
-        e->obj[o].name = nm ? hm__xstrdup(nm) : NULL;
-        e->obj[o].source = src ? hm__xstrdup(src) : NULL;
+        if ((nm && !(e->obj[o].name = strdup(nm))) || (src && !(e->obj[o].source = strdup(src))))
+            NOMEM();
         json_t *pg = json_object_get(x, "pages");
         if (pg && (!json_is_array(pg) || json_array_size(pg) != 100))
             BAD("%s: \"pages\" must hold 100 counts", where);
@@ -440,12 +448,12 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
                 BAD("%s: windows[%d].stats[%zu]: more store misses or memory loads than L1 misses, more waiting hits than memory loads, or more L1 misses and store hits than samples", what, w, i);
         }
     }
-    renumber_regions(e);
+    if ((rc = renumber_regions(e)) < 0)
+        goto fail;
     for (int o = 0; o < e->nobj; o++)
         for (int w = 0; w < e->nwin; w++)
             e->obj[o].samples += hm__est_cell(e, w, o, e->ref)->n;
-    hm__est_figures_note(e);
-    if ((rc = hm__est_prepare(e)) < 0)
+    if ((rc = hm__est_figures_note(e)) < 0 || (rc = hm__est_prepare(e)) < 0)
         goto fail;
     json_decref(root);
     *out = e;

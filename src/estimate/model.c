@@ -219,12 +219,14 @@ static size_t ix3(const hm_estimator_t *e, int a, int o, int d)
     return ((size_t)a * (size_t)e->nobj + (size_t)o) * (size_t)e->ndev + (size_t)d;
 }
 
-static void prepare_linear(hm_estimator_t *e)
+static int prepare_linear(hm_estimator_t *e)
 {
     int D = e->ndev, O = e->nobj, P = e->nphase, s = e->ref;
-    e->lin_phase_base = hm__xcalloc((size_t)P, sizeof(double));
-    e->lin_phase_gain = hm__xcalloc((size_t)P * O * D, sizeof(double));
-    e->lin_var = hm__xcalloc((size_t)P * O * D, sizeof(double));
+    e->lin_phase_base = calloc((size_t)P, sizeof(double));
+    e->lin_phase_gain = calloc((size_t)P * O * D, sizeof(double));
+    e->lin_var = calloc((size_t)P * O * D, sizeof(double));
+    if (!e->lin_phase_base || !e->lin_phase_gain || !e->lin_var)
+        return -ENOMEM;
     for (int w = 0; w < e->nwin; w++) {
         int p = e->win[w].phase;
         double ts = e->t[(size_t)w * D + s], n = 0;
@@ -254,6 +256,7 @@ static void prepare_linear(hm_estimator_t *e)
             }
         }
     }
+    return 0;
 }
 
 /* Channel time of device d for this thread to read and write back bytes. */
@@ -337,7 +340,9 @@ static int build_profile(hm_estimator_t *e, int c, int lr, int br, int gn)
             sa += e->t[(size_t)w * D + lr], sb += e->t[(size_t)w * D + br], n++;
     if (!(sa > 0) || !(sb > 0))
         return gn;
-    prof_t *pr = hm__xcalloc((size_t)n, sizeof *pr);
+    prof_t *pr = calloc((size_t)n, sizeof *pr);
+    if (!pr)
+        return -ENOMEM;
     for (int w = 0, i = 0; w < e->nwin; w++)
         if (m->wcls[w] == c) {
             pr[i].a = e->t[(size_t)w * D + lr] / sa, pr[i].b = e->t[(size_t)w * D + br] / sb;
@@ -494,7 +499,9 @@ static int bisect(const double *sig, int dim, int *ix, int n, int minw, int *na,
     if (!(sse1 < TUNE(T_SPLIT_SSE) * sse0) || l1 < TUNE(T_SPLIT_L1))
         return 0;
     /* Stable partition: the first half keeps the windows' order. */
-    int *tmp = hm__xcalloc((size_t)n, sizeof *tmp), j = 0;
+    int *tmp = calloc((size_t)n, sizeof *tmp), j = 0;
+    if (!tmp)
+        return -ENOMEM;
     for (int i = 0; i < n; i++)
         if (!side[i])
             tmp[j++] = ix[i];
@@ -533,9 +540,13 @@ static int split_regimes(hm_estimator_t *e, int nc)
     hm__est_default_t *m = &e->dm;
     int W = e->nwin, O = e->nobj, D = e->ndev, n0 = nc;
     int dim = 1 + O;
-    double *sig = hm__xcalloc((size_t)W * dim + 1, sizeof *sig), *tot = hm__xcalloc((size_t)W + 1, sizeof *tot);
-    double *scratch = hm__xcalloc((size_t)3 * dim + (size_t)W / sizeof(double) + 8, sizeof *scratch);
-    int *ix = hm__xcalloc((size_t)W + 1, sizeof *ix);
+    double *sig = calloc((size_t)W * dim + 1, sizeof *sig), *tot = calloc((size_t)W + 1, sizeof *tot);
+    double *scratch = calloc((size_t)3 * dim + (size_t)W / sizeof(double) + 8, sizeof *scratch);
+    int *ix = calloc((size_t)W + 1, sizeof *ix);
+    if (!sig || !tot || !scratch || !ix) {
+        nc = -ENOMEM;
+        goto out;
+    }
     for (int w = 0; w < W; w++) {
         double mm = 0, *x = &sig[(size_t)w * dim];
         for (int o = 0; o < O; o++)
@@ -562,7 +573,12 @@ static int split_regimes(hm_estimator_t *e, int nc)
             continue;
         int minw = (int)ceil(TUNE(T_SPLIT_MIN) * all), na;
         minw = minw < 2 ? 2 : minw;
-        if (!bisect(sig, dim, ix, n, minw, &na, scratch)) {
+        int split = bisect(sig, dim, ix, n, minw, &na, scratch);
+        if (split < 0) {
+            nc = split;
+            goto out;
+        }
+        if (!split) {
             HM_DEBUG("estimate: class %d (%s): %d windows, %d with samples, no regime split", c, e->phase_name[m->cls_phase[c]], all, n);
             continue;
         }
@@ -585,6 +601,7 @@ static int split_regimes(hm_estimator_t *e, int nc)
                  e->phase_name[m->cls_phase[c]]);
         nc++;
     }
+out:
     free(sig);
     free(tot);
     free(scratch);
@@ -592,25 +609,32 @@ static int split_regimes(hm_estimator_t *e, int nc)
     return nc;
 }
 
-static void classify(hm_estimator_t *e)
+/* Classes of windows (m->wcls, m->ncls). 0 or -ENOMEM (what was allocated
+ * is e's). */
+static int classify(hm_estimator_t *e)
 {
     hm__est_default_t *m = &e->dm;
-    int P = e->nphase, O = e->nobj, D = e->ndev, W = e->nwin, dim = 2 * O, R = 0;
+    int P = e->nphase, O = e->nobj, D = e->ndev, W = e->nwin, dim = 2 * O, R = 0, rc = 0;
     for (int w = 0; w < W; w++)
         R = e->win[w].region + 1 > R ? e->win[w].region + 1 : R;
-    m->wcls = hm__xcalloc((size_t)(W > 0 ? W : 1), sizeof *m->wcls);
     /* At most one class per two instances of a phase (every half keeps 2),
      * and each class split once more by regime. */
     int ncap = 2 * (R + P) + 1;
-    m->cls_phase = hm__xcalloc((size_t)ncap, sizeof *m->cls_phase);
-    m->cls_sib = hm__xcalloc((size_t)ncap, sizeof *m->cls_sib);
+    m->wcls = calloc((size_t)(W > 0 ? W : 1), sizeof *m->wcls);
+    m->cls_phase = calloc((size_t)ncap, sizeof *m->cls_phase);
+    m->cls_sib = calloc((size_t)ncap, sizeof *m->cls_sib);
+    double *sig = calloc((size_t)R * dim + 1, sizeof *sig), *tot = calloc((size_t)R + 1, sizeof *tot);
+    double *scratch = calloc((size_t)3 * dim + (size_t)R / sizeof(double) + 2, sizeof *scratch);
+    int *ix = calloc((size_t)R + 1, sizeof *ix), *rphase = calloc((size_t)R + 1, sizeof *rphase);
+    int *rcls = calloc((size_t)R + 1, sizeof *rcls);
+    int *start = calloc((size_t)R + 1, sizeof *start), *len = calloc((size_t)R + 1, sizeof *len);
+    if (!m->wcls || !m->cls_phase || !m->cls_sib || !sig || !tot || !scratch || !ix || !rphase || !rcls || !start ||
+        !len) {
+        rc = -ENOMEM;
+        goto out;
+    }
     for (int i = 0; i < ncap; i++)
         m->cls_sib[i] = -1;
-    double *sig = hm__xcalloc((size_t)R * dim + 1, sizeof *sig), *tot = hm__xcalloc((size_t)R + 1, sizeof *tot);
-    double *scratch = hm__xcalloc((size_t)3 * dim + (size_t)R / sizeof(double) + 2, sizeof *scratch);
-    int *ix = hm__xcalloc((size_t)R + 1, sizeof *ix), *rphase = hm__xcalloc((size_t)R + 1, sizeof *rphase);
-    int *rcls = hm__xcalloc((size_t)R + 1, sizeof *rcls);
-    int *start = hm__xcalloc((size_t)R + 1, sizeof *start), *len = hm__xcalloc((size_t)R + 1, sizeof *len);
     for (int r = 0; r < R; r++)
         rphase[r] = -1;
     for (int w = 0; w < W; w++) {
@@ -647,8 +671,12 @@ static void classify(hm_estimator_t *e)
             for (int j = 0; j < k; j++)
                 if (best < 0 || len[j] > len[best])
                     best = j;
-            int na;
-            if (!bisect(sig, dim, ix + start[best], len[best], minw, &na, scratch))
+            int na, split = bisect(sig, dim, ix + start[best], len[best], minw, &na, scratch);
+            if (split < 0) {
+                rc = split;
+                goto out;
+            }
+            if (!split)
                 break; /* the largest class does not split: stop */
             start[k] = start[best] + na;
             len[k] = len[best] - na;
@@ -677,9 +705,12 @@ static void classify(hm_estimator_t *e)
     }
     for (int w = 0; w < W; w++)
         m->wcls[w] = rcls[e->win[w].region];
-    if (RULE(R_REGIMES))
-        nc = split_regimes(e, nc);
+    if (RULE(R_REGIMES) && (nc = split_regimes(e, nc)) < 0) {
+        rc = nc;
+        goto out;
+    }
     m->ncls = nc;
+out:
     free(sig);
     free(tot);
     free(scratch);
@@ -688,6 +719,7 @@ static void classify(hm_estimator_t *e)
     free(rcls);
     free(start);
     free(len);
+    return rc;
 }
 
 /* ----------------------------------------------- default model: steps */
@@ -722,26 +754,29 @@ typedef struct {
 } runs_t;
 
 /* Step 1: the windows' samples summed per class. */
-static void sum_windows(hm_estimator_t *e, prep_t *p)
+static int sum_windows(hm_estimator_t *e, prep_t *p)
 {
     hm__est_default_t *m = &e->dm;
     int C = m->ncls, D = e->ndev, O = e->nobj;
     size_t cod = (size_t)C * O * D, co = (size_t)C * O;
-    p->T = hm__xcalloc((size_t)C * D, sizeof(double));
-    p->raw = hm__xcalloc(cod, sizeof(double));
-    p->nsamp = hm__xcalloc(cod, sizeof(double));
-    p->nmiss = hm__xcalloc(cod, sizeof(double));
-    p->lmiss = hm__xcalloc(cod, sizeof(double));
-    p->lmem = hm__xcalloc(cod, sizeof(double));
-    p->smiss = hm__xcalloc(cod, sizeof(double));
-    p->hwait = hm__xcalloc(cod, sizeof(double));
-    p->shit = hm__xcalloc(cod, sizeof(double));
-    p->ninst = hm__xcalloc((size_t)C, sizeof(double));
-    p->lbase = hm__xcalloc(co, sizeof(double));
-    p->lexc = hm__xcalloc(co, sizeof(double));
-    p->rfo = hm__xcalloc(co, sizeof(double));
-    p->sexc = hm__xcalloc(co, sizeof(double));
-    p->dirt = hm__xcalloc(co, sizeof(double));
+    p->T = calloc((size_t)C * D, sizeof(double));
+    p->raw = calloc(cod, sizeof(double));
+    p->nsamp = calloc(cod, sizeof(double));
+    p->nmiss = calloc(cod, sizeof(double));
+    p->lmiss = calloc(cod, sizeof(double));
+    p->lmem = calloc(cod, sizeof(double));
+    p->smiss = calloc(cod, sizeof(double));
+    p->hwait = calloc(cod, sizeof(double));
+    p->shit = calloc(cod, sizeof(double));
+    p->ninst = calloc((size_t)C, sizeof(double));
+    p->lbase = calloc(co, sizeof(double));
+    p->lexc = calloc(co, sizeof(double));
+    p->rfo = calloc(co, sizeof(double));
+    p->sexc = calloc(co, sizeof(double));
+    p->dirt = calloc(co, sizeof(double));
+    if (!p->T || !p->raw || !p->nsamp || !p->nmiss || !p->lmiss || !p->lmem || !p->smiss || !p->hwait || !p->shit ||
+        !p->ninst || !p->lbase || !p->lexc || !p->rfo || !p->sexc || !p->dirt)
+        return -ENOMEM;
     for (int w = 0; w < e->nwin; w++) {
         int c = m->wcls[w];
         if (w == 0 || e->win[w].region != e->win[w - 1].region)
@@ -762,6 +797,7 @@ static void sum_windows(hm_estimator_t *e, prep_t *p)
             }
         }
     }
+    return 0;
 }
 
 static void prep_free(prep_t *p)
@@ -1321,8 +1357,8 @@ static int window_profile(hm_estimator_t *e, int c, const runs_t *r, int gn)
         if (r->bound[d] && (br < 0 || u > bu))
             br = d, bu = u;
     }
-    if (lr >= 0 && br >= 0 && lr != br)
-        gn = build_profile(e, c, lr, br, gn);
+    if (lr >= 0 && br >= 0 && lr != br && (gn = build_profile(e, c, lr, br, gn)) < 0)
+        return gn;
     m->g_off[c + 1] = gn;
     return gn;
 }
@@ -1359,30 +1395,37 @@ static void residuals(hm_estimator_t *e, int c, const runs_t *r)
 }
 
 /* The default model, prepared in the steps above (docs/estimator.md). */
-static void prepare_default(hm_estimator_t *e)
+static int prepare_default(hm_estimator_t *e)
 {
     hm__est_default_t *m = &e->dm;
-    int D = e->ndev, O = e->nobj;
-    classify(e);
+    int D = e->ndev, O = e->nobj, rc;
+    if ((rc = classify(e)) < 0)
+        return rc;
     int C = m->ncls;
-    m->c_ns = hm__xcalloc((size_t)C, sizeof(double));
-    m->k = hm__xcalloc((size_t)C * D, sizeof(double));
-    m->resid = hm__xcalloc((size_t)C * D, sizeof(double));
-    m->lat = hm__xcalloc((size_t)C * O * D, sizeof(double));
-    m->bytes = hm__xcalloc((size_t)C * O, sizeof(double));
-    m->bytes_x = hm__xcalloc((size_t)C * O, sizeof(double));
-    m->wbytes = hm__xcalloc((size_t)C * O, sizeof(double));
-    m->latsum = hm__xcalloc((size_t)C * D, sizeof(double));
-    m->xw = hm__xcalloc((size_t)C * O * D, sizeof(double));
-    m->xwsum = hm__xcalloc((size_t)C * D, sizeof(double));
-    m->var = hm__xcalloc((size_t)C * O * D, sizeof(double));
-    m->ys = hm__xcalloc((size_t)C * D, sizeof(double));
-    m->g_off = hm__xcalloc((size_t)C + 1, sizeof(int));
-    m->g_r = hm__xcalloc((size_t)e->nwin + 1, sizeof(double));
-    m->g_a = hm__xcalloc((size_t)e->nwin + 1, sizeof(double));
-    m->g_b = hm__xcalloc((size_t)e->nwin + 1, sizeof(double));
-    prep_t p;
-    sum_windows(e, &p);
+    m->c_ns = calloc((size_t)C, sizeof(double));
+    m->k = calloc((size_t)C * D, sizeof(double));
+    m->resid = calloc((size_t)C * D, sizeof(double));
+    m->lat = calloc((size_t)C * O * D, sizeof(double));
+    m->bytes = calloc((size_t)C * O, sizeof(double));
+    m->bytes_x = calloc((size_t)C * O, sizeof(double));
+    m->wbytes = calloc((size_t)C * O, sizeof(double));
+    m->latsum = calloc((size_t)C * D, sizeof(double));
+    m->xw = calloc((size_t)C * O * D, sizeof(double));
+    m->xwsum = calloc((size_t)C * D, sizeof(double));
+    m->var = calloc((size_t)C * O * D, sizeof(double));
+    m->ys = calloc((size_t)C * D, sizeof(double));
+    m->g_off = calloc((size_t)C + 1, sizeof(int));
+    m->g_r = calloc((size_t)e->nwin + 1, sizeof(double));
+    m->g_a = calloc((size_t)e->nwin + 1, sizeof(double));
+    m->g_b = calloc((size_t)e->nwin + 1, sizeof(double));
+    if (!m->c_ns || !m->k || !m->resid || !m->lat || !m->bytes || !m->bytes_x || !m->wbytes || !m->latsum || !m->xw ||
+        !m->xwsum || !m->var || !m->ys || !m->g_off || !m->g_r || !m->g_a || !m->g_b)
+        return -ENOMEM;
+    prep_t p = {0};
+    if ((rc = sum_windows(e, &p)) < 0) {
+        prep_free(&p);
+        return rc;
+    }
     object_traffic(e, &p);
     share_posted_writebacks(e, &p);
     int gn = 0;
@@ -1401,10 +1444,14 @@ static void prepare_default(hm_estimator_t *e)
                      r.T[d] > 0 ? r.tau[d] / r.T[d] : 0.0, r.bound[d] ? " (bandwidth-bound)" : "");
         latency_terms(e, &p, c, &r);
         residual_weights(e, &p, c);
-        gn = window_profile(e, c, &r, gn);
+        if ((gn = window_profile(e, c, &r, gn)) < 0) {
+            prep_free(&p);
+            return gn;
+        }
         residuals(e, c, &r);
     }
     prep_free(&p);
+    return 0;
 }
 
 int hm__est_prepare(hm_estimator_t *e)
@@ -1425,16 +1472,19 @@ int hm__est_prepare(hm_estimator_t *e)
                 acc += x->pages[p];
         }
     }
-    prepare_linear(e);
-    prepare_default(e);
+    int rc;
+    if ((rc = prepare_linear(e)) < 0 || (rc = prepare_default(e)) < 0)
+        return rc;
     /* Phase label transitions, for migration costs. */
     int P = e->nphase;
-    e->trans = hm__xcalloc((size_t)P * P, sizeof *e->trans);
+    e->trans = calloc((size_t)P * P, sizeof *e->trans);
+    e->bd_phase = calloc((size_t)P, sizeof(double));
+    e->bd_obj = calloc((size_t)e->nobj, sizeof(double));
+    if (!e->trans || !e->bd_phase || !e->bd_obj)
+        return -ENOMEM;
     for (int w = 1; w < e->nwin; w++)
         if (e->win[w].phase != e->win[w - 1].phase)
             e->trans[e->win[w - 1].phase * P + e->win[w].phase]++;
-    e->bd_phase = hm__xcalloc((size_t)P, sizeof(double));
-    e->bd_obj = hm__xcalloc((size_t)e->nobj, sizeof(double));
     e->bd.nphases = P;
     e->bd.phase_ns = e->bd_phase;
     e->bd.nobjects = e->nobj;
@@ -1600,14 +1650,16 @@ static void recompute(hm_est_state_t *s)
 }
 
 /* A state in one allocation, its assignment left for the caller to fill
- * and recompute(). */
+ * and recompute(); NULL when memory is short. */
 static hm_est_state_t *state_new(hm_estimator_t *e, hm_est_model_t model, int phased, int def)
 {
     int P = e->nphase, D = e->ndev, O = e->nobj, np = phased ? P : 1;
     int C = model == HM_EST_DEFAULT ? e->dm.ncls : P;
     size_t nd = (size_t)C * D * 3 + (size_t)C * 4;
     /* The struct holds pointers and doubles, so the doubles after it are aligned. */
-    hm_est_state_t *s = hm__xcalloc(1, sizeof *s + nd * sizeof(double) + (size_t)np * O * sizeof(slot_t));
+    hm_est_state_t *s = calloc(1, sizeof *s + nd * sizeof(double) + (size_t)np * O * sizeof(slot_t));
+    if (!s)
+        return NULL;
     double *p = (double *)(s + 1);
     s->lp = p, p += (size_t)C * D;
     s->y = p, p += (size_t)C * D;
@@ -1632,6 +1684,8 @@ HM_API int hm_est_state_open(hm_est_state_t **out, hm_estimator_t *e, hm_est_mod
     if ((unsigned)model >= HM_EST_NMODELS)
         return hm__errf(HM_EUSAGE, "unknown model %d", (int)model);
     hm_est_state_t *s = state_new(e, model, phased, e->def);
+    if (!s)
+        return -ENOMEM;
     for (size_t i = 0; i < (size_t)s->np * e->nobj; i++)
         s->a[i] = (slot_t){(int16_t)s->def, 100};
     recompute(s);
@@ -1897,6 +1951,8 @@ HM_API int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *pl, hm_est_m
         return hm__errf(HM_ENODEV, "placement default device %d is not one of the traces' %d devices", pdef, e->ndev);
     int phased = hm_placement_has_phases(pl);
     hm_est_state_t *s = state_new(e, model, phased, pdef);
+    if (!s)
+        return -ENOMEM;
     /* A placement is matched to the objects once per estimator; estimating
      * it again (a search that re-reads its candidates) reuses the match. */
     uint64_t serial = hm_placement_serial(pl);
@@ -1945,9 +2001,9 @@ HM_API int hm_estimator_estimate_job(hm_estimator_t *const *ranks, int nranks, h
     int cap = 0, n = 0;
     for (int r = 0; r < nranks; r++)
         cap += ranks[r]->nphase;
-    const char **names = hm__xcalloc((size_t)cap, sizeof *names);
-    double *tmax = hm__xcalloc((size_t)cap, sizeof *tmax), mig = 0, lo = 1, hi = 1;
-    int rc = 0;
+    const char **names = calloc((size_t)cap + 1, sizeof *names);
+    double *tmax = calloc((size_t)cap + 1, sizeof *tmax), mig = 0, lo = 1, hi = 1;
+    int rc = names && tmax ? 0 : -ENOMEM;
     for (int r = 0; r < nranks && rc == 0; r++) {
         hm_estimate_t est;
         const hm_est_breakdown_t *bd;
@@ -1993,6 +2049,10 @@ json_t *hm__est_explain(hm_estimator_t *e, hm_placement_t *pl)
         return NULL;
     }
     hm_est_state_t *s = state_new(e, HM_EST_DEFAULT, hm_placement_has_phases(pl), pdef);
+    if (!s) {
+        hm__errf(-ENOMEM, "explain");
+        return NULL;
+    }
     if (compile_placement(e, pl, s->phased, s->np, s->a) < 0) {
         hm_est_state_close(s);
         return NULL;

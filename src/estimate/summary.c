@@ -123,16 +123,25 @@ typedef struct oset {
     int n, cap;
 } oset_t;
 
+/* The entry of (site, name), added when new: its index, or -ENOMEM (the
+ * set unchanged). */
 static int oset_get(oset_t *s, uint64_t site, const char *name)
 {
     for (int i = 0; i < s->n; i++)
         if (s->v[i].site == site && ((!name && !s->v[i].name) || (name && s->v[i].name && !strcmp(name, s->v[i].name))))
             return i;
     if (s->n == s->cap) {
-        s->cap = s->cap ? 2 * s->cap : 16;
-        s->v = hm__xrealloc(s->v, (size_t)s->cap * sizeof *s->v);
+        int cap = s->cap ? 2 * s->cap : 16;
+        okey_t *v = realloc(s->v, (size_t)cap * sizeof *v);
+        if (!v)
+            return -ENOMEM;
+        s->v = v;
+        s->cap = cap;
     }
-    s->v[s->n] = (okey_t){site, name ? hm__xstrdup(name) : NULL, NULL, 0, 0, 0};
+    char *nm = NULL;
+    if (name && !(nm = strdup(name)))
+        return -ENOMEM;
+    s->v[s->n] = (okey_t){site, nm, NULL, 0, 0, 0};
     return s->n++;
 }
 
@@ -264,28 +273,43 @@ static uint64_t time_at(const run_t *r, double instr, uint64_t t0, uint64_t t1)
     return hi;
 }
 
-/* Phase markers and instruction counters, kept on the first pass. */
-static void add_event(run_t *r, const hm_record_t *ev)
+/* Phase markers and instruction counters, kept on the first pass. 0 or
+ * -ENOMEM (the arrays grown so far stay the run's, freed with it). */
+static int add_event(run_t *r, const hm_record_t *ev)
 {
     if (ev->kind == HM_REC_PHASE_BEGIN || ev->kind == HM_REC_PHASE_END) {
         if (r->nev == r->cev) {
-            r->cev = r->cev ? 2 * r->cev : 64;
-            r->ev_kind = hm__xrealloc(r->ev_kind, (size_t)r->cev * sizeof *r->ev_kind);
-            r->ev_name = hm__xrealloc(r->ev_name, (size_t)r->cev * sizeof *r->ev_name);
-            r->ev_time = hm__xrealloc(r->ev_time, (size_t)r->cev * sizeof *r->ev_time);
+            int cev = r->cev ? 2 * r->cev : 64;
+            int *k = realloc(r->ev_kind, (size_t)cev * sizeof *r->ev_kind);
+            if (k)
+                r->ev_kind = k;
+            char **nm = k ? realloc(r->ev_name, (size_t)cev * sizeof *r->ev_name) : NULL;
+            if (nm)
+                r->ev_name = nm;
+            uint64_t *tm = nm ? realloc(r->ev_time, (size_t)cev * sizeof *r->ev_time) : NULL;
+            if (!tm)
+                return -ENOMEM;
+            r->ev_time = tm;
+            r->cev = cev;
         }
+        if (!(r->ev_name[r->nev] = strdup(ev->u.phase.name ? ev->u.phase.name : "")))
+            return -ENOMEM;
         r->ev_kind[r->nev] = ev->kind == HM_REC_PHASE_BEGIN;
-        r->ev_name[r->nev] = hm__xstrdup(ev->u.phase.name ? ev->u.phase.name : "");
         r->ev_time[r->nev++] = ev->u.phase.time;
     } else if (ev->u.counter.counter == HM_COUNTER_INSTRUCTIONS) {
         if (r->nip == r->cip) {
-            r->cip = r->cip ? 2 * r->cip : 1024;
-            r->ip = hm__xrealloc(r->ip, (size_t)r->cip * sizeof *r->ip);
+            int cip = r->cip ? 2 * r->cip : 1024;
+            ipoint_t *ip = realloc(r->ip, (size_t)cip * sizeof *r->ip);
+            if (!ip)
+                return -ENOMEM;
+            r->ip = ip;
+            r->cip = cip;
         }
         if (r->nip && ev->u.counter.time <= r->ip[r->nip - 1].time)
-            return; /* keep the points strictly increasing in time */
+            return 0; /* keep the points strictly increasing in time */
         r->ip[r->nip++] = (ipoint_t){ev->u.counter.time, ev->u.counter.value};
     }
+    return 0;
 }
 
 static int walk_run(run_t *r);
@@ -364,14 +388,17 @@ static json_t *machine_device(json_t *m, const char *name)
  * recorded run bound to NUMA nodes (host.bound_nodes), the entries of those
  * nodes ("nodeN", as record writes HMAT figures): bandwidths and capacities
  * add up over interleaved nodes, latencies average. Figures a description
- * does not give stay 0 (hm_estimator_figures_note() names them). */
-static void device_figures(hm_estimator_t *e, int d, const char *machine_json, const char *dev, const char *host_json)
+ * does not give stay 0 (hm_estimator_figures_note() names them). Both
+ * texts were parsed once already (the trace reader, or the caller's check
+ * of --machine): parsing them again fails only for want of memory. 0 or
+ * -ENOMEM. */
+static int device_figures(hm_estimator_t *e, int d, const char *machine_json, const char *dev, const char *host_json)
 {
     if (!machine_json)
-        return;
+        return 0;
     json_t *m = json_loads(machine_json, 0, NULL);
     if (!m)
-        return;
+        return -ENOMEM;
     double cores = 1;
     json_t *c = json_object_get(m, "cores");
     if (json_is_number(c) && json_number_value(c) >= 1)
@@ -382,6 +409,10 @@ static void device_figures(hm_estimator_t *e, int d, const char *machine_json, c
         k = 1;
     } else if (host_json) {
         json_t *h = json_loads(host_json, 0, NULL);
+        if (!h) {
+            json_decref(m);
+            return -ENOMEM;
+        }
         size_t i;
         json_t *n;
         json_array_foreach(json_object_get(h, "bound_nodes"), i, n) {
@@ -432,6 +463,7 @@ static void device_figures(hm_estimator_t *e, int d, const char *machine_json, c
         e->ll_n[d] = (int)i + 1;
     }
     json_decref(m);
+    return 0;
 }
 
 /* The machine a run says it ran on, for telling runs of different machines
@@ -497,6 +529,24 @@ static int same_argv(const char *const *a, const char *const *b)
     return !a[i] && !b[i];
 }
 
+int hm__est_alloc_devices(hm_estimator_t *e)
+{
+    size_t n = (size_t)e->ndev;
+    e->dev_name = calloc(n, sizeof *e->dev_name);
+    e->runtime_ns = calloc(n, sizeof(double));
+    e->period = calloc(n, sizeof(double));
+    e->bw = calloc(n, sizeof(double));
+    e->wbw = calloc(n, sizeof(double));
+    e->lat_ns = calloc(n, sizeof(double));
+    e->cap = calloc(n, sizeof(uint64_t));
+    e->ll_n = calloc(n, sizeof *e->ll_n);
+    e->ll = calloc(n, sizeof *e->ll);
+    if (!e->dev_name || !e->runtime_ns || !e->period || !e->bw || !e->wbw || !e->lat_ns || !e->cap || !e->ll_n ||
+        !e->ll)
+        return -ENOMEM;
+    return 0;
+}
+
 int hm__est_alloc(hm_estimator_t *e)
 {
     size_t W = (size_t)e->nwin, O = (size_t)e->nobj, D = (size_t)e->ndev;
@@ -530,14 +580,22 @@ typedef struct {
 static int track_event(run_t *r, track_t *k, const hm_record_t *ev)
 {
     oset_t *os = r->os;
-    if (ev->kind == HM_REC_PHASE_BEGIN || ev->kind == HM_REC_PHASE_END || ev->kind == HM_REC_COUNTER)
-        add_event(r, ev);
+    if (ev->kind == HM_REC_PHASE_BEGIN || ev->kind == HM_REC_PHASE_END || ev->kind == HM_REC_COUNTER) {
+        if (add_event(r, ev) < 0)
+            return -ENOMEM;
+    }
     if (ev->kind == HM_REC_ALLOC) {
         const hm_alloc_t *a = &ev->u.alloc;
         int o = oset_get(os, a->site, NULL);
+        if (o < 0)
+            return o;
         if (k->nalloc == k->cap) {
-            k->cap = k->cap ? 2 * k->cap : 256;
-            k->allocs = hm__xrealloc(k->allocs, k->cap * sizeof *k->allocs);
+            size_t cap = k->cap ? 2 * k->cap : 256;
+            alloc_t *v = realloc(k->allocs, cap * sizeof *k->allocs);
+            if (!v)
+                return -ENOMEM;
+            k->allocs = v;
+            k->cap = cap;
         }
         k->allocs[k->nalloc] = (alloc_t){a->size, o};
         /* A live entry it overlaps was freed behind our back (realloc, munmap). */
@@ -560,14 +618,18 @@ static int track_event(run_t *r, track_t *k, const hm_record_t *ev)
         char src[512];
         if (hm__frame_source(ev->u.site.frames, src, sizeof src)) {
             int o = oset_get(os, ev->u.site.site, NULL);
-            if (!os->v[o].source)
-                os->v[o].source = hm__xstrdup(src);
+            if (o < 0)
+                return o;
+            if (!os->v[o].source && !(os->v[o].source = strdup(src)))
+                return -ENOMEM;
         }
     } else if (ev->kind == HM_REC_NAME) {
         const hm_objtab_entry_t *ent = hm__objtab_find(k->tab, ev->u.name.addr);
         if (ent) {
             alloc_t *al = &k->allocs[ent->id];
             int o = oset_get(os, os->v[al->obj].site, ev->u.name.name);
+            if (o < 0)
+                return o;
             os->v[al->obj].live -= al->size;
             os->v[al->obj].allocations--;
             al->obj = o;
@@ -578,7 +640,10 @@ static int track_event(run_t *r, track_t *k, const hm_record_t *ev)
         if ((unsigned)os->n > SAMP_MAX_OBJ)
             return hm__errf(HM_ETOOBIG, "%s: more than %u objects", r->path, SAMP_MAX_OBJ);
         int np = 2 * (os->n + 1);
-        r->pages = hm__xrealloc(r->pages, (size_t)np * sizeof *r->pages);
+        uint64_t(*pages)[100] = realloc(r->pages, (size_t)np * sizeof *r->pages);
+        if (!pages)
+            return -ENOMEM;
+        r->pages = pages;
         memset(r->pages + r->npages, 0, (size_t)(np - r->npages) * sizeof *r->pages);
         r->npages = np;
     }
@@ -693,8 +758,8 @@ static int walk_run(run_t *r)
     }
     r->nbuf = 0;
     r->npages = 16;
-    r->pages = hm__xcalloc((size_t)r->npages, sizeof *r->pages);
-    if (!(r->buf = samp_map(r->st.records[HM_REC_SAMPLE] + 16, &r->cbuf))) {
+    r->pages = calloc((size_t)r->npages, sizeof *r->pages);
+    if (!r->pages || !(r->buf = samp_map(r->st.records[HM_REC_SAMPLE] + 16, &r->cbuf))) {
         hm__objtab_close(k.tab);
         return -ENOMEM;
     }
@@ -709,7 +774,7 @@ static int walk_run(run_t *r)
         const uint64_t *evt = el.time;
         const uint32_t nev = el.n;
         if (rc < 0) {
-            rc = hm__errf(rc, "%s: %s", r->path, hm_errdetail());
+            rc = hm__errf(rc, "%s: %s%s%s", r->path, hm_strerror(rc), *hm_errdetail() ? ": " : "", hm_errdetail());
             break;
         }
         /* Samples and events merged by time, events first at equal times. */
@@ -772,7 +837,7 @@ static int walk_run(run_t *r)
                 r->nbuf = (size_t)(out - r->buf);
         }
         if (rc == 0 && got < 0)
-            rc = hm__errf(got, "%s: %s", r->path, hm_errdetail());
+            rc = hm__errf(got, "%s: %s%s%s", r->path, hm_strerror(got), *hm_errdetail() ? ": " : "", hm_errdetail());
         /* Events after the block's last sample. */
         while (rc == 0 && ei < nev) {
             if (changes_table(&evs[ei]))
@@ -900,10 +965,15 @@ static int check_phases(hm_estimator_t *e, run_t *runs, int n, int **labels_out)
                             base(r->path), r->nev);
     }
     /* Labels: 0 is "(no phase)"; then names in order of first appearance. */
-    e->phase_name = hm__xcalloc((size_t)r0->nev + 1, sizeof *e->phase_name);
-    e->phase_name[e->nphase++] = hm__xstrdup(NO_PHASE);
-    int *labels = hm__xcalloc((size_t)r0->nev + 1, sizeof *labels);
-    char **stack = hm__xcalloc((size_t)r0->nev + 1, sizeof *stack);
+    int *labels = calloc((size_t)r0->nev + 1, sizeof *labels);
+    char **stack = calloc((size_t)r0->nev + 1, sizeof *stack);
+    if (!labels || !stack || !(e->phase_name = calloc((size_t)r0->nev + 1, sizeof *e->phase_name)) ||
+        !(e->phase_name[e->nphase] = strdup(NO_PHASE))) {
+        free(labels);
+        free(stack);
+        return -ENOMEM;
+    }
+    e->nphase++;
     int depth = 0;
     labels[0] = 0;
     for (int k = 0; k < r0->nev; k++) {
@@ -920,12 +990,96 @@ static int check_phases(hm_estimator_t *e, run_t *runs, int n, int **labels_out)
         int l = 0;
         while (l < e->nphase && strcmp(e->phase_name[l], nm))
             l++;
-        if (l == e->nphase)
-            e->phase_name[e->nphase++] = hm__xstrdup(nm);
+        if (l == e->nphase) {
+            if (!(e->phase_name[e->nphase] = strdup(nm))) {
+                free(labels);
+                free(stack);
+                return -ENOMEM;
+            }
+            e->nphase++;
+        }
         labels[k + 1] = l;
     }
     free(stack);
     *labels_out = labels;
+    return 0;
+}
+
+/* Sorts the objects by samples in the reference run, hottest first, and
+ * drops those that hold nothing. 0 or -ENOMEM, e unchanged then. */
+static int sort_objects(hm_estimator_t *e, oset_t *os, int n)
+{
+    int O = os->n;
+    double *hot = calloc((size_t)O + 1, sizeof *hot);
+    int *ord = calloc((size_t)O + 1, sizeof *ord);
+    hm__est_obj_t *nobj = calloc((size_t)e->nobj, sizeof *nobj);
+    hm__est_cell_t *tmp = calloc((size_t)O + 1, sizeof *tmp);
+    if (!hot || !ord || !nobj || !tmp) {
+        free(hot);
+        free(ord);
+        free(nobj);
+        free(tmp);
+        return -ENOMEM;
+    }
+    for (int w = 0; w < e->nwin; w++)
+        for (int o = 0; o < O; o++)
+            hot[o] += hm__est_cell(e, w, o, e->ref)->n;
+    /* A site's unnamed object that was named right after allocation holds
+     * nothing: it is dropped, and its samples (if any) stay untracked. */
+    int keep = 0;
+    for (int o = 0; o < O; o++) {
+        HM_DEBUG("estimate: object %d site %016llx name %s allocations %llu peak %llu samples %.0f", o,
+                 (unsigned long long)os->v[o].site, os->v[o].name ? os->v[o].name : "-",
+                 (unsigned long long)os->v[o].allocations, (unsigned long long)os->v[o].peak, hot[o]);
+        if (os->v[o].allocations > 0 || hot[o] > 0)
+            ord[keep++] = o;
+    }
+    qsort_r(ord, (size_t)keep, sizeof *ord, cmp_obj, hot);
+    /* The names are moved (the set no longer needs them): nothing after
+     * this point can fail. */
+    for (int j = 0; j < keep; j++) {
+        int o = ord[j];
+        nobj[j] = e->obj[o];
+        nobj[j].site = os->v[o].site;
+        nobj[j].name = os->v[o].name;
+        nobj[j].source = os->v[o].source;
+        os->v[o].name = os->v[o].source = NULL;
+        nobj[j].size = os->v[o].peak;
+        nobj[j].allocations = (os->v[o].allocations + (uint64_t)n - 1) / (uint64_t)n;
+        nobj[j].samples = hot[o];
+    }
+    int nn = keep + 1;
+    nobj[keep] = e->obj[O];
+    /* The cells reordered in place, a window at a time through a copy
+     * of it: window w's new cells lie at or below its old ones, over
+     * windows already copied (a second array the size of all cells
+     * would cost its page faults). */
+    size_t row = (size_t)(O + 1);
+    for (size_t dw = 0; dw < (size_t)e->ndev * (size_t)e->nwin; dw++) {
+        memcpy(tmp, &e->cell[dw * row], row * sizeof *tmp);
+        hm__est_cell_t *dst = &e->cell[dw * (size_t)nn];
+        for (int j = 0; j < keep; j++)
+            dst[j] = tmp[ord[j]];
+        /* Untracked, plus whatever the dropped objects got. */
+        hm__est_cell_t *u = &dst[keep];
+        memset(u, 0, sizeof *u);
+        for (int o = 0; o <= O; o++) {
+            if (o < O && (os->v[o].allocations > 0 || hot[o] > 0))
+                continue;
+            const hm__est_cell_t *src = &tmp[o];
+            u->n += src->n, u->w += src->w, u->m += src->m, u->x += src->x;
+            u->sm += src->sm, u->mm += src->mm, u->hw += src->hw, u->sh += src->sh;
+        }
+    }
+    free(tmp);
+
+    free(e->obj);
+    e->obj = nobj;
+    e->nobj = nn;
+    for (int w = 0; w < e->nwin; w++)
+        nobj[keep].samples += hm__est_cell(e, w, keep, e->ref)->n;
+    free(hot);
+    free(ord);
     return 0;
 }
 
@@ -939,11 +1093,16 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
     if (n > 64)
         return hm__errf(HM_EUSAGE, "%d traces given: at most 64 devices", n);
     uint32_t target = opts && opts->windows ? opts->windows : 1000;
-    hm_estimator_t *e = hm__xcalloc(1, sizeof *e);
-    run_t *runs = hm__xcalloc((size_t)n, sizeof *runs);
+    hm_estimator_t *e = calloc(1, sizeof *e);
+    run_t *runs = calloc((size_t)n, sizeof *runs);
     oset_t os = {0};
-    int *labels = NULL;
+    int *labels = NULL, *nw = NULL;
     int rc = 0;
+    if (!e || !runs) {
+        free(e);
+        free(runs);
+        return -ENOMEM;
+    }
 
     if (opts && opts->machine_json) {
         json_t *m = NULL;
@@ -955,15 +1114,8 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
         json_decref(m);
     }
     e->ndev = n;
-    e->dev_name = hm__xcalloc((size_t)n, sizeof *e->dev_name);
-    e->runtime_ns = hm__xcalloc((size_t)n, sizeof(double));
-    e->period = hm__xcalloc((size_t)n, sizeof(double));
-    e->bw = hm__xcalloc((size_t)n, sizeof(double));
-    e->wbw = hm__xcalloc((size_t)n, sizeof(double));
-    e->lat_ns = hm__xcalloc((size_t)n, sizeof(double));
-    e->cap = hm__xcalloc((size_t)n, sizeof(uint64_t));
-    e->ll_n = hm__xcalloc((size_t)n, sizeof *e->ll_n);
-    e->ll = hm__xcalloc((size_t)n, sizeof *e->ll);
+    if ((rc = hm__est_alloc_devices(e)) < 0)
+        goto out;
 
     /* Open and check each run. */
     for (int i = 0; i < n; i++) {
@@ -1016,12 +1168,19 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
                 goto out;
             }
         }
-        e->dev_name[i] = hm__xstrdup(r->meta->device);
+        if (!(e->dev_name[i] = strdup(r->meta->device))) {
+            rc = -ENOMEM;
+            goto out;
+        }
         e->runtime_ns[i] = (double)r->st.end.total_time * (r->meta->clock_ns_per_unit > 0 ? r->meta->clock_ns_per_unit : 1.0);
         e->period[i] = r->meta->period ? (double)r->meta->period : 1.0;
-        device_figures(e, i, opts && opts->machine_json ? opts->machine_json : r->meta->machine_json, r->meta->device,
-                       r->meta->host_json);
-        r->os = hm__xcalloc(1, sizeof *r->os);
+        if ((rc = device_figures(e, i, opts && opts->machine_json ? opts->machine_json : r->meta->machine_json,
+                                 r->meta->device, r->meta->host_json)) < 0)
+            goto out;
+        if (!(r->os = calloc(1, sizeof *r->os))) {
+            rc = -ENOMEM;
+            goto out;
+        }
     }
     /* The one decoding pass over every run: phase markers, counters,
      * objects, the usual latency of hits per cache level, and the samples
@@ -1049,7 +1208,11 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
     e->def = 0;
     const char *mj = opts && opts->machine_json ? opts->machine_json : runs[0].meta->machine_json;
     if (mj) {
-        json_t *m = json_loads(mj, 0, NULL);
+        json_t *m = json_loads(mj, 0, NULL); /* parsed before: fails only for want of memory */
+        if (!m) {
+            rc = -ENOMEM;
+            goto out;
+        }
         json_t *d0 = json_array_get(json_object_get(m, "devices"), 0);
         const char *nm = json_string_value(json_object_get(d0, "name"));
         for (int i = 0; nm && i < n; i++)
@@ -1070,7 +1233,10 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
     int nreg = runs[0].nev + 1;
     run_t *rr = &runs[e->ref];
     double total = e->runtime_ns[e->ref] > 0 ? e->runtime_ns[e->ref] : 1;
-    int *nw = hm__xcalloc((size_t)nreg, sizeof *nw);
+    if (!(nw = calloc((size_t)nreg, sizeof *nw))) {
+        rc = -ENOMEM;
+        goto out;
+    }
     e->nwin = 0;
     for (int g = 0; g < nreg; g++) {
         uint64_t a = g ? rr->ev_time[g - 1] : 0, b = g < rr->nev ? rr->ev_time[g] : rr->st.end.total_time;
@@ -1084,32 +1250,45 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
      * largest of the runs', allocation counts their sum (divided later). */
     for (int i = 0; i < n; i++) {
         oset_t *lo = runs[i].os;
-        runs[i].map = hm__xcalloc((size_t)lo->n + 1, sizeof *runs[i].map);
+        if (!(runs[i].map = calloc((size_t)lo->n + 1, sizeof *runs[i].map))) {
+            rc = -ENOMEM;
+            goto out;
+        }
         for (int k = 0; k < lo->n; k++) {
             int g = oset_get(&os, lo->v[k].site, lo->v[k].name);
+            if (g < 0) {
+                rc = g;
+                goto out;
+            }
             runs[i].map[k] = g;
             /* A named object's source is its site's (the unnamed entry's). */
             const char *src = lo->v[k].source;
             for (int q = 0; !src && q < lo->n; q++)
                 if (lo->v[q].site == lo->v[k].site && lo->v[q].source)
                     src = lo->v[q].source;
-            if (src && !os.v[g].source)
-                os.v[g].source = hm__xstrdup(src);
+            if (src && !os.v[g].source && !(os.v[g].source = strdup(src))) {
+                rc = -ENOMEM;
+                goto out;
+            }
             if (lo->v[k].peak > os.v[g].peak)
                 os.v[g].peak = lo->v[k].peak;
             os.v[g].allocations += lo->v[k].allocations;
         }
     }
-    e->nobj = os.n + 1;
-    e->obj = hm__xcalloc((size_t)e->nobj, sizeof *e->obj);
-    if ((rc = hm__est_alloc(e)) < 0) {
-        free(nw);
+    if (!(e->obj = calloc((size_t)os.n + 1, sizeof *e->obj))) {
+        rc = -ENOMEM;
         goto out;
     }
+    e->nobj = os.n + 1;
+    if ((rc = hm__est_alloc(e)) < 0)
+        goto out;
     /* Window boundaries per run. */
     for (int i = 0; i < n; i++) {
         run_t *r = &runs[i];
-        r->bound = hm__xcalloc((size_t)e->nwin + 1, sizeof *r->bound);
+        if (!(r->bound = calloc((size_t)e->nwin + 1, sizeof *r->bound))) {
+            rc = -ENOMEM;
+            goto out;
+        }
         int w = 0;
         for (int g = 0; g < nreg; g++) {
             uint64_t a = g ? r->ev_time[g - 1] : 0, b = g < r->nev ? r->ev_time[g] : r->st.end.total_time;
@@ -1134,6 +1313,7 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
         }
     }
     free(nw);
+    nw = NULL;
 
     /* The kept samples into cells (objects in the union's order, sorted
      * afterwards). */
@@ -1149,71 +1329,9 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
                 e->obj[runs[i].map[k]].pages[b] +=
                     (float)(runs[i].pages[k + 1][b] < (1u << 24) ? runs[i].pages[k + 1][b] : (1u << 24));
 
-    /* Sort objects by samples in the reference run, hottest first. */
-    {
-        int O = os.n;
-        double *hot = hm__xcalloc((size_t)O + 1, sizeof *hot);
-        for (int w = 0; w < e->nwin; w++)
-            for (int o = 0; o < O; o++)
-                hot[o] += hm__est_cell(e, w, o, e->ref)->n;
-        /* A site's unnamed object that was named right after allocation holds
-         * nothing: it is dropped, and its samples (if any) stay untracked. */
-        int *ord = hm__xcalloc((size_t)O + 1, sizeof *ord), keep = 0;
-        for (int o = 0; o < O; o++) {
-            HM_DEBUG("estimate: object %d site %016llx name %s allocations %llu peak %llu samples %.0f", o,
-                     (unsigned long long)os.v[o].site, os.v[o].name ? os.v[o].name : "-",
-                     (unsigned long long)os.v[o].allocations, (unsigned long long)os.v[o].peak, hot[o]);
-            if (os.v[o].allocations > 0 || hot[o] > 0)
-                ord[keep++] = o;
-        }
-        qsort_r(ord, (size_t)keep, sizeof *ord, cmp_obj, hot);
-        hm__est_obj_t *nobj = hm__xcalloc((size_t)e->nobj, sizeof *nobj);
-        for (int j = 0; j < keep; j++) {
-            int o = ord[j];
-            nobj[j] = e->obj[o];
-            nobj[j].site = os.v[o].site;
-            nobj[j].name = os.v[o].name ? hm__xstrdup(os.v[o].name) : NULL;
-            nobj[j].source = os.v[o].source ? hm__xstrdup(os.v[o].source) : NULL;
-            nobj[j].size = os.v[o].peak;
-            nobj[j].allocations = (os.v[o].allocations + (uint64_t)n - 1) / (uint64_t)n;
-            nobj[j].samples = hot[o];
-        }
-        int nn = keep + 1;
-        nobj[keep] = e->obj[O];
-        /* The cells reordered in place, a window at a time through a copy
-         * of it: window w's new cells lie at or below its old ones, over
-         * windows already copied (a second array the size of all cells
-         * would cost its page faults). */
-        size_t row = (size_t)(O + 1);
-        hm__est_cell_t *tmp = hm__xcalloc(row, sizeof *tmp);
-        for (size_t dw = 0; dw < (size_t)e->ndev * (size_t)e->nwin; dw++) {
-            memcpy(tmp, &e->cell[dw * row], row * sizeof *tmp);
-            hm__est_cell_t *dst = &e->cell[dw * (size_t)nn];
-            for (int j = 0; j < keep; j++)
-                dst[j] = tmp[ord[j]];
-            /* Untracked, plus whatever the dropped objects got. */
-            hm__est_cell_t *u = &dst[keep];
-            memset(u, 0, sizeof *u);
-            for (int o = 0; o <= O; o++) {
-                if (o < O && (os.v[o].allocations > 0 || hot[o] > 0))
-                    continue;
-                const hm__est_cell_t *src = &tmp[o];
-                u->n += src->n, u->w += src->w, u->m += src->m, u->x += src->x;
-                u->sm += src->sm, u->mm += src->mm, u->hw += src->hw, u->sh += src->sh;
-            }
-        }
-        free(tmp);
-
-        free(e->obj);
-        e->obj = nobj;
-        e->nobj = nn;
-        for (int w = 0; w < e->nwin; w++)
-            nobj[keep].samples += hm__est_cell(e, w, keep, e->ref)->n;
-        free(hot);
-        free(ord);
-    }
-    hm__est_figures_note(e);
-    if ((rc = hm__est_prepare(e)) < 0)
+    if ((rc = sort_objects(e, &os, n)) < 0)
+        goto out;
+    if ((rc = hm__est_figures_note(e)) < 0 || (rc = hm__est_prepare(e)) < 0)
         goto out;
     *out = e;
     e = NULL; /* the caller's now; the rest is scratch */
@@ -1228,6 +1346,8 @@ out:
         run_free(&runs[i]);
     free(runs);
     free(labels);
+    free(nw);
     hm_estimator_close(e);
     return rc;
 }
+

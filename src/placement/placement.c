@@ -1,6 +1,7 @@
 /* Placement files: parse, validate, match objects (docs/placement-format.md). */
 #include "hetmem/placement.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,8 +90,12 @@ static int resolve_device(hm_placement_t *p, const char *name, const char *what,
             off += (size_t)snprintf(known + off, sizeof known - off, "%s%s", i ? ", " : "", p->dev[i]);
         return hm__errf(HM_ENODEV, "%s: %s: unknown device \"%s\" (machine has: %s)", what, where, name, known);
     }
-    p->dev = hm__xrealloc(p->dev, sizeof(char *) * (size_t)(p->ndev + 1));
-    p->dev[p->ndev] = hm__xstrdup(name);
+    char **dev = realloc(p->dev, sizeof(char *) * (size_t)(p->ndev + 1));
+    if (!dev)
+        return -ENOMEM;
+    p->dev = dev;
+    if (!(p->dev[p->ndev] = strdup(name)))
+        return -ENOMEM;
     return p->ndev++;
 }
 
@@ -141,7 +146,8 @@ static int parse_rule(hm_placement_t *p, json_t *j, rule_t *r, const char *what,
     if ((v = json_object_get(j, "site"))) {
         const char *sv = json_is_string(v) ? json_string_value(v) : NULL;
         if (sv && source_spec(sv)) {
-            r->source = hm__xstrdup(sv);
+            if (!(r->source = strdup(sv)))
+                return -ENOMEM;
         } else if (get_u64_hexish(v, &r->site)) {
             return hm__errf(HM_EBADPLACE,
                             "%s: %s: \"site\" must be a hex id like \"0x3f2a91c07d5e1b44\" or a source line like \"lulesh.cc:2731\"",
@@ -153,7 +159,8 @@ static int parse_rule(hm_placement_t *p, json_t *j, rule_t *r, const char *what,
     if ((v = json_object_get(j, "name"))) {
         if (!json_is_string(v) || !*json_string_value(v))
             return hm__errf(HM_EBADPLACE, "%s: %s: \"name\" must be a non-empty string", what, where);
-        r->name = hm__xstrdup(json_string_value(v));
+        if (!(r->name = strdup(json_string_value(v))))
+            return -ENOMEM;
     }
     if ((v = json_object_get(j, "addr"))) {
         if (!json_is_array(v) || json_array_size(v) != 2 || get_u64_hexish(json_array_get(v, 0), &r->addr_lo) ||
@@ -180,10 +187,9 @@ static int parse_rule(hm_placement_t *p, json_t *j, rule_t *r, const char *what,
     if (d < 0)
         return d;
     r->device = d;
-    r->text = json_dumps(j, JSON_PRESERVE_ORDER);
-    if (!r->text)
-        r->text = hm__xstrdup("{...}");
-    r->where = hm__xstrdup(where);
+    /* A rule just parsed always dumps: NULL is for want of memory. */
+    if (!(r->text = json_dumps(j, JSON_PRESERVE_ORDER)) || !(r->where = strdup(where)))
+        return -ENOMEM;
     return 0;
 }
 
@@ -192,7 +198,8 @@ static int parse_rules(hm_placement_t *p, json_t *arr, rule_list_t *l, const cha
     if (!json_is_array(arr))
         return hm__errf(HM_EBADPLACE, "%s: %s must be an array", what, prefix);
     size_t n = json_array_size(arr);
-    l->r = hm__xcalloc(n ? n : 1, sizeof(rule_t));
+    if (!(l->r = calloc(n ? n : 1, sizeof(rule_t))))
+        return -ENOMEM;
     for (size_t i = 0; i < n; i++) {
         char where[256];
         snprintf(where, sizeof where, "%s[%zu]", prefix, i);
@@ -207,7 +214,9 @@ static int parse_rules(hm_placement_t *p, json_t *arr, rule_list_t *l, const cha
 static int from_json(hm_placement_t **out, const char *what, json_t *root, const char *const *devices, int ndevices)
 {
     int rc;
-    hm_placement_t *p = hm__xcalloc(1, sizeof *p);
+    hm_placement_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return -ENOMEM;
     static uint64_t serials;
     p->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
     if (devices) {
@@ -216,10 +225,15 @@ static int from_json(hm_placement_t **out, const char *what, json_t *root, const
             goto fail;
         }
         p->fixed_devices = 1;
-        p->dev = hm__xcalloc((size_t)ndevices, sizeof(char *));
-        for (int i = 0; i < ndevices; i++)
-            p->dev[i] = hm__xstrdup(devices[i]);
-        p->ndev = ndevices;
+        if (!(p->dev = calloc((size_t)ndevices, sizeof(char *)))) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+        for (; p->ndev < ndevices; p->ndev++)
+            if (!(p->dev[p->ndev] = strdup(devices[p->ndev]))) {
+                rc = -ENOMEM;
+                goto fail;
+            }
     }
     if (!json_is_object(root)) {
         rc = hm__errf(HM_EBADPLACE, "%s: top level must be an object", what);
@@ -257,12 +271,18 @@ static int from_json(hm_placement_t **out, const char *what, json_t *root, const
             rc = hm__errf(HM_EBADPLACE, "%s: \"phases\" must be an object of {\"rules\": [...]}", what);
             goto fail;
         }
-        p->phases = hm__xcalloc(json_object_size(v) + 1, sizeof(phase_t));
+        if (!(p->phases = calloc(json_object_size(v) + 1, sizeof(phase_t)))) {
+            rc = -ENOMEM;
+            goto fail;
+        }
         const char *pname;
         json_t *pv;
         json_object_foreach(v, pname, pv) {
             phase_t *ph = &p->phases[p->nphases++];
-            ph->name = hm__xstrdup(pname);
+            if (!(ph->name = strdup(pname))) {
+                rc = -ENOMEM;
+                goto fail;
+            }
             char prefix[256];
             snprintf(prefix, sizeof prefix, "phases.%s.rules", pname);
             json_t *pr = json_is_object(pv) ? json_object_get(pv, "rules") : NULL;
@@ -411,24 +431,34 @@ uint64_t hm_placement_serial(const hm_placement_t *p)
     return p->serial;
 }
 
-static void append_unmatched(const rule_list_t *l, char **buf, size_t *len)
+static int append_unmatched(const rule_list_t *l, char **buf, size_t *len)
 {
     for (int i = 0; i < l->n; i++) {
         if (__atomic_load_n(&l->r[i].hits, __ATOMIC_RELAXED))
             continue;
         size_t need = strlen(l->r[i].where) + strlen(l->r[i].text) + 32;
-        *buf = hm__xrealloc(*buf, *len + need);
+        char *b = realloc(*buf, *len + need);
+        if (!b)
+            return -ENOMEM;
+        *buf = b;
         *len += (size_t)snprintf(*buf + *len, need, "%s %s matched nothing\n", l->r[i].where, l->r[i].text);
     }
+    return 0;
 }
 
 char *hm_placement_unmatched(const hm_placement_t *p)
 {
+    hm__errclear();
     char *buf = NULL;
     size_t len = 0;
-    append_unmatched(&p->top, &buf, &len);
-    for (int k = 0; k < p->nphases; k++)
-        append_unmatched(&p->phases[k].rules, &buf, &len);
+    int rc = append_unmatched(&p->top, &buf, &len);
+    for (int k = 0; k < p->nphases && rc == 0; k++)
+        rc = append_unmatched(&p->phases[k].rules, &buf, &len);
+    if (rc < 0) {
+        free(buf);
+        hm__errf(rc, "the list of unmatched rules");
+        return NULL;
+    }
     return buf;
 }
 

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 /* libFuzzer builds skip checksum checks so that mutated inputs reach the
  * decoders behind them (the usual FUZZING_BUILD_MODE convention). */
@@ -207,6 +208,8 @@ static int load_header(hm_trace_t *t)
                         HM__TR_PREAMBLE_BYTES);
     json_error_t je;
     t->hdr = json_loadb(t->hdr_text, hlen, JSON_REJECT_DUPLICATES, &je);
+    if (!t->hdr && json_error_code(&je) == json_error_out_of_memory)
+        return hm__errf(-ENOMEM, "header at offset %d", HM__TR_PREAMBLE_BYTES);
     if (!t->hdr || !json_is_object(t->hdr))
         return hm__errf(HM_ECORRUPT, "header at offset %d: %s", HM__TR_PREAMBLE_BYTES,
                         t->hdr ? "not a JSON object" : je.text);
@@ -225,12 +228,13 @@ static int load_header(hm_trace_t *t)
     v = json_object_get(t->hdr, "period");
     m->period = json_is_integer(v) ? (uint64_t)json_integer_value(v) : 0;
     v = json_object_get(t->hdr, "machine");
-    if (v && !json_is_null(v))
-        t->machine_text = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
+    /* A value just parsed always dumps: NULL is for want of memory. */
+    if (v && !json_is_null(v) && !(t->machine_text = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY)))
+        return hm__errf(-ENOMEM, "header machine");
     m->machine_json = t->machine_text;
     v = json_object_get(t->hdr, "host");
-    if (v && !json_is_null(v))
-        t->host_text = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (v && !json_is_null(v) && !(t->host_text = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER)))
+        return hm__errf(-ENOMEM, "header host");
     m->host_json = t->host_text;
     v = json_object_get(t->hdr, "argv");
     if (json_is_array(v)) {
@@ -371,7 +375,9 @@ int hm_trace_open(hm_trace_t **out, const char *path)
 {
     *out = NULL;
     hm__errclear();
-    hm_trace_t *t = hm__xcalloc(1, sizeof *t);
+    hm_trace_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return -ENOMEM;
     t->decoded = -1;
     int rc;
     /* Non-blocking: a FIFO or device named as a trace is refused below
@@ -491,6 +497,8 @@ static int load_raw(hm_trace_t *t, uint32_t i)
         return hm__errf(HM_ECORRUPT, "block %u at offset %llu: zstd frame does not declare %zu bytes", i,
                         boff, rlen);
     size_t got = ZSTD_decompressDCtx(t->dctx, t->raw, rlen, h + HM__TR_BLOCK_HDR_BYTES, clen);
+    if (ZSTD_isError(got) && ZSTD_getErrorCode(got) == ZSTD_error_memory_allocation)
+        return hm__errf(-ENOMEM, "block %u at offset %llu: zstd: %s", i, boff, ZSTD_getErrorName(got));
     if (ZSTD_isError(got))
         return hm__errf(HM_ECORRUPT, "block %u at offset %llu: zstd: %s", i, boff, ZSTD_getErrorName(got));
     if (got != rlen)
