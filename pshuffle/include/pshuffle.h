@@ -190,7 +190,11 @@ typedef enum {
     PS_POINT_AGREED,        /**< every rank committed; sent samples not yet deleted */
     PS_POINT_DELETING,      /**< half of the sent samples deleted */
     PS_POINT_DONE,          /**< exchange finished */
-    PS_POINT_LOADED         /**< ps_start(): this rank's epoch-0 manifest is durable */
+    PS_POINT_LOADED,        /**< ps_start(): this rank's epoch-0 manifest is durable */
+    PS_POINT_RESTRIPE_STAGED,  /**< ps_open(), rank 0, store of another rank count: the
+                                    rewritten store is durable beside the old one */
+    PS_POINT_RESTRIPE_SWAPPED  /**< ps_open(), rank 0: the rewritten store has replaced
+                                    the old one, which is not yet removed */
 } ps_point_t;
 typedef void (*ps_hook_fn)(void *arg, int point, uint64_t epoch);
 
@@ -233,8 +237,10 @@ void ps_config_init(ps_config_t *cfg);
  * Checks that seed, Q schedule and window agree on every rank (else
  * PS_EMISMATCH naming the parameter and two ranks). With a directory store
  * and cfg->resume, loads the last epoch committed by every rank; a store
- * written by a different number of ranks gives PS_ENRANKS naming both
- * counts, one written with another seed or Q schedule PS_EMISMATCH.
+ * written by a different number of ranks is first rewritten for this job's
+ * (rank 0 deals the samples to balanced counts and swaps the new store in
+ * atomically; PS_ENRANKS when a rank directory is not on rank 0's node),
+ * one written with another seed or Q schedule gives PS_EMISMATCH.
  * A directory store's directories are created with mode 0700; an existing
  * one that is a symbolic link, another user's or writable by group or
  * others is refused (-EPERM or -ELOOP), and each rank holds the store's

@@ -172,4 +172,13 @@ int ps__sync_store(const ps__dir_t *d);
 
 int ps__cmp_entry(const void *a, const void *b);
 
+/* Rewrites the directory store at root, written by m_old ranks, for m_new
+ * ranks (restripe.c): the epoch every rank can resume, dealt to balanced
+ * counts, swapped in atomically. Single-process: the caller's job holds no
+ * lock of the store meanwhile. */
+int ps__restripe(const char *root, int m_old, int m_new, uint64_t seed, uint64_t params, int do_fsync,
+                 ps_hook_fn hook, void *hook_arg);
+/* Removes what an interrupted ps__restripe() left beside the store. */
+int ps__restripe_cleanup(const char *root);
+
 #endif

@@ -397,10 +397,11 @@ static int open_local(ps_shuffler_t *ps, open_info_t *me)
 
 /* The verdict of the opening check; identical on every rank. Sets
  * *target to the epoch to resume (or UINT64_MAX for a fresh start). */
-static int open_verdict(ps_shuffler_t *ps, const open_info_t *all, uint64_t *target)
+static int open_verdict(ps_shuffler_t *ps, const open_info_t *all, uint64_t *target, int *from)
 {
     int M = ps->nranks;
     *target = UINT64_MAX;
+    *from = 0;
     if (all[ps->rank].err)
         return ps__errf(all[ps->rank].err, "%s", all[ps->rank].detail);
     for (int r = 0; r < M; r++)
@@ -422,9 +423,11 @@ static int open_verdict(ps_shuffler_t *ps, const open_info_t *all, uint64_t *tar
         if (!all[r].has)
             continue;
         nhave++;
+        if (all[r].m_nranks != M && *from && all[r].m_nranks != *from)
+            return ps__errf(PS_ECORRUPT, "store %s: the manifests name %d and %d ranks", ps->root, *from,
+                            all[r].m_nranks);
         if (all[r].m_nranks != M)
-            return ps__errf(PS_ENRANKS, "store %s was written by %d ranks, this job has %d ranks", ps->root,
-                            all[r].m_nranks, M);
+            *from = all[r].m_nranks;
         if (all[r].m_seed != ps->seed)
             return ps__errf(PS_EMISMATCH, "store %s was written with seed %" PRIu64 ", this job uses seed %" PRIu64,
                             ps->root, all[r].m_seed, ps->seed);
@@ -436,6 +439,14 @@ static int open_verdict(ps_shuffler_t *ps, const open_info_t *all, uint64_t *tar
     }
     if (nhave == 0)
         return 0;
+    if (*from) {
+        /* Written by another number of ranks: rank 0 rewrites the store
+         * for this job's (ps__restripe), then every rank opens it again. */
+        for (int r = 0; r < M; r++)
+            if (all[r].has && all[r].m_nranks == M)
+                return ps__errf(PS_ECORRUPT, "store %s: the manifests name %d and %d ranks", ps->root, *from, M);
+        return 0;
+    }
     if (nhave < M) {
         if (hi == 0)
             return 0; /* the initial load was interrupted: start afresh */
@@ -586,48 +597,66 @@ PS_API int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg)
     }
     ps->params = err ? 0 : ps__params_hash(ps->seed, &ps->q);
     if (!err && cfg->store_dir) {
-        if (!*cfg->store_dir) {
+        if (!*cfg->store_dir)
             err = ps__errf(PS_EINVAL, "empty store directory name");
-        } else {
-            ps->root = strdup(cfg->store_dir);
-            if (!ps->root)
-                err = -ENOMEM;
-            /* The directories are checked and locked before anything in
-             * them is read or removed. One that does not exist holds
-             * nothing to resume: it is created after the verdict, so that a
-             * refused job leaves no trace in the store. */
-            else if ((err = ps__dir_open(&ps->rankdir, ps->root, ps->rank, PS__DIR_PRIVATE)) == -ENOENT) {
+        else if (!(ps->root = strdup(cfg->store_dir)))
+            err = -ENOMEM;
+    }
+    uint64_t target;
+    for (int pass = 0;; pass++) {
+        /* The directories are checked and locked before anything in them is
+         * read or removed. One that does not exist holds nothing to resume: it
+         * is created after the verdict, so that a refused job leaves no trace
+         * in the store. */
+        if (!err && ps->root) {
+            if ((err = ps__dir_open(&ps->rankdir, ps->root, ps->rank, PS__DIR_PRIVATE)) == -ENOENT) {
                 ps__errclear();
                 err = 0;
             } else if (!err && !(err = ps__dir_lock(&ps->rankdir))) {
                 err = open_local(ps, &me);
             }
         }
-    }
-    me.err = err;
-    me.is_dir = cfg->store_dir != NULL;
-    me.seed = ps->seed;
-    me.params = ps->params;
-    me.window = ps->window;
-    ps__schedule_desc(&ps->q, me.qdesc, sizeof me.qdesc);
-    if (err)
-        snprintf(me.detail, sizeof me.detail, "%s", ps_errdetail());
+        me.err = err;
+        me.is_dir = cfg->store_dir != NULL;
+        me.seed = ps->seed;
+        me.params = ps->params;
+        me.window = ps->window;
+        ps__schedule_desc(&ps->q, me.qdesc, sizeof me.qdesc);
+        if (err)
+            snprintf(me.detail, sizeof me.detail, "%s", ps_errdetail());
 
-    open_info_t *all = calloc((size_t)ps->nranks, sizeof *all);
-    if (!all) {
-        err = -ENOMEM; /* cannot take part in the gather: the job is lost anyway */
-        goto fail;
-    }
-    if (MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, ps->comm) != MPI_SUCCESS) {
+        open_info_t *all = calloc((size_t)ps->nranks, sizeof *all);
+        if (!all) {
+            err = -ENOMEM; /* cannot take part in the gather: the job is lost anyway */
+            goto fail;
+        }
+        if (MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, ps->comm) != MPI_SUCCESS) {
+            free(all);
+            err = ps__errf(PS_EMPI, "MPI_Allgather of the opening check failed");
+            goto fail;
+        }
+        int from;
+        err = open_verdict(ps, all, &target, &from);
         free(all);
-        err = ps__errf(PS_EMPI, "MPI_Allgather of the opening check failed");
-        goto fail;
+        if (err)
+            goto fail;
+        if (!from)
+            break;
+        if (pass) { /* the same verdict on every rank */
+            err = ps__errf(PS_ECORRUPT, "store %s still holds manifests of %d ranks after it was rewritten", ps->root,
+                           from);
+            goto fail;
+        }
+        /* Every rank releases its lock before rank 0 takes them all. */
+        ps__dir_close(&ps->rankdir);
+        if ((err = ps__agree(ps, 0, 0)))
+            goto fail;
+        err = ps->rank ? 0 : ps__restripe(ps->root, from, ps->nranks, ps->seed, ps->params, ps->fsync, ps->hook,
+                                          ps->hook_arg);
+        if ((err = ps__agree(ps, err, 0)))
+            goto fail;
+        memset(&me, 0, sizeof me);
     }
-    uint64_t target;
-    err = open_verdict(ps, all, &target);
-    free(all);
-    if (err)
-        goto fail;
     if (ps->root) {
         if (target != UINT64_MAX)
             err = resume_local(ps, target);
@@ -637,6 +666,10 @@ PS_API int ps_open(ps_shuffler_t **out, MPI_Comm comm, const ps_config_t *cfg)
                  !(err = clean_rankdir(&ps->rankdir, NULL)) && ps->rank == 0)
             err = clean_extra_ranks(ps);
     }
+    /* What a rewrite for another rank count interrupted after its swap
+     * left beside the store (garbage: the store links every sample). */
+    if (!err && ps->root && ps->rank == 0)
+        err = ps__restripe_cleanup(ps->root);
     if ((err = ps__agree(ps, err, 0)))
         goto fail;
     if (ps->started && (err = ps__agree(ps, gather_counts(ps), 0)))

@@ -37,7 +37,8 @@ expect_abort closemid "ps_close during an exchange.*aborting the job" 3 PSHUFFLE
 expect_abort stall "from the other ranks within 3 s (PSHUFFLE_TIMEOUT).*aborting the job" 3 PSHUFFLE_TEST_FAIL_ALLOC= \
   PSHUFFLE_TIMEOUT=3
 
-# A store written by 3 ranks, reopened by 2 and by 4 ranks, and with another seed or Q.
+# A store written by 3 ranks, reopened by 2 and by 4 ranks (another seed
+# refused before anything is rewritten), and with another seed or Q.
 step create run 3 create "$W/store3"
 step reopen2 run 2 reopen "$W/store3"
 step reopen4 run 4 reopen "$W/store3"

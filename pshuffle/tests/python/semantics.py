@@ -84,18 +84,19 @@ def run(comm):
     return cases
 
 
-def restripe(m_old, m_new, N, drop_last):
-    """Epoch 1 stopped halfway on m_old ranks, resumed on m_new: the rest
+def restripe(m_old, m_new, N, drop_last, store=None):
+    """Epoch 1 stopped halfway on m_old ranks, resumed on m_new (with a
+    directory store: the same store, reopened by m_new ranks): the rest
     of the epoch is exactly what was not consumed (padded: nothing lost, at
     most m_new - 1 repeats; drop_last: cut to a multiple of m_new, nothing
     repeated), lengths equal, and the next epoch is DistributedSampler's
     for m_new ranks."""
     data = tud.TensorDataset(torch.arange(N))
-    tag = f"restripe {m_old}->{m_new} N={N} drop_last={drop_last}"
+    tag = f"restripe {m_old}->{m_new} N={N} drop_last={drop_last} store={'directory' if store else 'memory'}"
     state, full, consumed = None, [], []
     sub = world.Split(0 if r < m_old else MPI.UNDEFINED, r)
     if sub != MPI.COMM_NULL:
-        sh = pshuffle.Shuffler(sub, seed=5, strategy="global")
+        sh = pshuffle.Shuffler(sub, seed=5, strategy="global", store_dir=store, fsync=False, resume=False)
         ds = ShuffledDataset(data, sh)
         s = PartialShuffleSampler(ds, drop_last=drop_last)
         s.set_epoch(0)
@@ -115,8 +116,11 @@ def restripe(m_old, m_new, N, drop_last):
     check(state["nranks"] == m_old and state["position"] == len(consumed[0]), f"{tag}: state {state}")
     sub = world.Split(0 if r < m_new else MPI.UNDEFINED, r)
     if sub != MPI.COMM_NULL:
-        sh = pshuffle.Shuffler(sub, seed=5, strategy="global")
-        ds = ShuffledDataset(data, sh)
+        sh = pshuffle.Shuffler(sub, seed=5, strategy="global", store_dir=store, fsync=False)
+        check(sh.resumed == bool(store), f"{tag}: resumed {sh.resumed}")
+        # A resumed store is read, not the dataset: a dataset that is not
+        # the store's would show as wrong ids below.
+        ds = ShuffledDataset(tud.TensorDataset(torch.zeros(N, dtype=torch.int64)) if store else data, sh)
         s = PartialShuffleSampler(ds, drop_last=drop_last)
         s.load_state_dict(state)
         check(s.start_epoch == 1, f"{tag}: start_epoch {s.start_epoch}")
@@ -155,6 +159,17 @@ if world.size >= 4:
                 restripe(m_old, m_new, N, drop_last)
     if r == 0:
         print("resume on another number of ranks: 3->4, 4->2, 2->3, 4->1", flush=True)
+    # The same with a directory store reopened by the new ranks (rewritten
+    # by the library for their count).
+    import shutil
+    import tempfile
+    tmp = world.bcast(tempfile.mkdtemp(prefix="pshuffle-sem-") if r == 0 else None, root=0)
+    for m_old, m_new in ((2, 3), (3, 2), (4, 1)):
+        for drop_last in (False, True):
+            restripe(m_old, m_new, 41, drop_last, store=f"{tmp}/s{m_old}{m_new}{int(drop_last)}")
+    if r == 0:
+        shutil.rmtree(tmp)
+        print("directory store resumed on another number of ranks: 2->3, 3->2, 4->1", flush=True)
 
 for M in (1, 2, 3, 4):
     if M > world.size:

@@ -493,6 +493,43 @@ def test_shuffled_folder(comm, shared_tmp):
     sh.close()
 
 
+def test_folder_store_on_other_rank_count(comm, shared_tmp):
+    """A folder's directory store made on M ranks, reopened by rank 0
+    alone, then by the M ranks again: every time the trees in use hold
+    every file exactly once, with the files the store says the rank holds,
+    and an epoch visits every sample once."""
+    root = _tree(shared_tmp, comm.rank, comm.size)
+    store = os.path.join(shared_tmp, "store-ranks")
+    sh = pshuffle.Shuffler(comm, seed=4, strategy="global", store_dir=store, fsync=False)
+    ds = ShuffledFolder(root, sh, loader=_load_raw)
+    sampler = PartialShuffleSampler(ds)
+    sampler.set_epoch(0)
+    sampler.finish()
+    names = list(ds.names)
+    sh.close()
+    sub = comm.Split(0 if comm.rank == 0 else MPI.UNDEFINED, comm.rank)
+    if sub != MPI.COMM_NULL:
+        sh = pshuffle.Shuffler(sub, seed=4, strategy="global", store_dir=store, fsync=False)
+        assert sh.resumed and len(sh) == len(names)
+        ds = ShuffledFolder(root, sh, loader=_load_raw)
+        assert _tree_files(root) == set(names)
+        s = PartialShuffleSampler(ds)
+        s.set_epoch(1)
+        assert sorted(int(ds[i][0]) for i in s) == list(range(len(names)))
+        s.finish()
+        sh.close()
+        sub.Free()
+    comm.Barrier()
+    sh = pshuffle.Shuffler(comm, seed=4, strategy="global", store_dir=store, fsync=False)
+    assert sh.resumed
+    ds = ShuffledFolder(root, sh, loader=_load_raw)
+    files = _tree_files(root)
+    assert files == {ds.names[int(k)] for k in sh.ids()}
+    every = [f for part in comm.allgather(sorted(files)) for f in part]
+    assert sorted(every) == sorted(names), "a file lost or in two trees"
+    sh.close()
+
+
 def test_fresh_augmentation_folder(comm, shared_tmp):
     root = _tree(shared_tmp, comm.rank, comm.size, n=8)
     sh = pshuffle.Shuffler(comm, seed=2, strategy="local")
