@@ -1,6 +1,7 @@
 /* The store both pshuffle benchmarks start from: n samples of `size`
- * bytes per rank (ids n*rank ..), memory store, seed 3, constant Q, no
- * resume. Header-only: each benchmark is one program. */
+ * bytes per rank (ids n*rank ..), a memory store (dir NULL) or a directory
+ * store at dir (fsync as given), seed 3, constant Q, no resume.
+ * Header-only: each benchmark is one program. */
 #ifndef PSHUFFLE_BENCH_STORE_H
 #define PSHUFFLE_BENCH_STORE_H
 
@@ -23,9 +24,11 @@ static void bench_die(const char *prog, const char *what, int err)
 /* Opens and fills the store; *ru0 is the rank's resource use before the
  * first sample (MPI's own footprint), for RSS growth. */
 static ps_shuffler_t *bench_store(const char *prog, int rank, uint64_t n, uint64_t size, double q, ps_config_t *cfg,
-                                  struct rusage *ru0)
+                                  struct rusage *ru0, const char *dir, int do_fsync)
 {
     ps_config_init(cfg);
+    cfg->store_dir = dir;
+    cfg->fsync = do_fsync;
     cfg->seed = 3;
     cfg->q.q0 = q;
     cfg->resume = 0;

@@ -2,6 +2,9 @@
  * against the bound (1+Q)·n·s + window.
  *
  * usage: bench_pshuffle_mem --n SAMPLES_PER_RANK --size BYTES --q Q --epochs E
+ *                           [--dir DIR [--fsync 0|1]]
+ * (--dir: a directory store at DIR, emptied first, instead of the memory
+ * store; fsync on by default, as in ps_config_init.)
  * Prints one JSON line (rank 0): the largest peak RSS growth over ranks
  * (ru_maxrss after the last exchange, less what it was before the first
  * sample was added), peak_bytes of the last exchange, the bound, and the
@@ -34,7 +37,8 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &M);
     uint64_t n = 1000, size = 4096;
     double q = 0.1;
-    int epochs = 40;
+    int epochs = 40, do_fsync = 1;
+    const char *dir = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--n"))
             n = strtoull(argv[i + 1], NULL, 10);
@@ -44,6 +48,10 @@ int main(int argc, char **argv)
             q = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--epochs"))
             epochs = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--dir"))
+            dir = argv[i + 1];
+        else if (!strcmp(argv[i], "--fsync"))
+            do_fsync = atoi(argv[i + 1]);
     }
     if (!n || !size || !(q >= 0 && q <= 1) || epochs < 1) {
         if (rank == 0)
@@ -53,7 +61,7 @@ int main(int argc, char **argv)
     }
     ps_config_t cfg;
     struct rusage ru0, ru;
-    ps_shuffler_t *ps = bench_store("bench_pshuffle_mem", rank, n, size, q, &cfg, &ru0);
+    ps_shuffler_t *ps = bench_store("bench_pshuffle_mem", rank, n, size, q, &cfg, &ru0, dir, do_fsync);
     int err;
     MPI_Barrier(MPI_COMM_WORLD);
     struct timespec t0, t1;
@@ -73,9 +81,9 @@ int main(int argc, char **argv)
     MPI_Allreduce(&pk, &pkmax, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
     uint64_t window = cfg.window_bytes;
     if (rank == 0)
-        printf("{\"ranks\": %d, \"n\": %" PRIu64 ", \"size\": %" PRIu64 ", \"q\": %g, \"epochs\": %d, \"wall_s\": %.4f, "
+        printf("{\"store\": \"%s\", \"fsync\": %d, \"ranks\": %d, \"n\": %" PRIu64 ", \"size\": %" PRIu64 ", \"q\": %g, \"epochs\": %d, \"wall_s\": %.4f, "
                "\"peak_rss_MiB\": %.1f, \"peak_bytes_MiB\": %.1f, \"bound_MiB\": %.1f}\n",
-               M, n, size, q, epochs, wmax, rmax, (double)pkmax / 1048576.0,
+               dir ? "directory" : "memory", dir ? do_fsync : 0, M, n, size, q, epochs, wmax, rmax, (double)pkmax / 1048576.0,
                ((1 + q) * (double)n * (double)size + (double)window) / 1048576.0);
     ps_close(ps);
     MPI_Finalize();

@@ -64,7 +64,7 @@ int main(int argc, char **argv)
     }
     ps_config_t cfg;
     struct rusage ru0;
-    ps_shuffler_t *ps = bench_store("bench_pshuffle_xchg", rank, n, size, 1.0, &cfg, &ru0);
+    ps_shuffler_t *ps = bench_store("bench_pshuffle_xchg", rank, n, size, 1.0, &cfg, &ru0, NULL, 0);
     int err;
 
     /* One exchange to learn how long an exchange takes. */
