@@ -201,6 +201,33 @@ typedef struct {
 int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *p, hm_est_model_t model,
                           hm_estimate_t *out, const hm_est_breakdown_t **bd);
 
+/** What hm_estimator_calibrate() fitted, and how the runs' estimates moved. */
+typedef struct hm_est_calibration {
+    double overlap;        /**< channel overlap: 1 (uncalibrated) down to 0 */
+    double mean_err_before;/**< mean |estimate - measured| / measured of the runs, uncalibrated */
+    double mean_err_after; /**< the same, calibrated */
+} hm_est_calibration_t;
+
+/**
+ * Calibrates the default model on @p n measured runs of mixed placements
+ * (@p pls[i] run in @p measured_ns[i]; loaded with this estimator's device
+ * names), fitting what the runs with all data on one device cannot show:
+ * the channel overlap w, how much of the other devices' channel time a
+ * class's busiest device hides (its channel side is max_d y_d + (1 - w)
+ * (sum_d y_d - max_d y_d); w = 1, every device's channels busy at once, is
+ * the uncalibrated model). w is the value in [0, 1] that minimises the
+ * runs' squared relative errors (the largest such, so that runs that
+ * cannot tell leave w = 1). Every later estimate and state of @p e uses it;
+ * n = 0 puts w back to 1, where every estimate is the uncalibrated one.
+ * With @p out non-NULL, fills it. Not thread-safe with estimates on @p e.
+ * Errors: HM_EUSAGE (n < 0, a time that is not a positive number),
+ * HM_ENODEV (a placement's devices).
+ */
+int hm_estimator_calibrate(hm_estimator_t *e, hm_placement_t *const *pls, const double *measured_ns, int n,
+                           hm_est_calibration_t *out);
+/** The channel overlap the default model uses (1 unless calibrated). */
+double hm_estimator_overlap(const hm_estimator_t *e);
+
 /**
  * Estimate of an MPI job, bulk-synchronous: one estimator per rank (each
  * from that rank's device traces), and per phase label the slowest rank's

@@ -71,6 +71,10 @@ typedef struct {
      * both shares (g_a, g_b); class c's entries are g_off[c] .. g_off[c+1]-1 */
     int *g_off;
     double *g_r, *g_a, *g_b;
+    /* Channel overlap (hm_estimator_calibrate): the share of the other
+     * devices' channel time that the busiest device's hides; 1 unless
+     * calibrated on measured mixed runs. */
+    double overlap;
 } hm__est_default_t;
 
 /* A placement of one object in one phase: pct percent of its pages on dev,

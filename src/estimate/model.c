@@ -359,6 +359,21 @@ static int build_profile(hm_estimator_t *e, int c, int lr, int br, int gn)
     return gn + n;
 }
 
+/* The channel side of a class from the channel time of its traffic per
+ * device (y) and their max (bp): bp, unless a calibration fitted an overlap
+ * w below 1, which adds the share 1 - w of the other devices' channel time
+ * (hm_estimator_calibrate). */
+static inline double channel_side(const hm_estimator_t *e, const double *y, double bp)
+{
+    double w = e->dm.overlap;
+    if (!(w < 1))
+        return bp;
+    double sum = 0;
+    for (int d = 0; d < e->ndev; d++)
+        sum += y[d];
+    return bp + (1 - w) * (sum - bp);
+}
+
 /* Class c's time from its latency terms per device (unloaded: lpd, ns) and
  * the channel time of its traffic per device (y): profile_time of the
  * latency side, C + sum_d lpd_d x loaded factor at the device's
@@ -374,6 +389,7 @@ static double lat_bw_time(const hm_estimator_t *e, int c, double C, const double
         bp = y[d] > bp ? y[d] : bp;
         curves |= e->ll_n[d] > 0 && lpd[d] > 0;
     }
+    bp = channel_side(e, y, bp);
     if (!curves || lp0 <= bp)
         return profile_time(e, c, lp0, bp);
     double lo = lp0, hi = 0;
@@ -1399,6 +1415,7 @@ static int prepare_default(hm_estimator_t *e)
 {
     hm__est_default_t *m = &e->dm;
     int D = e->ndev, O = e->nobj, rc;
+    m->overlap = 1;
     if ((rc = classify(e)) < 0)
         return rc;
     int C = m->ncls;
@@ -2070,6 +2087,7 @@ json_t *hm__est_explain(hm_estimator_t *e, hm_placement_t *pl)
                 bp = y[d], bd = d;
             r += s->xi[(size_t)c * D + d] / m->xwsum[(size_t)c * D + d] * m->resid[(size_t)c * D + d];
         }
+        bp = channel_side(e, y, bp); /* with a calibrated overlap, the other devices' share too */
         /* What the latency side and the channels give together: their max
          * for a class timed as one, more where its windows' profile makes
          * the bursts wait; the loaded latency adds to the latency side. */
@@ -2087,4 +2105,83 @@ json_t *hm__est_explain(hm_estimator_t *e, hm_placement_t *pl)
     }
     hm_est_state_close(s);
     return out;
+}
+
+/* ---------------------------------------------------------- calibration */
+
+/* Sum of the runs' squared relative errors with the overlap at w. */
+static int calib_sse(hm_estimator_t *e, hm_placement_t *const *pls, const double *t, int n, double w, double *sse,
+                     double *mean_abs)
+{
+    e->dm.overlap = w;
+    double q = 0, a = 0;
+    for (int i = 0; i < n; i++) {
+        hm_estimate_t r;
+        int rc = hm_estimator_estimate(e, pls[i], HM_EST_DEFAULT, &r, NULL);
+        if (rc < 0)
+            return rc;
+        double x = (r.runtime_ns - t[i]) / t[i];
+        q += x * x, a += fabs(x);
+    }
+    *sse = q;
+    if (mean_abs)
+        *mean_abs = n ? a / n : 0;
+    return 0;
+}
+
+/* The runs' estimates fall as w grows (each class's channel side does), so
+ * their squared errors need not have one minimum over [0, 1]: a grid of
+ * steps of 1/100 from w = 1 down, keeping a point only when it is strictly
+ * better (runs that cannot tell leave w = 1), then golden-section steps
+ * inside the best point's neighbours. */
+HM_API int hm_estimator_calibrate(hm_estimator_t *e, hm_placement_t *const *pls, const double *measured_ns, int n,
+                                  hm_est_calibration_t *out)
+{
+    hm__errclear();
+    if (n < 0 || (n > 0 && (!pls || !measured_ns)))
+        return hm__errf(HM_EUSAGE, "calibration: %d runs", n);
+    for (int i = 0; i < n; i++)
+        if (!pls[i] || !(measured_ns[i] > 0) || !(measured_ns[i] < 1e18))
+            return hm__errf(HM_EUSAGE, "calibration run %d: its measured time must be a positive number of ns", i + 1);
+    double before, best_w = 1, best, m_after = 0, q;
+    int rc = calib_sse(e, pls, measured_ns, n, 1, &best, &before);
+    if (rc < 0)
+        goto fail;
+    for (int g = 99; g >= 0 && n > 0; g--) {
+        if ((rc = calib_sse(e, pls, measured_ns, n, g / 100.0, &q, NULL)) < 0)
+            goto fail;
+        if (q < best * (1 - 1e-12))
+            best = q, best_w = g / 100.0;
+    }
+    if (best_w < 1) {
+        const double phi = 0.6180339887498949;
+        double a = best_w > 0.01 ? best_w - 0.01 : 0, b = best_w + 0.01 < 1 ? best_w + 0.01 : 1;
+        for (int it = 0; it < 40 && b - a > 1e-6; it++) {
+            double x1 = b - phi * (b - a), x2 = a + phi * (b - a), q1, q2;
+            if ((rc = calib_sse(e, pls, measured_ns, n, x1, &q1, NULL)) < 0 ||
+                (rc = calib_sse(e, pls, measured_ns, n, x2, &q2, NULL)) < 0)
+                goto fail;
+            if (q1 < best)
+                best = q1, best_w = x1;
+            if (q2 < best)
+                best = q2, best_w = x2;
+            if (q1 <= q2)
+                b = x2;
+            else
+                a = x1;
+        }
+    }
+    if ((rc = calib_sse(e, pls, measured_ns, n, best_w, &q, &m_after)) < 0)
+        goto fail;
+    if (out)
+        *out = (hm_est_calibration_t){best_w, before, m_after};
+    return 0;
+fail:
+    e->dm.overlap = 1;
+    return rc;
+}
+
+HM_API double hm_estimator_overlap(const hm_estimator_t *e)
+{
+    return e->dm.overlap;
 }

@@ -622,12 +622,12 @@ static void test_split_l1(void)
  * device, a class of N instances whose object-0 share is f takes
  * N x max(f x 0.4267, (1 - f) x 0.32) ms, f above 0.4286 waiting for the
  * far channels. Gives that estimate; -1 when the summary does not open. */
-static double mixes_far(const char *name, int ninst, int nobj, const int (*cnt)[4], double period)
+static char *mixes_summary(int ninst, int nobj, const int (*cnt)[4], double period)
 {
     size_t cap = 65536, len = 0;
     char *js = malloc(cap);
     if (!js)
-        return -1;
+        abort();
     len += (size_t)snprintf(js + len, cap - len,
         "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
         " \"devices\": [{\"name\": \"near\", \"runtime_ns\": %.9g, \"period\": %.9g, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
@@ -653,6 +653,12 @@ static double mixes_far(const char *name, int ninst, int nobj, const int (*cnt)[
     }
     snprintf(js + len, cap - len, "]}");
     CHECK(len + 8 < cap);
+    return js;
+}
+
+static double mixes_far(const char *name, int ninst, int nobj, const int (*cnt)[4], double period)
+{
+    char *js = mixes_summary(ninst, nobj, cnt, period);
     hm_estimator_t *e;
     double r = -1;
     hm_est_state_t *st = open_default(&e, name, js, ninst * 0.32e6);
@@ -755,6 +761,84 @@ static void test_mix_samples(void)
     for (int i = 0; i < 20; i++)
         cnt[i][0] = i % 2 ? 0 : 2, cnt[i][1] = 2 - cnt[i][0];
     CHECK_NEAR(mixes_far("mix_samples too few", 20, 2, (const int (*)[4])cnt, 50000), 4.2667e6, 0.002);
+}
+
+/* Calibration on a measured mixed run fits the channel overlap w that the
+ * runs with all data on one device cannot show (docs/estimator.md). Twenty
+ * instances of one mix, 60% of the misses on object 0 and 40% on object 1,
+ * as in mixes_far(): every run is bound by its channels, so a class's time
+ * is its channel side, max_d y_d + (1 - w) (sum_d y_d - max_d y_d).
+ * Object 0 alone on far: y_far = 0.6 x 20 x 0.4267 = 5.12 ms, y_near = 0.4
+ * x 20 x 0.32 = 2.56 ms: 5.12 ms uncalibrated (w = 1). Measured at 6.4 ms
+ * (channels that overlap half: 5.12 + 0.5 x 2.56), it fixes w = 0.5, and
+ * object 1 alone on far, y_far = 0.4 x 20 x 0.4267 = 3.413 ms and y_near =
+ * 0.6 x 20 x 0.32 = 3.84 ms (3.84 ms uncalibrated), is then estimated at
+ * 3.84 + 0.5 x 3.413 = 5.547 ms. All on far, one device's channels alone,
+ * stays its run's 8.533 ms; a calibration on that run cannot tell w and
+ * leaves it at 1, as no calibration does (every estimate as before, to the
+ * last bit). */
+static void test_calibrate_overlap(void)
+{
+    int cnt[20][4] = {{0}};
+    for (int i = 0; i < 20; i++)
+        cnt[i][0] = 60, cnt[i][1] = 40;
+    char *js = mixes_summary(20, 2, (const int (*)[4])cnt, 1000);
+    hm_estimator_t *e = NULL;
+    CHECK_EQ_INT(hm_estimator_parse_summary(&e, "calibrate", js), 0);
+    free(js);
+    if (!e)
+        return;
+    CHECK_NEAR(hm_estimator_overlap(e), 1, 0);
+    const char *far0 = "{\"default\": \"near\", \"rules\": [{\"site\": \"0x1\", \"device\": \"far\"}]}";
+    const char *far1 = "{\"default\": \"near\", \"rules\": [{\"site\": \"0x2\", \"device\": \"far\"}]}";
+    const char *all_far = "{\"default\": \"far\", \"rules\": []}";
+    const char *devs[] = {"near", "far"};
+    hm_placement_t *p0 = NULL, *p1 = NULL, *pf = NULL;
+    CHECK_EQ_INT(hm_placement_parse(&p0, "far0", far0, devs, 2), 0);
+    CHECK_EQ_INT(hm_placement_parse(&p1, "far1", far1, devs, 2), 0);
+    CHECK_EQ_INT(hm_placement_parse(&pf, "all far", all_far, devs, 2), 0);
+    hm_estimate_t r0, r1;
+    CHECK_EQ_INT(hm_estimator_estimate(e, p0, HM_EST_DEFAULT, &r0, NULL), 0);
+    CHECK_EQ_INT(hm_estimator_estimate(e, p1, HM_EST_DEFAULT, &r1, NULL), 0);
+    CHECK_NEAR(r0.runtime_ns, 5.12e6, 1e-6);
+    CHECK_NEAR(r1.runtime_ns, 3.84e6, 1e-6);
+    hm_est_calibration_t cal;
+    double t = 6.4e6;
+    CHECK_EQ_INT(hm_estimator_calibrate(e, &p0, &t, 1, &cal), 0);
+    CHECK_NEAR(cal.overlap, 0.5, 1e-4);
+    CHECK_NEAR(hm_estimator_overlap(e), cal.overlap, 0);
+    CHECK_NEAR(cal.mean_err_before, 0.2, 1e-6);
+    CHECK(cal.mean_err_after < 1e-4);
+    hm_estimate_t c1, cf;
+    CHECK_EQ_INT(hm_estimator_estimate(e, p1, HM_EST_DEFAULT, &c1, NULL), 0);
+    CHECK_NEAR(c1.runtime_ns, 5.5467e6, 1e-4);
+    CHECK_EQ_INT(hm_estimator_estimate(e, pf, HM_EST_DEFAULT, &cf, NULL), 0);
+    CHECK_NEAR(cf.runtime_ns, 8.5333e6, 1e-4);
+    /* The same through a state, as the optimizer moves. */
+    hm_est_state_t *st = NULL;
+    CHECK_EQ_INT(hm_est_state_open(&st, e, HM_EST_DEFAULT, 0), 0);
+    if (st) {
+        double m = -1;
+        hm_est_state_move(st, -1, 1, 1, 100, &m);
+        CHECK_NEAR(m, 5.5467e6, 1e-4);
+        hm_est_state_close(st);
+    }
+    /* A run that cannot tell w, and no run at all: w = 1, estimates as before. */
+    t = 9e6;
+    CHECK_EQ_INT(hm_estimator_calibrate(e, &pf, &t, 1, &cal), 0);
+    CHECK_NEAR(cal.overlap, 1, 0);
+    CHECK_EQ_INT(hm_estimator_calibrate(e, &p0, &t, 0, NULL), 0);
+    CHECK_NEAR(hm_estimator_overlap(e), 1, 0);
+    CHECK_EQ_INT(hm_estimator_estimate(e, p1, HM_EST_DEFAULT, &c1, NULL), 0);
+    CHECK(c1.runtime_ns == r1.runtime_ns && c1.lo_ns == r1.lo_ns && c1.hi_ns == r1.hi_ns);
+    /* A measured time that is no time is refused. */
+    t = 0;
+    CHECK_EQ_INT(hm_estimator_calibrate(e, &p0, &t, 1, NULL), HM_EUSAGE);
+    CHECK(strstr(hm_errdetail(), "calibration run 1") != NULL);
+    hm_placement_close(p0);
+    hm_placement_close(p1);
+    hm_placement_close(pf);
+    hm_estimator_close(e);
 }
 
 /* Sampled traffic beyond what a run's channels could move comes from the
@@ -2077,6 +2161,7 @@ int main(void)
     test_split_sse();
     test_split_min();
     test_mix_samples();
+    test_calibrate_overlap();
     test_store_traffic_kept();
     test_store_hits_write_back();
     test_reuse_scaled_first();

@@ -117,6 +117,38 @@ int hm_cli_machine_json(const char *arg, char **json);
 struct hm_estimator;
 void hm_cli_figures_note(const char *what, const struct hm_estimator *e);
 
+/* Calibration runs (calib.c; docs/estimator.md, "Calibration"): measured
+ * runs of mixed placements, each a placement handle loaded with the
+ * estimator's devices and its measured time. */
+typedef struct {
+    int n, cap;
+    struct hm_placement **pls;
+    double *ns;
+    json_t *runs; /* [{trace, placement, measured_s}] */
+} hm_cli_calib_t;
+struct hm_est_calibration;
+/* The measured time (ns) of the run in trace @p path, from its end record;
+ * with @p ref, the trace must be a run of ref's command on ref's machine.
+ * 0, or an exit status after printing the one-line error. */
+int hm_cli_trace_time(const char *path, const char *ref, double *ns);
+/* Adds a run (its trace, for the JSON, and its placement file) to @p c;
+ * 0 or an exit status. */
+int hm_cli_calib_add(hm_cli_calib_t *c, struct hm_estimator *e, const char *trace, const char *placement, double ns);
+/* Adds the run of --calibrate TRACE=PLACEMENT (checked against @p ref as
+ * hm_cli_trace_time does); 0 or an exit status. */
+int hm_cli_calib_spec(hm_cli_calib_t *c, struct hm_estimator *e, const char *ref, const char *spec);
+/* Calibrates @p e on the runs of @p c (hm_estimator_calibrate); 0 or an exit status. */
+int hm_cli_calib_fit(const char *what, hm_cli_calib_t *c, struct hm_estimator *e, struct hm_est_calibration *out);
+/* {overlap, mean_error_before, mean_error_after, runs}: a new reference. */
+json_t *hm_cli_calib_json(const hm_cli_calib_t *c, const struct hm_est_calibration *cal);
+void hm_cli_calib_free(hm_cli_calib_t *c);
+/* Runs the program of the simulated trace @p ref under @p placement in the
+ * simulator (hetmem sim -m with ref's machine, ref's command and sampling
+ * period), writing DIR/refine-ROUND.hmt (its path in @p trace) and .log;
+ * *ns its measured time. 0, or an exit status after the one-line error. */
+int hm_cli_sim_placement(const char *ref, const char *placement, const char *dir, int round, char *trace, size_t tlen,
+                         double *ns);
+
 /* Declares a subcommand that exists in the CLI but is not built yet. */
 #define HM_CMD_NOT_BUILT(ident, nm, sum, use)                                     \
     static const hm_cli_opt_t ident##_opts_[] = {{0}};                            \

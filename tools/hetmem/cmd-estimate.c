@@ -10,7 +10,7 @@
 #include "hetmem/estimate.h"
 #include "hetmem/placement.h"
 
-enum { OPT_MODEL = 256, OPT_PLACEMENT, OPT_JSON, OPT_WINDOWS, OPT_SAVE, OPT_SUMMARY, OPT_STRICT, OPT_MACHINE, OPT_EXPLAIN };
+enum { OPT_MODEL = 256, OPT_PLACEMENT, OPT_JSON, OPT_WINDOWS, OPT_SAVE, OPT_SUMMARY, OPT_STRICT, OPT_MACHINE, OPT_EXPLAIN, OPT_CALIBRATE };
 
 static const hm_cli_opt_t est_opts[] = {
     {OPT_PLACEMENT, "placement", "FILE", "placement to estimate (docs/placement-format.md)", HM_OPT_REQUIRED},
@@ -22,13 +22,16 @@ static const hm_cli_opt_t est_opts[] = {
     {OPT_MACHINE, "machine", "MACHINE", "device figures from this machine preset or JSON file instead of the traces'", 0},
     {OPT_STRICT, "strict", NULL, "a placement rule that matches nothing is an error, not a warning", 0},
     {OPT_EXPLAIN, "explain", NULL, "also print the default model's terms per class of windows", 0},
+    {OPT_CALIBRATE, "calibrate", "TRACE=PLACEMENT",
+     "calibrate the default model on a run under a mixed placement (its trace and placement file); repeatable",
+     HM_OPT_REPEAT},
     {0},
 };
 
 static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv);
 static int run_estimate(const char **traces, int ntr, const char *placement, const int *models, int nm, int json,
                         const char *save, const char *summary, const char *machine, const hm_estimator_opts_t *o,
-                        const hm_cmd_t *cmd, int strict, int explain);
+                        const hm_cmd_t *cmd, int strict, int explain, const char *const *calib, int ncal);
 
 const hm_cmd_t hm_cmd_estimate = {
     "estimate", "Estimate the runtime of a placement from per-device traces",
@@ -44,7 +47,10 @@ const hm_cmd_t hm_cmd_estimate = {
     "lacking and what the default model does without them.\n"
     "Traces named with %r (as hetmem record -o writes them) are the ranks of an\n"
     "MPI job, 0, 1, ... as long as files exist; the job estimate takes, phase\n"
-    "by phase, the slowest rank (bulk-synchronous).",
+    "by phase, the slowest rank (bulk-synchronous).\n"
+    "Each --calibrate run (a trace of the same command on the same machine,\n"
+    "recorded or simulated under PLACEMENT) fits what device runs cannot show:\n"
+    "how much the devices' channels overlap (docs/estimator.md, Calibration).",
     est_opts, cmd_estimate};
 
 static void print_table(hm_estimator_t *e, const hm_estimate_t *est, const int *models, int nm,
@@ -217,8 +223,8 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
 {
     hm_cli_t cli;
     const char *arg, *placement = NULL, *model = "default", *save = NULL, *summary = NULL, *machine = NULL;
-    const char *traces[64];
-    int ntr = 0, json = 0, strict = 0, explain = 0, key;
+    const char *traces[64], *calib[64];
+    int ntr = 0, json = 0, strict = 0, explain = 0, ncal = 0, key;
     uint64_t windows = 0;
     hm_cli_init(&cli, cmd, argc, argv, 0);
     for (;;) {
@@ -240,6 +246,11 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
         case OPT_STRICT: strict = 1; break;
         case OPT_MACHINE: machine = arg; break;
         case OPT_EXPLAIN: explain = 1; break;
+        case OPT_CALIBRATE:
+            if (ncal == 64)
+                return hm_cli_usage(cmd, "--calibrate: at most 64 runs");
+            calib[ncal++] = arg;
+            break;
         case OPT_WINDOWS:
             if (hm_cli_u64(cmd, "--windows", arg, &windows))
                 return HM_EXIT_USAGE;
@@ -274,14 +285,15 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
     if (machine && hm_cli_machine_json(machine, &mjson))
         return HM_EXIT_RUNTIME;
     opts.machine_json = mjson;
-    int status = run_estimate(traces, ntr, placement, models, nm, json, save, summary, machine, &opts, cmd, strict, explain);
+    int status = run_estimate(traces, ntr, placement, models, nm, json, save, summary, machine, &opts, cmd, strict, explain,
+                              calib, ncal);
     free(mjson);
     return status;
 }
 
 static int run_estimate(const char **traces, int ntr, const char *placement, const int *models, int nm, int json,
                         const char *save, const char *summary, const char *machine, const hm_estimator_opts_t *o,
-                        const hm_cmd_t *cmd, int strict, int explain)
+                        const hm_cmd_t *cmd, int strict, int explain, const char *const *calib, int ncal)
 {
     hm_estimator_opts_t opts = *o;
     int with_r = 0;
@@ -292,6 +304,8 @@ static int run_estimate(const char **traces, int ntr, const char *placement, con
     if (explain && (with_r || models[nm - 1] != HM_EST_DEFAULT))
         return hm_cli_usage(cmd, "--explain gives the default model's terms of one process's estimate "
                                  "(not with --model linear or an MPI job)");
+    if (with_r && ncal)
+        return hm_cli_usage(cmd, "--calibrate applies to one process's traces, not an MPI job's");
     if (with_r)
         return estimate_job(traces, ntr, placement, models, nm, json, &opts, machine);
     hm_estimator_t *e = NULL;
@@ -309,7 +323,23 @@ static int run_estimate(const char **traces, int ntr, const char *placement, con
     for (int d = 0; d < nd; d++)
         devnames[d] = hm_estimator_device_name(e, d);
     hm_placement_t *pl = NULL;
+    /* Calibration runs: checked to be runs of the device traces' command
+     * on their machine (a summary carries neither: not checked then). */
+    hm_cli_calib_t cr = {0};
+    hm_est_calibration_t cal = {1, 0, 0};
+    for (int i = 0; i < ncal; i++)
+        if ((rc = hm_cli_calib_spec(&cr, e, summary ? NULL : traces[0], calib[i])) != 0) {
+            hm_cli_calib_free(&cr);
+            hm_estimator_close(e);
+            return rc;
+        }
+    if (ncal && (rc = hm_cli_calib_fit("estimate", &cr, e, &cal)) != 0) {
+        hm_cli_calib_free(&cr);
+        hm_estimator_close(e);
+        return rc;
+    }
     if ((rc = hm_placement_load(&pl, placement, devnames, nd)) < 0) {
+        hm_cli_calib_free(&cr);
         hm_estimator_close(e);
         return hm_cli_fail(placement, rc);
     }
@@ -364,6 +394,8 @@ static int run_estimate(const char **traces, int ntr, const char *placement, con
         json_object_set_new(root, "devices", dv);
         json_object_set_new(root, "windows", json_integer(hm_estimator_nwindows(e)));
         json_object_set_new(root, "figures", figures_json(e, machine));
+        if (ncal)
+            json_object_set_new(root, "calibration", hm_cli_calib_json(&cr, &cal));
         json_object_set_new(root, "models", jm);
         jm = NULL;
         json_dumpf(root, stdout, JSON_INDENT(2));
@@ -371,6 +403,10 @@ static int run_estimate(const char **traces, int ntr, const char *placement, con
     } else {
         printf("hetmem estimate: %s, %d devices, %d windows, %d objects\n", placement, nd, hm_estimator_nwindows(e),
                hm_estimator_nobjects(e) - 1);
+        if (ncal)
+            printf("  calibrated on %d mixed run%s: channel overlap %.4f (1 uncalibrated); their mean |error| "
+                   "%.2f%% -> %.2f%%\n\n",
+                   ncal, ncal == 1 ? "" : "s", cal.overlap, 100 * cal.mean_err_before, 100 * cal.mean_err_after);
         print_table(e, est, models, nm, bd, devnames);
         if (ex)
             print_explain(ex);
@@ -380,6 +416,7 @@ out:
     json_decref(jm);
     json_decref(root);
     hm_placement_close(pl);
+    hm_cli_calib_free(&cr);
     hm_estimator_close(e);
     return status;
 }

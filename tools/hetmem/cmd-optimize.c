@@ -2,7 +2,9 @@
  * on the estimator built from per-device traces (or a saved summary), and
  * compare it with the reference placements (all on the default device,
  * first touch, all on the slowest and on the fastest device). */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +16,7 @@
 
 enum {
     OPT_CAPACITY = 256, OPT_ALGO, OPT_MODEL, OPT_PHASES, OPT_SPLIT, OPT_BUDGET, OPT_TIME, OPT_SEED,
-    OPT_JSON, OPT_SUMMARY, OPT_POLICY, OPT_SAVE_POLICY, OPT_MACHINE, OPT_BY_SOURCE
+    OPT_JSON, OPT_SUMMARY, OPT_POLICY, OPT_SAVE_POLICY, OPT_MACHINE, OPT_BY_SOURCE, OPT_REFINE
 };
 
 static const hm_cli_opt_t opt_opts[] = {
@@ -35,6 +37,8 @@ static const hm_cli_opt_t opt_opts[] = {
     {OPT_MACHINE, "machine", "MACHINE", "device figures from this machine preset or JSON file instead of the traces'", 0},
     {OPT_POLICY, "policy", "FILE", "rl: start from this saved policy", 0},
     {OPT_SAVE_POLICY, "save-policy", "FILE", "rl: save the trained policy", 0},
+    {OPT_REFINE, "refine", "N",
+     "N rounds of: run the chosen placement in the simulator, calibrate on it, optimize again (simulated traces)", 0},
     {0},
 };
 
@@ -51,7 +55,11 @@ const hm_cmd_t hm_cmd_optimize = {
     "with room) and with greedy: 'gap closed' is the share of the gap from all data on the\n"
     "slowest device to the better of greedy and first touch (first touch alone for --algo\n"
     "greedy) that the result closes; above 100% it beats both. Algorithms and the --json\n"
-    "fields: docs/optimizer.md.",
+    "fields: docs/optimizer.md.\n"
+    "--refine N runs the chosen placement with hetmem sim --placement (the traces' machine,\n"
+    "command and sampling period), calibrates the default model on that measured run\n"
+    "(docs/estimator.md, Calibration) and optimizes again, N times; each round's\n"
+    "predicted and measured times are printed, and its runs kept for estimate --calibrate.",
     opt_opts, cmd_optimize};
 
 #define MAX_CAPS 16
@@ -180,6 +188,7 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
     const char *cap_dev[MAX_CAPS];
     uint64_t cap_val[MAX_CAPS];
     int ncaps = 0, json = 0, key, src_names = 0;
+    uint64_t refine = 0;
     const char **traces = hm__xcalloc((size_t)argc + 1, sizeof *traces);
     int ntraces = 0;
     hm_optimize_opts_t opts = {.algo = HM_OPT_RL, .model = HM_EST_DEFAULT, .seed = 1};
@@ -263,6 +272,14 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
         case OPT_MACHINE: machine = arg; break;
         case OPT_POLICY: opts.policy_in = arg; break;
         case OPT_SAVE_POLICY: opts.policy_out = arg; break;
+        case OPT_REFINE:
+            if (hm_cli_u64(cmd, "--refine", arg, &refine))
+                goto done;
+            if (refine < 1 || refine > 100) {
+                hm_cli_usage(cmd, "--refine must be between 1 and 100 rounds");
+                goto done;
+            }
+            break;
         case HM_CLI_HELP: status = HM_EXIT_OK; goto done;
         default: goto done;
         }
@@ -283,6 +300,14 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
         hm_cli_usage(cmd, "--machine applies to traces; a summary carries its own device figures");
         goto done;
     }
+    if (refine && summary) {
+        hm_cli_usage(cmd, "--refine runs the traces' program: it needs the traces, not a summary");
+        goto done;
+    }
+    if (refine && opts.model != HM_EST_DEFAULT) {
+        hm_cli_usage(cmd, "--refine calibrates the default model (not with --model linear)");
+        goto done;
+    }
     if (machine && hm_cli_machine_json(machine, &mjson)) {
         status = HM_EXIT_RUNTIME;
         goto done;
@@ -299,6 +324,9 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
     status = HM_EXIT_RUNTIME;
     hm_estimator_t *e = NULL;
     hm_optimize_result_t res = {0}, ref[4] = {{0}}, greedy = {0};
+    hm_cli_calib_t cr = {0};
+    json_t *rounds = NULL;
+    char rdir[PATH_MAX] = "";
     uint64_t *caps = NULL;
     char what[64];
     hm_estimator_opts_t eo = {0, mjson};
@@ -339,6 +367,40 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
     if (rc < 0) {
         hm_cli_fail(hm_optimize_algo_name(opts.algo), rc);
         goto close;
+    }
+    /* Refinement: each round's placement run in the simulator and added as
+     * a calibration run; the search then runs again on the calibrated
+     * model. The runs stay in rdir for hetmem estimate --calibrate. */
+    if (refine) {
+        const char *td = getenv("TMPDIR");
+        snprintf(rdir, sizeof rdir, "%s/hetmem-refine.XXXXXX", td && *td ? td : "/tmp");
+        if (!mkdtemp(rdir)) {
+            hm_cli_failf("temporary directory", "%s: %s", rdir, strerror(errno));
+            goto close;
+        }
+        rounds = json_array();
+        for (int k = 1; k <= (int)refine; k++) {
+            char pf[PATH_MAX + 32], tr[PATH_MAX + 32];
+            double ns, pred = res.estimate.runtime_ns;
+            hm_est_calibration_t cal;
+            snprintf(pf, sizeof pf, "%s/refine-%d.json", rdir, k);
+            if ((rc = write_file(pf, res.placement_json)) < 0) {
+                hm_cli_fail(pf, rc);
+                goto close;
+            }
+            if (hm_cli_sim_placement(traces[0], pf, rdir, k, tr, sizeof tr, &ns) != 0 ||
+                hm_cli_calib_add(&cr, e, tr, pf, ns) != 0 || hm_cli_calib_fit("optimize", &cr, e, &cal) != 0)
+                goto close;
+            json_array_append_new(rounds, json_pack("{s:i, s:f, s:f, s:f, s:f, s:s, s:s}", "round", k, "predicted_s",
+                                                    s_of(pred), "measured_s", s_of(ns), "error", (pred - ns) / ns,
+                                                    "overlap", cal.overlap, "placement", pf, "trace", tr));
+            hm_optimize_result_free(&res);
+            memset(&res, 0, sizeof res);
+            if ((rc = hm_optimize_run(e, &opts, &res)) < 0) {
+                hm_cli_fail(hm_optimize_algo_name(opts.algo), rc);
+                goto close;
+            }
+        }
     }
     /* References: same model, phasing and capacities. Greedy joins them as
      * a cheap best-known candidate. */
@@ -406,6 +468,9 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
                               s_of(greedy.estimate.runtime_ns), "speedup_vs_default", t > 0 ? t_def / t : 0,
                               "speedup_vs_first_touch", t > 0 ? t_ft / t : 0, "gap_closed", gap, "placement",
                               pl ? pl : json_null(), "figures_note", hm_estimator_figures_note(e));
+        if (o && rounds)
+            json_object_set_new(o, "refine", json_pack("{s:s, s:f, s:O}", "dir", rdir, "overlap",
+                                                       hm_estimator_overlap(e), "rounds", rounds));
         char *txt = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
         if (!txt) {
             json_decref(o);
@@ -441,12 +506,27 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
         printf("  %-26s %.6f s  (no capacity limit)\n", "all on the fastest device", s_of(t_fast));
         printf("  %-26s %.1f%% of all-slowest -> %s\n", "gap closed", 100 * gap,
                greedy_ref ? "best of greedy and first touch" : "first touch");
+        if (rounds) {
+            printf("\n  refine: each round's placement run in the simulator, then the model calibrated on it\n");
+            printf("  %5s %14s %14s %9s %9s\n", "round", "predicted (s)", "measured (s)", "error", "overlap");
+            size_t i;
+            json_t *x;
+            json_array_foreach(rounds, i, x)
+                printf("  %5d %14.6f %14.6f %8.2f%% %9.4f\n", (int)json_integer_value(json_object_get(x, "round")),
+                       json_real_value(json_object_get(x, "predicted_s")),
+                       json_real_value(json_object_get(x, "measured_s")),
+                       100 * json_real_value(json_object_get(x, "error")),
+                       json_real_value(json_object_get(x, "overlap")));
+            printf("  the placement below is the search's on the calibrated model; runs kept in %s\n", rdir);
+        }
         print_objects(stdout, e, &res, opts.phased);
         if (out)
             printf("\n  placement written to %s\n", out);
     }
     status = HM_EXIT_OK;
 close:
+    json_decref(rounds);
+    hm_cli_calib_free(&cr);
     hm_optimize_result_free(&res);
     hm_optimize_result_free(&greedy);
     for (int k = 0; k < 4; k++)

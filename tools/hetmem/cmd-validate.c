@@ -28,7 +28,7 @@
 
 extern char **environ;
 
-enum { OPT_MACHINE = 'm', OPT_PLACEMENTS = 256, OPT_PERIOD, OPT_SEED, OPT_JSON, OPT_PLOT, OPT_REAL, OPT_KEEP, OPT_REUSE, OPT_ALLOW_EXIT };
+enum { OPT_MACHINE = 'm', OPT_PLACEMENTS = 256, OPT_PERIOD, OPT_SEED, OPT_JSON, OPT_PLOT, OPT_REAL, OPT_KEEP, OPT_REUSE, OPT_ALLOW_EXIT, OPT_CALIBRATE };
 
 static const hm_cli_opt_t val_opts[] = {
     {OPT_MACHINE, "machine", "MACHINE", "machine preset or JSON file (simulated runs; with --real: devices and figures)", HM_OPT_REQUIRED},
@@ -42,6 +42,7 @@ static const hm_cli_opt_t val_opts[] = {
     {OPT_KEEP, "keep", "DIR", "keep traces, placements and reports in DIR", 0},
     {OPT_REUSE, "reuse", NULL, "with --keep: reuse device runs already in DIR (dev-DEVICE.hmt of this program, device and period)", 0},
     {OPT_ALLOW_EXIT, "allow-exit", "N", "exit status N (1-255) also means success (for programs that return one when they finish); repeatable", HM_OPT_REPEAT},
+    {OPT_CALIBRATE, "calibrate", "K", "also run K placements outside the scored ones and give the default model's error calibrated on 0..K of them", 0},
     {0},
 };
 
@@ -58,7 +59,10 @@ const hm_cmd_t hm_cmd_validate = {
     "a machine file whose devices are so named and whose figures the device runs\n"
     "and the estimator then use instead of the kernel's (HMAT).\n"
     "Placements are distinct: one drawn again is drawn anew. An OpenMP\n"
-    "program is refused unless OMP_NUM_THREADS=1 (the simulator runs one thread).",
+    "program is refused unless OMP_NUM_THREADS=1 (the simulator runs one thread).\n"
+    "With --calibrate K, K more placements are drawn and run (never scored), and\n"
+    "the default model's error on the scored ones is given calibrated on the first\n"
+    "0, 1, ..., K of those runs (docs/estimator.md, Calibration).",
     val_opts, cmd_validate};
 
 /* ---------------------------------------------------------------- jobs */
@@ -378,7 +382,7 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
 {
     hm_cli_t cli;
     const char *arg, *machine = NULL, *jsonf = NULL, *plot = NULL, *keep = NULL;
-    uint64_t K = 12, period = 1000, jobs = 0, seed = 1;
+    uint64_t K = 12, period = 1000, jobs = 0, seed = 1, Kc = 0, NT = 0;
     int real = 0, reuse = 0, key;
     char *mjson = NULL; /* the machine as the simulator records it in traces */
     char *figures = NULL; /* --real with a machine file: its description */
@@ -413,6 +417,12 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
         case OPT_REAL: real = 1; break;
         case OPT_KEEP: keep = arg; break;
         case OPT_REUSE: reuse = 1; break;
+        case OPT_CALIBRATE:
+            if (hm_cli_u64(cmd, "--calibrate", arg, &Kc))
+                return HM_EXIT_USAGE;
+            if (Kc < 1 || Kc > 100)
+                return hm_cli_usage(cmd, "--calibrate must be between 1 and 100 runs");
+            break;
         case OPT_ALLOW_EXIT: {
             uint64_t st;
             if (hm_cli_u64(cmd, "--allow-exit", arg, &st))
@@ -524,6 +534,7 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
     char **kinds = NULL;
     double *measured = NULL, *est = NULL;
     uint64_t *first = NULL; /* per placement: the first one drawn equal to it */
+    hm_placement_t **cpl = NULL; /* --calibrate: the scored placements, then the calibration runs' */
 
     /* 1. One run per device (kept ones reused with --reuse). */
     int ndj = 0;
@@ -561,13 +572,15 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
     }
 
     /* 2. Placements, measured. */
+    /* With --calibrate, Kc more placements after the K scored ones. */
     uint64_t rng = seed;
-    pls = hm__xcalloc(K, sizeof *pls);
-    kinds = hm__xcalloc(K, sizeof *kinds);
-    pj = hm__xcalloc(K, sizeof *pj);
-    first = hm__xcalloc(K, sizeof *first);
+    NT = K + Kc;
+    pls = hm__xcalloc(NT, sizeof *pls);
+    kinds = hm__xcalloc(NT, sizeof *kinds);
+    pj = hm__xcalloc(NT, sizeof *pj);
+    first = hm__xcalloc(NT, sizeof *first);
     uint64_t nj = 0;
-    for (uint64_t i = 0; i < K; i++) {
+    for (uint64_t i = 0; i < NT; i++) {
         char kind[128], pf[PATH_MAX + 64], rep[PATH_MAX + 64];
         /* Every row a distinct placement: one drawn again is drawn anew
          * (a small program has few distinct placements; when the draws run
@@ -585,8 +598,11 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
             json_decref(pls[i]);
             pls[i] = NULL;
             fprintf(stderr, "hetmem: validate: only %llu distinct placements drawn for this program (asked for %llu)\n",
-                    (unsigned long long)i, (unsigned long long)K);
-            K = i;
+                    (unsigned long long)i, (unsigned long long)NT);
+            if (i < K)
+                K = i;
+            Kc = i - K;
+            NT = i;
             break;
         }
         kinds[i] = hm__xstrdup(kind);
@@ -613,9 +629,10 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
     const char *dn[64];
     for (int d = 0; d < nd; d++)
         dn[d] = hm_estimator_device_name(e, d);
-    measured = hm__xcalloc(K, sizeof *measured);
-    est = hm__xcalloc(K * HM_EST_NMODELS, sizeof *est);
-    for (uint64_t i = 0; i < K; i++) {
+    measured = hm__xcalloc(NT + 1, sizeof *measured);
+    est = hm__xcalloc(K * HM_EST_NMODELS + 1, sizeof *est);
+    cpl = hm__xcalloc(NT + 1, sizeof *cpl);
+    for (uint64_t i = 0; i < NT; i++) {
         char rep[PATH_MAX + 64];
         uint64_t f = first[i], jf = 0;
         while (jf < nj && pj[jf].idx != f)
@@ -633,6 +650,17 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
         if (rc < 0) {
             hm_cli_failf("drawn placement", "%s", hm_errdetail());
             goto out;
+        }
+        if (Kc) { /* kept for the calibrated estimates */
+            hm_placement_t *again = NULL;
+            txt = json_dumps(pls[i], 0);
+            hm_placement_parse(&again, "drawn placement", txt, dn, nd);
+            free(txt);
+            cpl[i] = again;
+        }
+        if (i >= K) { /* a calibration run: measured, not scored */
+            hm_placement_close(pl);
+            continue;
         }
         json_t *je = json_object();
         for (int mdl = 0; mdl < HM_EST_NMODELS; mdl++) {
@@ -692,6 +720,60 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
                             json_pack("{s:f, s:f, s:f, s:f}", "mean_abs_err_pct", se / K, "max_abs_err_pct", mx,
                                       "mean_abs_err_gap_pct", sg / K, "within_5pct", (double)w5 / K));
     }
+    /* The default model calibrated on the first k of the runs outside the
+     * scored set, k = 0 (as above) to Kc. */
+    json_t *calj = NULL;
+    if (Kc) {
+        calj = json_object();
+        json_t *cruns = json_array(), *crows = json_array();
+        for (uint64_t i = K; i < NT; i++)
+            json_array_append_new(cruns, json_pack("{s:s, s:O, s:f}", "kind", kinds[i], "placement", pls[i], "measured_s",
+                                                   measured[i]));
+        printf("\n  default model calibrated on the first k of %llu runs of other placements (docs/estimator.md)\n",
+               (unsigned long long)Kc);
+        printf("  %-3s %-44s %12s %9s %14s %14s\n", "k", "placement run added", "measured (s)", "overlap",
+               "mean |err| %", "max |err| %");
+        double *cns = hm__xcalloc(Kc + 1, sizeof *cns);
+        for (uint64_t i = 0; i < Kc; i++)
+            cns[i] = measured[K + i] * 1e9;
+        for (uint64_t k = 0; k <= Kc; k++) {
+            hm_est_calibration_t cal;
+            if ((rc = hm_estimator_calibrate(e, cpl + K, cns, (int)k, &cal)) < 0) {
+                free(cns);
+                json_decref(cruns);
+                json_decref(crows);
+                json_decref(calj);
+                hm_cli_failf("calibration", "%s", hm_errdetail());
+                goto out;
+            }
+            double se = 0, mx = 0;
+            for (uint64_t i = 0; i < K; i++) {
+                hm_estimate_t r;
+                if ((rc = hm_estimator_estimate(e, cpl[i], HM_EST_DEFAULT, &r, NULL)) < 0) {
+                    free(cns);
+                    json_decref(cruns);
+                    json_decref(crows);
+                    json_decref(calj);
+                    hm_cli_failf("estimate", "%s", hm_errdetail());
+                    goto out;
+                }
+                double pct = 100 * fabs(r.runtime_ns / 1e9 - measured[i]) / measured[i];
+                se += pct;
+                mx = pct > mx ? pct : mx;
+            }
+            char mb[32] = "";
+            if (k)
+                snprintf(mb, sizeof mb, "%.6f", measured[K + k - 1]);
+            printf("  %-3llu %-44s %12s %9.4f %14.2f %14.2f\n", (unsigned long long)k, k ? kinds[K + k - 1] : "(none)",
+                   mb, cal.overlap, se / K, mx);
+            json_array_append_new(crows, json_pack("{s:I, s:f, s:f, s:f}", "runs", (json_int_t)k, "overlap", cal.overlap,
+                                                   "mean_abs_err_pct", se / K, "max_abs_err_pct", mx));
+        }
+        hm_estimator_calibrate(e, NULL, NULL, 0, NULL);
+        free(cns);
+        json_object_set_new(calj, "runs", cruns);
+        json_object_set_new(calj, "default", crows);
+    }
     if (jsonf || plot) {
         json_t *dj2 = json_array();
         for (int d = 0; d < nd; d++)
@@ -703,6 +785,9 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
         json_t *root = json_pack("{s:s, s:o, s:I, s:f, s:O, s:o, s:o}", "machine", machine, "command", cmdj, "period",
                                  (json_int_t)period, "gap", tmax / tmin, "rows", rows, "summary", sum, "devices", dj2);
         sum = NULL;
+        if (calj)
+            json_object_set_new(root, "calibration", calj);
+        calj = NULL;
         char jpath[PATH_MAX + 64];
         if (jsonf)
             snprintf(jpath, sizeof jpath, "%s", jsonf);
@@ -750,6 +835,7 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
             printf("\n  plot: %s\n", plot);
         }
     }
+    json_decref(calj);
     status = HM_EXIT_OK;
 out:
     free(mjson);
@@ -763,11 +849,14 @@ out:
         free(devs[d]);
     }
     free(dj);
-    for (uint64_t i = 0; pj && i < K; i++) {
+    for (uint64_t i = 0; pj && i < NT; i++) {
         vec_free(pj[i].argv);
         json_decref(pls[i]);
         free(kinds[i]);
+        if (cpl)
+            hm_placement_close(cpl[i]);
     }
+    free(cpl);
     free(pj);
     free(first);
     free(pls);
