@@ -51,6 +51,9 @@ typedef struct {
 static symtab_t symtabs[16];
 static pthread_mutex_t symtab_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Address space taken by a module's file mapping (see symtab_load). */
+#define HM_SYMTAB_SLOT ((size_t)1 << 30)
+
 static void symtab_load(symtab_t *t, const char *path)
 {
     t->bad = 1;
@@ -59,13 +62,22 @@ static void symtab_load(symtab_t *t, const char *path)
         return;
     struct stat st;
     void *m = MAP_FAILED;
-    if (fstat(fd, &st) == 0 && st.st_size >= (off_t)sizeof(ElfW(Ehdr)))
-        m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    /* The mapping takes a whole number of HM_SYMTAB_SLOT bytes of address
+     * space, not the file's size: a program's later mappings (its large
+     * arrays, which malloc maps) are placed below this one, so a file that
+     * is a few bytes longer (debug information naming a longer build path)
+     * would otherwise move them, and with them a simulated run's pages and
+     * cache sets. Bytes past the end of the file are never read. */
+    size_t n = 0, len = 0;
+    if (fstat(fd, &st) == 0 && st.st_size >= (off_t)sizeof(ElfW(Ehdr))) {
+        n = (size_t)st.st_size;
+        len = (n + HM_SYMTAB_SLOT - 1) / HM_SYMTAB_SLOT * HM_SYMTAB_SLOT;
+        m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    }
     close(fd);
     if (m == MAP_FAILED)
         return;
     const uint8_t *b = m;
-    size_t n = (size_t)st.st_size;
     const ElfW(Ehdr) *eh = m;
     if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_shentsize != sizeof(ElfW(Shdr)) ||
         eh->e_shoff > n || eh->e_shnum > (n - eh->e_shoff) / sizeof(ElfW(Shdr)) ||
@@ -103,11 +115,11 @@ static void symtab_load(symtab_t *t, const char *path)
             lo = ph[i].p_vaddr & ~(uintptr_t)0xfff;
     t->bias = eh->e_type == ET_DYN && lo != UINTPTR_MAX ? t->fbase - lo : 0;
     t->map = b;
-    t->len = n;
+    t->len = len;
     t->bad = 0;
     return;
 fail:
-    munmap(m, n);
+    munmap(m, len);
     t->syms = NULL;
 }
 

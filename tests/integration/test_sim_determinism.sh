@@ -65,4 +65,20 @@ cmp -s <(jq -S 'del(.program)' "$T/e1.json") <(jq -S 'del(.program)' "$T/e2.json
   fail "run in $b failed"
 cmp -s "$T/e1.json" "$T/e3.json" && ok "same relative invocation from two build folders: byte-identical JSON" ||
   fail "same relative invocation from two build folders: JSON differs"
+# The program file's size does not reach the result either: debug
+# information naming a longer build path makes the same program a few
+# pages longer, and the runtime maps the file (for its symbols) in a slot
+# of fixed size, so the program's own mappings do not move. The same
+# binary padded by 9000 bytes, run with the placement file at a longer path,
+# gives the same report.
+mkdir -p "$T/padded" "$T/a-longer-folder-for-the-placement-file"
+cp "$a/miniapps/stream/stream.sim" "$T/padded/stream.sim"
+head -c 9000 /dev/zero >> "$T/padded/stream.sim"
+cp "$T/pp.json" "$T/a-longer-folder-for-the-placement-file/pp.json"
+(cd "$T/padded" && env -i PATH="$PATH" LANG=C \
+  "$H" sim -m spr-hbm --placement "$T/a-longer-folder-for-the-placement-file/pp.json" --json "$T/e4.json" \
+  -- ./stream.sim --size tiny > /dev/null) || fail "run of the padded copy failed"
+cmp -s <(jq -S 'del(.program, .placement)' "$T/e1.json") <(jq -S 'del(.program, .placement)' "$T/e4.json") &&
+  ok "a program file 9000 bytes longer, placement at a longer path: identical JSON report" ||
+  fail "a longer program file: reports differ: $(diff <(jq -S 'del(.program, .placement)' "$T/e1.json") <(jq -S 'del(.program, .placement)' "$T/e4.json") | head -4 | tr '\n' ' ')"
 done_tests
