@@ -47,7 +47,7 @@ static int locate(const char *root, where_t *w)
     if (!*base || !strcmp(base, ".") || !strcmp(base, "..") || strlen(base) > 200)
         return ps__errf(PS_EINVAL, "store %s: name it by a path that ends in a directory name (not /, . or ..) to "
                         "resume it on another number of ranks", root);
-    snprintf(w->base, sizeof w->base, "%s", base);
+    memcpy(w->base, base, strlen(base) + 1); /* at most 200 bytes, checked above */
     if (!slash)
         snprintf(w->parent, sizeof w->parent, ".");
     else if (slash == buf)
