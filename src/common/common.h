@@ -95,6 +95,10 @@ const char *hm__frame_source(const char *frames, char *buf, size_t len);
 /* Whether "file:line" (a directory before the file is ignored) is one of
  * the locations of a source chain as hm__frame_source() writes it. */
 int hm__source_has(const char *chain, const char *file_line);
+/* The link of a source chain that starts at p: the length of its
+ * "file:line" in *k; returns where the next link starts, or NULL after the
+ * last one. */
+const char *hm__source_link(const char *p, size_t *k);
 /* Source locations of module-relative offset off (from the module's lowest
  * loaded page, as dladdr's dli_fbase) in the ELF file at path, from its
  * DWARF: "file:line function", file as a base name, then " < " and the

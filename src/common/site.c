@@ -228,25 +228,28 @@ const char *hm__frame_source(const char *frames, char *buf, size_t len)
     return buf;
 }
 
+const char *hm__source_link(const char *p, size_t *k)
+{
+    /* each link is "file:line[ function]" up to " < " */
+    const char *end = strstr(p, " < ");
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    *k = strcspn(p, " ");
+    if (*k > n)
+        *k = n;
+    return end ? end + 3 : NULL;
+}
+
 int hm__source_has(const char *chain, const char *file_line)
 {
     if (!chain || !file_line)
         return 0;
     const char *want = strrchr(file_line, '/');
     want = want ? want + 1 : file_line;
-    size_t wl = strlen(want);
-    for (const char *p = chain; *p;) {
-        /* each link is "file:line[ function]" up to " < " */
-        const char *end = strstr(p, " < ");
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        size_t k = strcspn(p, " ");
-        if (k > n)
-            k = n;
+    size_t wl = strlen(want), k;
+    for (const char *p = chain, *next; p && *p; p = next) {
+        next = hm__source_link(p, &k);
         if (k == wl && !memcmp(p, want, wl))
             return 1;
-        p += n;
-        if (end)
-            p += 3;
     }
     return 0;
 }

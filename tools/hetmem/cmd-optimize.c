@@ -88,11 +88,9 @@ static const char *unique_line(hm_estimator_t *e, int o, char *buf, size_t len)
     hm_est_object_t ob;
     if (hm_estimator_object(e, o, &ob) < 0 || !ob.source)
         return NULL;
-    for (const char *p = ob.source; *p;) {
-        const char *end = strstr(p, " < ");
-        size_t n = end ? (size_t)(end - p) : strlen(p), k = strcspn(p, " ");
-        if (k > n)
-            k = n;
+    size_t k;
+    for (const char *p = ob.source, *next; p && *p; p = next) {
+        next = hm__source_link(p, &k);
         if (k > 0 && k < len && memchr(p, ':', k)) {
             memcpy(buf, p, k);
             buf[k] = 0;
@@ -104,9 +102,6 @@ static const char *unique_line(hm_estimator_t *e, int o, char *buf, size_t len)
             if (!shared)
                 return buf;
         }
-        p += n;
-        if (end)
-            p += 3;
     }
     return NULL;
 }
