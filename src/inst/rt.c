@@ -23,6 +23,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -242,6 +243,52 @@ static void progress_tick(int sig)
     errno = saved;
 }
 
+/* The trace header holds the command as given, so its size follows the
+ * program's path. Built on the program's heap, its JSON nodes and text
+ * would leave holes of that size and move the program's later allocations
+ * (and with them its cache sets and the pages a pages_percent rule picks):
+ * the simulated time would depend on where the program was built. jansson
+ * allocates the header in this scratch arena instead, a mapping of fixed
+ * size that is unmapped afterwards; nothing in it is ever freed singly. */
+#define HM__SCRATCH_BYTES ((size_t)64 << 20) /* four times the header's maximum */
+static struct {
+    char *base;
+    size_t used;
+    json_malloc_t saved_malloc;
+    json_free_t saved_free;
+} scratch;
+
+static void *scratch_malloc(size_t n)
+{
+    n = (n + 15) & ~(size_t)15;
+    if (!scratch.base || n > HM__SCRATCH_BYTES - scratch.used)
+        return NULL;
+    void *p = scratch.base + scratch.used;
+    scratch.used += n;
+    return p;
+}
+
+static void scratch_free(void *p) { (void)p; }
+
+static int scratch_begin(void)
+{
+    void *b = mmap(NULL, HM__SCRATCH_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (b == MAP_FAILED)
+        return -errno;
+    scratch.base = b;
+    scratch.used = 0;
+    json_get_alloc_funcs(&scratch.saved_malloc, &scratch.saved_free);
+    json_set_alloc_funcs(scratch_malloc, scratch_free);
+    return 0;
+}
+
+static void scratch_end(void)
+{
+    json_set_alloc_funcs(scratch.saved_malloc, scratch.saved_free);
+    munmap(scratch.base, HM__SCRATCH_BYTES);
+    scratch.base = NULL;
+}
+
 static char *read_cmdline_argv(char ***argv_out)
 {
     int fd = open("/proc/self/cmdline", O_RDONLY);
@@ -355,7 +402,13 @@ void hm__inst_init(void)
         hm_trace_meta_t meta = {"hetmem-sim " HETMEM_VERSION, "sim", 1.0, "sim", "loads+stores", period,
                                 devname && *devname ? devname : NULL, hm_sim_machine_json(rt.m),
                                 (const char *const *)argv, NULL};
-        rc = hm_trace_writer_open(&rt.tw, tp, &meta);
+        rc = scratch_begin();
+        if (rc == 0) {
+            rc = hm_trace_writer_open(&rt.tw, tp, &meta);
+            scratch_end();
+        } else {
+            hm__errf(rc, "scratch space for the trace header");
+        }
         free(argv);
         free(argbuf);
         if (rc < 0) {

@@ -67,6 +67,17 @@ static json_t *json_str_or_null(const char *s)
     return s ? json_string(s) : json_null();
 }
 
+/* json_dumps allocates through jansson's allocator, which a caller may have
+ * replaced (json_set_alloc_funcs): the simulator runtime builds the header
+ * in a scratch arena outside the program's heap. */
+static void free_header(char *hdr)
+{
+    json_free_t f;
+    json_get_alloc_funcs(NULL, &f);
+    if (hdr)
+        f(hdr);
+}
+
 static int build_header(const hm_trace_meta_t *m, char **out)
 {
     json_t *h = json_object();
@@ -133,7 +144,7 @@ static int build_header(const hm_trace_meta_t *m, char **out)
         return hm__errf(-ENOMEM, "trace header");
     size_t len = strlen(*out);
     if (len > HM__TR_MAX_HEADER) {
-        free(*out);
+        free_header(*out);
         *out = NULL;
         return hm__errf(HM_ETOOBIG, "trace header is %zu bytes (max %u)", len, HM__TR_MAX_HEADER);
     }
@@ -172,13 +183,13 @@ int hm_trace_writer_open(hm_trace_writer_t **out, const char *path, const hm_tra
         rc = hm__errf(rc, "%s: cannot write the header", path);
         goto fail;
     }
-    free(hdr);
+    free_header(hdr);
     w->s = hm__xmalloc((size_t)w->block_records * sizeof *w->s);
     w->scratch = hm__xmalloc((size_t)w->block_records * 4 * sizeof *w->scratch);
     *out = w;
     return 0;
 fail:
-    free(hdr);
+    free_header(hdr);
     if (w->fd >= 0)
         close(w->fd);
     ZSTD_freeCCtx(w->zc);

@@ -81,4 +81,30 @@ cp "$T/pp.json" "$T/a-longer-folder-for-the-placement-file/pp.json"
 cmp -s <(jq -S 'del(.program, .placement)' "$T/e1.json") <(jq -S 'del(.program, .placement)' "$T/e4.json") &&
   ok "a program file 9000 bytes longer, placement at a longer path: identical JSON report" ||
   fail "a longer program file: reports differ: $(diff <(jq -S 'del(.program, .placement)' "$T/e1.json") <(jq -S 'del(.program, .placement)' "$T/e4.json") | head -4 | tr '\n' ' ')"
+# Nor does the program's path when the run writes a trace: the trace
+# header holds the command as given, and the runtime builds it outside the
+# program's heap, so a longer path does not move the program's allocations.
+mkdir -p "$T/p-a-longer-folder-name-for-the-same-program/deeper"
+cp "$T/padded/stream.sim" "$T/p-a-longer-folder-name-for-the-same-program/deeper/stream.sim"
+n=0
+for d in "$T/padded" "$T/p-a-longer-folder-name-for-the-same-program/deeper"; do
+  n=$(( n + 1 ))
+  (cd "$T" && env -i PATH="$PATH" LANG=C "$H" sim -m spr-hbm --placement "$T/pp.json" -o "$T/s$n.trace" \
+    --sample-period 1000 --json "$T/s$n.json" -- "$d/stream.sim" --size tiny > /dev/null) ||
+    fail "traced run from $d failed"
+done
+"$H" trace info "$T/s$n.trace" | grep -q 'p-a-longer-folder-name' || fail "the trace header lacks the program's path"
+cmp -s <(jq -S 'del(.program, .trace)' "$T/s$((n - 1)).json") <(jq -S 'del(.program, .trace)' "$T/s$n.json") &&
+  ok "traced runs from two program paths: identical JSON report" ||
+  fail "traced runs from two program paths: reports differ: $(diff <(jq -S 'del(.program, .trace)' "$T/s$((n - 1)).json") <(jq -S 'del(.program, .trace)' "$T/s$n.json") | head -4 | tr '\n' ' ')"
+# heap.sim prints where its small allocations land: the same from both
+# paths (a header built on the heap moved them).
+for d in "$T/padded" "$T/p-a-longer-folder-name-for-the-same-program/deeper"; do
+  cp "$K/heap.sim" "$d/heap.sim"
+  (cd "$T" && env -i PATH="$PATH" LANG=C "$H" sim -m "$M" -o "$T/h.trace" --sample-period 1000 \
+    -- "$d/heap.sim" 2> /dev/null | grep '^hash ') || fail "traced heap.sim from $d failed"
+done > "$T/heap2.txt"
+[ "$(wc -l < "$T/heap2.txt")" = 2 ] && [ "$(sort -u "$T/heap2.txt" | wc -l)" = 1 ] &&
+  ok "traced heap.sim from two program paths: same heap layout" ||
+  fail "traced heap.sim from two program paths: heap layouts differ: $(tr '\n' ' ' < "$T/heap2.txt")"
 done_tests
