@@ -56,7 +56,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "shuffler.h"
+#include "exchange.h"
 
 /* Packing and storing work in slices of this size, so a slice is still in
  * cache when it is checksummed, and ps_progress() can stop between slices. */
@@ -992,7 +992,7 @@ static int target_counts(ps_shuffler_t *ps, const uint64_t *part, const int32_t 
                          ps__target_t *tg)
 {
     int M = ps->nranks;
-    uint64_t N = ps_total(ps);
+    uint64_t N = ps__total(ps);
     uint64_t *send = calloc((size_t)M + 1, sizeof *send);
     tg->recv = calloc((size_t)M, sizeof *tg->recv);
     tg->after = calloc((size_t)M, sizeof *tg->after);
