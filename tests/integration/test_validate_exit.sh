@@ -2,7 +2,8 @@
 # hetmem validate on programs as they are: one that returns a status on
 # success (refused with the status named, accepted with --allow-exit),
 # placements drawn distinct (two objects on two devices have only a few),
-# and an OpenMP build refused before any run unless OMP_NUM_THREADS=1.
+# an OpenMP build refused before any run unless OMP_NUM_THREADS=1, and the
+# runs of optimize --refine held to the same rule.
 . "$HETMEM_SRC/tests/integration/sim_lib.sh"
 CC_="$HETMEM_BIN/hetmem-cc"
 cat > "$T/st.c" <<'C'
@@ -32,6 +33,25 @@ distinct=$(j "$T/v.json" '[.rows[].placement] | unique | length')
   || fail "rows $rows, distinct $distinct"
 "$H" validate --machine "$M" --allow-exit 0 -- "$T/st.sim" > /dev/null 2> "$T/v3.err"
 [ $? = 2 ] && grep -q "between 1 and 255" "$T/v3.err" && ok "--allow-exit 0 is a usage error" || fail "--allow-exit 0: $(cat "$T/v3.err")"
+
+# optimize --refine runs the program too: the same status refused with
+# the option named, and accepted with --allow-exit.
+for d in fast slow; do
+  "$H" sim -m "$M" --device $d -o "$T/$d.hmt" -- "$T/st.sim" > /dev/null 2>&1
+  [ -s "$T/$d.hmt" ] || fail "device run on $d wrote no trace"
+done
+(cd "$T" && TMPDIR="$T" "$H" optimize fast.hmt slow.hmt --capacity fast=512K --refine 1 > r1.out 2> r1.err)
+rc=$?
+[ $rc = 1 ] && grep -q "program exited with status 3" "$T/r1.err" && grep -q -- "--allow-exit 3" "$T/r1.err" \
+  && ok "optimize --refine: exit status 3 refused and named" || fail "optimize --refine: rc $rc: $(cat "$T/r1.err")"
+(cd "$T" && TMPDIR="$T" "$H" optimize fast.hmt slow.hmt --capacity fast=512K --refine 1 --allow-exit 3 --json \
+  > r2.json 2> r2.err) || fail "optimize --refine --allow-exit 3: $(cat "$T/r2.err")"
+m=$(jq -r '.refine.rounds[0].measured_s' "$T/r2.json" 2> /dev/null)
+awk -v m="$m" 'BEGIN { exit !(m > 0) }' && ok "optimize --refine --allow-exit 3: round measured ($m s)" ||
+  fail "optimize --refine --allow-exit 3: no measured round: $(head -c 300 "$T/r2.json")"
+"$H" optimize "$T/fast.hmt" "$T/slow.hmt" --capacity fast=512K --allow-exit 3 > /dev/null 2> "$T/r3.err"
+[ $? = 2 ] && grep -q "applies to the runs of --refine" "$T/r3.err" && ok "--allow-exit without --refine is a usage error" ||
+  fail "--allow-exit without --refine: $(cat "$T/r3.err")"
 
 cat > "$T/omp.c" <<'C'
 #include <stdio.h>

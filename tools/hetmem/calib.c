@@ -133,8 +133,19 @@ void hm_cli_calib_free(hm_cli_calib_t *c)
     memset(c, 0, sizeof *c);
 }
 
-int hm_cli_sim_placement(const char *ref, const char *placement, const char *dir, int round, char *trace, size_t tlen,
-                         double *ns)
+int hm_cli_report_exit(const char *report)
+{
+    json_t *j = report && report[0] ? json_load_file(report, 0, NULL) : NULL;
+    json_t *v = j ? json_object_get(j, "exit_status") : NULL;
+    int st = json_is_integer(v) && !json_object_get(j, "error") && json_object_get(j, "runtime_s")
+                 ? (int)json_integer_value(v)
+                 : -1;
+    json_decref(j);
+    return st;
+}
+
+int hm_cli_sim_placement(const char *ref, const char *placement, const char *dir, int round,
+                         const unsigned char allowed_exit[256], char *trace, size_t tlen, double *ns)
 {
     hm_trace_t *r = NULL;
     int rc = hm_trace_open(&r, ref);
@@ -142,7 +153,7 @@ int hm_cli_sim_placement(const char *ref, const char *placement, const char *dir
         return hm_cli_failf(ref, "%s", hm_strerror(rc));
     const hm_trace_meta_t *m = hm_trace_meta(r);
     int status = HM_EXIT_RUNTIME;
-    char mfile[PATH_MAX], log[PATH_MAX], per[32], self[PATH_MAX];
+    char mfile[PATH_MAX], log[PATH_MAX], rep[PATH_MAX], per[32], self[PATH_MAX];
     char **argv = NULL;
     if (!m->machine_json || !m->argv || !m->argv[0] || !m->backend || strcmp(m->backend, "sim")) {
         hm_cli_failf(ref, "--refine runs the program in the simulator: the traces must be simulated runs "
@@ -165,8 +176,10 @@ int hm_cli_sim_placement(const char *ref, const char *placement, const char *dir
     }
     snprintf(trace, tlen, "%s/refine-%d.hmt", dir, round);
     snprintf(log, sizeof log, "%s/refine-%d.log", dir, round);
+    snprintf(rep, sizeof rep, "%s/refine-%d.report.json", dir, round);
     snprintf(per, sizeof per, "%llu", (unsigned long long)(m->period ? m->period : 1000));
-    const char *head[] = {self, "sim", "-m", mfile, "--placement", placement, "-o", trace, "--sample-period", per, "--"};
+    const char *head[] = {self,   "sim", "-m",  mfile, "--placement",     placement, "-o",
+                          trace,  "--json", rep, "--sample-period", per,       "--"};
     size_t nh = sizeof head / sizeof *head, na = 0;
     while (m->argv[na])
         na++;
@@ -193,8 +206,19 @@ int hm_cli_sim_placement(const char *ref, const char *placement, const char *dir
             goto out;
         }
     if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
-        hm_cli_failf("hetmem sim", "the run of round %d failed (log: %s)", round, log);
-        goto out;
+        /* The program's own status, from the report: some programs return
+         * one on success (XSBench exits 1 at any non-published size). */
+        int st = WIFEXITED(ws) ? hm_cli_report_exit(rep) : -1;
+        if (st > 0 && st < 256 && !(allowed_exit && allowed_exit[st])) {
+            hm_cli_failf("hetmem sim", "round %d: the program exited with status %d (log: %s); if it returns %d on "
+                                       "success, add --allow-exit %d",
+                         round, st, log, st, st);
+            goto out;
+        }
+        if (st <= 0) {
+            hm_cli_failf("hetmem sim", "the run of round %d failed (log: %s)", round, log);
+            goto out;
+        }
     }
     status = hm_cli_trace_time(trace, ref, ns);
 out:

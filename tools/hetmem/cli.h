@@ -144,10 +144,17 @@ json_t *hm_cli_calib_json(const hm_cli_calib_t *c, const struct hm_est_calibrati
 void hm_cli_calib_free(hm_cli_calib_t *c);
 /* Runs the program of the simulated trace @p ref under @p placement in the
  * simulator (hetmem sim -m with ref's machine, ref's command and sampling
- * period), writing DIR/refine-ROUND.hmt (its path in @p trace) and .log;
+ * period), writing DIR/refine-ROUND.hmt (its path in @p trace), .report.json and
+ * .log; a program exit status s with allowed_exit[s] set (may be NULL)
+ * also counts as success;
  * *ns its measured time. 0, or an exit status after the one-line error. */
-int hm_cli_sim_placement(const char *ref, const char *placement, const char *dir, int round, char *trace, size_t tlen,
-                         double *ns);
+int hm_cli_sim_placement(const char *ref, const char *placement, const char *dir, int round,
+                         const unsigned char allowed_exit[256], char *trace, size_t tlen, double *ns);
+
+/* The program's exit status in a `hetmem sim --json` report (hetmem sim
+ * itself exits 1 when the program does not exit 0), or -1 when the report
+ * is missing, says the run failed or has no runtime. */
+int hm_cli_report_exit(const char *report);
 
 /* Declares a subcommand that exists in the CLI but is not built yet. */
 #define HM_CMD_NOT_BUILT(ident, nm, sum, use)                                     \

@@ -16,7 +16,8 @@
 
 enum {
     OPT_CAPACITY = 256, OPT_ALGO, OPT_MODEL, OPT_PHASES, OPT_SPLIT, OPT_BUDGET, OPT_TIME, OPT_SEED,
-    OPT_JSON, OPT_SUMMARY, OPT_POLICY, OPT_SAVE_POLICY, OPT_MACHINE, OPT_BY_SOURCE, OPT_REFINE
+    OPT_JSON, OPT_SUMMARY, OPT_POLICY, OPT_SAVE_POLICY, OPT_MACHINE, OPT_BY_SOURCE, OPT_REFINE,
+    OPT_ALLOW_EXIT
 };
 
 static const hm_cli_opt_t opt_opts[] = {
@@ -39,6 +40,10 @@ static const hm_cli_opt_t opt_opts[] = {
     {OPT_SAVE_POLICY, "save-policy", "FILE", "rl: save the trained policy", 0},
     {OPT_REFINE, "refine", "N",
      "N rounds of: run the chosen placement in the simulator, calibrate on it, optimize again (simulated traces)", 0},
+    {OPT_ALLOW_EXIT, "allow-exit", "N",
+     "--refine: exit status N (1-255) of the program also means success (for programs that return one when they "
+     "finish); repeatable",
+     HM_OPT_REPEAT},
     {0},
 };
 
@@ -184,6 +189,8 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
     uint64_t cap_val[MAX_CAPS];
     int ncaps = 0, json = 0, key, src_names = 0;
     uint64_t refine = 0;
+    unsigned char allowed_exit[256] = {0};
+    int nallowed = 0;
     const char **traces = hm__xcalloc((size_t)argc + 1, sizeof *traces);
     int ntraces = 0;
     hm_optimize_opts_t opts = {.algo = HM_OPT_RL, .model = HM_EST_DEFAULT, .seed = 1};
@@ -275,6 +282,18 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
                 goto done;
             }
             break;
+        case OPT_ALLOW_EXIT: {
+            uint64_t st;
+            if (hm_cli_u64(cmd, "--allow-exit", arg, &st))
+                goto done;
+            if (st < 1 || st > 255) {
+                hm_cli_usage(cmd, "--allow-exit must be between 1 and 255");
+                goto done;
+            }
+            allowed_exit[st] = 1;
+            nallowed++;
+            break;
+        }
         case HM_CLI_HELP: status = HM_EXIT_OK; goto done;
         default: goto done;
         }
@@ -297,6 +316,10 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
     }
     if (refine && summary) {
         hm_cli_usage(cmd, "--refine runs the traces' program: it needs the traces, not a summary");
+        goto done;
+    }
+    if (nallowed && !refine) {
+        hm_cli_usage(cmd, "--allow-exit applies to the runs of --refine");
         goto done;
     }
     if (refine && opts.model != HM_EST_DEFAULT) {
@@ -383,7 +406,7 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
                 hm_cli_fail(pf, rc);
                 goto close;
             }
-            if (hm_cli_sim_placement(traces[0], pf, rdir, k, tr, sizeof tr, &ns) != 0 ||
+            if (hm_cli_sim_placement(traces[0], pf, rdir, k, allowed_exit, tr, sizeof tr, &ns) != 0 ||
                 hm_cli_calib_add(&cr, e, tr, pf, ns) != 0 || hm_cli_calib_fit("optimize", &cr, e, &cal) != 0)
                 goto close;
             json_array_append_new(rounds, json_pack("{s:i, s:f, s:f, s:f, s:f, s:s, s:s}", "round", k, "predicted_s",

@@ -120,19 +120,6 @@ static void vec_free(char **v)
 /* Exit statuses that also mean success (--allow-exit). */
 static unsigned char allowed_exit[256] = {1};
 
-/* The program's exit status from a simulated run's report (hetmem sim
- * itself exits 1 when the program does not exit 0), or -1. */
-static int report_exit(const char *rep)
-{
-    json_t *j = rep[0] ? json_load_file(rep, 0, NULL) : NULL;
-    json_t *v = j ? json_object_get(j, "exit_status") : NULL;
-    int st = json_is_integer(v) && !json_object_get(j, "error") && json_object_get(j, "runtime_s")
-                 ? (int)json_integer_value(v)
-                 : -1;
-    json_decref(j);
-    return st;
-}
-
 /* Whether a run succeeded: it exited 0, or its program exited with a
  * status --allow-exit accepts and the run is otherwise whole. */
 static int job_ok(job_t *j)
@@ -143,7 +130,7 @@ static int job_ok(job_t *j)
         return 1;
     if (!j->rep[0]) /* --real: hetmem run and record exit with the program's status */
         return WIFEXITED(ws) && allowed_exit[WEXITSTATUS(ws)];
-    j->prog_status = report_exit(j->rep);
+    j->prog_status = hm_cli_report_exit(j->rep);
     return j->prog_status > 0 && j->prog_status < 256 && allowed_exit[j->prog_status];
 }
 
