@@ -1,7 +1,8 @@
 /**
  * @file record.h
- * @brief Recording on real hardware: sampling backends and the perf
- *        ring-buffer decoder.
+ * @brief Recording on real hardware: sampling backends, the perf
+ *        ring-buffer decoder, and recording a command into a trace
+ *        (hm_recorder_open(), as `hetmem record` does).
  *
  * The decoder is a pure function over the bytes of a perf_event_open(2)
  * ring buffer's data area, so it is tested on crafted buffers and shared by
@@ -154,6 +155,110 @@ int hm_spe_decode(const uint8_t *buf, size_t len, const hm_spe_clock_t *clk, con
 
 /** Converts an SPE timestamp (counter value) with @p clk; see hm_spe_clock_t. */
 uint64_t hm_spe_time(const hm_spe_clock_t *clk, uint64_t cyc);
+
+/** First usable backend in preference order (pebs, ibs, spe, soft): 0
+ *  with *out set, or HM_ENOPMU. With @p try_open, really opens each event. */
+int hm_backend_auto(int try_open, hm_backend_t *out);
+
+/* ------------------------------------------------------------ recording */
+
+/** Fastest soft sampling: every 50 us (20 kHz). Each sample costs the
+ *  thread a signal and the collector a decode, about 8 us in all on a
+ *  2-core x86-64; faster rates starved programs on a busy machine. */
+#define HM_RECORD_MIN_INTERVAL_NS 50000u
+
+/**
+ * What to record (hm_recorder_open()). Zero-initialise and set what you
+ * need; 0 and NULL take the defaults. Strings are copied.
+ */
+typedef struct {
+    const char *output;    /**< the trace file to write (required) */
+    const char *backend;   /**< "auto" (NULL), "pebs", "ibs", "spe", "soft", "none" (allocations only), or
+                                "perf-sw" (the perf path with a software clock event: a check) */
+    uint64_t period;       /**< pebs, ibs, spe: events per sample (default 4000); soft and perf-sw:
+                                nanoseconds between samples (default 1 ms, at least
+                                HM_RECORD_MIN_INTERVAL_NS); 0 with "none" */
+    const char *bind;      /**< bind all data to a device (NUMA node, tierN or kind, as `hetmem doctor`
+                                lists them), or NULL */
+    const char *machine;   /**< device figures for the trace header: a machine preset or JSON file, or
+                                NULL for the kernel's HMAT figures */
+    uint64_t min_size;     /**< track allocations of at least this many bytes (default 64 KiB) */
+    unsigned depth;        /**< call-stack frames in a site id, 1..16 (default 6) */
+    int per_cpu;           /**< pebs, ibs, perf-sw: one event and ring per CPU, opened by the recorder
+                                (needs perf_event_paranoid <= 0 or CAP_PERFMON) */
+    const char *preload;   /**< libhetmem_preload.so to inject, or NULL: next to the running program
+                                (../lib or its folder) or $HETMEM_PRELOAD */
+    /** Called with each message of the runtimes in the recorded processes
+     *  ("runtime: ..."), from hm_recorder_run(); NULL: not reported. */
+    void (*on_message)(void *ctx, const char *msg);
+    void *ctx;             /**< passed to on_message */
+} hm_record_opts_t;
+
+/** What a recording gave (hm_recorder_run()). */
+typedef struct {
+    int status;                /**< wait(2) status of the command */
+    uint64_t wall_ns;          /**< its run time */
+    uint64_t samples;          /**< samples written to the trace */
+    uint64_t samples_with_addr;/**< ... of which with a data address */
+    uint64_t taken, lost;      /**< samples the samplers took, and lost (ring overflow, throttling) */
+    uint64_t unresolved;       /**< soft samples whose address could not be decoded */
+    uint64_t allocs, frees, sites, phases, names;
+    uint64_t processes;        /**< processes that loaded the runtime */
+    uint64_t runtime_errors;   /**< messages the runtimes reported (each passed to on_message) */
+    uint64_t unwritten;        /**< records the runtimes did not write, their spools past HETMEM_SPOOL_MAX:
+                                    the trace lacks them */
+    int spool_limit_reached;   /**< processes whose spool reached HETMEM_SPOOL_MAX: the trace is
+                                    incomplete when this is not 0 */
+    int spool_limit_uncounted; /**< ... of which ended (killed?) before counting the records they did
+                                    not write: @c unwritten leaves theirs out */
+    int spools, spools_truncated; /**< per-process spools read, and those cut short (a process killed
+                                       while writing; what was complete is kept) */
+    uint64_t percpu_kept, percpu_foreign; /**< per_cpu: samples kept, and of other processes dropped */
+    char soft_stats[160];      /**< the soft sampler's own counts, as one line ("" if none) */
+} hm_record_result_t;
+
+typedef struct hm_recorder hm_recorder_t;
+
+/**
+ * Prepares the recording of @p argv (argv[0] looked up through PATH when
+ * run): checks the options and the backend ("auto" resolved), finds the
+ * runtime, refuses a statically linked program, describes the machine and
+ * creates the output trace, so that every error comes before the command
+ * runs. Errors: HM_EUSAGE (options), HM_ENOPMU and -EACCES (backend or
+ * per-CPU events not usable here, the detail says why and the remedy),
+ * HM_ENOTFOUND (no runtime), -ENOEXEC (static program), HM_ENODEV (--bind),
+ * HM_EBADMACHINE, -errno (output), -ENOMEM; the detail is one line.
+ * @return 0 and *out owned by the caller (hm_recorder_close()).
+ * Not thread-safe; one recording per process at a time (signals are
+ * forwarded to the command while it runs).
+ */
+int hm_recorder_open(hm_recorder_t **out, const hm_record_opts_t *opts, char *const argv[]);
+
+/** The backend that records ("soft" where "auto" chose it), the sampled
+ *  event and the period as the trace header holds them. Owned by @p r. */
+const char *hm_recorder_backend(const hm_recorder_t *r);
+const char *hm_recorder_event(const hm_recorder_t *r);
+uint64_t hm_recorder_period(const hm_recorder_t *r);
+/** Whether the trace header has device figures (opts.machine or HMAT). */
+int hm_recorder_has_figures(const hm_recorder_t *r);
+
+/**
+ * Runs the command under the runtime, waits for it (SIGINT, SIGTERM and
+ * SIGHUP are forwarded to it), merges the processes' spools into the trace
+ * and closes it. Once per recorder. A command that fails or is killed is
+ * recorded all the same: its status is in @p out. A command that cannot
+ * be executed shows as exit status 127.
+ * @return 0, or a negative error (launching, per-CPU events, writing the
+ *         trace) with a one-line detail.
+ */
+int hm_recorder_run(hm_recorder_t *r, hm_record_result_t *out);
+
+/** Frees @p r; a trace not finished by hm_recorder_run() is removed. */
+void hm_recorder_close(hm_recorder_t *r);
+
+/** The exit code a launcher returns for wait(2) status @p status: the
+ *  command's exit code, or 128 + the signal that killed it. */
+int hm_recorder_exit_code(int status);
 
 #ifdef __cplusplus
 }

@@ -253,7 +253,7 @@ out:
     return rc;
 }
 
-int hm__backend_auto(int try_open, hm_backend_t *out)
+HM_API int hm_backend_auto(int try_open, hm_backend_t *out)
 {
     for (int b = 0; b < HM_BACKEND_COUNT; b++)
         if (hm_backend_probe((hm_backend_t)b, try_open, NULL, 0, NULL, 0) == 0) {

@@ -83,8 +83,7 @@ int hm__percpu_open(hm__percpu_t **out, const hm__rec_events_t *ev, uint64_t sam
  * kept: samples written; foreign: samples of other processes dropped. */
 void hm__percpu_close(hm__percpu_t *p, uint64_t *kept, uint64_t *foreign);
 
-/* First usable backend in preference order (pebs, ibs, spe, soft). */
-int hm__backend_auto(int try_open, hm_backend_t *out);
+/* The first usable backend: hm_backend_auto() (hetmem/record.h). */
 
 /* Sample fields every perf backend asks for. */
 uint64_t hm__rec_sample_type(void);

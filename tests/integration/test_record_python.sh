@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# hetmem.record (python/hetmem/record.py, ctypes over libhetmem's recording
+# API) records a small program: the counts, its exit code, the trace it
+# wrote, a runtime message hook, and an error raised before anything runs.
+set -u
+lib="$HETMEM_BUILD/lib/libhetmem.so"
+child="$HETMEM_BUILD/tests/record_api_child"
+[ -x /usr/bin/python3 ] || { echo "skip: no /usr/bin/python3"; exit 77; }
+[ -e "$lib" ] && [ -x "$child" ] || { echo "skip: $lib or $child not built"; exit 77; }
+if grep -q '^HETMEM_SANITIZE:STRING=.' "$HETMEM_BUILD/CMakeCache.txt" 2>/dev/null; then
+  echo "skip: a sanitized libhetmem cannot be loaded into python"; exit 77
+fi
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 1
+PYTHONPATH="$HETMEM_SRC/python" HETMEM_LIB="$lib" HETMEM_PRELOAD="$HETMEM_BUILD/lib/libhetmem_preload.so" \
+  /usr/bin/python3 - "$child" "$HETMEM_BIN/hetmem" <<'PY'
+import subprocess, sys
+import hetmem.record
+from hetmem.estimate import HetmemError
+child, hetmem_bin = sys.argv[1], sys.argv[2]
+fails = 0
+def check(cond, what):
+    global fails
+    print(("ok: " if cond else "FAIL: ") + what)
+    fails += not cond
+res = hetmem.record.record([child, "now"], "t.hmt", backend="none", min_size=1 << 20)
+check(res["exit_code"] == 3, "exit code %d of the recorded program" % res["exit_code"])
+check(res["allocs"] >= 1 and res["frees"] >= 1, "allocations %d, frees %d" % (res["allocs"], res["frees"]))
+check(res["processes"] == 1 and res["backend"] == "none", "one process, backend %s" % res["backend"])
+info = subprocess.run([hetmem_bin, "trace", "objects", "t.hmt"], capture_output=True, text=True)
+check(info.returncode == 0 and " 8.0 MiB " in info.stdout, "trace objects shows the 8 MiB block: %r" % info.stdout[:300])
+try:
+    hetmem.record.record([child], "u.hmt", backend="foo")
+    check(False, "unknown backend accepted")
+except HetmemError as e:
+    check("unknown backend 'foo'" in str(e), "unknown backend refused: %s" % e)
+try:
+    hetmem.record.record([child], "nodir/u.hmt", backend="none")
+    check(False, "output in a missing folder accepted")
+except HetmemError as e:
+    check("No such file" in str(e), "output in a missing folder refused: %s" % e)
+sys.exit(1 if fails else 0)
+PY
