@@ -462,9 +462,9 @@ static int merge(hm_recorder_t *rec, hm_record_result_t *t, uint64_t t0)
 HM_API int hm_recorder_run(hm_recorder_t *r, hm_record_result_t *out)
 {
     hm__errclear();
-    memset(out, 0, sizeof *out);
     if (r->ran || !r->w)
-        return hm__errf(HM_EUSAGE, "a recorder runs its command once");
+        return hm__errf(HM_EUSAGE, "a recorder runs its command once"); /* *out left as it was */
+    memset(out, 0, sizeof *out);
     r->ran = 1;
     int rc = hm__spool_create(r->spool, sizeof r->spool);
     if (rc != 0) {
