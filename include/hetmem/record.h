@@ -167,12 +167,53 @@ int hm_backend_auto(int try_open, hm_backend_t *out);
  *  2-core x86-64; faster rates starved programs on a busy machine. */
 #define HM_RECORD_MIN_INTERVAL_NS 50000u
 
+/** Flags of a placement event (hm_record_placement_t). */
+enum {
+    HM_PLACED_SPILLED = 1, /**< did not fit its device: placed on the placement's default */
+    HM_PLACED_MOVED = 2,   /**< moved at a phase change */
+    HM_PLACED_PHASE = 4,   /**< placed by a phase's rules */
+    HM_PLACED_UNBOUND = 8, /**< left to first touch */
+    HM_PLACED_GLOBAL = 16  /**< a global array, not an allocation */
+};
+
+/** One object placed by a placement run (hm_record_opts_t.placement), as
+ *  a runtime applied it. The strings live until the callback returns. */
+typedef struct {
+    uint64_t addr, size;
+    uint64_t site;         /**< allocation site id */
+    uint64_t bound_bytes;  /**< bytes bound to the device */
+    const char *name;      /**< the object's hetmem_name(), or NULL */
+    const char *phase;     /**< the phase whose rules placed it, or NULL */
+    const char *requested; /**< the device the placement asked for ("-": none) */
+    const char *device;    /**< the device it got, or NULL (unbound) */
+    unsigned flags;        /**< HM_PLACED_* */
+    uint64_t nodes;        /**< NUMA nodes of @c device, bit N for node N (0: none) */
+    const char *source;    /**< the site's source chain ("file:line <- ..."), or NULL */
+} hm_record_placement_t;
+
+/** A placement device's use over a placement run (hm_recorder_device()). */
+typedef struct {
+    const char *name;      /**< owned by the recorder */
+    uint64_t capacity;     /**< bytes the runtime let the placement put there */
+    uint64_t peak;         /**< the largest peak of one process */
+    uint64_t at_exit;      /**< bytes all processes left charged at exit */
+    int processes;         /**< processes that ran the placement */
+    uint64_t nodes;        /**< its NUMA nodes, bit N for node N */
+} hm_record_device_t;
+
 /**
  * What to record (hm_recorder_open()). Zero-initialise and set what you
  * need; 0 and NULL take the defaults. Strings are copied.
+ *
+ * Two kinds of run: a recording (@c output set: samples and allocations
+ * into a trace, as `hetmem record`), or a placement run (@c placement set,
+ * @c output NULL: the command's objects bound to devices per a placement
+ * file, each placement reported to @c on_placement, nothing sampled or
+ * traced, as `hetmem run`). Of the options below, a placement run takes
+ * min_size, preload, on_message and its own three.
  */
 typedef struct {
-    const char *output;    /**< the trace file to write (required) */
+    const char *output;    /**< the trace file to write (a recording) */
     const char *backend;   /**< "auto" (NULL), "pebs", "ibs", "spe", "soft", "none" (allocations only), or
                                 "perf-sw" (the perf path with a software clock event: a check) */
     uint64_t period;       /**< pebs, ibs, spe: events per sample (default 4000); soft and perf-sw:
@@ -191,7 +232,13 @@ typedef struct {
     /** Called with each message of the runtimes in the recorded processes
      *  ("runtime: ..."), from hm_recorder_run(); NULL: not reported. */
     void (*on_message)(void *ctx, const char *msg);
-    void *ctx;             /**< passed to on_message */
+    void *ctx;             /**< passed to on_message and on_placement */
+    const char *placement; /**< a placement file (docs/placement-format.md): a placement run */
+    const char *capacity;  /**< placement run: "DEV=BYTES,..." capacities of its devices, or NULL: each
+                                device's nodes' memory */
+    /** Placement run: called with each object placed, in time order, from
+     *  hm_recorder_run(); NULL: counted only. */
+    void (*on_placement)(void *ctx, const hm_record_placement_t *p);
 } hm_record_opts_t;
 
 /** What a recording gave (hm_recorder_run()). */
@@ -215,6 +262,8 @@ typedef struct {
                                        while writing; what was complete is kept) */
     uint64_t percpu_kept, percpu_foreign; /**< per_cpu: samples kept, and of other processes dropped */
     char soft_stats[160];      /**< the soft sampler's own counts, as one line ("" if none) */
+    uint64_t placements;       /**< placement run: objects placed (each passed to on_placement) */
+    uint64_t spilled;          /**< ... of which spilled to the default device */
 } hm_record_result_t;
 
 typedef struct hm_recorder hm_recorder_t;
@@ -223,11 +272,14 @@ typedef struct hm_recorder hm_recorder_t;
  * Prepares the recording of @p argv (argv[0] looked up through PATH when
  * run): checks the options and the backend ("auto" resolved), finds the
  * runtime, refuses a statically linked program, describes the machine and
- * creates the output trace, so that every error comes before the command
- * runs. Errors: HM_EUSAGE (options), HM_ENOPMU and -EACCES (backend or
+ * creates the output trace (a placement run: loads the placement and
+ * resolves its devices and capacities), so that every error comes before
+ * the command runs. Errors: HM_EUSAGE (options), HM_ENOPMU and -EACCES (backend or
  * per-CPU events not usable here, the detail says why and the remedy),
  * HM_ENOTFOUND (no runtime), -ENOEXEC (static program), HM_ENODEV (--bind),
- * HM_EBADMACHINE, -errno (output), -ENOMEM; the detail is one line.
+ * HM_EBADMACHINE, -errno (output), the placement's errors (HM_EBADPLACE,
+ * HM_ENODEV, -errno), -ENOMEM; the detail is one line, and begins with the
+ * file or program at fault ("FILE: ...") where there is one.
  * @return 0 and *out owned by the caller (hm_recorder_close()).
  * Not thread-safe; one recording per process at a time (signals are
  * forwarded to the command while it runs).
@@ -252,6 +304,22 @@ int hm_recorder_has_figures(const hm_recorder_t *r);
  *         trace) with a one-line detail.
  */
 int hm_recorder_run(hm_recorder_t *r, hm_record_result_t *out);
+
+/** Placement run, after hm_recorder_run(): the devices the runtimes
+ *  placed on (one entry per device over all processes), in order of first
+ *  report. hm_recorder_device() fills @p out and returns 0, or
+ *  HM_ENOTFOUND when @p i is out of range; the name is owned by @p r. */
+int hm_recorder_ndevices(const hm_recorder_t *r);
+int hm_recorder_device(const hm_recorder_t *r, int i, hm_record_device_t *out);
+
+/** Placement run, after hm_recorder_run(): the placement's rules that
+ *  matched nothing in any process, one a line ("" when none). Owned by
+ *  @p r. */
+const char *hm_recorder_unmatched(const hm_recorder_t *r);
+
+/** Placement run: the placement file's absolute path, as the runtimes
+ *  read it; NULL for a recording. Owned by @p r. */
+const char *hm_recorder_placement(const hm_recorder_t *r);
 
 /** Frees @p r; a trace not finished by hm_recorder_run() is removed. */
 void hm_recorder_close(hm_recorder_t *r);

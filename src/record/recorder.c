@@ -4,6 +4,8 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <jansson.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/env.h"
+#include "hetmem/placement.h"
 #include "hetmem/record.h"
 #include "hetmem/sim.h"
 #include "hetmem/trace.h"
@@ -41,6 +44,16 @@ struct hm_recorder {
     hm_trace_writer_t *w;
     void (*on_message)(void *ctx, const char *msg);
     void *ctx;
+    /* A placement run: */
+    char *placement;             /* its absolute path, NULL for a recording */
+    char *capacity;              /* "DEV=BYTES,..." ("" for none) */
+    void (*on_placement)(void *ctx, const hm_record_placement_t *p);
+    hm_os_info_t *info;          /* NUMA nodes, for the nodes of each device */
+    struct { char *name; uint64_t nodes; } *dn; /* device -> nodes, resolved once per name */
+    int ndn;
+    hm_record_device_t *dev;     /* devices reported (names owned here) */
+    int ndev;
+    char *unmatched;             /* rules that matched nothing, one a line */
 };
 
 HM_API int hm_recorder_exit_code(int status)
@@ -53,8 +66,11 @@ static int fail_with(int rc, const char *what)
 {
     char d[768];
     snprintf(d, sizeof d, "%s", hm_errdetail());
+    size_t wl = strlen(what);
     if (!d[0] || !strcmp(d, what))
         return hm__errf(rc, "%s: %s", what, hm_strerror(rc));
+    if (!strncmp(d, what, wl) && d[wl] == ':') /* "FILE:3:1: ...": the file named once */
+        return hm__errf(rc, "%s", d);
     if (strstr(d, hm_strerror(rc)))
         return hm__errf(rc, "%s: %s", what, d);
     return hm__errf(rc, "%s: %s: %s", what, hm_strerror(rc), d);
@@ -130,9 +146,7 @@ static int describe(hm_recorder_t *r, const hm_record_opts_t *o, char **host_jso
     int rc = o->bind ? hm__os_resolve_device(info, o->bind, &mask) : 0;
     if (rc) {
         free(info);
-        char what[160];
-        snprintf(what, sizeof what, "--bind %s", o->bind);
-        return fail_with(rc, what);
+        return fail_with(rc, "--bind");
     }
     hm_sim_machine_t *m = NULL;
     char mpath[4096];
@@ -220,15 +234,65 @@ static int check_opts(hm_recorder_t *r, const hm_record_opts_t *o)
     return 0;
 }
 
+/* A placement run's checks before the command runs: the placement loads,
+ * its devices exist here, and each capacity is DEV=BYTES for one of them. */
+static int open_placement(hm_recorder_t *r, const hm_record_opts_t *o)
+{
+    hm_placement_t *pl;
+    int rc = hm_placement_load(&pl, o->placement, NULL, 0);
+    if (rc)
+        return fail_with(rc, o->placement);
+    if (!(r->info = malloc(sizeof *r->info))) {
+        hm_placement_close(pl);
+        return -ENOMEM;
+    }
+    hm__os_probe(r->info);
+    int ndev = 0;
+    for (; ndev < 64 && hm_placement_device_name(pl, ndev); ndev++) {
+        uint64_t m;
+        if ((rc = hm__os_resolve_device(r->info, hm_placement_device_name(pl, ndev), &m))) {
+            hm_placement_close(pl);
+            return fail_with(rc, o->placement);
+        }
+    }
+    const char *cap = o->capacity ? o->capacity : "";
+    for (const char *t = cap; *t;) {
+        size_t len = strcspn(t, ",");
+        const char *eq = memchr(t, '=', len);
+        char *end = NULL;
+        if (eq && eq > t && eq[1] >= '0' && eq[1] <= '9')
+            (void)strtoull(eq + 1, &end, 10);
+        if (end != t + len) {
+            hm_placement_close(pl);
+            return hm__errf(HM_EUSAGE, "capacity: '%.*s' is not DEV=BYTES", (int)len, t);
+        }
+        int found = 0;
+        for (int i = 0; i < ndev && !found; i++) {
+            const char *dn = hm_placement_device_name(pl, i);
+            found = strlen(dn) == (size_t)(eq - t) && !strncmp(dn, t, (size_t)(eq - t));
+        }
+        if (!found) {
+            hm_placement_close(pl);
+            return hm__errf(HM_ENODEV, "--capacity: %s: %.*s is not a device of %s", hm_strerror(HM_ENODEV),
+                            (int)(eq - t), t, o->placement);
+        }
+        t += len + (t[len] == ',');
+    }
+    hm_placement_close(pl);
+    return (r->capacity = strdup(cap)) ? 0 : -ENOMEM;
+}
+
 HM_API int hm_recorder_open(hm_recorder_t **out, const hm_record_opts_t *o, char *const argv[])
 {
     *out = NULL;
     hm__errclear();
-    if (!o || !o->output || !*o->output)
+    if (!o || ((!o->output || !*o->output) && !o->placement))
         return hm__errf(HM_EUSAGE, "no output trace named");
+    if (o->output && o->placement)
+        return hm__errf(HM_EUSAGE, "a placement run writes no trace: give an output or a placement, not both");
     if (!argv || !argv[0])
-        return hm__errf(HM_EUSAGE, "missing command to record");
-    if (strlen(o->output) >= sizeof((hm_recorder_t *)0)->path)
+        return hm__errf(HM_EUSAGE, "missing command to run");
+    if (o->output && strlen(o->output) >= sizeof((hm_recorder_t *)0)->path)
         return hm__errf(HM_EUSAGE, "output path too long");
     if (o->bind && strlen(o->bind) >= sizeof((hm_recorder_t *)0)->bind)
         return hm__errf(HM_EUSAGE, "--bind %.40s...: name too long", o->bind);
@@ -255,11 +319,13 @@ HM_API int hm_recorder_open(hm_recorder_t **out, const hm_record_opts_t *o, char
             rc = -ENOMEM;
             goto fail;
         }
-    snprintf(r->path, sizeof r->path, "%s", o->output);
+    if (o->output)
+        snprintf(r->path, sizeof r->path, "%s", o->output);
     r->per_cpu = o->per_cpu != 0;
     r->min_size = o->min_size ? o->min_size : DEFAULT_MIN_SIZE;
     r->depth = o->depth ? o->depth : DEFAULT_DEPTH;
     r->on_message = o->on_message;
+    r->on_placement = o->on_placement;
     r->ctx = o->ctx;
     if (o->bind) {
         snprintf(r->bind, sizeof r->bind, "%s", o->bind);
@@ -272,8 +338,14 @@ HM_API int hm_recorder_open(hm_recorder_t **out, const hm_record_opts_t *o, char
             goto fail;
         }
     }
-    if ((rc = pick_backend(r, o->backend)) < 0 || (rc = check_opts(r, o)) < 0)
+    if (o->placement) {
+        r->none = 1;
+        r->backend = "none";
+        if ((rc = open_placement(r, o)) < 0)
+            goto fail;
+    } else if ((rc = pick_backend(r, o->backend)) < 0 || (rc = check_opts(r, o)) < 0) {
         goto fail;
+    }
     if (o->preload) {
         if (snprintf(r->preload, sizeof r->preload, "%s", o->preload) >= (int)sizeof r->preload) {
             rc = hm__errf(HM_EUSAGE, "preload path too long");
@@ -288,8 +360,24 @@ HM_API int hm_recorder_open(hm_recorder_t **out, const hm_record_opts_t *o, char
      * record nothing. */
     if (hm__exe_is_static(argv[0])) {
         rc = hm__errf(-ENOEXEC, "%s: statically linked: the hetmem runtime (LD_PRELOAD) cannot load into it; "
-                      "recording needs a dynamically linked program", argv[0]);
+                      "%s needs a dynamically linked program", argv[0], o->placement ? "run" : "record");
         goto fail;
+    }
+    if (o->placement) {
+        /* The runtimes of the command's processes read it wherever they
+         * run (a chdir, a pipeline's other folder): an absolute path. */
+        char abs[PATH_MAX];
+        if (!realpath(o->placement, abs)) {
+            int e = errno;
+            rc = hm__errf(-e, "%s: %s", o->placement, strerror(e));
+            goto fail;
+        }
+        if (!(r->placement = strdup(abs))) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+        *out = r;
+        return 0;
     }
     if ((rc = describe(r, o, &host_json, &machine_json)) < 0)
         goto fail;
@@ -459,10 +547,204 @@ static int merge(hm_recorder_t *rec, hm_record_result_t *t, uint64_t t0)
     return rc;
 }
 
+/* NUMA nodes of device @p dev (NULL: none), resolved once per name: a
+ * long run places the same few devices many times. 0 or -ENOMEM. */
+static int device_nodes(hm_recorder_t *rec, const char *dev, uint64_t *out)
+{
+    *out = 0;
+    if (!dev)
+        return 0;
+    for (int i = 0; i < rec->ndn; i++)
+        if (!strcmp(rec->dn[i].name, dev)) {
+            *out = rec->dn[i].nodes;
+            return 0;
+        }
+    uint64_t m = 0;
+    if (hm__os_resolve_device(rec->info, dev, &m) != 0)
+        m = 0; /* a device the runtime named but this machine does not: no nodes */
+    void *nv = realloc(rec->dn, (size_t)(rec->ndn + 1) * sizeof *rec->dn);
+    if (!nv)
+        return -ENOMEM;
+    rec->dn = nv;
+    if (!(rec->dn[rec->ndn].name = strdup(dev)))
+        return -ENOMEM;
+    rec->dn[rec->ndn++].nodes = *out = m;
+    return 0;
+}
+
+/* One device record of a process that ran the placement (fork, exec and
+ * pipelines give several): one entry per device, with the largest peak and
+ * what all left charged. *nproc: the most processes of one device. */
+static int device_add(hm_recorder_t *rec, const hm__spool_rec_t *r, const char *name, int *nproc)
+{
+    hm_record_device_t *d = NULL;
+    for (int i = 0; i < rec->ndev && !d; i++)
+        if (!strcmp(rec->dev[i].name, name))
+            d = &rec->dev[i];
+    if (!d) {
+        void *nv = realloc(rec->dev, (size_t)(rec->ndev + 1) * sizeof *rec->dev);
+        if (!nv)
+            return -ENOMEM;
+        rec->dev = nv;
+        d = &rec->dev[rec->ndev];
+        memset(d, 0, sizeof *d);
+        if (!(d->name = strdup(name)))
+            return -ENOMEM;
+        rec->ndev++;
+        d->capacity = r->a;
+        d->peak = r->b;
+        d->at_exit = r->c;
+        d->processes = 1;
+    } else {
+        d->peak = d->peak > r->b ? d->peak : r->b;
+        d->at_exit += r->c;
+        d->processes++;
+        *nproc = *nproc > d->processes ? *nproc : d->processes;
+    }
+    if (*nproc < 1)
+        *nproc = 1;
+    return 0;
+}
+
+/* A placement run's spools: each placement to on_placement, the devices'
+ * totals, the rules no process matched, and the runtimes' messages. */
+static int merge_placements(hm_recorder_t *rec, hm_record_result_t *t)
+{
+    hm__spool_set_t *s;
+    int rc = hm__spool_open(&s, rec->spool);
+    if (rc)
+        return rc;
+    json_t *srcs = json_object();        /* site id -> source chain, from the site records */
+    json_t *unmatched_n = json_object(); /* rule -> processes that did not match it */
+    int counted = 0, nproc = 0;
+    if (!srcs || !unmatched_n)
+        rc = -ENOMEM;
+    const hm__spool_rec_t *r;
+    const char *pay;
+    while (!rc && hm__spool_next(s, &r, &pay)) {
+        switch (r->kind) {
+        case HM_REC_SITE: {
+            char site[32], src[512];
+            snprintf(site, sizeof site, "0x%016llx", (unsigned long long)r->a);
+            if (hm__frame_source(pay, src, sizeof src) && json_object_set_new(srcs, site, json_string(src)))
+                rc = -ENOMEM;
+            break;
+        }
+        case HM_SPOOL_PLACE: {
+            char req[64] = "-", got[64] = "-", name[64] = "-", phase[64] = "-", site[32];
+            unsigned long long bound = 0;
+            sscanf(pay, "%63s %63s %63s %63s %llu", req, got, name, phase, &bound);
+            snprintf(site, sizeof site, "0x%016llx", (unsigned long long)r->c);
+            hm_record_placement_t p = {r->a, r->b, r->c, bound, strcmp(name, "-") ? name : NULL,
+                                       strcmp(phase, "-") ? phase : NULL, req, strcmp(got, "-") ? got : NULL,
+                                       r->tid, 0, json_string_value(json_object_get(srcs, site))};
+            if ((rc = device_nodes(rec, p.device, &p.nodes)) < 0)
+                break;
+            t->placements++;
+            t->spilled += (r->tid & HM_PLACED_SPILLED) != 0;
+            if (rec->on_placement)
+                rec->on_placement(rec->ctx, &p);
+            break;
+        }
+        case HM_SPOOL_PLACE + 4: rc = device_add(rec, r, pay, &nproc); break;
+        case HM_SPOOL_PLACE + 3: {
+            /* Each process lists the rules it did not match: count them. */
+            char *copy = strdup(pay);
+            if (!copy) {
+                rc = -ENOMEM;
+                break;
+            }
+            for (char *save, *tok = strtok_r(copy, "\n", &save); tok && !rc; tok = strtok_r(NULL, "\n", &save))
+                if (json_object_set_new(unmatched_n, tok,
+                                        json_integer(json_integer_value(json_object_get(unmatched_n, tok)) + 1)))
+                    rc = -ENOMEM;
+            free(copy);
+            break;
+        }
+        case HM_SPOOL_PROC: t->processes++; break;
+        case HM_SPOOL_ERROR:
+            if (r->b == 2) { /* the mark; the count follows at the process's exit */
+                t->spool_limit_reached++;
+                break;
+            }
+            /* Without the count: hetmem run has always printed them so. */
+            message(rec, "runtime: %s", pay);
+            t->runtime_errors++;
+            if (r->b == 1)
+                t->unwritten += r->a, counted++;
+            break;
+        default: break;
+        }
+    }
+    t->spool_limit_uncounted = t->spool_limit_reached > counted ? t->spool_limit_reached - counted : 0;
+    hm__spool_counts(s, &t->spools, &t->spools_truncated);
+    hm__spool_close(s);
+    /* A rule matched nothing only if it matched nothing in any process. */
+    size_t len = 0;
+    const char *rule;
+    json_t *cnt;
+    if (!rc && !(rec->unmatched = calloc(1, 1)))
+        rc = -ENOMEM;
+    json_object_foreach(unmatched_n, rule, cnt) {
+        if (rc || json_integer_value(cnt) < nproc)
+            continue;
+        char *nu = realloc(rec->unmatched, len + strlen(rule) + 2);
+        if (!nu) {
+            rc = -ENOMEM;
+            continue;
+        }
+        rec->unmatched = nu;
+        len += (size_t)sprintf(nu + len, "%s\n", rule);
+    }
+    json_decref(unmatched_n);
+    json_decref(srcs);
+    for (int i = 0; !rc && i < rec->ndev; i++)
+        rc = device_nodes(rec, rec->dev[i].name, &rec->dev[i].nodes);
+    return rc;
+}
+
+HM_API const char *hm_recorder_placement(const hm_recorder_t *r) { return r->placement; }
+
+HM_API int hm_recorder_ndevices(const hm_recorder_t *r) { return r->ndev; }
+
+HM_API int hm_recorder_device(const hm_recorder_t *r, int i, hm_record_device_t *out)
+{
+    if (i < 0 || i >= r->ndev)
+        return HM_ENOTFOUND;
+    *out = r->dev[i];
+    return 0;
+}
+
+HM_API const char *hm_recorder_unmatched(const hm_recorder_t *r) { return r->unmatched ? r->unmatched : ""; }
+
+/* A placement run: the command under the runtime with the placement, no
+ * sampler and no allocation events (the report reads only the placement
+ * records, and a long run's allocation records would only fill the disk). */
+static int run_placement(hm_recorder_t *r, hm_record_result_t *out)
+{
+    char e_spool[4200], e_place[PATH_MAX + 32], e_min[64], e_nob[64], e_noev[64];
+    char *e_cap = malloc(strlen(r->capacity) + 32);
+    if (!e_cap)
+        return -ENOMEM;
+    snprintf(e_spool, sizeof e_spool, "%s=%s", hm__env_name(HM_ENV_SPOOL), r->spool);
+    snprintf(e_place, sizeof e_place, "%s=%s", hm__env_name(HM_ENV_PLACEMENT), r->placement);
+    sprintf(e_cap, "%s=%s", hm__env_name(HM_ENV_CAPACITY), r->capacity);
+    snprintf(e_min, sizeof e_min, "%s=%llu", hm__env_name(HM_ENV_MIN_SIZE), (unsigned long long)r->min_size);
+    snprintf(e_nob, sizeof e_nob, "%s=", hm__env_name(HM_ENV_BACKEND));
+    snprintf(e_noev, sizeof e_noev, "%s=0", hm__env_name(HM_ENV_EVENTS));
+    char *env[] = {e_spool, e_place, e_cap, e_min, e_nob, e_noev, NULL};
+    int rc = hm__launch(r->argv, r->preload, env, &out->status, &out->wall_ns);
+    free(e_cap);
+    if (rc)
+        return fail_with(rc, "launching the command");
+    rc = merge_placements(r, out);
+    return rc ? fail_with(rc, "reading the placement records") : 0;
+}
+
 HM_API int hm_recorder_run(hm_recorder_t *r, hm_record_result_t *out)
 {
     hm__errclear();
-    if (r->ran || !r->w)
+    if (r->ran || (!r->w && !r->placement))
         return hm__errf(HM_EUSAGE, "a recorder runs its command once"); /* *out left as it was */
     memset(out, 0, sizeof *out);
     r->ran = 1;
@@ -471,6 +753,8 @@ HM_API int hm_recorder_run(hm_recorder_t *r, hm_record_result_t *out)
         r->spool[0] = 0;
         return fail_with(rc, "spool folder");
     }
+    if (r->placement)
+        return run_placement(r, out);
     char e_spool[4200], e_backend[64], e_period[64], e_min[64], e_depth[32], e_bind[160];
     snprintf(e_spool, sizeof e_spool, "%s=%s", hm__env_name(HM_ENV_SPOOL), r->spool);
     /* Per-CPU: the events are ours; the runtime only tracks allocations. */
@@ -520,5 +804,15 @@ HM_API void hm_recorder_close(hm_recorder_t *r)
     for (int i = 0; r->argv && r->argv[i]; i++)
         free(r->argv[i]);
     free(r->argv);
+    free(r->placement);
+    free(r->capacity);
+    free(r->info);
+    for (int i = 0; i < r->ndn; i++)
+        free(r->dn[i].name);
+    free(r->dn);
+    for (int i = 0; i < r->ndev; i++)
+        free((char *)r->dev[i].name);
+    free(r->dev);
+    free(r->unmatched);
     free(r);
 }

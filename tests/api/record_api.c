@@ -1,7 +1,8 @@
 /* The recording API from a program of its own: built with only the public
  * headers (include/) and linked with the shared libhetmem, it records
  * CHILD (tests/api/record_api_child.c: allocates and frees 8 MiB, exits 3)
- * and checks what the trace holds.
+ * and checks what the trace holds, then runs it with a placement (as
+ * hetmem run does) and checks what the placement callback got.
  *
  *   record_api TRACE CHILD
  *
@@ -92,6 +93,105 @@ static void record(const char *child, const char *path, const char *backend)
     hm_trace_close(t);
 }
 
+/* What the placement callback saw. */
+typedef struct {
+    int events, big;          /* events, and of them the child's 8 MiB block */
+    char big_req[64], big_dev[64];
+    unsigned big_flags;
+    uint64_t big_nodes;
+} placed_t;
+
+static void on_placement(void *ctx, const hm_record_placement_t *p)
+{
+    placed_t *c = ctx;
+    c->events++;
+    if (p->size == CHILD_BYTES) {
+        c->big++;
+        snprintf(c->big_req, sizeof c->big_req, "%s", p->requested);
+        snprintf(c->big_dev, sizeof c->big_dev, "%s", p->device ? p->device : "(unbound)");
+        c->big_flags = p->flags;
+        c->big_nodes = p->nodes;
+    }
+}
+
+/* A placement run: every allocation to node0, which holds 4 MiB, so the
+ * child's 8 MiB block spills to the default device "0" (node 0 too). */
+static void placement_run(const char *child, const char *path)
+{
+    char place[4200];
+    snprintf(place, sizeof place, "%s.place.json", path);
+    FILE *f = fopen(place, "w");
+    EXPECT(f != NULL, "cannot write %s", place);
+    if (!f)
+        return;
+    fputs("{ \"default\": \"0\", \"rules\": [ {\"min_size\": \"1M\", \"device\": \"node0\"},\n"
+          "  {\"name\": \"nothing\", \"device\": \"0\"} ] }\n", f);
+    fclose(f);
+    char *argv[] = {(char *)child, "now", NULL};
+    hm_record_opts_t o = {0};
+    placed_t c = {0};
+    o.placement = place;
+    o.capacity = "node0=4194304";
+    o.min_size = 1u << 20;
+    o.on_placement = on_placement;
+    o.on_message = on_message;
+    o.ctx = &c;
+    hm_recorder_t *r = NULL;
+    int rc = hm_recorder_open(&r, &o, argv);
+    EXPECT(rc == 0, "placement run: open: %s: %s", hm_strerror(rc), hm_errdetail());
+    if (rc < 0)
+        return;
+    EXPECT(hm_recorder_placement(r) && hm_recorder_placement(r)[0] == '/', "placement path '%s' not absolute",
+           hm_recorder_placement(r) ? hm_recorder_placement(r) : "(null)");
+    hm_record_result_t res;
+    rc = hm_recorder_run(r, &res);
+    EXPECT(rc == 0, "placement run: %s: %s", hm_strerror(rc), hm_errdetail());
+    if (rc == 0) {
+        EXPECT(hm_recorder_exit_code(res.status) == 3, "exit code %d, wanted 3", hm_recorder_exit_code(res.status));
+        EXPECT(res.placements == (uint64_t)c.events && c.events >= 1, "%llu placements, %d callbacks",
+               (unsigned long long)res.placements, c.events);
+        EXPECT(c.big == 1, "%d placements of the 8 MiB block, wanted 1", c.big);
+        EXPECT(!strcmp(c.big_req, "node0") && !strcmp(c.big_dev, "0"), "8 MiB block: requested %s, got %s; wanted "
+               "node0 spilled to 0", c.big_req, c.big_dev);
+        EXPECT((c.big_flags & HM_PLACED_SPILLED) && res.spilled >= 1, "8 MiB block flags %#x, %llu spilled",
+               c.big_flags, (unsigned long long)res.spilled);
+        EXPECT(c.big_nodes == 1, "8 MiB block on nodes %#llx, wanted node 0", (unsigned long long)c.big_nodes);
+        EXPECT(strstr(hm_recorder_unmatched(r), "\"nothing\"") != NULL, "unmatched rules '%s'",
+               hm_recorder_unmatched(r));
+        int found = 0;
+        hm_record_device_t d;
+        for (int i = 0; hm_recorder_device(r, i, &d) == 0; i++)
+            if (!strcmp(d.name, "node0")) {
+                found = 1;
+                EXPECT(d.capacity == 4194304 && d.processes == 1 && d.nodes == 1, "node0: capacity %llu, %d "
+                       "processes, nodes %#llx", (unsigned long long)d.capacity, d.processes,
+                       (unsigned long long)d.nodes);
+            }
+        EXPECT(found, "no device node0 among %d", hm_recorder_ndevices(r));
+        EXPECT(hm_recorder_device(r, hm_recorder_ndevices(r), &d) == HM_ENOTFOUND, "a device past the end");
+    }
+    hm_recorder_close(r);
+
+    /* Refused before anything runs. */
+    o.capacity = "hbm=4194304";
+    EXPECT(hm_recorder_open(&r, &o, argv) == HM_ENODEV && r == NULL, "a capacity for a device not in the "
+           "placement was not refused: %s", hm_errdetail());
+    EXPECT(strstr(hm_errdetail(), "hbm is not a device of") != NULL, "detail '%s'", hm_errdetail());
+    o.capacity = "node0=lots";
+    EXPECT(hm_recorder_open(&r, &o, argv) == HM_EUSAGE, "capacity 'node0=lots' not refused");
+    o.capacity = NULL;
+    o.output = path;
+    EXPECT(hm_recorder_open(&r, &o, argv) == HM_EUSAGE, "output and placement together not refused");
+    o.output = NULL;
+    char missing[4300];
+    snprintf(missing, sizeof missing, "%s.none.json", path);
+    o.placement = missing;
+    EXPECT(hm_recorder_open(&r, &o, argv) == -ENOENT && r == NULL, "a missing placement file: %s", hm_errdetail());
+    EXPECT(!strncmp(hm_errdetail(), missing, strlen(missing)), "detail '%s' does not begin with the file",
+           hm_errdetail());
+    unlink(place);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -175,6 +275,7 @@ int main(int argc, char **argv)
         hm_recorder_close(r);
         EXPECT(access(path, F_OK) != 0, "a trace was left by a recorder that never ran");
     }
+    placement_run(child, path);
     if (fails == 0)
         printf("record_api: ok\n");
     return fails ? 1 : 0;

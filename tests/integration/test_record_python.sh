@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # hetmem.record (python/hetmem/record.py, ctypes over libhetmem's recording
 # API) records a small program: the counts, its exit code, the trace it
-# wrote, a runtime message hook, and an error raised before anything runs.
+# wrote, a runtime message hook, and an error raised before anything runs;
+# then runs it with a placement (hetmem.record.run) and checks each object's
+# device, the devices' totals and the unmatched rule.
 set -u
 lib="$HETMEM_BUILD/lib/libhetmem.so"
 child="$HETMEM_BUILD/tests/record_api_child"
@@ -40,5 +42,22 @@ try:
     check(False, "output in a missing folder accepted")
 except HetmemError as e:
     check("No such file" in str(e), "output in a missing folder refused: %s" % e)
+# A placement run: node0 holds 4 MiB, so the 8 MiB block spills to "0".
+with open("p.json", "w") as f:
+    f.write('{"default": "0", "rules": [{"min_size": "1M", "device": "node0"}, {"name": "nothing", "device": "0"}]}')
+res = hetmem.record.run([child, "now"], "p.json", capacity={"node0": 4 << 20}, min_size=1 << 20)
+big = [p for p in res["placements"] if p["size"] == 8 << 20]
+check(res["exit_code"] == 3, "placement run: exit code %d" % res["exit_code"])
+check(len(big) == 1 and big[0]["requested"] == "node0" and big[0]["device"] == "0" and big[0]["spilled"]
+      and big[0]["nodes"] == [0], "placement run: the 8 MiB block spilled to 0: %r" % big)
+check([d["capacity"] for d in res["devices"] if d["name"] == "node0"] == [4 << 20],
+      "placement run: node0's capacity: %r" % res["devices"])
+check(len(res["unmatched_rules"]) == 1 and '"nothing"' in res["unmatched_rules"][0],
+      "placement run: unmatched %r" % res["unmatched_rules"])
+try:
+    hetmem.record.run([child], "p.json", capacity={"hbm": 1 << 30})
+    check(False, "a capacity for a device not in the placement accepted")
+except HetmemError as e:
+    check("hbm is not a device of" in str(e), "capacity for hbm refused: %s" % e)
 sys.exit(1 if fails else 0)
 PY

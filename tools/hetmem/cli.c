@@ -229,6 +229,26 @@ int hm_cli_fail(const char *what, int err)
     return HM_EXIT_RUNTIME;
 }
 
+int hm_cli_fail_subject(const char *what, int err, ...)
+{
+    const char *d = hm_errdetail();
+    if (!d || !*d)
+        return hm_cli_fail(what, err);
+    va_list ap;
+    va_start(ap, err);
+    for (const char *s; (s = va_arg(ap, const char *));) {
+        size_t l = strlen(s);
+        if (l && !strncmp(d, s, l) && d[l] == ':') {
+            va_end(ap);
+            fprintf(stderr, "hetmem: %s\n", d);
+            return HM_EXIT_RUNTIME;
+        }
+    }
+    va_end(ap);
+    fprintf(stderr, "hetmem: %s: %s\n", what, d);
+    return HM_EXIT_RUNTIME;
+}
+
 int hm_cli_failf(const char *what, const char *fmt, ...)
 {
     char buf[1024];

@@ -78,6 +78,12 @@ int hm_cli_operand(hm_cli_t *cli, char **argv, int argc, const char **ops, int *
  * the reason are named once. */
 int hm_cli_fail(const char *what, int err);
 int hm_cli_failf(const char *what, const char *fmt, ...) HM_PRINTF(2, 3);
+/* A library error whose one-line detail is complete and may begin with
+ * the file or program at fault ("FILE: ..."): printed "hetmem: DETAIL"
+ * when it begins with one of the NULL-terminated subjects, else "hetmem:
+ * WHAT: DETAIL" (the reason alone when there is no detail). Returns
+ * HM_EXIT_RUNTIME. */
+int hm_cli_fail_subject(const char *what, int err, ...);
 /* The executable NAME as the shell finds it (a name with a '/' as given,
  * else the first match on PATH) into out; 0 or -errno. */
 int hm_cli_find_program(const char *name, char *out, size_t len);

@@ -182,7 +182,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     if (rc == HM_EUSAGE)
         return hm_cli_usage(cmd, "%s", hm_errdetail());
     if (rc < 0)
-        return hm_cli_failf("record", "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
+        return hm_cli_fail_subject("record", rc, path, argv[p.ind], machine ? machine : "", (const char *)NULL);
     if (bind && !hm_recorder_has_figures(r))
         fprintf(stderr, "hetmem: record: no device figures here (the kernel gives no HMAT figures and no --machine "
                 "was given): estimates from this trace will have no bandwidth terms (docs/record.md)\n");
@@ -196,7 +196,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
         fprintf(stderr, "hetmem: record: per-cpu: %llu samples kept, %llu of other processes dropped\n",
                 (unsigned long long)t.percpu_kept, (unsigned long long)t.percpu_foreign);
     if (rc < 0)
-        return hm_cli_failf("record", "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
+        return hm_cli_fail_subject("record", rc, path, (const char *)NULL);
     int status = t.status;
     double res = t.samples ? 100.0 * (double)t.samples_with_addr / (double)t.samples : 0;
     fprintf(stderr,

@@ -1,5 +1,6 @@
 /* hetmem run: run a command with its objects bound per a placement, and
- * report where each object went. */
+ * report where each object went. The run is the recording API's placement
+ * run (hetmem/record.h); this file holds its options and the report. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
@@ -9,11 +10,8 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "hetmem/trace.h"
 #include "common/env.h"
-#include "hetmem/placement.h"
-#include "os/os.h"
-#include "record/record_int.h"
+#include "hetmem/record.h"
 
 enum { OPT_PLACEMENT = 256, OPT_REPORT, OPT_REPORT_OBJECTS, OPT_CAPACITY, OPT_MIN_SIZE, OPT_STRICT };
 
@@ -29,8 +27,6 @@ static const hm_cli_opt_t opts[] = {
     {0},
 };
 
-enum { PL_SPILLED = 1, PL_MOVED = 2, PL_PHASE = 4, PL_UNBOUND = 8, PL_GLOBAL = 16 };
-
 /* Placement events the stderr table lists one by one; a run with more gets
  * totals per site, as a table of a long run's events would be unreadable. */
 enum { TABLE_OBJECTS = 50 };
@@ -44,16 +40,15 @@ static json_t *nodes_of(uint64_t mask)
     return a;
 }
 
-/* NUMA nodes of device dev (NULL: left to first touch, no nodes), resolved
- * once per name: a long run places the same few devices many times. The
- * array is borrowed from cache. */
-static json_t *device_nodes(json_t *cache, const hm_os_info_t *info, const char *dev)
+/* The nodes array of device dev (NULL: left to first touch, no nodes),
+ * built once per name: a long run places the same few devices many times.
+ * The array is borrowed from cache. */
+static json_t *device_nodes(json_t *cache, const char *dev, uint64_t mask)
 {
     const char *key = dev ? dev : "";
     json_t *a = json_object_get(cache, key);
     if (!a) {
-        uint64_t m;
-        a = dev && hm__os_resolve_device(info, dev, &m) == 0 ? nodes_of(m) : json_array();
+        a = nodes_of(dev ? mask : 0);
         json_object_set_new(cache, key, a);
     }
     return a;
@@ -80,7 +75,7 @@ static site_t *site_add(sites_t *ss, const char *site, const char *name, const c
                      const char *dev, uint32_t flags, json_t *nodes, uint64_t size, uint64_t bound)
 {
     char key[400];
-    int global = (flags & PL_GLOBAL) != 0;
+    int global = (flags & HM_PLACED_GLOBAL) != 0;
     snprintf(key, sizeof key, "%s %s %s %s %s %d", site, name, phase, req, dev, global);
     json_t *at = json_object_get(ss->index, key);
     site_t *x;
@@ -101,8 +96,8 @@ static site_t *site_add(sites_t *ss, const char *site, const char *name, const c
     x->placements++;
     x->bytes += size;
     x->bound_bytes += bound;
-    x->spilled += (flags & PL_SPILLED) != 0;
-    x->moved += (flags & PL_MOVED) != 0;
+    x->spilled += (flags & HM_PLACED_SPILLED) != 0;
+    x->moved += (flags & HM_PLACED_MOVED) != 0;
     return x;
 }
 
@@ -168,6 +163,48 @@ static void print_sites(json_t *sites, unsigned long long nobj)
     }
 }
 
+/* What the placement callback builds: the first `keep` events one by one,
+ * and every event in its site's totals. */
+typedef struct {
+    uint64_t keep, seen;
+    json_t *objs, *nodes;
+    sites_t sites;
+} run_t;
+
+/* The spool's tokens, "-" for none, as the site totals key them. */
+static const char *tok(const char *s) { return s ? s : "-"; }
+
+static void on_placement(void *vctx, const hm_record_placement_t *e)
+{
+    run_t *c = vctx;
+    char site[32];
+    snprintf(site, sizeof site, "0x%016llx", (unsigned long long)e->site);
+    json_t *nd = device_nodes(c->nodes, e->device, e->nodes);
+    if (c->seen < c->keep) {
+        json_t *o = json_pack("{s:I,s:I,s:s,s:s?,s:s?,s:s,s:s?,s:b,s:b,s:b,s:I,s:O}", "addr", (json_int_t)e->addr,
+                              "size", (json_int_t)e->size, "site", site, "name", e->name, "phase", e->phase,
+                              "requested", e->requested, "device", e->device, "spilled",
+                              (e->flags & HM_PLACED_SPILLED) != 0, "moved", (e->flags & HM_PLACED_MOVED) != 0,
+                              "global", (e->flags & HM_PLACED_GLOBAL) != 0, "bound_bytes",
+                              (json_int_t)e->bound_bytes, "nodes", nd);
+        if (e->source)
+            json_object_set_new(o, "source", json_string(e->source));
+        json_array_append_new(c->objs, o);
+    }
+    site_t *x = site_add(&c->sites, site, tok(e->name), tok(e->phase), e->requested, tok(e->device), e->flags, nd,
+                         e->size, e->bound_bytes);
+    if (e->source && !json_object_get(x->entry, "source"))
+        json_object_set_new(x->entry, "source", json_string(e->source));
+    c->seen++;
+}
+
+/* The runtimes' messages, one line each. */
+static void on_message(void *ctx, const char *msg)
+{
+    (void)ctx;
+    fprintf(stderr, "hetmem: run: %s\n", msg);
+}
+
 static int run(const hm_cmd_t *cmd, int argc, char **argv)
 {
     hm_cli_t p;
@@ -227,194 +264,68 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     if (hm_cli_spool_max() != 0)
         return HM_EXIT_RUNTIME;
 
-    /* Validate everything before the run: the placement, its devices, the
-     * capacities' device names. */
-    hm_placement_t *pl;
-    int rc = hm_placement_load(&pl, place, NULL, 0);
-    if (rc)
-        return hm_cli_fail(place, rc);
-    hm_os_info_t *info = hm__xmalloc(sizeof *info);
-    hm__os_probe(info);
-    int ndev = 0;
-    uint64_t mask[64] = {0};
-    for (; ndev < 64 && hm_placement_device_name(pl, ndev); ndev++)
-        if ((rc = hm__os_resolve_device(info, hm_placement_device_name(pl, ndev), &mask[ndev]))) {
-            free(info);
-            hm_placement_close(pl);
-            return hm_cli_fail(place, rc);
-        }
-    free(info);
-    char capcopy[1024];
-    snprintf(capcopy, sizeof capcopy, "%s", capacity);
-    for (char *save, *t = strtok_r(capcopy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        *strchr(t, '=') = '\0';
-        int found = 0;
-        for (int i = 0; i < ndev; i++)
-            found |= !strcmp(hm_placement_device_name(pl, i), t);
-        if (!found) {
-            hm_placement_close(pl);
-            return hm_cli_failf("run: --capacity", "%s: %s is not a device of %s", hm_strerror(HM_ENODEV), t, place);
-        }
-    }
-    hm_placement_close(pl);
-
-    char preload[4096], abs_place[PATH_MAX];
-    if (hm__find_preload(preload, sizeof preload) != 0)
-        return hm_cli_fail("run", HM_ENOTFOUND);
-    /* No loader runs in a static program, so the runtime would silently
-     * record nothing. */
-    if (hm__exe_is_static(argv[p.ind]))
-        return hm_cli_failf(argv[p.ind], "statically linked: the hetmem runtime (LD_PRELOAD) cannot load into it; "
-                            "%s needs a dynamically linked program", "run");
-    if (!realpath(place, abs_place))
-        return hm_cli_failf(place, "%s", strerror(errno));
-    char tmpl[4096];
-    if (hm__spool_create(tmpl, sizeof tmpl) != 0)
-        return hm_cli_failf("run", "%s", hm_errdetail());
-    char e_spool[4200], e_place[PATH_MAX + 32], e_cap[1100], e_min[64];
-    snprintf(e_spool, sizeof e_spool, "%s=%s", hm__env_name(HM_ENV_SPOOL), tmpl);
-    snprintf(e_place, sizeof e_place, "%s=%s", hm__env_name(HM_ENV_PLACEMENT), abs_place);
-    snprintf(e_cap, sizeof e_cap, "%s=%s", hm__env_name(HM_ENV_CAPACITY), capacity);
-    snprintf(e_min, sizeof e_min, "%s=%llu", hm__env_name(HM_ENV_MIN_SIZE), (unsigned long long)min_size);
-    char e_nob[64], e_noev[64];
-    snprintf(e_nob, sizeof e_nob, "%s=", hm__env_name(HM_ENV_BACKEND));
-    snprintf(e_noev, sizeof e_noev, "%s=0", hm__env_name(HM_ENV_EVENTS));
-    char *env[] = {e_spool, e_place, e_cap, e_min, e_nob, e_noev, NULL};
-    int status;
-    uint64_t wall;
-    rc = hm__launch(argv + p.ind, preload, env, &status, &wall);
-    if (rc) {
-        hm__spool_remove(tmpl);
-        return hm_cli_fail("run", rc);
-    }
+    /* The recorder checks everything before the run: the placement, its
+     * devices, the capacities' device names, the runtime, the program. */
+    hm_record_opts_t o = {0};
+    run_t ctx = {0};
+    o.placement = place;
+    o.capacity = capacity;
+    o.min_size = min_size;
+    o.on_message = on_message;
+    o.on_placement = on_placement;
+    o.ctx = &ctx;
+    hm_recorder_t *rec;
+    int rc = hm_recorder_open(&rec, &o, argv + p.ind);
+    if (rc < 0)
+        return hm_cli_fail_subject("run", rc, place, argv[p.ind], (const char *)NULL);
 
     /* The report keeps the first report_objects placement events one by
      * one and every event in its site's totals, so that neither memory nor
      * the report grows with a long run's placements. The table on stderr
      * needs them one by one only while there are few. */
-    uint64_t keep = report ? report_objects : TABLE_OBJECTS;
-    hm__spool_set_t *s;
-    json_t *objs = json_array(), *devs = json_array(), *unmatched = json_array();
-    json_t *unmatched_n = json_object(); /* rule -> processes that did not match it */
-    json_t *nodes = json_object();       /* device -> its nodes, resolved once */
-    sites_t sites = {json_object(), NULL, 0, 0};
-    json_t *srcs = json_object(); /* site id -> source chain, from the site records */
-    unsigned long long nspill = 0, nobj = 0, unwritten = 0;
-    int nproc = 0, nfull = 0, ncounted = 0;
-    /* NUMA nodes of each device, so the report says where pages are. */
-    info = hm__xmalloc(sizeof *info);
-    hm__os_probe(info);
-    if (hm__spool_open(&s, tmpl) == 0) {
-        const hm__spool_rec_t *r;
-        const char *pay;
-        while (hm__spool_next(s, &r, &pay)) {
-            char req[64] = "-", got[64] = "-", name[64] = "-", phase[64] = "-";
-            switch (r->kind) {
-            case HM_REC_SITE: {
-                char site[32], src[512];
-                snprintf(site, sizeof site, "0x%016llx", (unsigned long long)r->a);
-                if (hm__frame_source(pay, src, sizeof src))
-                    json_object_set_new(srcs, site, json_string(src));
-                break;
-            }
-            case HM_SPOOL_PLACE: {
-                unsigned long long bound = 0;
-                sscanf(pay, "%63s %63s %63s %63s %llu", req, got, name, phase, &bound);
-                char site[32];
-                snprintf(site, sizeof site, "0x%016llx", (unsigned long long)r->c);
-                json_t *nd = device_nodes(nodes, info, strcmp(got, "-") ? got : NULL);
-                if (nobj < keep)
-                    json_array_append_new(objs, json_pack("{s:I,s:I,s:s,s:s?,s:s?,s:s,s:s?,s:b,s:b,s:b,s:I,s:O}",
-                                                          "addr", (json_int_t)r->a, "size", (json_int_t)r->b, "site",
-                                                          site, "name", strcmp(name, "-") ? name : NULL, "phase",
-                                                          strcmp(phase, "-") ? phase : NULL, "requested", req,
-                                                          "device", strcmp(got, "-") ? got : NULL, "spilled",
-                                                          (r->tid & PL_SPILLED) != 0, "moved",
-                                                          (r->tid & PL_MOVED) != 0, "global",
-                                                          (r->tid & PL_GLOBAL) != 0, "bound_bytes",
-                                                          (json_int_t)bound, "nodes", nd));
-                json_t *src = json_object_get(srcs, site);
-                if (nobj < keep && src)
-                    json_object_set(json_array_get(objs, json_array_size(objs) - 1), "source", src);
-                site_t *x = site_add(&sites, site, name, phase, req, got, r->tid, nd, r->b, bound);
-                if (src)
-                    json_object_set(x->entry, "source", src);
-                nobj++;
-                nspill += (r->tid & PL_SPILLED) != 0;
-                break;
-            }
-            case HM_SPOOL_PLACE + 4: {
-                /* One record per device from every process that ran the
-                 * placement (fork, exec, pipelines): one entry per device,
-                 * with the largest peak and what all left charged. */
-                json_t *d = NULL;
-                for (size_t i = 0; i < json_array_size(devs) && !d; i++)
-                    if (!strcmp(json_string_value(json_object_get(json_array_get(devs, i), "name")), pay))
-                        d = json_array_get(devs, i);
-                if (!d) {
-                    json_array_append_new(devs, json_pack("{s:s,s:I,s:I,s:I,s:i}", "name", pay, "capacity",
-                                                          (json_int_t)r->a, "peak", (json_int_t)r->b, "at_exit",
-                                                          (json_int_t)r->c, "processes", 1));
-                } else {
-                    json_int_t pk = json_integer_value(json_object_get(d, "peak"));
-                    json_object_set_new(d, "peak", json_integer(pk > (json_int_t)r->b ? pk : (json_int_t)r->b));
-                    json_object_set_new(d, "at_exit",
-                                        json_integer(json_integer_value(json_object_get(d, "at_exit")) +
-                                                     (json_int_t)r->c));
-                    json_object_set_new(d, "processes",
-                                        json_integer(json_integer_value(json_object_get(d, "processes")) + 1));
-                    nproc = nproc > (int)json_integer_value(json_object_get(d, "processes"))
-                        ? nproc : (int)json_integer_value(json_object_get(d, "processes"));
-                }
-                if (nproc < 1)
-                    nproc = 1;
-                break;
-            }
-            case HM_SPOOL_PLACE + 3: {
-                /* Each process lists the rules it did not match: count them. */
-                char *copy = hm__xstrdup(pay);
-                for (char *save, *t = strtok_r(copy, "\n", &save); t; t = strtok_r(NULL, "\n", &save))
-                    json_object_set_new(unmatched_n, t, json_integer(json_integer_value(json_object_get(unmatched_n, t)) + 1));
-                free(copy);
-                break;
-            }
-            case HM_SPOOL_ERROR:
-                if (r->b == 2) { /* the mark; the count follows at the process's exit */
-                    nfull++;
-                    break;
-                }
-                fprintf(stderr, "hetmem: run: runtime: %s\n", pay);
-                if (r->b == 1)
-                    unwritten += r->a, ncounted++;
-                break;
-            default: break;
-            }
-        }
-        hm__spool_close(s);
-        /* A rule matched nothing only if it matched nothing in any process. */
-        const char *rule;
-        json_t *cnt;
-        json_object_foreach(unmatched_n, rule, cnt)
-            if (json_integer_value(cnt) >= nproc)
-                json_array_append_new(unmatched, json_string(rule));
+    ctx.keep = report ? report_objects : TABLE_OBJECTS;
+    ctx.objs = json_array();
+    ctx.nodes = json_object(); /* device -> its nodes, built once */
+    ctx.sites = (sites_t){json_object(), NULL, 0, 0};
+    hm_record_result_t res;
+    rc = hm_recorder_run(rec, &res);
+    if (rc < 0) {
+        hm_recorder_close(rec);
+        json_decref(ctx.objs);
+        json_decref(ctx.nodes);
+        json_decref(sites_finish(&ctx.sites));
+        return hm_cli_fail_subject("run", rc, place, argv[p.ind], (const char *)NULL);
     }
-    json_decref(unmatched_n);
-    hm__spool_remove(tmpl);
-    for (size_t i = 0; i < json_array_size(devs); i++) {
-        json_t *o = json_array_get(devs, i);
-        json_object_set(o, "nodes", device_nodes(nodes, info, json_string_value(json_object_get(o, "name"))));
+    int status = res.status;
+    uint64_t wall = res.wall_ns;
+    unsigned long long nspill = res.spilled, nobj = res.placements;
+    json_t *objs = ctx.objs, *devs = json_array(), *unmatched = json_array();
+    for (int i = 0; i < hm_recorder_ndevices(rec); i++) {
+        hm_record_device_t d;
+        hm_recorder_device(rec, i, &d);
+        json_array_append_new(devs, json_pack("{s:s,s:I,s:I,s:I,s:i,s:O}", "name", d.name, "capacity",
+                                              (json_int_t)d.capacity, "peak", (json_int_t)d.peak, "at_exit",
+                                              (json_int_t)d.at_exit, "processes", d.processes, "nodes",
+                                              device_nodes(ctx.nodes, d.name, d.nodes)));
     }
-    free(info);
-    json_decref(nodes);
-    json_decref(srcs);
-    json_t *sa = sites_finish(&sites);
+    {
+        char *copy = hm__xstrdup(hm_recorder_unmatched(rec));
+        for (char *save, *t = strtok_r(copy, "\n", &save); t; t = strtok_r(NULL, "\n", &save))
+            json_array_append_new(unmatched, json_string(t));
+        free(copy);
+    }
+    char abs_place[PATH_MAX];
+    snprintf(abs_place, sizeof abs_place, "%s", hm_recorder_placement(rec));
+    hm_recorder_close(rec);
+    json_decref(ctx.nodes);
+    json_t *sa = sites_finish(&ctx.sites);
     if (report) {
         json_t *root = json_pack("{s:s,s:i,s:f,s:o,s:I,s:o,s:o,s:o}", "placement", abs_place, "exit_status",
-                                 hm__exit_code(status), "wall_seconds", (double)wall / 1e9, "objects", objs,
+                                 hm_recorder_exit_code(status), "wall_seconds", (double)wall / 1e9, "objects", objs,
                                  "objects_omitted", (json_int_t)(nobj - json_array_size(objs)), "sites", sa,
                                  "devices", devs, "unmatched_rules", unmatched);
-        json_object_set_new(root, "unwritten_records", json_integer((json_int_t)unwritten));
-        json_object_set_new(root, "spool_limit_reached", json_integer(nfull));
+        json_object_set_new(root, "unwritten_records", json_integer((json_int_t)res.unwritten));
+        json_object_set_new(root, "spool_limit_reached", json_integer(res.spool_limit_reached));
         int wrc = json_dump_file(root, report, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         int werr = errno;
         json_incref(unmatched); /* for the summary line */
@@ -443,20 +354,21 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
         len += (size_t)sprintf(rules + len, "%s\n", t);
     }
     json_decref(unmatched);
-    if (hm_cli_unmatched(place, rules, strict) && hm__exit_code(status) == 0)
+    if (hm_cli_unmatched(place, rules, strict) && hm_recorder_exit_code(status) == 0)
         return HM_EXIT_RUNTIME;
     /* The objects were placed, but the report lacks some: not a success. */
-    if (nfull > ncounted)
+    int uncounted = res.spool_limit_uncounted;
+    if (uncounted)
         fprintf(stderr, "hetmem: run: report incomplete: %d process%s reached the spool limit (%s) and ended before "
-                "counting the records not written (killed?)\n", nfull - ncounted, nfull - ncounted == 1 ? "" : "es",
+                "counting the records not written (killed?)\n", uncounted, uncounted == 1 ? "" : "es",
                 hm__env_name(HM_ENV_SPOOL_MAX));
-    if (nfull && hm__exit_code(status) == 0) {
-        if (nfull > ncounted)
+    if (res.spool_limit_reached && hm_recorder_exit_code(status) == 0) {
+        if (uncounted)
             return HM_EXIT_RUNTIME;
         return hm_cli_failf("run", "report incomplete: %llu placement records past the spool limit (%s) were not "
-                            "written", (unsigned long long)unwritten, hm__env_name(HM_ENV_SPOOL_MAX));
+                            "written", (unsigned long long)res.unwritten, hm__env_name(HM_ENV_SPOOL_MAX));
     }
-    return hm__exit_code(status);
+    return hm_recorder_exit_code(status);
 }
 
 const hm_cmd_t hm_cmd_run = {
