@@ -4,8 +4,9 @@
  * draws placements of three kinds (random objects, page percentages, hot
  * objects first), measures each by running it, estimates each with every
  * model, and prints a table and a summary per model. Runs go through
- * `hetmem sim` (or, with --real, `hetmem record --bind` and `hetmem run` on a
- * tiered machine), several at a time. */
+ * `hetmem sim`, several at a time, or with --real through the recording
+ * API in this process (as `hetmem record --bind` and `hetmem run` do), one
+ * at a time. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +24,7 @@
 #include "cli.h"
 #include "hetmem/estimate.h"
 #include "hetmem/placement.h"
+#include "hetmem/record.h"
 #include "hetmem/sim.h"
 #include "hetmem/trace.h"
 
@@ -77,6 +79,11 @@ typedef struct {
     uint64_t idx;    /* the placement it measures */
     char rep[PATH_MAX + 64]; /* a simulated run's JSON report ("" for --real) */
     int prog_status; /* the program's own exit status (from the report), -1 unknown */
+    /* --real: run in this process through the recording API (a recording
+     * when rec.output is set, else a placement run), argv the program. */
+    int api;
+    hm_record_opts_t rec;
+    char *own; /* rec.placement, owned */
 } job_t;
 
 static char **vec(const char *first, ...)
@@ -134,6 +141,62 @@ static int job_ok(job_t *j)
     return j->prog_status > 0 && j->prog_status < 256 && allowed_exit[j->prog_status];
 }
 
+static void on_api_message(void *ctx, const char *msg)
+{
+    (void)ctx;
+    fprintf(stderr, "hetmem: %s\n", msg);
+}
+
+/* A --real run in this process through the recording API: what `hetmem
+ * record` or `hetmem run` does for it, the program's output and the
+ * messages in the job's log. Its status is the exit code that command
+ * gives (the program's, or 1 for an error or an incomplete trace or
+ * report), its time the program's own run time. */
+static void run_api_job(job_t *j)
+{
+    const char *what = j->rec.placement ? "run" : "record";
+    int code = HM_EXIT_RUNTIME, o1 = -1, o2 = -1;
+    int fd = open(j->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fflush(stdout);
+    fflush(stderr);
+    if (fd >= 0) {
+        o1 = dup(1), o2 = dup(2);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+    }
+    j->rec.on_message = on_api_message;
+    hm_recorder_t *r = NULL;
+    hm_record_result_t res;
+    int rc = hm_recorder_open(&r, &j->rec, j->argv);
+    if (rc == 0)
+        rc = hm_recorder_run(r, &res);
+    if (rc < 0) {
+        fprintf(stderr, "hetmem: %s: %s\n", what, *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
+    } else {
+        code = hm_recorder_exit_code(res.status);
+        j->wall_s = (double)res.wall_ns / 1e9;
+        for (const char *u = j->rec.placement ? hm_recorder_unmatched(r) : ""; *u; u += strcspn(u, "\n") + 1)
+            fprintf(stderr, "hetmem: warning: %s: %.*s\n", j->rec.placement, (int)strcspn(u, "\n"), u);
+        fprintf(stderr, "hetmem: %s: %.3f s, exit %d\n", what, j->wall_s, code);
+        if (res.spool_limit_reached && code == 0) {
+            fprintf(stderr, "hetmem: %s: incomplete: %d process%s reached the spool limit (HETMEM_SPOOL_MAX)\n", what,
+                    res.spool_limit_reached, res.spool_limit_reached == 1 ? "" : "es");
+            code = HM_EXIT_RUNTIME;
+        }
+    }
+    hm_recorder_close(r);
+    fflush(stdout);
+    fflush(stderr);
+    if (o1 >= 0) {
+        dup2(o1, 1);
+        dup2(o2, 2);
+        close(o1);
+        close(o2);
+    }
+    j->status = code << 8; /* as a hetmem child exiting with it */
+}
+
 static volatile sig_atomic_t interrupted;
 static void on_int(int sig) { (void)sig; interrupted = 1; }
 
@@ -145,6 +208,16 @@ static int run_jobs(job_t *jobs, int n, int par, const char *what)
     while (done < n) {
         while (running < par && next < n && failed < 0 && !interrupted) {
             job_t *j = &jobs[next++];
+            if (j->api) {
+                j->t0 = hm__now_ns();
+                run_api_job(j);
+                j->done = 1, done++;
+                if (!job_ok(j) && failed < 0)
+                    failed = (int)(j - jobs);
+                if (tty)
+                    fprintf(stderr, "\r  %s: %d/%d runs done ", what, done, n);
+                continue;
+            }
             posix_spawn_file_actions_t fa;
             posix_spawn_file_actions_init(&fa);
             posix_spawn_file_actions_addopen(&fa, 1, j->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -515,13 +588,32 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
     char per[32];
     snprintf(per, sizeof per, "%llu", (unsigned long long)period);
     job_t *dj = hm__xcalloc((size_t)nd, sizeof *dj), *pj = NULL;
-    char *traces[64];
+    char *traces[64] = {0}; /* freed at out, which an error before the device runs reaches */
     hm_estimator_t *e = NULL;
     json_t **pls = NULL, *rows = json_array(), *sum = NULL;
     char **kinds = NULL;
     double *measured = NULL, *est = NULL;
     uint64_t *first = NULL; /* per placement: the first one drawn equal to it */
     hm_placement_t **cpl = NULL; /* --calibrate: the scored placements, then the calibration runs' */
+
+    /* --real: the device runs are `hetmem record -b auto -p PERIOD`'s,
+     * whose -p counts events, or microseconds for the soft sampler. */
+    const char *rec_backend = NULL;
+    uint64_t rec_period = period;
+    if (real) {
+        hm_backend_t b;
+        if (hm_backend_auto(1, &b) != 0) {
+            hm_cli_fail("record", HM_ENOPMU);
+            goto out;
+        }
+        rec_backend = hm_backend_name(b);
+        if (b == HM_BACKEND_SOFT && period > UINT64_MAX / 1000) {
+            hm_cli_failf("validate", "--period: %llu microseconds does not fit in 64 bits of nanoseconds",
+                         (unsigned long long)period);
+            goto out;
+        }
+        rec_period = b == HM_BACKEND_SOFT ? period * 1000 : period;
+    }
 
     /* 1. One run per device (kept ones reused with --reuse). */
     int ndj = 0;
@@ -533,12 +625,20 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
         if (reuse && reusable(tr, mjson, devs[d], period, prog))
             continue;
         job_t *j = &dj[ndj++];
-        j->argv = real && figures ? vec(self, "record", "-b", "auto", "-p", per, "--bind", devs[d], "--machine", mpath,
-                                        "-o", tr, "--", NULL)
-                : real ? vec(self, "record", "-b", "auto", "-p", per, "--bind", devs[d], "-o", tr, "--", NULL)
-                       : vec(self, "sim", "-m", mpath, "--device", devs[d], "-o", tr, "--sample-period", per,
-                             "--json", rep, "--", NULL);
-        j->argv = vec_cat(j->argv, prog);
+        if (real) {
+            /* As `hetmem record -b auto -p PERIOD --bind DEV [--machine FILE] -o TRACE`. */
+            j->api = 1;
+            j->rec.output = traces[d];
+            j->rec.backend = rec_backend;
+            j->rec.period = rec_period;
+            j->rec.bind = devs[d];
+            j->rec.machine = figures ? mpath : NULL;
+            j->argv = vec_cat(hm__xcalloc(1, sizeof(char *)), prog);
+        } else {
+            j->argv = vec(self, "sim", "-m", mpath, "--device", devs[d], "-o", tr, "--sample-period", per, "--json",
+                          rep, "--", NULL);
+            j->argv = vec_cat(j->argv, prog);
+        }
         snprintf(j->log, sizeof j->log, "%s/dev-%s.log", dir, devs[d]);
         if (!real)
             snprintf(j->rep, sizeof j->rep, "%s", rep);
@@ -601,9 +701,15 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
         }
         first[i] = i;
         job_t *j = &pj[nj++];
-        j->argv = real ? vec(self, "run", "--placement", pf, "--", NULL)
-                       : vec(self, "sim", "-m", mpath, "--placement", pf, "--json", rep, "--", NULL);
-        j->argv = vec_cat(j->argv, prog);
+        if (real) {
+            /* As `hetmem run --placement FILE`. */
+            j->api = 1;
+            j->rec.placement = j->own = hm__xstrdup(pf);
+            j->argv = vec_cat(hm__xcalloc(1, sizeof(char *)), prog);
+        } else {
+            j->argv = vec(self, "sim", "-m", mpath, "--placement", pf, "--json", rep, "--", NULL);
+            j->argv = vec_cat(j->argv, prog);
+        }
         j->idx = i;
         if (!real)
             snprintf(j->rep, sizeof j->rep, "%s", rep);
@@ -838,6 +944,7 @@ out:
     free(dj);
     for (uint64_t i = 0; pj && i < NT; i++) {
         vec_free(pj[i].argv);
+        free(pj[i].own);
         json_decref(pls[i]);
         free(kinds[i]);
         if (cpl)
