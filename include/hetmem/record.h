@@ -210,7 +210,8 @@ typedef struct {
  * @c output NULL: the command's objects bound to devices per a placement
  * file, each placement reported to @c on_placement, nothing sampled or
  * traced, as `hetmem run`). Of the options below, a placement run takes
- * min_size, preload, on_message and its own three.
+ * min_size, preload, on_message and its own three (the others are refused
+ * with HM_EUSAGE, as capacity and on_placement are for a recording).
  */
 typedef struct {
     const char *output;    /**< the trace file to write (a recording) */

@@ -287,9 +287,15 @@ HM_API int hm_recorder_open(hm_recorder_t **out, const hm_record_opts_t *o, char
     *out = NULL;
     hm__errclear();
     if (!o || ((!o->output || !*o->output) && !o->placement))
-        return hm__errf(HM_EUSAGE, "no output trace named");
+        return hm__errf(HM_EUSAGE, "no output trace (or placement) named");
     if (o->output && o->placement)
         return hm__errf(HM_EUSAGE, "a placement run writes no trace: give an output or a placement, not both");
+    if (o->placement && ((o->backend && strcmp(o->backend, "none")) || o->period || o->bind || o->machine || o->depth ||
+                         o->per_cpu))
+        return hm__errf(HM_EUSAGE, "a placement run samples nothing: backend, period, bind, machine, depth and "
+                        "per_cpu apply to a recording");
+    if (!o->placement && (o->capacity || o->on_placement))
+        return hm__errf(HM_EUSAGE, "capacity and on_placement apply to a placement run");
     if (!argv || !argv[0])
         return hm__errf(HM_EUSAGE, "missing command to run");
     if (o->output && strlen(o->output) >= sizeof((hm_recorder_t *)0)->path)

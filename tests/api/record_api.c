@@ -183,6 +183,10 @@ static void placement_run(const char *child, const char *path)
     o.output = path;
     EXPECT(hm_recorder_open(&r, &o, argv) == HM_EUSAGE, "output and placement together not refused");
     o.output = NULL;
+    o.bind = "node0";
+    EXPECT(hm_recorder_open(&r, &o, argv) == HM_EUSAGE, "bind in a placement run not refused");
+    o.bind = NULL;
+    o.output = NULL;
     char missing[4300];
     snprintf(missing, sizeof missing, "%s.none.json", path);
     o.placement = missing;
