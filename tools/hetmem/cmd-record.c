@@ -64,6 +64,79 @@ static void on_message(void *ctx, const char *msg)
     fprintf(stderr, "hetmem: record: %s\n", msg);
 }
 
+/* The backend that will record, for the units of -p and -F (auto resolved
+ * here into *bk, a named one checked by the recorder), and the period as
+ * the recording API takes it into *rt_period: events, or nanoseconds for
+ * soft and perf-sw. @p arg_p is -p as given (NULL: none). -1 to go on,
+ * else the exit status. */
+static int backend_period(const hm_cmd_t *cmd, const char **bkp, int per_cpu, const char *arg_p, uint64_t period,
+                          uint64_t freq, uint64_t *rt_period)
+{
+    const char *bk = *bkp;
+    int have_p = arg_p != NULL;
+    hm_backend_t b = HM_BACKEND_SOFT;
+    int none = !strcmp(bk, "none"), perfsw = !strcmp(bk, "perf-sw");
+    if (none) {
+        if (have_p || freq)
+            return hm_cli_usage(cmd, "-p/-F have no meaning with -b none");
+    } else if (!perfsw && !strcmp(bk, "auto")) {
+        if (hm_backend_auto(1, &b) != 0)
+            return hm_cli_fail("record", HM_ENOPMU);
+        bk = *bkp = hm_backend_name(b);
+    } else if (!perfsw && hm_backend_parse(bk, &b) != 0) {
+        return hm_cli_usage(cmd, "-b: unknown backend '%s' (auto, pebs, ibs, spe, soft, none, perf-sw)", bk);
+    }
+    int timed = b == HM_BACKEND_SOFT || perfsw; /* periods in time, not events */
+    if ((!timed || perfsw) && freq)
+        return hm_cli_usage(cmd, "-F applies to the soft backend only; use -p for %s", perfsw ? "perf-sw" : bk);
+    if (per_cpu && !strcmp(bk, "soft"))
+        return hm_cli_usage(cmd, "--per-cpu applies to perf backends; auto chose soft here");
+    /* soft and perf-sw: period in ns for the runtime; -p is in microseconds. */
+    *rt_period = none ? 0
+        : timed ? (freq ? 1000000000ull / freq : (have_p ? period * 1000 : 1000000))
+                : (have_p ? period : 4000);
+    /* -p is microseconds for a timed backend: a period whose nanoseconds
+     * do not fit 64 bits would wrap (to a fast rate) before the check
+     * below. The kernel refuses event periods with the top bit set. */
+    if (have_p && timed && period > UINT64_MAX / 1000)
+        return hm_cli_usage(cmd, "-p: %s microseconds does not fit in 64 bits of nanoseconds (at most %llu)", arg_p,
+                            (unsigned long long)(UINT64_MAX / 1000));
+    if (have_p && !timed && period > (uint64_t)INT64_MAX)
+        return hm_cli_usage(cmd, "-p: %s events is over the kernel's limit of 2^63-1", arg_p);
+    if (timed && !none && *rt_period < HM_RECORD_MIN_INTERVAL_NS)
+        return hm_cli_usage(cmd, "-p: soft sampling faster than every %u us (%u kHz) is not supported",
+                            HM_RECORD_MIN_INTERVAL_NS / 1000u, HM_SOFT_MAX_HZ / 1000);
+    return -1;
+}
+
+/* The summary line, and the exit status: the command's, so scripts see
+ * the traced program's; but a trace that lacks records is not a success. */
+static int summary(const char *path, const hm_record_result_t *t)
+{
+    int status = t->status;
+    double res = t->samples ? 100.0 * (double)t->samples_with_addr / (double)t->samples : 0;
+    fprintf(stderr,
+            "hetmem: record: %s: %llu samples (%.1f%% with an address, %llu lost), %llu allocs, %llu frees, "
+            "%llu sites, %llu process%s, %.3f s, %s %d\n",
+            path, (unsigned long long)t->samples, res, (unsigned long long)t->lost, (unsigned long long)t->allocs,
+            (unsigned long long)t->frees, (unsigned long long)t->sites, (unsigned long long)t->processes,
+            t->processes == 1 ? "" : "es", (double)t->wall_ns / 1e9, WIFSIGNALED(status) ? "signal" : "exit",
+            WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    if (t->soft_stats[0] && hm__env_get(HM_ENV_VERBOSE))
+        fprintf(stderr, "hetmem: record: %s\n", t->soft_stats);
+    if (t->spool_limit_uncounted)
+        fprintf(stderr, "hetmem: %s: incomplete: %d process%s reached the spool limit (%s) and ended before counting "
+                "the records not written (killed?)\n", path, t->spool_limit_uncounted,
+                t->spool_limit_uncounted == 1 ? "" : "es", hm__env_name(HM_ENV_SPOOL_MAX));
+    if (t->spool_limit_reached && hm_recorder_exit_code(status) == 0) {
+        if (t->spool_limit_uncounted)
+            return HM_EXIT_RUNTIME;
+        return hm_cli_failf(path, "incomplete: %llu records past the spool limit (%s) were not written",
+                            (unsigned long long)t->unwritten, hm__env_name(HM_ENV_SPOOL_MAX));
+    }
+    return hm_recorder_exit_code(status);
+}
+
 static int run(const hm_cmd_t *cmd, int argc, char **argv)
 {
     hm_cli_t p;
@@ -129,40 +202,10 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     if (per_cpu && !strcmp(bk, "spe"))
         return hm_cli_usage(cmd, "--per-cpu is not supported with -b spe (SPE records carry no process id to filter by)");
 
-    /* The backend that will record, for the units of -p and -F: auto
-     * resolved here, a named one checked by the recorder. */
-    hm_backend_t b = HM_BACKEND_SOFT;
-    int none = !strcmp(bk, "none"), perfsw = !strcmp(bk, "perf-sw");
-    if (none) {
-        if (have_p || freq)
-            return hm_cli_usage(cmd, "-p/-F have no meaning with -b none");
-    } else if (!perfsw && !strcmp(bk, "auto")) {
-        if (hm_backend_auto(1, &b) != 0)
-            return hm_cli_fail("record", HM_ENOPMU);
-        bk = hm_backend_name(b);
-    } else if (!perfsw && hm_backend_parse(bk, &b) != 0) {
-        return hm_cli_usage(cmd, "-b: unknown backend '%s' (auto, pebs, ibs, spe, soft, none, perf-sw)", bk);
-    }
-    int timed = b == HM_BACKEND_SOFT || perfsw; /* periods in time, not events */
-    if ((!timed || perfsw) && freq)
-        return hm_cli_usage(cmd, "-F applies to the soft backend only; use -p for %s", perfsw ? "perf-sw" : bk);
-    if (per_cpu && !strcmp(bk, "soft"))
-        return hm_cli_usage(cmd, "--per-cpu applies to perf backends; auto chose soft here");
-    /* soft and perf-sw: period in ns for the runtime; -p is in microseconds. */
-    uint64_t rt_period = none ? 0
-        : timed ? (freq ? 1000000000ull / freq : (have_p ? period * 1000 : 1000000))
-                : (have_p ? period : 4000);
-    /* -p is microseconds for a timed backend: a period whose nanoseconds
-     * do not fit 64 bits would wrap (to a fast rate) before the check
-     * below. The kernel refuses event periods with the top bit set. */
-    if (have_p && timed && period > UINT64_MAX / 1000)
-        return hm_cli_usage(cmd, "-p: %s microseconds does not fit in 64 bits of nanoseconds (at most %llu)", arg_p,
-                            (unsigned long long)(UINT64_MAX / 1000));
-    if (have_p && !timed && period > (uint64_t)INT64_MAX)
-        return hm_cli_usage(cmd, "-p: %s events is over the kernel's limit of 2^63-1", arg_p);
-    if (timed && !none && rt_period < HM_RECORD_MIN_INTERVAL_NS)
-        return hm_cli_usage(cmd, "-p: soft sampling faster than every %u us (%u kHz) is not supported",
-                            HM_RECORD_MIN_INTERVAL_NS / 1000u, HM_SOFT_MAX_HZ / 1000);
+    uint64_t rt_period = 0;
+    int rc = backend_period(cmd, &bk, per_cpu, have_p ? arg_p : NULL, period, freq, &rt_period);
+    if (rc >= 0)
+        return rc;
     char path[4096];
     if (expand_rank(out, path, sizeof path) != 0)
         return hm_cli_usage(cmd, "-o: path too long");
@@ -178,7 +221,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     o.per_cpu = per_cpu;
     o.on_message = on_message;
     hm_recorder_t *r;
-    int rc = hm_recorder_open(&r, &o, argv + p.ind);
+    rc = hm_recorder_open(&r, &o, argv + p.ind);
     if (rc == HM_EUSAGE)
         return hm_cli_usage(cmd, "%s", hm_errdetail());
     if (rc < 0)
@@ -197,30 +240,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
                 (unsigned long long)t.percpu_kept, (unsigned long long)t.percpu_foreign);
     if (rc < 0)
         return hm_cli_fail_subject("record", rc, path, (const char *)NULL);
-    int status = t.status;
-    double res = t.samples ? 100.0 * (double)t.samples_with_addr / (double)t.samples : 0;
-    fprintf(stderr,
-            "hetmem: record: %s: %llu samples (%.1f%% with an address, %llu lost), %llu allocs, %llu frees, "
-            "%llu sites, %llu process%s, %.3f s, %s %d\n",
-            path, (unsigned long long)t.samples, res, (unsigned long long)t.lost, (unsigned long long)t.allocs,
-            (unsigned long long)t.frees, (unsigned long long)t.sites, (unsigned long long)t.processes,
-            t.processes == 1 ? "" : "es", (double)t.wall_ns / 1e9, WIFSIGNALED(status) ? "signal" : "exit",
-            WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-    if (t.soft_stats[0] && hm__env_get(HM_ENV_VERBOSE))
-        fprintf(stderr, "hetmem: record: %s\n", t.soft_stats);
-    /* The child's status is ours, so scripts see the traced program's;
-     * but a trace that lacks records is not a success. */
-    if (t.spool_limit_uncounted)
-        fprintf(stderr, "hetmem: %s: incomplete: %d process%s reached the spool limit (%s) and ended before counting "
-                "the records not written (killed?)\n", path, t.spool_limit_uncounted,
-                t.spool_limit_uncounted == 1 ? "" : "es", hm__env_name(HM_ENV_SPOOL_MAX));
-    if (t.spool_limit_reached && hm_recorder_exit_code(status) == 0) {
-        if (t.spool_limit_uncounted)
-            return HM_EXIT_RUNTIME;
-        return hm_cli_failf(path, "incomplete: %llu records past the spool limit (%s) were not written",
-                            (unsigned long long)t.unwritten, hm__env_name(HM_ENV_SPOOL_MAX));
-    }
-    return hm_recorder_exit_code(status);
+    return summary(path, &t);
 }
 
 const hm_cmd_t hm_cmd_record = {

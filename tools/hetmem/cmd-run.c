@@ -205,13 +205,72 @@ static void on_message(void *ctx, const char *msg)
     fprintf(stderr, "hetmem: run: %s\n", msg);
 }
 
+/* --capacity DEV=SIZE appended to @p capacity ("DEV=BYTES,..."). 0, or
+ * the usage error's exit status. */
+static int add_capacity(const hm_cmd_t *cmd, char *capacity, size_t size, const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    uint64_t v;
+    if (!eq || eq == arg)
+        return hm_cli_usage(cmd, "--capacity: '%s' is not DEV=SIZE", arg);
+    if (hm_cli_capacity(cmd, "--capacity", eq + 1, &v))
+        return HM_EXIT_USAGE;
+    int dl = (int)(eq - arg);
+    if (memchr(arg, ',', (size_t)dl))
+        return hm_cli_usage(cmd, "--capacity: device name '%.*s' holds a comma", dl, arg);
+    /* As optimize does: a second value for one device would silently
+     * replace the first. */
+    for (const char *c = capacity; *c; c += strcspn(c, ",") + (c[strcspn(c, ",")] == ',')) {
+        if (!strncmp(c, arg, (size_t)dl) && c[dl] == '=')
+            return hm_cli_usage(cmd, "--capacity: device '%.*s' given twice", dl, arg);
+    }
+    size_t l = strlen(capacity);
+    int w = snprintf(capacity + l, size - l, "%s%.*s=%llu", l ? "," : "", dl, arg, (unsigned long long)v);
+    if (w < 0 || (size_t)w >= size - l)
+        return hm_cli_usage(cmd, "--capacity: the capacities exceed %zu characters", size - 1);
+    return 0;
+}
+
+/* The report's "devices": one entry per device over all processes. */
+static json_t *report_devices(const hm_recorder_t *rec, json_t *nodes)
+{
+    json_t *devs = json_array();
+    for (int i = 0; i < hm_recorder_ndevices(rec); i++) {
+        hm_record_device_t d;
+        hm_recorder_device(rec, i, &d);
+        json_array_append_new(devs, json_pack("{s:s,s:I,s:I,s:I,s:i,s:O}", "name", d.name, "capacity",
+                                              (json_int_t)d.capacity, "peak", (json_int_t)d.peak, "at_exit",
+                                              (json_int_t)d.at_exit, "processes", d.processes, "nodes",
+                                              device_nodes(nodes, d.name, d.nodes)));
+    }
+    return devs;
+}
+
+/* The exit status after the report: the command's, unless it succeeded
+ * and the report lacks records (a spool past HETMEM_SPOOL_MAX). */
+static int run_status(const hm_record_result_t *res)
+{
+    int code = hm_recorder_exit_code(res->status), uncounted = res->spool_limit_uncounted;
+    if (uncounted)
+        fprintf(stderr, "hetmem: run: report incomplete: %d process%s reached the spool limit (%s) and ended before "
+                "counting the records not written (killed?)\n", uncounted, uncounted == 1 ? "" : "es",
+                hm__env_name(HM_ENV_SPOOL_MAX));
+    if (res->spool_limit_reached && code == 0) {
+        if (uncounted)
+            return HM_EXIT_RUNTIME;
+        return hm_cli_failf("run", "report incomplete: %llu placement records past the spool limit (%s) were not "
+                            "written", (unsigned long long)res->unwritten, hm__env_name(HM_ENV_SPOOL_MAX));
+    }
+    return code;
+}
+
 static int run(const hm_cmd_t *cmd, int argc, char **argv)
 {
     hm_cli_t p;
     const char *arg, *place = NULL, *report = NULL;
     char capacity[1024] = "";
     uint64_t min_size = 64 * 1024, report_objects = 10000;
-    int k, objects_given = 0, strict = 0;
+    int k, objects_given = 0, strict = 0, rc;
     hm_cli_init(&p, cmd, argc, argv, 1);
     while ((k = hm_cli_next(&p, &arg)) != -1) {
         switch (k) {
@@ -222,29 +281,10 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
                 return HM_EXIT_USAGE;
             objects_given = 1;
             break;
-        case OPT_CAPACITY: {
-            const char *eq = strchr(arg, '=');
-            uint64_t v;
-            if (!eq || eq == arg)
-                return hm_cli_usage(cmd, "--capacity: '%s' is not DEV=SIZE", arg);
-            if (hm_cli_capacity(cmd, "--capacity", eq + 1, &v))
-                return HM_EXIT_USAGE;
-            int dl = (int)(eq - arg);
-            if (memchr(arg, ',', (size_t)dl))
-                return hm_cli_usage(cmd, "--capacity: device name '%.*s' holds a comma", dl, arg);
-            /* As optimize does: a second value for one device would
-             * silently replace the first. */
-            for (const char *c = capacity; *c; c += strcspn(c, ",") + (c[strcspn(c, ",")] == ',')) {
-                if (!strncmp(c, arg, (size_t)dl) && c[dl] == '=')
-                    return hm_cli_usage(cmd, "--capacity: device '%.*s' given twice", dl, arg);
-            }
-            size_t l = strlen(capacity);
-            int w = snprintf(capacity + l, sizeof capacity - l, "%s%.*s=%llu", l ? "," : "", dl, arg,
-                             (unsigned long long)v);
-            if (w < 0 || (size_t)w >= sizeof capacity - l)
-                return hm_cli_usage(cmd, "--capacity: the capacities exceed %zu characters", sizeof capacity - 1);
+        case OPT_CAPACITY:
+            if ((rc = add_capacity(cmd, capacity, sizeof capacity, arg)))
+                return rc;
             break;
-        }
         case OPT_MIN_SIZE:
             if (hm_cli_size(cmd, "--min-size", arg, &min_size))
                 return HM_EXIT_USAGE;
@@ -275,8 +315,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     o.on_placement = on_placement;
     o.ctx = &ctx;
     hm_recorder_t *rec;
-    int rc = hm_recorder_open(&rec, &o, argv + p.ind);
-    if (rc < 0)
+    if ((rc = hm_recorder_open(&rec, &o, argv + p.ind)) < 0)
         return hm_cli_fail_subject("run", rc, place, argv[p.ind], (const char *)NULL);
 
     /* The report keeps the first report_objects placement events one by
@@ -289,49 +328,37 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     ctx.sites = (sites_t){json_object(), NULL, 0, 0};
     hm_record_result_t res;
     rc = hm_recorder_run(rec, &res);
-    if (rc < 0) {
-        hm_recorder_close(rec);
-        json_decref(ctx.objs);
-        json_decref(ctx.nodes);
-        json_decref(sites_finish(&ctx.sites));
-        return hm_cli_fail_subject("run", rc, place, argv[p.ind], (const char *)NULL);
-    }
-    int status = res.status;
-    uint64_t wall = res.wall_ns;
-    unsigned long long nspill = res.spilled, nobj = res.placements;
-    json_t *objs = ctx.objs, *devs = json_array(), *unmatched = json_array();
-    for (int i = 0; i < hm_recorder_ndevices(rec); i++) {
-        hm_record_device_t d;
-        hm_recorder_device(rec, i, &d);
-        json_array_append_new(devs, json_pack("{s:s,s:I,s:I,s:I,s:i,s:O}", "name", d.name, "capacity",
-                                              (json_int_t)d.capacity, "peak", (json_int_t)d.peak, "at_exit",
-                                              (json_int_t)d.at_exit, "processes", d.processes, "nodes",
-                                              device_nodes(ctx.nodes, d.name, d.nodes)));
-    }
-    {
-        char *copy = hm__xstrdup(hm_recorder_unmatched(rec));
-        for (char *save, *t = strtok_r(copy, "\n", &save); t; t = strtok_r(NULL, "\n", &save))
-            json_array_append_new(unmatched, json_string(t));
-        free(copy);
-    }
-    char abs_place[PATH_MAX];
-    snprintf(abs_place, sizeof abs_place, "%s", hm_recorder_placement(rec));
+    json_t *objs = ctx.objs, *devs = rc < 0 ? NULL : report_devices(rec, ctx.nodes), *unmatched = json_array();
+    char *rules = hm__xstrdup(rc < 0 ? "" : hm_recorder_unmatched(rec)), abs_place[PATH_MAX];
+    snprintf(abs_place, sizeof abs_place, "%s", rc < 0 ? "" : hm_recorder_placement(rec));
+    if (rc < 0)
+        hm_cli_fail_subject("run", rc, place, argv[p.ind], (const char *)NULL);
     hm_recorder_close(rec);
     json_decref(ctx.nodes);
     json_t *sa = sites_finish(&ctx.sites);
+    if (rc < 0) {
+        json_decref(objs);
+        json_decref(sa);
+        json_decref(unmatched);
+        free(rules);
+        return HM_EXIT_RUNTIME;
+    }
+    for (size_t at = 0; rules[at]; at += strcspn(rules + at, "\n") + 1)
+        json_array_append_new(unmatched, json_stringn(rules + at, strcspn(rules + at, "\n")));
+    uint64_t nobj = res.placements;
     if (report) {
         json_t *root = json_pack("{s:s,s:i,s:f,s:o,s:I,s:o,s:o,s:o}", "placement", abs_place, "exit_status",
-                                 hm_recorder_exit_code(status), "wall_seconds", (double)wall / 1e9, "objects", objs,
-                                 "objects_omitted", (json_int_t)(nobj - json_array_size(objs)), "sites", sa,
-                                 "devices", devs, "unmatched_rules", unmatched);
+                                 hm_recorder_exit_code(res.status), "wall_seconds", (double)res.wall_ns / 1e9,
+                                 "objects", objs, "objects_omitted", (json_int_t)(nobj - json_array_size(objs)),
+                                 "sites", sa, "devices", devs, "unmatched_rules", json_incref(unmatched));
         json_object_set_new(root, "unwritten_records", json_integer((json_int_t)res.unwritten));
         json_object_set_new(root, "spool_limit_reached", json_integer(res.spool_limit_reached));
         int wrc = json_dump_file(root, report, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         int werr = errno;
-        json_incref(unmatched); /* for the summary line */
         json_decref(root);
         if (wrc != 0) {
             json_decref(unmatched);
+            free(rules);
             return hm_cli_failf(report, "cannot write the report: %s", strerror(werr));
         }
     } else {
@@ -343,32 +370,15 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
         json_decref(sa);
         json_decref(devs);
     }
-    fprintf(stderr, "hetmem: run: %llu object placement%s, %llu spilled, %zu unmatched rule%s, %.3f s\n", nobj,
-            nobj == 1 ? "" : "s", nspill, json_array_size(unmatched), json_array_size(unmatched) == 1 ? "" : "s",
-            (double)wall / 1e9);
-    size_t len = 0;
-    char *rules = NULL;
-    for (size_t i = 0; i < json_array_size(unmatched); i++) {
-        const char *t = json_string_value(json_array_get(unmatched, i));
-        rules = hm__xrealloc(rules, len + strlen(t) + 2);
-        len += (size_t)sprintf(rules + len, "%s\n", t);
-    }
+    size_t nun = json_array_size(unmatched);
     json_decref(unmatched);
-    if (hm_cli_unmatched(place, rules, strict) && hm_recorder_exit_code(status) == 0)
+    fprintf(stderr, "hetmem: run: %llu object placement%s, %llu spilled, %zu unmatched rule%s, %.3f s\n",
+            (unsigned long long)nobj, nobj == 1 ? "" : "s", (unsigned long long)res.spilled, nun, nun == 1 ? "" : "s",
+            (double)res.wall_ns / 1e9);
+    if (hm_cli_unmatched(place, rules, strict) && hm_recorder_exit_code(res.status) == 0)
         return HM_EXIT_RUNTIME;
     /* The objects were placed, but the report lacks some: not a success. */
-    int uncounted = res.spool_limit_uncounted;
-    if (uncounted)
-        fprintf(stderr, "hetmem: run: report incomplete: %d process%s reached the spool limit (%s) and ended before "
-                "counting the records not written (killed?)\n", uncounted, uncounted == 1 ? "" : "es",
-                hm__env_name(HM_ENV_SPOOL_MAX));
-    if (res.spool_limit_reached && hm_recorder_exit_code(status) == 0) {
-        if (uncounted)
-            return HM_EXIT_RUNTIME;
-        return hm_cli_failf("run", "report incomplete: %llu placement records past the spool limit (%s) were not "
-                            "written", (unsigned long long)res.unwritten, hm__env_name(HM_ENV_SPOOL_MAX));
-    }
-    return hm_recorder_exit_code(status);
+    return run_status(&res);
 }
 
 const hm_cmd_t hm_cmd_run = {

@@ -690,34 +690,13 @@ static void obj_event(objs_t *o, const hm_record_t *r, site_frames_t **sf, size_
     }
 }
 
-static int run_objects(const hm_cmd_t *cmd, int argc, char **argv)
+/* Every record of @p t into @p o: the samples a batch at a time (only
+ * their address and access kind are read), merged with the block's events
+ * by time, events first at equal times as hm_trace_next() orders them.
+ * *samples counts the samples. 0 or a negative error. */
+static int objects_scan(hm_trace_t *t, objs_t *o, site_frames_t **sf, size_t *nsf, uint64_t *samples)
 {
-    int json = 0, fmt = 0;
-    uint64_t limit = 0;
-    const char *file;
-    int rc = parse_file_args(cmd, argc, argv, &json, &fmt, &limit, &file);
-    if (rc >= 0)
-        return rc;
-    hm_trace_t *t;
-    if ((rc = hm_trace_open(&t, file)) < 0)
-        return hm_cli_fail(file, rc);
-    const hm_trace_meta_t *m = hm_trace_meta(t);
-    hm_trace_stats_t st;
-    hm_trace_stats(t, &st);
-    objs_t o = {0};
-    if ((rc = hm__objtab_open(&o.live)) < 0) {
-        hm_trace_close(t);
-        return hm_cli_fail(file, rc);
-    }
-    site_frames_t *sf = NULL;
-    size_t nsf = 0;
-    site_row_t *rows = NULL;
-    size_t nrows = 0;
-    uint64_t samples = 0;
-    /* Samples a batch at a time (only their address and access kind are
-     * read), merged with the block's events by time, events first at equal
-     * times as hm_trace_next() orders them. */
-    rc = 0;
+    int rc = 0;
     for (uint32_t b = 0; b < hm_trace_nblocks(t) && rc >= 0; b++) {
         hm_event_list_t el;
         hm_sample_batch_t bt;
@@ -730,15 +709,15 @@ static int run_objects(const hm_cmd_t *cmd, int argc, char **argv)
                 break;
             for (int i = 0; i < got; i++) {
                 for (; ei < el.n && el.time[ei] <= bt.time[i]; ei++)
-                    obj_event(&o, &el.rec[ei], &sf, &nsf);
-                samples++;
+                    obj_event(o, &el.rec[ei], sf, nsf);
+                (*samples)++;
                 if (!bt.addr[i]) {
-                    o.noaddr++; /* no data access resolved (blocked, or no memory operand) */
+                    o->noaddr++; /* no data access resolved (blocked, or no memory operand) */
                     continue;
                 }
-                alloc_rec_t *a = obj_lookup(&o, bt.addr[i]);
+                alloc_rec_t *a = obj_lookup(o, bt.addr[i]);
                 if (!a) {
-                    o.unattributed++;
+                    o->unattributed++;
                     continue;
                 }
                 a->samples++;
@@ -749,25 +728,28 @@ static int run_objects(const hm_cmd_t *cmd, int argc, char **argv)
             }
             if (got == 0) {
                 for (; ei < el.n; ei++) /* the events after the block's last sample */
-                    obj_event(&o, &el.rec[ei], &sf, &nsf);
+                    obj_event(o, &el.rec[ei], sf, nsf);
                 break;
             }
         }
     }
-    if (rc < 0) {
-        rc = hm_cli_fail(file, rc);
-        goto out;
-    }
-    /* Aggregate allocations per site. */
-    uint64_t end_time = st.last_time;
-    if (o.na)
-        qsort(o.a, o.na, sizeof *o.a, cmp_alloc_site);
-    rows = hm__xcalloc(o.na ? o.na : 1, sizeof *rows);
-    for (size_t i = 0; i < o.na; i++) {
-        const alloc_rec_t *a = &o.a[i];
-        if (nrows == 0 || rows[nrows - 1].site != a->site)
-            rows[nrows++] = (site_row_t){.site = a->site};
-        site_row_t *w = &rows[nrows - 1];
+    return rc < 0 ? rc : 0;
+}
+
+/* The allocations aggregated per site (caller frees), sorted as the
+ * table lists them; *nrows gets their number. A live allocation's
+ * lifetime ends at @p end_time. */
+static site_row_t *objects_rows(objs_t *o, const site_frames_t *sf, size_t nsf, uint64_t end_time, size_t *nrows)
+{
+    size_t n = 0;
+    if (o->na)
+        qsort(o->a, o->na, sizeof *o->a, cmp_alloc_site);
+    site_row_t *rows = hm__xcalloc(o->na ? o->na : 1, sizeof *rows);
+    for (size_t i = 0; i < o->na; i++) {
+        const alloc_rec_t *a = &o->a[i];
+        if (n == 0 || rows[n - 1].site != a->site)
+            rows[n++] = (site_row_t){.site = a->site};
+        site_row_t *w = &rows[n - 1];
         w->allocs++;
         w->bytes += a->size;
         w->max_size = a->size > w->max_size ? a->size : w->max_size;
@@ -779,77 +761,113 @@ static int run_objects(const hm_cmd_t *cmd, int argc, char **argv)
         if (!w->name && a->name)
             w->name = a->name;
     }
-    for (size_t i = 0; i < nrows; i++)
+    for (size_t i = 0; i < n; i++)
         for (size_t k = 0; k < nsf; k++)
             if (sf[k].site == rows[i].site) {
                 rows[i].frames = sf[k].frames;
                 break;
             }
-    qsort(rows, nrows, sizeof *rows, cmp_row);
-    double ns_unit = m->clock_ns_per_unit;
-    if (json) {
-        json_t *jo = json_object(), *arr = json_array();
-        for (size_t i = 0; i < nrows; i++) {
-            const site_row_t *w = &rows[i];
-            char hex[24];
-            snprintf(hex, sizeof hex, "0x%016" PRIx64, w->site);
-            json_t *e = json_object();
-            json_object_set_new(e, "site", json_string(hex));
-            json_object_set_new(e, "name", w->name ? json_string(w->name) : json_null());
-            json_object_set_new(e, "allocs", json_integer((json_int_t)w->allocs));
-            json_object_set_new(e, "bytes", json_integer((json_int_t)w->bytes));
-            json_object_set_new(e, "max_bytes", json_integer((json_int_t)w->max_size));
-            json_object_set_new(e, "mean_lifetime_s",
-                                json_real((double)w->lifetime / (double)w->allocs * ns_unit / 1e9));
-            json_object_set_new(e, "samples", json_integer((json_int_t)w->samples));
-            json_object_set_new(e, "loads", json_integer((json_int_t)w->loads));
-            json_object_set_new(e, "stores", json_integer((json_int_t)w->stores));
-            json_object_set_new(e, "frames", w->frames ? json_string(w->frames) : json_null());
-            char src[512];
-            const char *sc = w->frames ? hm__frame_source(user_frame(w->frames), src, sizeof src) : NULL;
-            json_object_set_new(e, "source", sc ? json_string(sc) : json_null());
-            json_array_append_new(arr, e);
-        }
-        json_object_set_new(jo, "objects", arr);
-        json_object_set_new(jo, "samples", json_integer((json_int_t)samples));
-        json_object_set_new(jo, "unattributed_samples", json_integer((json_int_t)o.unattributed));
-        json_object_set_new(jo, "no_address_samples", json_integer((json_int_t)o.noaddr));
-        json_object_set_new(jo, "unmatched_frees", json_integer((json_int_t)o.unmatched_frees));
-        char *s = json_dumps(jo, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        puts(s);
-        free(s);
-        json_decref(jo);
-    } else {
-        printf("%-18s %-12s %7s %10s %10s %12s %10s %10s %10s %6s  %s\n", "site", "name", "allocs", "bytes",
-               "max size", "lifetime s", "samples", "loads", "stores", "%", "where");
-        for (size_t i = 0; i < nrows; i++) {
-            const site_row_t *w = &rows[i];
-            char b1[32], b2[32], where[96] = "-";
-            if (w->frames) {
-                const char *f = user_frame(w->frames);
-                size_t l = strcspn(f, "\n");
-                snprintf(where, sizeof where, "%.*s", (int)(l < 95 ? l : 95), f);
-            }
-            printf("0x%016" PRIx64 " %-12.12s %7" PRIu64 " %10s %10s %12.6f %10" PRIu64 " %10" PRIu64
-                   " %10" PRIu64 " %6.2f  %s\n",
-                   w->site, w->name ? w->name : "-", w->allocs, hm__fmt_size(w->bytes, b1, sizeof b1),
-                   hm__fmt_size(w->max_size, b2, sizeof b2),
-                   (double)w->lifetime / (double)w->allocs * ns_unit / 1e9, w->samples, w->loads, w->stores,
-                   samples ? 100.0 * (double)w->samples / (double)samples : 0.0, where);
-        }
-        printf("%-18s %-12s %7s %10s %10s %12s %10" PRIu64 " %10s %10s %6.2f  %s\n", "(unattributed)", "", "",
-               "", "", "", o.unattributed, "", "", samples ? 100.0 * (double)o.unattributed / (double)samples : 0.0,
-               "stack, static data or untracked memory");
-        printf("%-18s %-12s %7s %10s %10s %12s %10" PRIu64 " %10s %10s %6.2f  %s\n", "(no address)", "", "", "", "",
-               "", o.noaddr, "", "", samples ? 100.0 * (double)o.noaddr / (double)samples : 0.0,
-               "no data address resolved (blocked in a call, or no memory operand)");
+    qsort(rows, n, sizeof *rows, cmp_row);
+    *nrows = n;
+    return rows;
+}
+
+static void objects_json(const objs_t *o, const site_row_t *rows, size_t nrows, uint64_t samples, double ns_unit)
+{
+    json_t *jo = json_object(), *arr = json_array();
+    for (size_t i = 0; i < nrows; i++) {
+        const site_row_t *w = &rows[i];
+        char hex[24];
+        snprintf(hex, sizeof hex, "0x%016" PRIx64, w->site);
+        json_t *e = json_object();
+        json_object_set_new(e, "site", json_string(hex));
+        json_object_set_new(e, "name", w->name ? json_string(w->name) : json_null());
+        json_object_set_new(e, "allocs", json_integer((json_int_t)w->allocs));
+        json_object_set_new(e, "bytes", json_integer((json_int_t)w->bytes));
+        json_object_set_new(e, "max_bytes", json_integer((json_int_t)w->max_size));
+        json_object_set_new(e, "mean_lifetime_s", json_real((double)w->lifetime / (double)w->allocs * ns_unit / 1e9));
+        json_object_set_new(e, "samples", json_integer((json_int_t)w->samples));
+        json_object_set_new(e, "loads", json_integer((json_int_t)w->loads));
+        json_object_set_new(e, "stores", json_integer((json_int_t)w->stores));
+        json_object_set_new(e, "frames", w->frames ? json_string(w->frames) : json_null());
+        char src[512];
+        const char *sc = w->frames ? hm__frame_source(user_frame(w->frames), src, sizeof src) : NULL;
+        json_object_set_new(e, "source", sc ? json_string(sc) : json_null());
+        json_array_append_new(arr, e);
     }
-    rc = HM_EXIT_OK;
-out:
+    json_object_set_new(jo, "objects", arr);
+    json_object_set_new(jo, "samples", json_integer((json_int_t)samples));
+    json_object_set_new(jo, "unattributed_samples", json_integer((json_int_t)o->unattributed));
+    json_object_set_new(jo, "no_address_samples", json_integer((json_int_t)o->noaddr));
+    json_object_set_new(jo, "unmatched_frees", json_integer((json_int_t)o->unmatched_frees));
+    char *s = json_dumps(jo, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    puts(s);
+    free(s);
+    json_decref(jo);
+}
+
+static void objects_table(const objs_t *o, const site_row_t *rows, size_t nrows, uint64_t samples, double ns_unit)
+{
+    printf("%-18s %-12s %7s %10s %10s %12s %10s %10s %10s %6s  %s\n", "site", "name", "allocs", "bytes",
+           "max size", "lifetime s", "samples", "loads", "stores", "%", "where");
+    for (size_t i = 0; i < nrows; i++) {
+        const site_row_t *w = &rows[i];
+        char b1[32], b2[32], where[96] = "-";
+        if (w->frames) {
+            const char *f = user_frame(w->frames);
+            size_t l = strcspn(f, "\n");
+            snprintf(where, sizeof where, "%.*s", (int)(l < 95 ? l : 95), f);
+        }
+        printf("0x%016" PRIx64 " %-12.12s %7" PRIu64 " %10s %10s %12.6f %10" PRIu64 " %10" PRIu64
+               " %10" PRIu64 " %6.2f  %s\n",
+               w->site, w->name ? w->name : "-", w->allocs, hm__fmt_size(w->bytes, b1, sizeof b1),
+               hm__fmt_size(w->max_size, b2, sizeof b2), (double)w->lifetime / (double)w->allocs * ns_unit / 1e9,
+               w->samples, w->loads, w->stores, samples ? 100.0 * (double)w->samples / (double)samples : 0.0, where);
+    }
+    printf("%-18s %-12s %7s %10s %10s %12s %10" PRIu64 " %10s %10s %6.2f  %s\n", "(unattributed)", "", "", "", "",
+           "", o->unattributed, "", "", samples ? 100.0 * (double)o->unattributed / (double)samples : 0.0,
+           "stack, static data or untracked memory");
+    printf("%-18s %-12s %7s %10s %10s %12s %10" PRIu64 " %10s %10s %6.2f  %s\n", "(no address)", "", "", "", "", "",
+           o->noaddr, "", "", samples ? 100.0 * (double)o->noaddr / (double)samples : 0.0,
+           "no data address resolved (blocked in a call, or no memory operand)");
+}
+
+static int run_objects(const hm_cmd_t *cmd, int argc, char **argv)
+{
+    int json = 0, fmt = 0;
+    uint64_t limit = 0;
+    const char *file;
+    int rc = parse_file_args(cmd, argc, argv, &json, &fmt, &limit, &file);
+    if (rc >= 0)
+        return rc;
+    hm_trace_t *t;
+    if ((rc = hm_trace_open(&t, file)) < 0)
+        return hm_cli_fail(file, rc);
+    hm_trace_stats_t st;
+    hm_trace_stats(t, &st);
+    objs_t o = {0};
+    if ((rc = hm__objtab_open(&o.live)) < 0) {
+        hm_trace_close(t);
+        return hm_cli_fail(file, rc);
+    }
+    site_frames_t *sf = NULL;
+    size_t nsf = 0, nrows = 0;
+    uint64_t samples = 0;
+    if ((rc = objects_scan(t, &o, &sf, &nsf, &samples)) < 0) {
+        rc = hm_cli_fail(file, rc);
+    } else {
+        site_row_t *rows = objects_rows(&o, sf, nsf, st.last_time, &nrows);
+        double ns_unit = hm_trace_meta(t)->clock_ns_per_unit;
+        if (json)
+            objects_json(&o, rows, nrows, samples, ns_unit);
+        else
+            objects_table(&o, rows, nrows, samples, ns_unit);
+        free(rows);
+        rc = HM_EXIT_OK;
+    }
     for (size_t k = 0; k < nsf; k++)
         free(sf[k].frames);
     free(sf);
-    free(rows);
     for (size_t k = 0; k < o.nnames; k++)
         free(o.names[k]);
     free(o.names);
