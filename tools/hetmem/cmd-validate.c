@@ -438,49 +438,80 @@ static int one_thread(void)
     return v && !strcmp(v, "1");
 }
 
-static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
+/* --------------------------------------------------------------- steps */
+
+/* One validation: its options, then what each step builds. */
+typedef struct {
+    const char *machine, *jsonf, *plot, *keep;
+    uint64_t K, period, jobs, seed, Kc, NT;
+    int real, reuse;
+    char **prog;
+    char self[PATH_MAX];  /* this program, for the hetmem sim children */
+    char mpath[PATH_MAX]; /* the machine file */
+    char dir[PATH_MAX];   /* where the runs go */
+    char *mjson;          /* the machine as the simulator records it in traces */
+    char *figures;        /* --real with a machine file: its description */
+    char *devs[64];
+    int nd;
+    /* 1. device runs */
+    job_t *dj;
+    char *traces[64];
+    hm_estimator_t *e;
+    double tmin, tmax;
+    /* 2. placements, measured */
+    json_t **pls;
+    char **kinds;
+    job_t *pj;
+    uint64_t *first; /* per placement: the first one drawn equal to it */
+    uint64_t nj;
+    /* 3. estimates */
+    const char *dn[64];
+    double *measured, *est;
+    hm_placement_t **cpl; /* --calibrate: the scored placements, then the calibration runs' */
+    json_t *rows, *sum, *calj;
+} val_t;
+
+/* The options into v. -1 to go on, else the exit status. */
+static int val_options(val_t *v, const hm_cmd_t *cmd, int argc, char **argv)
 {
     hm_cli_t cli;
-    const char *arg, *machine = NULL, *jsonf = NULL, *plot = NULL, *keep = NULL;
-    uint64_t K = 12, period = 1000, jobs = 0, seed = 1, Kc = 0, NT = 0;
-    int real = 0, reuse = 0, key;
-    char *mjson = NULL; /* the machine as the simulator records it in traces */
-    char *figures = NULL; /* --real with a machine file: its description */
+    const char *arg;
+    int key;
     hm_cli_init(&cli, cmd, argc, argv, 1);
     while ((key = hm_cli_next(&cli, &arg)) != -1) {
         switch (key) {
-        case OPT_MACHINE: machine = arg; break;
+        case OPT_MACHINE: v->machine = arg; break;
         case OPT_PLACEMENTS:
-            if (hm_cli_u64(cmd, "--placements", arg, &K))
+            if (hm_cli_u64(cmd, "--placements", arg, &v->K))
                 return HM_EXIT_USAGE;
-            if (K < 1 || K > 10000)
+            if (v->K < 1 || v->K > 10000)
                 return hm_cli_usage(cmd, "--placements must be between 1 and 10000");
             break;
         case OPT_PERIOD:
-            if (hm_cli_u64(cmd, "--period", arg, &period))
+            if (hm_cli_u64(cmd, "--period", arg, &v->period))
                 return HM_EXIT_USAGE;
-            if (period < 1)
+            if (v->period < 1)
                 return hm_cli_usage(cmd, "--period must be at least 1");
             break;
         case 'j':
-            if (hm_cli_u64(cmd, "--jobs", arg, &jobs))
+            if (hm_cli_u64(cmd, "--jobs", arg, &v->jobs))
                 return HM_EXIT_USAGE;
-            if (jobs < 1 || jobs > 1024)
+            if (v->jobs < 1 || v->jobs > 1024)
                 return hm_cli_usage(cmd, "--jobs must be between 1 and 1024");
             break;
         case OPT_SEED:
-            if (hm_cli_u64(cmd, "--seed", arg, &seed))
+            if (hm_cli_u64(cmd, "--seed", arg, &v->seed))
                 return HM_EXIT_USAGE;
             break;
-        case OPT_JSON: jsonf = arg; break;
-        case OPT_PLOT: plot = arg; break;
-        case OPT_REAL: real = 1; break;
-        case OPT_KEEP: keep = arg; break;
-        case OPT_REUSE: reuse = 1; break;
+        case OPT_JSON: v->jsonf = arg; break;
+        case OPT_PLOT: v->plot = arg; break;
+        case OPT_REAL: v->real = 1; break;
+        case OPT_KEEP: v->keep = arg; break;
+        case OPT_REUSE: v->reuse = 1; break;
         case OPT_CALIBRATE:
-            if (hm_cli_u64(cmd, "--calibrate", arg, &Kc))
+            if (hm_cli_u64(cmd, "--calibrate", arg, &v->Kc))
                 return HM_EXIT_USAGE;
-            if (Kc < 1 || Kc > 100)
+            if (v->Kc < 1 || v->Kc > 100)
                 return hm_cli_usage(cmd, "--calibrate must be between 1 and 100 runs");
             break;
         case OPT_ALLOW_EXIT: {
@@ -496,470 +527,525 @@ static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
         default: return HM_EXIT_USAGE;
         }
     }
-    if (!machine)
-        return hm_cli_usage(cmd, real ? "--machine DEV,DEV... is required with --real" : "--machine MACHINE is required");
+    if (!v->machine)
+        return hm_cli_usage(cmd, v->real ? "--machine DEV,DEV... is required with --real"
+                                         : "--machine MACHINE is required");
     if (cli.ind >= argc)
         return hm_cli_usage(cmd, "no program given (hetmem validate --machine M -- ./app.sim ARGS)");
-    if (reuse && !keep)
+    if (v->reuse && !v->keep)
         return hm_cli_usage(cmd, "--reuse needs --keep DIR (where the device runs are)");
-    char **prog = argv + cli.ind;
-    if (!real && openmp_program(prog[0]) && !one_thread())
-        return hm_cli_failf(prog[0], "is an OpenMP program and the simulator runs one thread: run it with "
-                                     "OMP_NUM_THREADS=1 (OMP_NUM_THREADS=1 hetmem validate ...), or build it without -fopenmp");
-    if (!jobs) {
+    v->prog = argv + cli.ind;
+    if (!v->real && openmp_program(v->prog[0]) && !one_thread())
+        return hm_cli_failf(v->prog[0], "is an OpenMP program and the simulator runs one thread: run it with "
+                                        "OMP_NUM_THREADS=1 (OMP_NUM_THREADS=1 hetmem validate ...), or build it without -fopenmp");
+    if (!v->jobs) {
         long nc = sysconf(_SC_NPROCESSORS_ONLN);
-        jobs = nc > 0 ? (uint64_t)nc : 1;
+        v->jobs = nc > 0 ? (uint64_t)nc : 1;
     }
-    if (real)
-        jobs = 1; /* runs on real devices must not share the machine */
+    if (v->real)
+        v->jobs = 1; /* runs on real devices must not share the machine */
+    return -1;
+}
 
-    char self[PATH_MAX];
-    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (sl <= 0)
-        return hm_cli_failf("/proc/self/exe", "%s", strerror(errno));
-    self[sl] = 0;
-
-    /* Devices: the machine's, or the list given with --real. */
-    char *devs[64];
-    int nd = 0;
+/* The devices: the machine's, or the list given with --real. -1 to go on,
+ * else the exit status. */
+static int val_devices(val_t *v)
+{
     hm_sim_machine_t *m = NULL;
-    char mpath[PATH_MAX];
-    if (!real) {
+    if (!v->real) {
         char exedir[PATH_MAX];
-        snprintf(exedir, sizeof exedir, "%s", self);
+        snprintf(exedir, sizeof exedir, "%s", v->self);
         char *s = strrchr(exedir, '/');
         if (s)
             *s = 0;
-        int rc = hm_sim_machine_find(machine, exedir, mpath, sizeof mpath);
+        int rc = hm_sim_machine_find(v->machine, exedir, v->mpath, sizeof v->mpath);
         if (rc < 0)
-            return hm_cli_fail(machine, rc);
-        if ((rc = hm_sim_machine_load(&m, mpath)) < 0)
-            return hm_cli_fail(mpath, rc);
-        nd = hm_sim_machine_ndevices(m);
-        for (int d = 0; d < nd && d < 64; d++)
-            devs[d] = hm__xstrdup(hm_sim_machine_device_names(m)[d]);
-        mjson = hm__xstrdup(hm_sim_machine_json(m));
+            return hm_cli_fail(v->machine, rc);
+        if ((rc = hm_sim_machine_load(&m, v->mpath)) < 0)
+            return hm_cli_fail(v->mpath, rc);
+        v->nd = hm_sim_machine_ndevices(m);
+        for (int d = 0; d < v->nd && d < 64; d++)
+            v->devs[d] = hm__xstrdup(hm_sim_machine_device_names(m)[d]);
+        v->mjson = hm__xstrdup(hm_sim_machine_json(m));
         hm_sim_machine_close(m);
-        char *abs = realpath(mpath, NULL);
+        char *abs = realpath(v->mpath, NULL);
         if (abs) {
-            snprintf(mpath, sizeof mpath, "%s", abs);
+            snprintf(v->mpath, sizeof v->mpath, "%s", abs);
             free(abs);
         }
-    } else if (!strchr(machine, ',') && hm_sim_machine_find(machine, NULL, mpath, sizeof mpath) == 0 &&
-               hm_sim_machine_load(&m, mpath) == 0) {
+    } else if (!strchr(v->machine, ',') && hm_sim_machine_find(v->machine, NULL, v->mpath, sizeof v->mpath) == 0 &&
+               hm_sim_machine_load(&m, v->mpath) == 0) {
         /* A machine file: its devices (named as record --bind takes them)
          * and its figures for the traces and the estimator. */
-        nd = hm_sim_machine_ndevices(m);
-        for (int d = 0; d < nd && d < 64; d++)
-            devs[d] = hm__xstrdup(hm_sim_machine_device_names(m)[d]);
-        figures = hm__xstrdup(hm_sim_machine_json(m));
+        v->nd = hm_sim_machine_ndevices(m);
+        for (int d = 0; d < v->nd && d < 64; d++)
+            v->devs[d] = hm__xstrdup(hm_sim_machine_device_names(m)[d]);
+        v->figures = hm__xstrdup(hm_sim_machine_json(m));
         hm_sim_machine_close(m);
     } else {
-        char *list = hm__xstrdup(machine), *save = NULL;
-        for (char *t = strtok_r(list, ",", &save); t && nd < 64; t = strtok_r(NULL, ",", &save))
-            devs[nd++] = hm__xstrdup(t);
+        char *list = hm__xstrdup(v->machine), *save = NULL;
+        for (char *t = strtok_r(list, ",", &save); t && v->nd < 64; t = strtok_r(NULL, ",", &save))
+            v->devs[v->nd++] = hm__xstrdup(t);
         free(list);
     }
-    if (nd < 2) {
-        for (int d = 0; d < nd; d++)
-            free(devs[d]);
-        free(mjson);
-        free(figures);
-        return hm_cli_failf(machine, "has %d memory device%s: validation needs at least two", nd, nd == 1 ? "" : "s");
+    if (v->nd < 2)
+        return hm_cli_failf(v->machine, "has %d memory device%s: validation needs at least two", v->nd,
+                            v->nd == 1 ? "" : "s");
+    return -1;
+}
+
+/* The folder of the runs: --keep DIR, or a temporary one. 0 or -1. */
+static int val_workdir(val_t *v)
+{
+    if (v->keep) {
+        if (mkdir(v->keep, 0755) < 0 && errno != EEXIST) {
+            hm_cli_failf(v->keep, "%s", strerror(errno));
+            return -1;
+        }
+        snprintf(v->dir, sizeof v->dir, "%s", v->keep);
+        return 0;
     }
-
-    char dir[PATH_MAX];
-    if (keep) {
-        if (mkdir(keep, 0755) < 0 && errno != EEXIST)
-            return hm_cli_failf(keep, "%s", strerror(errno));
-        snprintf(dir, sizeof dir, "%s", keep);
-    } else {
-        const char *td = getenv("TMPDIR");
-        snprintf(dir, sizeof dir, "%s/hetmem-validate.XXXXXX", td && *td ? td : "/tmp");
-        if (!mkdtemp(dir))
-            return hm_cli_failf("temporary directory", "%s: %s", dir, strerror(errno));
+    const char *td = getenv("TMPDIR");
+    snprintf(v->dir, sizeof v->dir, "%s/hetmem-validate.XXXXXX", td && *td ? td : "/tmp");
+    if (!mkdtemp(v->dir)) {
+        hm_cli_failf("temporary directory", "%s: %s", v->dir, strerror(errno));
+        v->dir[0] = 0;
+        return -1;
     }
-    struct sigaction sa = {0};
-    sa.sa_handler = on_int;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    return 0;
+}
 
-    int status = HM_EXIT_RUNTIME, rc;
-    char per[32];
-    snprintf(per, sizeof per, "%llu", (unsigned long long)period);
-    job_t *dj = hm__xcalloc((size_t)nd, sizeof *dj), *pj = NULL;
-    char *traces[64] = {0}; /* freed at out, which an error before the device runs reaches */
-    hm_estimator_t *e = NULL;
-    json_t **pls = NULL, *rows = json_array(), *sum = NULL;
-    char **kinds = NULL;
-    double *measured = NULL, *est = NULL;
-    uint64_t *first = NULL; /* per placement: the first one drawn equal to it */
-    hm_placement_t **cpl = NULL; /* --calibrate: the scored placements, then the calibration runs' */
-
+/* 1. One run per device (kept ones reused with --reuse), and the
+ * estimator on their traces. 0 or -1 (said why). */
+static int val_device_runs(val_t *v)
+{
     /* --real: the device runs are `hetmem record -b auto -p PERIOD`'s,
      * whose -p counts events, or microseconds for the soft sampler. */
     const char *rec_backend = NULL;
-    uint64_t rec_period = period;
-    if (real) {
+    uint64_t rec_period = v->period;
+    if (v->real) {
         hm_backend_t b;
         if (hm_backend_auto(1, &b) != 0) {
             hm_cli_fail("record", HM_ENOPMU);
-            goto out;
+            return -1;
         }
         rec_backend = hm_backend_name(b);
-        if (b == HM_BACKEND_SOFT && period > UINT64_MAX / 1000) {
+        if (b == HM_BACKEND_SOFT && v->period > UINT64_MAX / 1000) {
             hm_cli_failf("validate", "--period: %llu microseconds does not fit in 64 bits of nanoseconds",
-                         (unsigned long long)period);
-            goto out;
+                         (unsigned long long)v->period);
+            return -1;
         }
-        rec_period = b == HM_BACKEND_SOFT ? period * 1000 : period;
+        rec_period = b == HM_BACKEND_SOFT ? v->period * 1000 : v->period;
     }
-
-    /* 1. One run per device (kept ones reused with --reuse). */
+    char per[32];
+    snprintf(per, sizeof per, "%llu", (unsigned long long)v->period);
+    v->dj = hm__xcalloc((size_t)v->nd, sizeof *v->dj);
     int ndj = 0;
-    for (int d = 0; d < nd; d++) {
+    for (int d = 0; d < v->nd; d++) {
         char tr[PATH_MAX + 64], rep[PATH_MAX + 64];
-        snprintf(tr, sizeof tr, "%s/dev-%s.hmt", dir, devs[d]);
-        snprintf(rep, sizeof rep, "%s/dev-%s.json", dir, devs[d]);
-        traces[d] = hm__xstrdup(tr);
-        if (reuse && reusable(tr, mjson, devs[d], period, prog))
+        snprintf(tr, sizeof tr, "%s/dev-%s.hmt", v->dir, v->devs[d]);
+        snprintf(rep, sizeof rep, "%s/dev-%s.json", v->dir, v->devs[d]);
+        v->traces[d] = hm__xstrdup(tr);
+        if (v->reuse && reusable(tr, v->mjson, v->devs[d], v->period, v->prog))
             continue;
-        job_t *j = &dj[ndj++];
-        if (real) {
+        job_t *j = &v->dj[ndj++];
+        if (v->real) {
             /* As `hetmem record -b auto -p PERIOD --bind DEV [--machine FILE] -o TRACE`. */
             j->api = 1;
-            j->rec.output = traces[d];
+            j->rec.output = v->traces[d];
             j->rec.backend = rec_backend;
             j->rec.period = rec_period;
-            j->rec.bind = devs[d];
-            j->rec.machine = figures ? mpath : NULL;
-            j->argv = vec_cat(hm__xcalloc(1, sizeof(char *)), prog);
+            j->rec.bind = v->devs[d];
+            j->rec.machine = v->figures ? v->mpath : NULL;
+            j->argv = vec_cat(hm__xcalloc(1, sizeof(char *)), v->prog);
         } else {
-            j->argv = vec(self, "sim", "-m", mpath, "--device", devs[d], "-o", tr, "--sample-period", per, "--json",
-                          rep, "--", NULL);
-            j->argv = vec_cat(j->argv, prog);
-        }
-        snprintf(j->log, sizeof j->log, "%s/dev-%s.log", dir, devs[d]);
-        if (!real)
+            j->argv = vec(v->self, "sim", "-m", v->mpath, "--device", v->devs[d], "-o", tr, "--sample-period", per,
+                          "--json", rep, "--", NULL);
+            j->argv = vec_cat(j->argv, v->prog);
             snprintf(j->rep, sizeof j->rep, "%s", rep);
+        }
+        snprintf(j->log, sizeof j->log, "%s/dev-%s.log", v->dir, v->devs[d]);
     }
-    if (ndj > 0 && run_jobs(dj, ndj, (int)jobs, "device runs") != 0)
-        goto out;
-    hm_estimator_opts_t eo = {0, figures};
-    if ((rc = hm_estimator_open(&e, (const char *const *)traces, nd, &eo)) < 0) {
+    if (ndj > 0 && run_jobs(v->dj, ndj, (int)v->jobs, "device runs") != 0)
+        return -1;
+    hm_estimator_opts_t eo = {0, v->figures};
+    int rc = hm_estimator_open(&v->e, (const char *const *)v->traces, v->nd, &eo);
+    if (rc < 0) {
         hm_cli_failf("estimate", "%s", *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
-        goto out;
+        return -1;
     }
-    hm_cli_figures_note("validate", e);
-    double tmin = INFINITY, tmax = 0;
-    for (int d = 0; d < nd; d++) {
-        double t = hm_estimator_measured_ns(e, d) / 1e9;
-        tmin = t < tmin ? t : tmin;
-        tmax = t > tmax ? t : tmax;
+    hm_cli_figures_note("validate", v->e);
+    v->tmin = INFINITY, v->tmax = 0;
+    for (int d = 0; d < v->nd; d++) {
+        double t = hm_estimator_measured_ns(v->e, d) / 1e9;
+        v->tmin = t < v->tmin ? t : v->tmin;
+        v->tmax = t > v->tmax ? t : v->tmax;
     }
+    return 0;
+}
 
-    /* 2. Placements, measured. */
-    /* With --calibrate, Kc more placements after the K scored ones. */
-    uint64_t rng = seed;
-    NT = K + Kc;
-    pls = hm__xcalloc(NT, sizeof *pls);
-    kinds = hm__xcalloc(NT, sizeof *kinds);
-    pj = hm__xcalloc(NT, sizeof *pj);
-    first = hm__xcalloc(NT, sizeof *first);
-    uint64_t nj = 0;
-    for (uint64_t i = 0; i < NT; i++) {
+/* 2. Placements drawn, each distinct, and run: K scored, then with
+ * --calibrate Kc more. 0 or -1 (said why). */
+static int val_placement_runs(val_t *v)
+{
+    uint64_t rng = v->seed;
+    v->NT = v->K + v->Kc;
+    v->pls = hm__xcalloc(v->NT, sizeof *v->pls);
+    v->kinds = hm__xcalloc(v->NT, sizeof *v->kinds);
+    v->pj = hm__xcalloc(v->NT, sizeof *v->pj);
+    v->first = hm__xcalloc(v->NT, sizeof *v->first);
+    for (uint64_t i = 0; i < v->NT; i++) {
         char kind[128], pf[PATH_MAX + 64], rep[PATH_MAX + 64];
         /* Every row a distinct placement: one drawn again is drawn anew
          * (a small program has few distinct placements; when the draws run
          * dry, the table has fewer rows). */
         int dup = 1;
         for (int tries = 0; dup && tries < 200; tries++) {
-            if (pls[i])
-                json_decref(pls[i]);
-            pls[i] = draw(e, (int)i + tries, &rng, kind, sizeof kind);
+            if (v->pls[i])
+                json_decref(v->pls[i]);
+            v->pls[i] = draw(v->e, (int)i + tries, &rng, kind, sizeof kind);
             dup = 0;
             for (uint64_t k = 0; k < i && !dup; k++)
-                dup = json_equal(pls[k], pls[i]);
+                dup = json_equal(v->pls[k], v->pls[i]);
         }
         if (dup) {
-            json_decref(pls[i]);
-            pls[i] = NULL;
+            json_decref(v->pls[i]);
+            v->pls[i] = NULL;
             fprintf(stderr, "hetmem: validate: only %llu distinct placements drawn for this program (asked for %llu)\n",
-                    (unsigned long long)i, (unsigned long long)NT);
-            if (i < K)
-                K = i;
-            Kc = i - K;
-            NT = i;
+                    (unsigned long long)i, (unsigned long long)v->NT);
+            if (i < v->K)
+                v->K = i;
+            v->Kc = i - v->K;
+            v->NT = i;
             break;
         }
-        kinds[i] = hm__xstrdup(kind);
-        snprintf(pf, sizeof pf, "%s/placement-%03llu.json", dir, (unsigned long long)i);
-        snprintf(rep, sizeof rep, "%s/placement-%03llu.report.json", dir, (unsigned long long)i);
-        if (json_dump_file(pls[i], pf, JSON_INDENT(2)) < 0) {
+        v->kinds[i] = hm__xstrdup(kind);
+        snprintf(pf, sizeof pf, "%s/placement-%03llu.json", v->dir, (unsigned long long)i);
+        snprintf(rep, sizeof rep, "%s/placement-%03llu.report.json", v->dir, (unsigned long long)i);
+        if (json_dump_file(v->pls[i], pf, JSON_INDENT(2)) < 0) {
             hm_cli_failf(pf, "cannot write");
-            goto out;
+            return -1;
         }
-        first[i] = i;
-        job_t *j = &pj[nj++];
-        if (real) {
+        v->first[i] = i;
+        job_t *j = &v->pj[v->nj++];
+        if (v->real) {
             /* As `hetmem run --placement FILE`. */
             j->api = 1;
             j->rec.placement = j->own = hm__xstrdup(pf);
-            j->argv = vec_cat(hm__xcalloc(1, sizeof(char *)), prog);
+            j->argv = vec_cat(hm__xcalloc(1, sizeof(char *)), v->prog);
         } else {
-            j->argv = vec(self, "sim", "-m", mpath, "--placement", pf, "--json", rep, "--", NULL);
-            j->argv = vec_cat(j->argv, prog);
+            j->argv = vec(v->self, "sim", "-m", v->mpath, "--placement", pf, "--json", rep, "--", NULL);
+            j->argv = vec_cat(j->argv, v->prog);
+            snprintf(j->rep, sizeof j->rep, "%s", rep);
         }
         j->idx = i;
-        if (!real)
-            snprintf(j->rep, sizeof j->rep, "%s", rep);
-        snprintf(j->log, sizeof j->log, "%s/placement-%03llu.log", dir, (unsigned long long)i);
+        snprintf(j->log, sizeof j->log, "%s/placement-%03llu.log", v->dir, (unsigned long long)i);
     }
-    if (run_jobs(pj, (int)nj, (int)jobs, "placement runs") != 0)
-        goto out;
+    return run_jobs(v->pj, (int)v->nj, (int)v->jobs, "placement runs") != 0 ? -1 : 0;
+}
 
-    /* 3. Estimates. */
-    const char *dn[64];
-    for (int d = 0; d < nd; d++)
-        dn[d] = hm_estimator_device_name(e, d);
-    measured = hm__xcalloc(NT + 1, sizeof *measured);
-    est = hm__xcalloc(K * HM_EST_NMODELS + 1, sizeof *est);
-    cpl = hm__xcalloc(NT + 1, sizeof *cpl);
-    for (uint64_t i = 0; i < NT; i++) {
+/* 3. Each placement's measured time, and the scored ones' estimates by
+ * every model (v->rows). 0 or -1 (said why). */
+static int val_estimates(val_t *v)
+{
+    for (int d = 0; d < v->nd; d++)
+        v->dn[d] = hm_estimator_device_name(v->e, d);
+    v->measured = hm__xcalloc(v->NT + 1, sizeof *v->measured);
+    v->est = hm__xcalloc(v->K * HM_EST_NMODELS + 1, sizeof *v->est);
+    v->cpl = hm__xcalloc(v->NT + 1, sizeof *v->cpl);
+    for (uint64_t i = 0; i < v->NT; i++) {
         char rep[PATH_MAX + 64];
-        uint64_t f = first[i], jf = 0;
-        while (jf < nj && pj[jf].idx != f)
+        uint64_t f = v->first[i], jf = 0;
+        while (jf < v->nj && v->pj[jf].idx != f)
             jf++;
-        snprintf(rep, sizeof rep, "%s/placement-%03llu.report.json", dir, (unsigned long long)f);
-        measured[i] = real ? (jf < nj ? pj[jf].wall_s : 0) : report_runtime(rep);
-        if (!(measured[i] > 0)) {
+        snprintf(rep, sizeof rep, "%s/placement-%03llu.report.json", v->dir, (unsigned long long)f);
+        v->measured[i] = v->real ? (jf < v->nj ? v->pj[jf].wall_s : 0) : report_runtime(rep);
+        if (!(v->measured[i] > 0)) {
             hm_cli_failf(rep, "no runtime_s in the run's report");
-            goto out;
+            return -1;
         }
-        char *txt = json_dumps(pls[i], 0);
+        char *txt = json_dumps(v->pls[i], 0);
         hm_placement_t *pl = NULL;
-        rc = hm_placement_parse(&pl, "drawn placement", txt, dn, nd);
+        int rc = hm_placement_parse(&pl, "drawn placement", txt, v->dn, v->nd);
         free(txt);
         if (rc < 0) {
             hm_cli_failf("drawn placement", "%s", hm_errdetail());
-            goto out;
+            return -1;
         }
-        if (Kc) { /* kept for the calibrated estimates */
+        if (v->Kc) { /* kept for the calibrated estimates */
             hm_placement_t *again = NULL;
-            txt = json_dumps(pls[i], 0);
-            hm_placement_parse(&again, "drawn placement", txt, dn, nd);
+            txt = json_dumps(v->pls[i], 0);
+            hm_placement_parse(&again, "drawn placement", txt, v->dn, v->nd);
             free(txt);
-            cpl[i] = again;
+            v->cpl[i] = again;
         }
-        if (i >= K) { /* a calibration run: measured, not scored */
+        if (i >= v->K) { /* a calibration run: measured, not scored */
             hm_placement_close(pl);
             continue;
         }
         json_t *je = json_object();
         for (int mdl = 0; mdl < HM_EST_NMODELS; mdl++) {
             hm_estimate_t r;
-            if ((rc = hm_estimator_estimate(e, pl, (hm_est_model_t)mdl, &r, NULL)) < 0) {
+            if ((rc = hm_estimator_estimate(v->e, pl, (hm_est_model_t)mdl, &r, NULL)) < 0) {
                 hm_placement_close(pl);
+                json_decref(je);
                 hm_cli_failf("estimate", "%s", hm_errdetail());
-                goto out;
+                return -1;
             }
-            est[i * HM_EST_NMODELS + mdl] = r.runtime_ns / 1e9;
+            v->est[i * HM_EST_NMODELS + mdl] = r.runtime_ns / 1e9;
             json_object_set_new(je, hm_est_model_name((hm_est_model_t)mdl),
                                 json_pack("{s:f, s:[f,f]}", "runtime_s", r.runtime_ns / 1e9, "ci_s", r.lo_ns / 1e9,
                                           r.hi_ns / 1e9));
         }
         hm_placement_close(pl);
-        json_array_append_new(rows, json_pack("{s:s, s:O, s:f, s:o}", "kind", kinds[i], "placement", pls[i],
-                                              "measured_s", measured[i], "estimates", je));
+        json_array_append_new(v->rows, json_pack("{s:s, s:O, s:f, s:o}", "kind", v->kinds[i], "placement", v->pls[i],
+                                                 "measured_s", v->measured[i], "estimates", je));
     }
+    return 0;
+}
 
-    /* 4. Table and summary. */
-    printf("hetmem validate: %s on %s, %d devices, %llu placements, sampling period %llu\n", prog[0],
-           real ? "this machine" : machine, nd, (unsigned long long)K, (unsigned long long)period);
-    for (int d = 0; d < nd; d++)
-        printf("  all on %-10s %12.6f s\n", dn[d], hm_estimator_measured_ns(e, d) / 1e9);
-    printf("  device gap (slowest/fastest) %.3fx\n\n", tmax / tmin);
+/* 4. The table of placements, and the summary per model (v->sum). */
+static void val_table(val_t *v)
+{
+    uint64_t K = v->K;
+    printf("hetmem validate: %s on %s, %d devices, %llu placements, sampling period %llu\n", v->prog[0],
+           v->real ? "this machine" : v->machine, v->nd, (unsigned long long)K, (unsigned long long)v->period);
+    for (int d = 0; d < v->nd; d++)
+        printf("  all on %-10s %12.6f s\n", v->dn[d], hm_estimator_measured_ns(v->e, d) / 1e9);
+    printf("  device gap (slowest/fastest) %.3fx\n\n", v->tmax / v->tmin);
     int kw = 44; /* the placement column fits its longest label: none is cut */
     for (uint64_t i = 0; i < K; i++)
-        kw = (int)strlen(kinds[i]) > kw ? (int)strlen(kinds[i]) : kw;
+        kw = (int)strlen(v->kinds[i]) > kw ? (int)strlen(v->kinds[i]) : kw;
     printf("  %-3s %-*s %12s", "#", kw, "placement", "measured (s)");
     for (int mdl = 0; mdl < HM_EST_NMODELS; mdl++)
         printf(" %12s %7s", hm_est_model_name((hm_est_model_t)mdl), "err%");
     printf("\n");
     for (uint64_t i = 0; i < K; i++) {
-        printf("  %-3llu %-*s %12.6f", (unsigned long long)i, kw, kinds[i], measured[i]);
+        printf("  %-3llu %-*s %12.6f", (unsigned long long)i, kw, v->kinds[i], v->measured[i]);
         for (int mdl = 0; mdl < HM_EST_NMODELS; mdl++) {
-            double v = est[i * HM_EST_NMODELS + mdl];
-            printf(" %12.6f %+7.2f", v, 100 * (v - measured[i]) / measured[i]);
+            double e = v->est[i * HM_EST_NMODELS + mdl];
+            printf(" %12.6f %+7.2f", e, 100 * (e - v->measured[i]) / v->measured[i]);
         }
         printf("\n");
     }
-    sum = json_object();
+    v->sum = json_object();
     printf("\n  %-10s %14s %14s %18s %12s\n", "model", "mean |err| %", "max |err| %", "mean |err| % gap", "within 5%");
     for (int mdl = 0; mdl < HM_EST_NMODELS; mdl++) {
         double se = 0, mx = 0, sg = 0;
         int w5 = 0;
         for (uint64_t i = 0; i < K; i++) {
-            double err = fabs(est[i * HM_EST_NMODELS + mdl] - measured[i]);
-            double pct = 100 * err / measured[i];
+            double err = fabs(v->est[i * HM_EST_NMODELS + mdl] - v->measured[i]);
+            double pct = 100 * err / v->measured[i];
             se += pct;
             mx = pct > mx ? pct : mx;
-            sg += tmax > tmin ? 100 * err / (tmax - tmin) : 0;
+            sg += v->tmax > v->tmin ? 100 * err / (v->tmax - v->tmin) : 0;
             w5 += pct <= 5;
         }
         printf("  %-10s %14.2f %14.2f %18.1f %11.0f%%\n", hm_est_model_name((hm_est_model_t)mdl), se / K, mx, sg / K,
                100.0 * w5 / K);
-        json_object_set_new(sum, hm_est_model_name((hm_est_model_t)mdl),
+        json_object_set_new(v->sum, hm_est_model_name((hm_est_model_t)mdl),
                             json_pack("{s:f, s:f, s:f, s:f}", "mean_abs_err_pct", se / K, "max_abs_err_pct", mx,
                                       "mean_abs_err_gap_pct", sg / K, "within_5pct", (double)w5 / K));
     }
-    /* The default model calibrated on the first k of the runs outside the
-     * scored set, k = 0 (as above) to Kc. */
-    json_t *calj = NULL;
-    if (Kc) {
-        calj = json_object();
-        json_t *cruns = json_array(), *crows = json_array();
-        for (uint64_t i = K; i < NT; i++)
-            json_array_append_new(cruns, json_pack("{s:s, s:O, s:f}", "kind", kinds[i], "placement", pls[i], "measured_s",
-                                                   measured[i]));
-        printf("\n  default model calibrated on the first k of %llu runs of other placements (docs/estimator.md)\n",
-               (unsigned long long)Kc);
-        printf("  %-3s %-44s %12s %9s %14s %14s\n", "k", "placement run added", "measured (s)", "overlap",
-               "mean |err| %", "max |err| %");
-        double *cns = hm__xcalloc(Kc + 1, sizeof *cns);
-        for (uint64_t i = 0; i < Kc; i++)
-            cns[i] = measured[K + i] * 1e9;
-        for (uint64_t k = 0; k <= Kc; k++) {
-            hm_est_calibration_t cal;
-            if ((rc = hm_estimator_calibrate(e, cpl + K, cns, (int)k, &cal)) < 0) {
-                free(cns);
-                json_decref(cruns);
-                json_decref(crows);
-                json_decref(calj);
-                hm_cli_failf("calibration", "%s", hm_errdetail());
-                goto out;
-            }
-            double se = 0, mx = 0;
-            for (uint64_t i = 0; i < K; i++) {
-                hm_estimate_t r;
-                if ((rc = hm_estimator_estimate(e, cpl[i], HM_EST_DEFAULT, &r, NULL)) < 0) {
-                    free(cns);
-                    json_decref(cruns);
-                    json_decref(crows);
-                    json_decref(calj);
-                    hm_cli_failf("estimate", "%s", hm_errdetail());
-                    goto out;
-                }
-                double pct = 100 * fabs(r.runtime_ns / 1e9 - measured[i]) / measured[i];
-                se += pct;
-                mx = pct > mx ? pct : mx;
-            }
-            char mb[32] = "";
-            if (k)
-                snprintf(mb, sizeof mb, "%.6f", measured[K + k - 1]);
-            printf("  %-3llu %-44s %12s %9.4f %14.2f %14.2f\n", (unsigned long long)k, k ? kinds[K + k - 1] : "(none)",
-                   mb, cal.overlap, se / K, mx);
-            json_array_append_new(crows, json_pack("{s:I, s:f, s:f, s:f}", "runs", (json_int_t)k, "overlap", cal.overlap,
-                                                   "mean_abs_err_pct", se / K, "max_abs_err_pct", mx));
+}
+
+/* The default model calibrated on the first k of the runs outside the
+ * scored set, k = 0 (as the table) to Kc: a table, and v->calj. 0 or -1
+ * (said why). */
+static int val_calibration(val_t *v)
+{
+    uint64_t K = v->K, Kc = v->Kc;
+    json_t *cruns = json_array(), *crows = json_array();
+    for (uint64_t i = K; i < v->NT; i++)
+        json_array_append_new(cruns, json_pack("{s:s, s:O, s:f}", "kind", v->kinds[i], "placement", v->pls[i],
+                                               "measured_s", v->measured[i]));
+    printf("\n  default model calibrated on the first k of %llu runs of other placements (docs/estimator.md)\n",
+           (unsigned long long)Kc);
+    printf("  %-3s %-44s %12s %9s %14s %14s\n", "k", "placement run added", "measured (s)", "overlap",
+           "mean |err| %", "max |err| %");
+    double *cns = hm__xcalloc(Kc + 1, sizeof *cns);
+    for (uint64_t i = 0; i < Kc; i++)
+        cns[i] = v->measured[K + i] * 1e9;
+    int rc = 0;
+    for (uint64_t k = 0; k <= Kc && rc == 0; k++) {
+        hm_est_calibration_t cal;
+        if ((rc = hm_estimator_calibrate(v->e, v->cpl + K, cns, (int)k, &cal)) < 0) {
+            hm_cli_failf("calibration", "%s", hm_errdetail());
+            break;
         }
-        hm_estimator_calibrate(e, NULL, NULL, 0, NULL);
-        free(cns);
-        json_object_set_new(calj, "runs", cruns);
-        json_object_set_new(calj, "default", crows);
+        double se = 0, mx = 0;
+        for (uint64_t i = 0; i < K; i++) {
+            hm_estimate_t r;
+            if ((rc = hm_estimator_estimate(v->e, v->cpl[i], HM_EST_DEFAULT, &r, NULL)) < 0) {
+                hm_cli_failf("estimate", "%s", hm_errdetail());
+                break;
+            }
+            double pct = 100 * fabs(r.runtime_ns / 1e9 - v->measured[i]) / v->measured[i];
+            se += pct;
+            mx = pct > mx ? pct : mx;
+        }
+        if (rc < 0)
+            break;
+        char mb[32] = "";
+        if (k)
+            snprintf(mb, sizeof mb, "%.6f", v->measured[K + k - 1]);
+        printf("  %-3llu %-44s %12s %9.4f %14.2f %14.2f\n", (unsigned long long)k, k ? v->kinds[K + k - 1] : "(none)",
+               mb, cal.overlap, se / K, mx);
+        json_array_append_new(crows, json_pack("{s:I, s:f, s:f, s:f}", "runs", (json_int_t)k, "overlap", cal.overlap,
+                                               "mean_abs_err_pct", se / K, "max_abs_err_pct", mx));
     }
-    if (jsonf || plot) {
-        json_t *dj2 = json_array();
-        for (int d = 0; d < nd; d++)
-            json_array_append_new(dj2, json_pack("{s:s, s:f}", "name", dn[d], "measured_s", hm_estimator_measured_ns(e, d) / 1e9));
-        char **pv = prog;
-        json_t *cmdj = json_array();
-        for (; *pv; pv++)
-            json_array_append_new(cmdj, json_string(*pv));
-        json_t *root = json_pack("{s:s, s:o, s:I, s:f, s:O, s:o, s:o}", "machine", machine, "command", cmdj, "period",
-                                 (json_int_t)period, "gap", tmax / tmin, "rows", rows, "summary", sum, "devices", dj2);
-        sum = NULL;
-        if (calj)
-            json_object_set_new(root, "calibration", calj);
-        calj = NULL;
-        char jpath[PATH_MAX + 64];
-        if (jsonf)
-            snprintf(jpath, sizeof jpath, "%s", jsonf);
-        else
-            snprintf(jpath, sizeof jpath, "%s/validate.json", dir);
-        int wr = strcmp(jpath, "-") == 0 ? json_dumpf(root, stdout, JSON_INDENT(2)) : json_dump_file(root, jpath, JSON_INDENT(2));
-        json_decref(root);
-        if (wr < 0) {
-            hm_cli_failf(jpath, "cannot write");
-            goto out;
-        }
-        if (plot) {
-            /* The plot is drawn by a small script next to the presets
-             * (share/hetmem/plot-validate.py), with matplotlib. */
-            char script[PATH_MAX + 64], exedir[PATH_MAX];
-            snprintf(exedir, sizeof exedir, "%s", self);
-            char *s = strrchr(exedir, '/');
-            if (s)
-                *s = 0;
-            const char *cands[] = {"%s/../share/hetmem/plot-validate.py", "%s/../../share/hetmem/plot-validate.py",
-                                   HETMEM_SOURCE_DIR "/share/hetmem/plot-validate.py%.0s"};
-            script[0] = 0;
-            for (size_t c = 0; c < HM_ARRAY_LEN(cands); c++) {
-                char t[PATH_MAX + 64];
-                snprintf(t, sizeof t, cands[c], exedir);
-                if (access(t, R_OK) == 0) {
-                    snprintf(script, sizeof script, "%s", t);
-                    break;
-                }
-            }
-            if (!script[0]) {
-                hm_cli_failf(plot, "plot script share/hetmem/plot-validate.py not found");
-                goto out;
-            }
-            job_t pjob = {0};
-            /* Debian's interpreter has python3-matplotlib; another one first
-             * on PATH may not. */
-            pjob.argv = vec(access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3", script, jpath,
-                            plot, NULL);
-            snprintf(pjob.log, sizeof pjob.log, "%s/plot.log", dir);
-            int prc = run_jobs(&pjob, 1, 1, "plot");
-            vec_free(pjob.argv);
-            if (prc)
-                goto out;
-            printf("\n  plot: %s\n", plot);
+    free(cns);
+    if (rc < 0) {
+        json_decref(cruns);
+        json_decref(crows);
+        return -1;
+    }
+    hm_estimator_calibrate(v->e, NULL, NULL, 0, NULL);
+    v->calj = json_pack("{s:o, s:o}", "runs", cruns, "default", crows);
+    return 0;
+}
+
+/* The plot of estimated against measured runtime, drawn from @p jpath by
+ * a small script next to the presets (share/hetmem/plot-validate.py),
+ * with matplotlib. 0 or -1 (said why). */
+static int val_plot(val_t *v, const char *jpath)
+{
+    char script[PATH_MAX + 64], exedir[PATH_MAX];
+    snprintf(exedir, sizeof exedir, "%s", v->self);
+    char *s = strrchr(exedir, '/');
+    if (s)
+        *s = 0;
+    const char *cands[] = {"%s/../share/hetmem/plot-validate.py", "%s/../../share/hetmem/plot-validate.py",
+                           HETMEM_SOURCE_DIR "/share/hetmem/plot-validate.py%.0s"};
+    script[0] = 0;
+    for (size_t c = 0; c < HM_ARRAY_LEN(cands); c++) {
+        char t[PATH_MAX + 64];
+        snprintf(t, sizeof t, cands[c], exedir);
+        if (access(t, R_OK) == 0) {
+            snprintf(script, sizeof script, "%s", t);
+            break;
         }
     }
-    json_decref(calj);
-    status = HM_EXIT_OK;
-out:
-    free(mjson);
-    free(figures);
-    json_decref(sum);
-    json_decref(rows);
-    hm_estimator_close(e);
-    for (int d = 0; d < nd; d++) {
-        vec_free(dj[d].argv);
-        free(traces[d]);
-        free(devs[d]);
+    if (!script[0]) {
+        hm_cli_failf(v->plot, "plot script share/hetmem/plot-validate.py not found");
+        return -1;
     }
-    free(dj);
-    for (uint64_t i = 0; pj && i < NT; i++) {
-        vec_free(pj[i].argv);
-        free(pj[i].own);
-        json_decref(pls[i]);
-        free(kinds[i]);
-        if (cpl)
-            hm_placement_close(cpl[i]);
+    job_t pjob = {0};
+    /* Debian's interpreter has python3-matplotlib; another one first on
+     * PATH may not. */
+    pjob.argv = vec(access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3", script, jpath, v->plot,
+                    NULL);
+    snprintf(pjob.log, sizeof pjob.log, "%s/plot.log", v->dir);
+    int prc = run_jobs(&pjob, 1, 1, "plot");
+    vec_free(pjob.argv);
+    if (prc)
+        return -1;
+    printf("\n  plot: %s\n", v->plot);
+    return 0;
+}
+
+/* --json FILE (or, for --plot, DIR/validate.json), then the plot. 0 or -1
+ * (said why). */
+static int val_output(val_t *v)
+{
+    json_t *dj2 = json_array();
+    for (int d = 0; d < v->nd; d++)
+        json_array_append_new(dj2, json_pack("{s:s, s:f}", "name", v->dn[d], "measured_s",
+                                             hm_estimator_measured_ns(v->e, d) / 1e9));
+    json_t *cmdj = json_array();
+    for (char **pv = v->prog; *pv; pv++)
+        json_array_append_new(cmdj, json_string(*pv));
+    json_t *root = json_pack("{s:s, s:o, s:I, s:f, s:O, s:o, s:o}", "machine", v->machine, "command", cmdj, "period",
+                             (json_int_t)v->period, "gap", v->tmax / v->tmin, "rows", v->rows, "summary", v->sum,
+                             "devices", dj2);
+    v->sum = NULL;
+    if (v->calj)
+        json_object_set_new(root, "calibration", v->calj);
+    v->calj = NULL;
+    char jpath[PATH_MAX + 64];
+    if (v->jsonf)
+        snprintf(jpath, sizeof jpath, "%s", v->jsonf);
+    else
+        snprintf(jpath, sizeof jpath, "%s/validate.json", v->dir);
+    int wr = strcmp(jpath, "-") == 0 ? json_dumpf(root, stdout, JSON_INDENT(2))
+                                     : json_dump_file(root, jpath, JSON_INDENT(2));
+    json_decref(root);
+    if (wr < 0) {
+        hm_cli_failf(jpath, "cannot write");
+        return -1;
     }
-    free(cpl);
-    free(pj);
-    free(first);
-    free(pls);
-    free(kinds);
-    free(measured);
-    free(est);
-    if (!keep && status == HM_EXIT_OK)
-        rm_rf(dir);
-    else if (!keep)
-        fprintf(stderr, "hetmem: validate: runs kept in %s\n", dir);
+    return v->plot ? val_plot(v, jpath) : 0;
+}
+
+/* Frees what the steps built; removes the runs' folder after a success
+ * unless --keep, else says where they are. */
+static void val_free(val_t *v, int status)
+{
+    free(v->mjson);
+    free(v->figures);
+    json_decref(v->sum);
+    json_decref(v->rows);
+    json_decref(v->calj);
+    hm_estimator_close(v->e);
+    for (int d = 0; d < v->nd; d++) {
+        if (v->dj)
+            vec_free(v->dj[d].argv);
+        free(v->traces[d]);
+        free(v->devs[d]);
+    }
+    free(v->dj);
+    for (uint64_t i = 0; v->pj && i < v->NT; i++) {
+        vec_free(v->pj[i].argv);
+        free(v->pj[i].own);
+        json_decref(v->pls[i]);
+        free(v->kinds[i]);
+        if (v->cpl)
+            hm_placement_close(v->cpl[i]);
+    }
+    free(v->cpl);
+    free(v->pj);
+    free(v->first);
+    free(v->pls);
+    free(v->kinds);
+    free(v->measured);
+    free(v->est);
+    if (!v->dir[0])
+        return;
+    if (!v->keep && status == HM_EXIT_OK)
+        rm_rf(v->dir);
+    else if (!v->keep)
+        fprintf(stderr, "hetmem: validate: runs kept in %s\n", v->dir);
+}
+
+static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
+{
+    val_t v = {.K = 12, .period = 1000, .seed = 1};
+    int status = val_options(&v, cmd, argc, argv);
+    if (status >= 0)
+        return status;
+    ssize_t sl = readlink("/proc/self/exe", v.self, sizeof v.self - 1);
+    if (sl <= 0)
+        return hm_cli_failf("/proc/self/exe", "%s", strerror(errno));
+    v.self[sl] = 0;
+    status = val_devices(&v);
+    if (status < 0 && val_workdir(&v) < 0)
+        status = HM_EXIT_RUNTIME;
+    if (status >= 0) {
+        val_free(&v, status);
+        return status;
+    }
+    struct sigaction sa = {0};
+    sa.sa_handler = on_int;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    status = HM_EXIT_RUNTIME;
+    v.rows = json_array();
+    if (val_device_runs(&v) == 0 && val_placement_runs(&v) == 0 && val_estimates(&v) == 0) {
+        val_table(&v);
+        if ((!v.Kc || val_calibration(&v) == 0) && (!(v.jsonf || v.plot) || val_output(&v) == 0))
+            status = HM_EXIT_OK;
+    }
+    val_free(&v, status);
     return status;
 }
