@@ -180,26 +180,41 @@ static void print_objects(FILE *f, hm_estimator_t *e, const hm_optimize_result_t
     }
 }
 
-static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
+/* One search: its options, then what each step builds. */
+typedef struct {
+    const char *out, *summary, *machine;
+    char *mjson;
+    const char *cap_dev[MAX_CAPS]; /* owned */
+    uint64_t cap_val[MAX_CAPS];
+    int ncaps, json, src_names;
+    uint64_t refine;
+    unsigned char allowed_exit[256]; /* --allow-exit: statuses of a --refine round that mean success */
+    int nallowed;
+    const char **traces;
+    int ntraces;
+    hm_optimize_opts_t opts;
+    hm_estimator_t *e;
+    int ndev;
+    uint64_t *caps; /* per device, HM_OPT_UNLIMITED for none */
+    hm_optimize_result_t res, ref[4], greedy;
+    hm_cli_calib_t cr;
+    json_t *rounds; /* --refine: one entry per round */
+    char rdir[PATH_MAX];
+} opt_t;
+
+/* The options into o. -1 to go on, else the exit status. */
+static int opt_options(opt_t *o, const hm_cmd_t *cmd, int argc, char **argv)
 {
     hm_cli_t cli;
-    const char *arg, *out = NULL, *summary = NULL, *machine = NULL;
-    char *mjson = NULL;
-    const char *cap_dev[MAX_CAPS];
-    uint64_t cap_val[MAX_CAPS];
-    int ncaps = 0, json = 0, key, src_names = 0;
-    uint64_t refine = 0;
-    unsigned char allowed_exit[256] = {0};
-    int nallowed = 0;
-    const char **traces = hm__xcalloc((size_t)argc + 1, sizeof *traces);
-    int ntraces = 0;
-    hm_optimize_opts_t opts = {.algo = HM_OPT_RL, .model = HM_EST_DEFAULT, .seed = 1};
+    const char *arg;
+    int ends = 0;
+    hm_optimize_opts_t *opts = &o->opts;
+    o->traces = hm__xcalloc((size_t)argc + 1, sizeof *o->traces);
     hm_cli_init(&cli, cmd, argc, argv, 1);
-    int status = HM_EXIT_USAGE, ends = 0;
     while (cli.ind < argc) {
         const char *a = argv[cli.ind];
         if (ends || a[0] != '-' || a[1] == 0) {
-            traces[ntraces++] = a;
+            o->traces[o->ntraces++] = a;
             cli.ind++;
             continue;
         }
@@ -208,353 +223,379 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
             cli.ind++;
             continue;
         }
-        key = hm_cli_next(&cli, &arg);
-        switch (key) {
+        switch (hm_cli_next(&cli, &arg)) {
         case OPT_CAPACITY: {
             const char *eq = strchr(arg, '=');
-            if (!eq || eq == arg) {
-                hm_cli_usage(cmd, "--capacity '%s': expected DEV=SIZE", arg);
-                goto done;
-            }
-            if (ncaps == MAX_CAPS) {
-                hm_cli_usage(cmd, "--capacity: at most %d devices", MAX_CAPS);
-                goto done;
-            }
+            if (!eq || eq == arg)
+                return hm_cli_usage(cmd, "--capacity '%s': expected DEV=SIZE", arg);
+            if (o->ncaps == MAX_CAPS)
+                return hm_cli_usage(cmd, "--capacity: at most %d devices", MAX_CAPS);
             char *dev = hm__xstrdup(arg);
             dev[eq - arg] = 0;
-            if (hm_cli_capacity(cmd, "--capacity", eq + 1, &cap_val[ncaps])) {
+            if (hm_cli_capacity(cmd, "--capacity", eq + 1, &o->cap_val[o->ncaps])) {
                 free(dev);
-                goto done;
+                return HM_EXIT_USAGE;
             }
-            for (int i = 0; i < ncaps; i++)
-                if (strcmp(cap_dev[i], dev) == 0) {
+            for (int i = 0; i < o->ncaps; i++)
+                if (strcmp(o->cap_dev[i], dev) == 0) {
                     hm_cli_usage(cmd, "--capacity: device '%s' given twice", dev);
                     free(dev);
-                    goto done;
+                    return HM_EXIT_USAGE;
                 }
-            cap_dev[ncaps++] = dev;
+            o->cap_dev[o->ncaps++] = dev;
             break;
         }
         case OPT_ALGO:
-            if (hm_optimize_algo_parse(arg, &opts.algo) < 0) {
-                hm_cli_usage(cmd, "--algo: %s", hm_errdetail());
-                goto done;
-            }
+            if (hm_optimize_algo_parse(arg, &opts->algo) < 0)
+                return hm_cli_usage(cmd, "--algo: %s", hm_errdetail());
             break;
         case OPT_MODEL:
-            if (hm_est_model_parse(arg, &opts.model) < 0) {
-                hm_cli_usage(cmd, "--model: unknown model '%s' (default, linear)", arg);
-                goto done;
-            }
+            if (hm_est_model_parse(arg, &opts->model) < 0)
+                return hm_cli_usage(cmd, "--model: unknown model '%s' (default, linear)", arg);
             break;
-        case OPT_PHASES: opts.phased = 1; break;
-        case OPT_SPLIT: opts.split = 1; break;
+        case OPT_PHASES: opts->phased = 1; break;
+        case OPT_SPLIT: opts->split = 1; break;
         case OPT_BUDGET:
-            if (hm_cli_u64(cmd, "--budget", arg, &opts.budget))
-                goto done;
-            if (opts.budget == 0) {
-                hm_cli_usage(cmd, "--budget must be at least 1 estimator call");
-                goto done;
-            }
+            if (hm_cli_u64(cmd, "--budget", arg, &opts->budget))
+                return HM_EXIT_USAGE;
+            if (opts->budget == 0)
+                return hm_cli_usage(cmd, "--budget must be at least 1 estimator call");
             break;
         case OPT_TIME:
-            if (hm__parse_double(arg, &opts.time_s) < 0 || !(opts.time_s > 0)) {
-                hm_cli_usage(cmd, "--time: '%s' is not a positive number of seconds", arg);
-                goto done;
-            }
+            if (hm__parse_double(arg, &opts->time_s) < 0 || !(opts->time_s > 0))
+                return hm_cli_usage(cmd, "--time: '%s' is not a positive number of seconds", arg);
             break;
         case OPT_SEED:
-            if (hm_cli_u64(cmd, "--seed", arg, &opts.seed))
-                goto done;
+            if (hm_cli_u64(cmd, "--seed", arg, &opts->seed))
+                return HM_EXIT_USAGE;
             break;
-        case 'o': out = arg; break;
-        case OPT_JSON: json = 1; break;
-        case OPT_BY_SOURCE: src_names = 1; break;
-        case OPT_SUMMARY: summary = arg; break;
-        case OPT_MACHINE: machine = arg; break;
-        case OPT_POLICY: opts.policy_in = arg; break;
-        case OPT_SAVE_POLICY: opts.policy_out = arg; break;
+        case 'o': o->out = arg; break;
+        case OPT_JSON: o->json = 1; break;
+        case OPT_BY_SOURCE: o->src_names = 1; break;
+        case OPT_SUMMARY: o->summary = arg; break;
+        case OPT_MACHINE: o->machine = arg; break;
+        case OPT_POLICY: opts->policy_in = arg; break;
+        case OPT_SAVE_POLICY: opts->policy_out = arg; break;
         case OPT_REFINE:
-            if (hm_cli_u64(cmd, "--refine", arg, &refine))
-                goto done;
-            if (refine < 1 || refine > 100) {
-                hm_cli_usage(cmd, "--refine must be between 1 and 100 rounds");
-                goto done;
-            }
+            if (hm_cli_u64(cmd, "--refine", arg, &o->refine))
+                return HM_EXIT_USAGE;
+            if (o->refine < 1 || o->refine > 100)
+                return hm_cli_usage(cmd, "--refine must be between 1 and 100 rounds");
             break;
         case OPT_ALLOW_EXIT: {
             uint64_t st;
             if (hm_cli_u64(cmd, "--allow-exit", arg, &st))
-                goto done;
-            if (st < 1 || st > 255) {
-                hm_cli_usage(cmd, "--allow-exit must be between 1 and 255");
-                goto done;
-            }
-            allowed_exit[st] = 1;
-            nallowed++;
+                return HM_EXIT_USAGE;
+            if (st < 1 || st > 255)
+                return hm_cli_usage(cmd, "--allow-exit must be between 1 and 255");
+            o->allowed_exit[st] = 1;
+            o->nallowed++;
             break;
         }
-        case HM_CLI_HELP: status = HM_EXIT_OK; goto done;
-        default: goto done;
+        case HM_CLI_HELP: return HM_EXIT_OK;
+        default: return HM_EXIT_USAGE;
         }
     }
-    if (summary && ntraces) {
-        hm_cli_usage(cmd, "--summary and traces exclude each other");
-        goto done;
-    }
-    if (!summary && ntraces < 2) {
-        hm_cli_usage(cmd, "need one trace per device (at least 2), or --summary FILE");
-        goto done;
-    }
-    if (ncaps == 0) {
-        hm_cli_usage(cmd, "--capacity DEV=SIZE is required");
-        goto done;
-    }
-    if (summary && machine) {
-        hm_cli_usage(cmd, "--machine applies to traces; a summary carries its own device figures");
-        goto done;
-    }
-    if (refine && summary) {
-        hm_cli_usage(cmd, "--refine runs the traces' program: it needs the traces, not a summary");
-        goto done;
-    }
-    if (nallowed && !refine) {
-        hm_cli_usage(cmd, "--allow-exit applies to the runs of --refine");
-        goto done;
-    }
-    if (refine && opts.model != HM_EST_DEFAULT) {
-        hm_cli_usage(cmd, "--refine calibrates the default model (not with --model linear)");
-        goto done;
-    }
-    if (machine && hm_cli_machine_json(machine, &mjson)) {
-        status = HM_EXIT_RUNTIME;
-        goto done;
-    }
-    if ((opts.policy_in || opts.policy_out) && opts.algo != HM_OPT_RL) {
-        hm_cli_usage(cmd, "--policy and --save-policy need --algo rl");
-        goto done;
-    }
-    if (opts.split && opts.algo != HM_OPT_GREEDY) {
-        hm_cli_usage(cmd, "--split needs --algo greedy");
-        goto done;
-    }
+    if (o->summary && o->ntraces)
+        return hm_cli_usage(cmd, "--summary and traces exclude each other");
+    if (!o->summary && o->ntraces < 2)
+        return hm_cli_usage(cmd, "need one trace per device (at least 2), or --summary FILE");
+    if (o->ncaps == 0)
+        return hm_cli_usage(cmd, "--capacity DEV=SIZE is required");
+    if (o->summary && o->machine)
+        return hm_cli_usage(cmd, "--machine applies to traces; a summary carries its own device figures");
+    if (o->refine && o->summary)
+        return hm_cli_usage(cmd, "--refine runs the traces' program: it needs the traces, not a summary");
+    if (o->nallowed && !o->refine)
+        return hm_cli_usage(cmd, "--allow-exit applies to the runs of --refine");
+    if (o->refine && opts->model != HM_EST_DEFAULT)
+        return hm_cli_usage(cmd, "--refine calibrates the default model (not with --model linear)");
+    if (o->machine && hm_cli_machine_json(o->machine, &o->mjson))
+        return HM_EXIT_RUNTIME;
+    if ((opts->policy_in || opts->policy_out) && opts->algo != HM_OPT_RL)
+        return hm_cli_usage(cmd, "--policy and --save-policy need --algo rl");
+    if (opts->split && opts->algo != HM_OPT_GREEDY)
+        return hm_cli_usage(cmd, "--split needs --algo greedy");
+    return -1;
+}
 
-    status = HM_EXIT_RUNTIME;
-    hm_estimator_t *e = NULL;
-    hm_optimize_result_t res = {0}, ref[4] = {{0}}, greedy = {0};
-    hm_cli_calib_t cr = {0};
-    json_t *rounds = NULL;
-    char rdir[PATH_MAX] = "";
-    uint64_t *caps = NULL;
-    char what[64];
-    hm_estimator_opts_t eo = {0, mjson};
-    int rc = summary ? hm_estimator_open_summary(&e, summary) : hm_estimator_open(&e, traces, ntraces, &eo);
+/* The estimator, and each device's capacity: the traces' unless
+ * --capacity names it (never more than the traces'). 0 or -1 (said why). */
+static int opt_open(opt_t *o)
+{
+    hm_estimator_opts_t eo = {0, o->mjson};
+    int rc = o->summary ? hm_estimator_open_summary(&o->e, o->summary)
+                        : hm_estimator_open(&o->e, o->traces, o->ntraces, &eo);
     if (rc < 0) {
-        hm_cli_fail(summary ? summary : "traces", rc); /* the detail names the trace */
-        goto done;
+        hm_cli_fail(o->summary ? o->summary : "traces", rc); /* the detail names the trace */
+        return -1;
     }
-    hm_cli_figures_note("optimize", e);
-    int ndev = hm_estimator_ndevices(e);
-    caps = hm__xcalloc((size_t)ndev, sizeof *caps);
-    for (int d = 0; d < ndev; d++) {
-        uint64_t dc = hm_estimator_device_capacity(e, d);
-        caps[d] = dc ? dc : HM_OPT_UNLIMITED;
+    hm_cli_figures_note("optimize", o->e);
+    o->ndev = hm_estimator_ndevices(o->e);
+    o->caps = hm__xcalloc((size_t)o->ndev, sizeof *o->caps);
+    for (int d = 0; d < o->ndev; d++) {
+        uint64_t dc = hm_estimator_device_capacity(o->e, d);
+        o->caps[d] = dc ? dc : HM_OPT_UNLIMITED;
     }
-    for (int i = 0; i < ncaps; i++) {
-        char b1[32], b2[32];
-        snprintf(what, sizeof what, "--capacity %s", cap_dev[i]);
-        int d = hm_estimator_device_index(e, cap_dev[i]);
+    for (int i = 0; i < o->ncaps; i++) {
+        char b1[32], b2[32], what[64];
+        snprintf(what, sizeof what, "--capacity %s", o->cap_dev[i]);
+        int d = hm_estimator_device_index(o->e, o->cap_dev[i]);
         if (d < 0) {
             hm_cli_fail(what, d);
-            goto close;
+            return -1;
         }
-        uint64_t dc = hm_estimator_device_capacity(e, d);
-        if (dc && cap_val[i] > dc) {
+        uint64_t dc = hm_estimator_device_capacity(o->e, d);
+        if (dc && o->cap_val[i] > dc) {
             hm_cli_failf(what, "%s is larger than the device's capacity in the traces (%s)",
-                         hm__fmt_size(cap_val[i], b1, sizeof b1), hm__fmt_size(dc, b2, sizeof b2));
-            goto close;
+                         hm__fmt_size(o->cap_val[i], b1, sizeof b1), hm__fmt_size(dc, b2, sizeof b2));
+            return -1;
         }
-        caps[d] = cap_val[i];
+        o->caps[d] = o->cap_val[i];
     }
-    opts.capacity = caps;
-    rc = hm_optimize_run(e, &opts, &res);
+    o->opts.capacity = o->caps;
+    return 0;
+}
+
+/* The search (o->res). 0 or -1 (said why). */
+static int opt_search(opt_t *o)
+{
+    int rc = hm_optimize_run(o->e, &o->opts, &o->res);
     if (rc == HM_ETOOBIG) {
-        hm_cli_failf(hm_optimize_algo_name(opts.algo), "%s", hm_errdetail());
-        goto close;
+        hm_cli_failf(hm_optimize_algo_name(o->opts.algo), "%s", hm_errdetail());
+        return -1;
     }
     if (rc < 0) {
-        hm_cli_fail(hm_optimize_algo_name(opts.algo), rc);
-        goto close;
+        hm_cli_fail(hm_optimize_algo_name(o->opts.algo), rc);
+        return -1;
     }
-    /* Refinement: each round's placement run in the simulator and added as
-     * a calibration run; the search then runs again on the calibrated
-     * model. The runs stay in rdir for hetmem estimate --calibrate. */
-    if (refine) {
-        const char *td = getenv("TMPDIR");
-        snprintf(rdir, sizeof rdir, "%s/hetmem-refine.XXXXXX", td && *td ? td : "/tmp");
-        if (!mkdtemp(rdir)) {
-            hm_cli_failf("temporary directory", "%s: %s", rdir, strerror(errno));
-            goto close;
+    return 0;
+}
+
+/* Refinement: each round's placement run in the simulator and added as a
+ * calibration run; the search then runs again on the calibrated model.
+ * The runs stay in o->rdir for hetmem estimate --calibrate. 0 or -1 (said
+ * why). */
+static int opt_refine(opt_t *o)
+{
+    const char *td = getenv("TMPDIR");
+    snprintf(o->rdir, sizeof o->rdir, "%s/hetmem-refine.XXXXXX", td && *td ? td : "/tmp");
+    if (!mkdtemp(o->rdir)) {
+        hm_cli_failf("temporary directory", "%s: %s", o->rdir, strerror(errno));
+        return -1;
+    }
+    o->rounds = json_array();
+    for (int k = 1; k <= (int)o->refine; k++) {
+        char pf[PATH_MAX + 32], tr[PATH_MAX + 32];
+        double ns, pred = o->res.estimate.runtime_ns;
+        hm_est_calibration_t cal;
+        int rc;
+        snprintf(pf, sizeof pf, "%s/refine-%d.json", o->rdir, k);
+        if ((rc = write_file(pf, o->res.placement_json)) < 0) {
+            hm_cli_fail(pf, rc);
+            return -1;
         }
-        rounds = json_array();
-        for (int k = 1; k <= (int)refine; k++) {
-            char pf[PATH_MAX + 32], tr[PATH_MAX + 32];
-            double ns, pred = res.estimate.runtime_ns;
-            hm_est_calibration_t cal;
-            snprintf(pf, sizeof pf, "%s/refine-%d.json", rdir, k);
-            if ((rc = write_file(pf, res.placement_json)) < 0) {
-                hm_cli_fail(pf, rc);
-                goto close;
-            }
-            if (hm_cli_sim_placement(traces[0], pf, rdir, k, allowed_exit, tr, sizeof tr, &ns) != 0 ||
-                hm_cli_calib_add(&cr, e, tr, pf, ns) != 0 || hm_cli_calib_fit("optimize", &cr, e, &cal) != 0)
-                goto close;
-            json_array_append_new(rounds, json_pack("{s:i, s:f, s:f, s:f, s:f, s:s, s:s}", "round", k, "predicted_s",
-                                                    s_of(pred), "measured_s", s_of(ns), "error", (pred - ns) / ns,
-                                                    "overlap", cal.overlap, "placement", pf, "trace", tr));
-            hm_optimize_result_free(&res);
-            memset(&res, 0, sizeof res);
-            if ((rc = hm_optimize_run(e, &opts, &res)) < 0) {
-                hm_cli_fail(hm_optimize_algo_name(opts.algo), rc);
-                goto close;
-            }
+        if (hm_cli_sim_placement(o->traces[0], pf, o->rdir, k, o->allowed_exit, tr, sizeof tr, &ns) != 0 ||
+            hm_cli_calib_add(&o->cr, o->e, tr, pf, ns) != 0 || hm_cli_calib_fit("optimize", &o->cr, o->e, &cal) != 0)
+            return -1;
+        json_array_append_new(o->rounds, json_pack("{s:i, s:f, s:f, s:f, s:f, s:s, s:s}", "round", k, "predicted_s",
+                                                   s_of(pred), "measured_s", s_of(ns), "error", (pred - ns) / ns,
+                                                   "overlap", cal.overlap, "placement", pf, "trace", tr));
+        hm_optimize_result_free(&o->res);
+        memset(&o->res, 0, sizeof o->res);
+        if ((rc = hm_optimize_run(o->e, &o->opts, &o->res)) < 0) {
+            hm_cli_fail(hm_optimize_algo_name(o->opts.algo), rc);
+            return -1;
         }
     }
-    /* References: same model, phasing and capacities. Greedy joins them as
-     * a cheap best-known candidate. */
+    return 0;
+}
+
+/* References: same model, phasing and capacities. Greedy joins them as a
+ * cheap best-known candidate. 0 or -1 (said why). */
+static int opt_references(opt_t *o)
+{
+    int rc;
     for (int k = 0; k < 4; k++)
-        if ((rc = hm_optimize_reference(e, &opts, (hm_optimize_ref_t)k, &ref[k])) < 0) {
+        if ((rc = hm_optimize_reference(o->e, &o->opts, (hm_optimize_ref_t)k, &o->ref[k])) < 0) {
             hm_cli_fail("reference placement", rc);
-            goto close;
+            return -1;
         }
-    hm_optimize_opts_t gopts = opts;
+    hm_optimize_opts_t gopts = o->opts;
     gopts.algo = HM_OPT_GREEDY;
     gopts.budget = 0;
     gopts.time_s = 0;
     gopts.policy_in = gopts.policy_out = NULL;
-    if ((rc = hm_optimize_run(e, &gopts, &greedy)) < 0) {
+    if ((rc = hm_optimize_run(o->e, &gopts, &o->greedy)) < 0) {
         hm_cli_fail("greedy reference", rc);
-        goto close;
+        return -1;
     }
-    if (src_names)
-        res.placement_json = by_source(e, res.placement_json);
-    if (out) {
-        /* The file must load as a placement of these devices. */
-        const char **names = hm__xcalloc((size_t)ndev, sizeof *names);
-        for (int d = 0; d < ndev; d++)
-            names[d] = hm_estimator_device_name(e, d);
-        hm_placement_t *p = NULL;
-        rc = hm_placement_parse(&p, "optimized placement", res.placement_json, names, ndev);
-        free(names);
-        hm_placement_close(p);
-        if (rc < 0) {
-            hm_cli_fail("optimized placement", rc);
-            goto close;
-        }
-        if ((rc = write_file(out, res.placement_json)) < 0) {
-            hm_cli_fail(out, rc);
-            goto close;
-        }
+    return 0;
+}
+
+/* -o FILE: the placement, checked to load as one of these devices. 0 or
+ * -1 (said why). */
+static int opt_write(opt_t *o)
+{
+    const char **names = hm__xcalloc((size_t)o->ndev, sizeof *names);
+    for (int d = 0; d < o->ndev; d++)
+        names[d] = hm_estimator_device_name(o->e, d);
+    hm_placement_t *p = NULL;
+    int rc = hm_placement_parse(&p, "optimized placement", o->res.placement_json, names, o->ndev);
+    free(names);
+    hm_placement_close(p);
+    if (rc < 0) {
+        hm_cli_fail("optimized placement", rc);
+        return -1;
     }
-    double t = res.estimate.runtime_ns;
-    double t_def = ref[HM_OPT_REF_DEFAULT].estimate.runtime_ns, t_ft = ref[HM_OPT_REF_FIRST_TOUCH].estimate.runtime_ns;
-    double t_slow = ref[HM_OPT_REF_SLOWEST].estimate.runtime_ns, t_fast = ref[HM_OPT_REF_FASTEST].estimate.runtime_ns;
-    /* The gap is measured against references found independently of the
-     * result: first touch, and greedy unless greedy is the search itself.
-     * Counting the result among them would make every search close 100% of
-     * a gap that it defines; here a result better than both closes more. */
-    int greedy_ref = opts.algo != HM_OPT_GREEDY;
-    double best = t_ft;
-    if (greedy_ref && greedy.estimate.runtime_ns < best)
-        best = greedy.estimate.runtime_ns;
-    double gap = t_slow - best > 0 ? (t_slow - t) / (t_slow - best) : 1;
-    if (json) {
-        json_t *pl = json_loads(res.placement_json, 0, NULL);
-        json_t *capj = json_object();
-        for (int d = 0; d < ndev; d++)
-            json_object_set_new(capj, hm_estimator_device_name(e, d),
-                                caps[d] == HM_OPT_UNLIMITED ? json_null() : json_integer((json_int_t)caps[d]));
-        json_t *o = json_pack("{s:s, s:s, s:b, s:f, s:[f,f], s:f, s:I, s:f, s:b, s:I, s:o, "
-                              "s:{s:f, s:f, s:f, s:f, s:f}, s:f, s:f, s:f, s:o, s:s?}",
-                              "algo", hm_optimize_algo_name(opts.algo), "model", hm_est_model_name(opts.model),
-                              "phased", opts.phased, "predicted_runtime_s", s_of(t), "ci_s", s_of(res.estimate.lo_ns),
-                              s_of(res.estimate.hi_ns), "migration_s", s_of(res.estimate.migration_ns),
-                              "estimator_calls", (json_int_t)res.estimator_calls, "wall_s", res.wall_s,
-                              "complete", res.complete, "episodes", (json_int_t)res.episodes, "capacity", capj,
-                              "references", "all_default_s", s_of(t_def), "first_touch_s", s_of(t_ft),
-                              "all_slowest_s", s_of(t_slow), "all_fastest_s", s_of(t_fast), "greedy_s",
-                              s_of(greedy.estimate.runtime_ns), "speedup_vs_default", t > 0 ? t_def / t : 0,
-                              "speedup_vs_first_touch", t > 0 ? t_ft / t : 0, "gap_closed", gap, "placement",
-                              pl ? pl : json_null(), "figures_note", hm_estimator_figures_note(e));
-        if (o && rounds)
-            json_object_set_new(o, "refine", json_pack("{s:s, s:f, s:O}", "dir", rdir, "overlap",
-                                                       hm_estimator_overlap(e), "rounds", rounds));
-        char *txt = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
-        if (!txt) {
-            json_decref(o);
-            hm_cli_fail("json", -ENOMEM);
-            goto close;
-        }
-        printf("%s\n", txt);
-        free(txt);
-        json_decref(o);
-    } else {
-        const char *dn = hm_estimator_device_name(e, hm_estimator_default_device(e));
-        printf("hetmem optimize: %s, model %s%s, %d objects, %llu estimator calls in %.3f s%s\n",
-               hm_optimize_algo_name(opts.algo), hm_est_model_name(opts.model), opts.phased ? ", per phase" : "",
-               hm_estimator_nobjects(e) - 1, (unsigned long long)res.estimator_calls, res.wall_s,
-               res.complete ? (opts.algo == HM_OPT_EXHAUSTIVE ? ", optimum proven" : "") : ", stopped by budget");
-        printf("  %-26s", "capacity");
-        for (int d = 0; d < ndev; d++) {
-            char b[32];
-            printf("%s%s %s", d ? ", " : "", hm_estimator_device_name(e, d),
-                   caps[d] == HM_OPT_UNLIMITED ? "unlimited" : hm__fmt_size(caps[d], b, sizeof b));
-        }
-        printf("\n  %-26s %.6f s  (95%%: %.6f .. %.6f)\n", "predicted runtime", s_of(t), s_of(res.estimate.lo_ns),
-               s_of(res.estimate.hi_ns));
-        if (opts.phased)
-            printf("  %-26s %.6f s\n", "of which migration", s_of(res.estimate.migration_ns));
-        char lab[64];
-        snprintf(lab, sizeof lab, "all in %s (default)", dn ? dn : "?");
-        printf("  %-26s %.6f s  -> %.3fx\n", lab, s_of(t_def), t > 0 ? t_def / t : 0);
-        printf("  %-26s %.6f s  -> %.3fx\n", "first touch", s_of(t_ft), t > 0 ? t_ft / t : 0);
-        printf("  %-26s %.6f s  -> %.3fx\n", "greedy", s_of(greedy.estimate.runtime_ns),
-               t > 0 ? greedy.estimate.runtime_ns / t : 0);
-        printf("  %-26s %.6f s  (no capacity limit)\n", "all on the slowest device", s_of(t_slow));
-        printf("  %-26s %.6f s  (no capacity limit)\n", "all on the fastest device", s_of(t_fast));
-        printf("  %-26s %.1f%% of all-slowest -> %s\n", "gap closed", 100 * gap,
-               greedy_ref ? "best of greedy and first touch" : "first touch");
-        if (rounds) {
-            printf("\n  refine: each round's placement run in the simulator, then the model calibrated on it\n");
-            printf("  %5s %14s %14s %9s %9s\n", "round", "predicted (s)", "measured (s)", "error", "overlap");
-            size_t i;
-            json_t *x;
-            json_array_foreach(rounds, i, x)
-                printf("  %5d %14.6f %14.6f %8.2f%% %9.4f\n", (int)json_integer_value(json_object_get(x, "round")),
-                       json_real_value(json_object_get(x, "predicted_s")),
-                       json_real_value(json_object_get(x, "measured_s")),
-                       100 * json_real_value(json_object_get(x, "error")),
-                       json_real_value(json_object_get(x, "overlap")));
-            printf("  the placement below is the search's on the calibrated model; runs kept in %s\n", rdir);
-        }
-        print_objects(stdout, e, &res, opts.phased);
-        if (out)
-            printf("\n  placement written to %s\n", out);
+    if ((rc = write_file(o->out, o->res.placement_json)) < 0) {
+        hm_cli_fail(o->out, rc);
+        return -1;
     }
-    status = HM_EXIT_OK;
-close:
-    json_decref(rounds);
-    hm_cli_calib_free(&cr);
-    hm_optimize_result_free(&res);
-    hm_optimize_result_free(&greedy);
+    return 0;
+}
+
+/* The share of the gap from all-slowest to the best reference that the
+ * result closes. The gap is measured against references found
+ * independently of the result: first touch, and greedy unless greedy is
+ * the search itself. Counting the result among them would make every
+ * search close 100% of a gap that it defines; here a result better than
+ * both closes more. */
+static double opt_gap(const opt_t *o)
+{
+    double t = o->res.estimate.runtime_ns, t_slow = o->ref[HM_OPT_REF_SLOWEST].estimate.runtime_ns;
+    double best = o->ref[HM_OPT_REF_FIRST_TOUCH].estimate.runtime_ns;
+    if (o->opts.algo != HM_OPT_GREEDY && o->greedy.estimate.runtime_ns < best)
+        best = o->greedy.estimate.runtime_ns;
+    return t_slow - best > 0 ? (t_slow - t) / (t_slow - best) : 1;
+}
+
+/* --json: the result, its references and the placement on stdout. 0 or
+ * -1 (said why). */
+static int opt_print_json(const opt_t *o)
+{
+    const hm_optimize_result_t *res = &o->res;
+    const hm_optimize_opts_t *opts = &o->opts;
+    double t = res->estimate.runtime_ns;
+    double t_def = o->ref[HM_OPT_REF_DEFAULT].estimate.runtime_ns;
+    double t_ft = o->ref[HM_OPT_REF_FIRST_TOUCH].estimate.runtime_ns;
+    json_t *pl = json_loads(res->placement_json, 0, NULL);
+    json_t *capj = json_object();
+    for (int d = 0; d < o->ndev; d++)
+        json_object_set_new(capj, hm_estimator_device_name(o->e, d),
+                            o->caps[d] == HM_OPT_UNLIMITED ? json_null() : json_integer((json_int_t)o->caps[d]));
+    json_t *j = json_pack("{s:s, s:s, s:b, s:f, s:[f,f], s:f, s:I, s:f, s:b, s:I, s:o, "
+                          "s:{s:f, s:f, s:f, s:f, s:f}, s:f, s:f, s:f, s:o, s:s?}",
+                          "algo", hm_optimize_algo_name(opts->algo), "model", hm_est_model_name(opts->model),
+                          "phased", opts->phased, "predicted_runtime_s", s_of(t), "ci_s", s_of(res->estimate.lo_ns),
+                          s_of(res->estimate.hi_ns), "migration_s", s_of(res->estimate.migration_ns),
+                          "estimator_calls", (json_int_t)res->estimator_calls, "wall_s", res->wall_s,
+                          "complete", res->complete, "episodes", (json_int_t)res->episodes, "capacity", capj,
+                          "references", "all_default_s", s_of(t_def), "first_touch_s", s_of(t_ft),
+                          "all_slowest_s", s_of(o->ref[HM_OPT_REF_SLOWEST].estimate.runtime_ns), "all_fastest_s",
+                          s_of(o->ref[HM_OPT_REF_FASTEST].estimate.runtime_ns), "greedy_s",
+                          s_of(o->greedy.estimate.runtime_ns), "speedup_vs_default", t > 0 ? t_def / t : 0,
+                          "speedup_vs_first_touch", t > 0 ? t_ft / t : 0, "gap_closed", opt_gap(o), "placement",
+                          pl ? pl : json_null(), "figures_note", hm_estimator_figures_note(o->e));
+    if (j && o->rounds)
+        json_object_set_new(j, "refine", json_pack("{s:s, s:f, s:O}", "dir", o->rdir, "overlap",
+                                                   hm_estimator_overlap(o->e), "rounds", o->rounds));
+    char *txt = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    if (!txt) {
+        json_decref(j);
+        hm_cli_fail("json", -ENOMEM);
+        return -1;
+    }
+    printf("%s\n", txt);
+    free(txt);
+    json_decref(j);
+    return 0;
+}
+
+/* The result as a table: capacities, predicted runtime beside the
+ * references, the refinement rounds, the objects' devices. */
+static void opt_print_table(const opt_t *o)
+{
+    const hm_optimize_result_t *res = &o->res;
+    const hm_optimize_opts_t *opts = &o->opts;
+    hm_estimator_t *e = o->e;
+    double t = res->estimate.runtime_ns;
+    double t_def = o->ref[HM_OPT_REF_DEFAULT].estimate.runtime_ns;
+    double t_ft = o->ref[HM_OPT_REF_FIRST_TOUCH].estimate.runtime_ns;
+    const char *dn = hm_estimator_device_name(e, hm_estimator_default_device(e));
+    printf("hetmem optimize: %s, model %s%s, %d objects, %llu estimator calls in %.3f s%s\n",
+           hm_optimize_algo_name(opts->algo), hm_est_model_name(opts->model), opts->phased ? ", per phase" : "",
+           hm_estimator_nobjects(e) - 1, (unsigned long long)res->estimator_calls, res->wall_s,
+           res->complete ? (opts->algo == HM_OPT_EXHAUSTIVE ? ", optimum proven" : "") : ", stopped by budget");
+    printf("  %-26s", "capacity");
+    for (int d = 0; d < o->ndev; d++) {
+        char b[32];
+        printf("%s%s %s", d ? ", " : "", hm_estimator_device_name(e, d),
+               o->caps[d] == HM_OPT_UNLIMITED ? "unlimited" : hm__fmt_size(o->caps[d], b, sizeof b));
+    }
+    printf("\n  %-26s %.6f s  (95%%: %.6f .. %.6f)\n", "predicted runtime", s_of(t), s_of(res->estimate.lo_ns),
+           s_of(res->estimate.hi_ns));
+    if (opts->phased)
+        printf("  %-26s %.6f s\n", "of which migration", s_of(res->estimate.migration_ns));
+    char lab[64];
+    snprintf(lab, sizeof lab, "all in %s (default)", dn ? dn : "?");
+    printf("  %-26s %.6f s  -> %.3fx\n", lab, s_of(t_def), t > 0 ? t_def / t : 0);
+    printf("  %-26s %.6f s  -> %.3fx\n", "first touch", s_of(t_ft), t > 0 ? t_ft / t : 0);
+    printf("  %-26s %.6f s  -> %.3fx\n", "greedy", s_of(o->greedy.estimate.runtime_ns),
+           t > 0 ? o->greedy.estimate.runtime_ns / t : 0);
+    printf("  %-26s %.6f s  (no capacity limit)\n", "all on the slowest device",
+           s_of(o->ref[HM_OPT_REF_SLOWEST].estimate.runtime_ns));
+    printf("  %-26s %.6f s  (no capacity limit)\n", "all on the fastest device",
+           s_of(o->ref[HM_OPT_REF_FASTEST].estimate.runtime_ns));
+    printf("  %-26s %.1f%% of all-slowest -> %s\n", "gap closed", 100 * opt_gap(o),
+           opts->algo != HM_OPT_GREEDY ? "best of greedy and first touch" : "first touch");
+    if (o->rounds) {
+        printf("\n  refine: each round's placement run in the simulator, then the model calibrated on it\n");
+        printf("  %5s %14s %14s %9s %9s\n", "round", "predicted (s)", "measured (s)", "error", "overlap");
+        size_t i;
+        json_t *x;
+        json_array_foreach(o->rounds, i, x)
+            printf("  %5d %14.6f %14.6f %8.2f%% %9.4f\n", (int)json_integer_value(json_object_get(x, "round")),
+                   json_real_value(json_object_get(x, "predicted_s")),
+                   json_real_value(json_object_get(x, "measured_s")),
+                   100 * json_real_value(json_object_get(x, "error")), json_real_value(json_object_get(x, "overlap")));
+        printf("  the placement below is the search's on the calibrated model; runs kept in %s\n", o->rdir);
+    }
+    print_objects(stdout, e, res, opts->phased);
+    if (o->out)
+        printf("\n  placement written to %s\n", o->out);
+}
+
+static void opt_free(opt_t *o)
+{
+    json_decref(o->rounds);
+    hm_cli_calib_free(&o->cr);
+    hm_optimize_result_free(&o->res);
+    hm_optimize_result_free(&o->greedy);
     for (int k = 0; k < 4; k++)
-        hm_optimize_result_free(&ref[k]);
-    free(caps);
-    hm_estimator_close(e);
-done:
-    free(mjson);
-    for (int i = 0; i < ncaps; i++)
-        free((char *)cap_dev[i]);
-    free(traces);
+        hm_optimize_result_free(&o->ref[k]);
+    free(o->caps);
+    hm_estimator_close(o->e);
+    free(o->mjson);
+    for (int i = 0; i < o->ncaps; i++)
+        free((char *)o->cap_dev[i]);
+    free(o->traces);
+}
+
+static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
+{
+    opt_t o = {.opts = {.algo = HM_OPT_RL, .model = HM_EST_DEFAULT, .seed = 1}};
+    int status = opt_options(&o, cmd, argc, argv);
+    if (status < 0) {
+        status = HM_EXIT_RUNTIME;
+        if (opt_open(&o) == 0 && opt_search(&o) == 0 && (!o.refine || opt_refine(&o) == 0) &&
+            opt_references(&o) == 0) {
+            if (o.src_names)
+                o.res.placement_json = by_source(o.e, o.res.placement_json);
+            if ((!o.out || opt_write(&o) == 0) && (o.json ? opt_print_json(&o) == 0 : (opt_print_table(&o), 1)))
+                status = HM_EXIT_OK;
+        }
+    }
+    opt_free(&o);
     return status;
 }
