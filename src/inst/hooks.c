@@ -8,32 +8,26 @@
 
 #include "inst.h"
 
-/* The simulator core is compiled into this file (and left out of the
- * archive's own list), so that queueing an access (sim/core.c
- * sim_enqueue()) inlines into every hook: no call per access beyond the
- * hook itself. */
-#include "sim/core.c"
-
 #define HM_HOOK HM_API __attribute__((used))
 
 /* ---- loads and stores */
 
 /* 4- and 8-byte loads pass the value about to be loaded: pointer and
- * index chases are detected from it (sim/core.c). The program itself is about to read it, so
- * the read is safe. */
+ * index chases are detected from it (src/sim). The program itself is about to read it, so
+ * the read is safe. Queueing the access (sim/sim.h) inlines into the hook. */
 #define LOAD_HOOK(name, sz, value_expr)                                          \
     HM_HOOK void name(void *p)                                                   \
     {                                                                            \
         hm_sim_t *s = hm__inst_sim;                                              \
         if (HM_LIKELY(s != NULL))                                                \
-            sim_load_inl(s, (uintptr_t)p, sz, value_expr, HM_RET_IP);            \
+            hm__sim_load(s, (uintptr_t)p, sz, value_expr, HM_RET_IP);            \
     }
 #define STORE_HOOK(name, sz)                                                     \
     HM_HOOK void name(void *p)                                                   \
     {                                                                            \
         hm_sim_t *s = hm__inst_sim;                                              \
         if (HM_LIKELY(s != NULL))                                                \
-            sim_store_inl(s, (uintptr_t)p, sz, HM_RET_IP);                       \
+            hm__sim_store(s, (uintptr_t)p, sz, HM_RET_IP);                       \
     }
 
 static inline uint64_t load4(const void *p)
@@ -105,12 +99,12 @@ HM_HOOK void __tsan_init(void) { hm__inst_init(); }
 #define ATOMICS(bits, T)                                                                   \
     HM_HOOK T __tsan_atomic##bits##_load(const volatile T *a, int mo)                     \
     {                                                                                      \
-        if (hm__inst_sim) hm_sim_load(hm__inst_sim, (uintptr_t)a, bits / 8, 0, HM_RET_IP); \
+        if (hm__inst_sim) hm__sim_load(hm__inst_sim, (uintptr_t)a, bits / 8, 0, HM_RET_IP); \
         return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                       \
     }                                                                                      \
     HM_HOOK void __tsan_atomic##bits##_store(volatile T *a, T v, int mo)                  \
     {                                                                                      \
-        if (hm__inst_sim) hm_sim_store(hm__inst_sim, (uintptr_t)a, bits / 8, HM_RET_IP);   \
+        if (hm__inst_sim) hm__sim_store(hm__inst_sim, (uintptr_t)a, bits / 8, HM_RET_IP);   \
         __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                          \
     }                                                                                      \
     ATOMIC_RMW(bits, T, exchange, __atomic_exchange_n)                                     \
@@ -147,8 +141,8 @@ HM_HOOK void __tsan_init(void) { hm__inst_init(); }
 static inline void rmw_access(volatile void *a, unsigned sz, uintptr_t ip)
 {
     if (hm__inst_sim) {
-        hm_sim_load(hm__inst_sim, (uintptr_t)a, sz, 0, ip);
-        hm_sim_store(hm__inst_sim, (uintptr_t)a, sz, ip);
+        hm__sim_load(hm__inst_sim, (uintptr_t)a, sz, 0, ip);
+        hm__sim_store(hm__inst_sim, (uintptr_t)a, sz, ip);
     }
 }
 

@@ -2,7 +2,7 @@
 #ifndef HETMEM_INST_H
 #define HETMEM_INST_H
 
-#include "sim/sim_int.h"
+#include "sim/sim.h"
 
 /* The simulator, in the thread it simulates (the one that started the
  * program); NULL while inactive (not run under `hetmem sim`, or before

@@ -80,8 +80,8 @@ void hm__sim_rob_stall(hm_sim_t *s)
 void hm_sim_instructions(hm_sim_t *s, uint64_t n)
 {
     hm__sim_drain(s);
-    s->live_icount += n;
-    s->icount = s->live_icount;
+    s->hot.live_icount += n;
+    s->icount = s->hot.live_icount;
     if (HM_UNLIKELY(s->icount >= s->rob_limit))
         hm__sim_rob_stall(s);
 }
@@ -762,48 +762,21 @@ static inline void sim_access(hm_sim_t *s, uint64_t addr, unsigned size, int st,
     }
 }
 
-/* The hooks do not simulate an access on the spot: they queue it with the
- * instruction count at which it happened, and the queue is simulated in
- * batches (hm__sim_drain()). The model sees exactly the same sequence of
- * instruction counts and accesses as if each were simulated at once (a ROB
- * stall found late is resolved from the recorded counts, see
- * hm__sim_rob_stall()), so results are unchanged. What changes is the
- * host's work: a hook is a few stores, so the program's own cache misses
- * overlap across iterations as they do natively. */
-static inline void sim_enqueue(hm_sim_t *s, uint64_t addr, unsigned size, int st, uint64_t value, uint64_t ip)
-{
-    hm__qent_t *e = &s->q[s->qn];
-    e->addr = addr;
-    e->icount = s->live_icount;
-    e->value = value;
-    e->ipx = (ip & 0xffffffffffffull) | (uint64_t)size << 48 | (uint64_t)st << 63;
-    if (HM_UNLIKELY(++s->qn == HM_SIM_QUEUE))
-        hm__sim_drain(s);
-}
-
-/* Inline forms for the access hooks, which include this file (src/inst). */
-static inline void sim_load_inl(hm_sim_t *s, uint64_t addr, unsigned size, uint64_t value, uint64_t ip)
-{
-    if (HM_UNLIKELY(s->done))
-        return;
-    sim_enqueue(s, addr, size, 0, size == 8 || size == 4 ? value : 0, ip);
-}
-
-static inline void sim_store_inl(hm_sim_t *s, uint64_t addr, unsigned size, uint64_t ip)
-{
-    if (HM_UNLIKELY(s->done))
-        return;
-    sim_enqueue(s, addr, size, 1, 0, ip);
-}
-
+/* The hooks queue accesses (sim.h) and the queue is simulated here, in
+ * batches. The model sees exactly the same sequence of instruction counts
+ * and accesses as if each were simulated at once (a ROB stall found late is
+ * resolved from the recorded counts, see hm__sim_rob_stall()), so results
+ * are unchanged. What changes is the host's work: a hook is a few stores,
+ * so the program's own cache misses overlap across iterations as they do
+ * natively. */
 void hm__sim_drain(hm_sim_t *s)
 {
     if (s->draining)
         return; /* a sample callback asking for the time: the entry's own */
     s->draining = 1;
-    uint32_t n = s->qn;
+    uint32_t n = s->hot.qn;
     for (uint32_t i = 0; i < n; i++) {
-        const hm__qent_t *e = &s->q[i];
+        const hm__qent_t *e = &s->hot.q[i];
         s->icount = e->icount;
         if (HM_UNLIKELY(s->icount >= s->rob_limit))
             hm__sim_rob_stall(s);
@@ -820,29 +793,21 @@ void hm__sim_drain(hm_sim_t *s)
             s->loads++;
         sim_access(s, e->addr, size, st, e->value, e->ipx & 0xffffffffffffull);
     }
-    s->qn = 0;
-    s->icount = s->live_icount;
+    s->hot.qn = 0;
+    s->icount = s->hot.live_icount;
     if (HM_UNLIKELY(s->icount >= s->rob_limit))
         hm__sim_rob_stall(s);
     s->draining = 0;
 }
 
-/* Queued like an access (size 0), so that it falls between the right
- * loads: the ones before it are those the next load waits for. */
-void hm__sim_select_mark(hm_sim_t *s)
-{
-    if (!s->done)
-        sim_enqueue(s, 0, 0, 0, 0, 0);
-}
-
 void hm_sim_load(hm_sim_t *s, uint64_t addr, unsigned size, uint64_t value, uint64_t ip)
 {
-    sim_load_inl(s, addr, size, value, ip);
+    hm__sim_load(s, addr, size, value, ip);
 }
 
 void hm_sim_store(hm_sim_t *s, uint64_t addr, unsigned size, uint64_t ip)
 {
-    sim_store_inl(s, addr, size, ip);
+    hm__sim_store(s, addr, size, ip);
 }
 
 /* Bulk operations (memcpy and friends) run in libc, outside the hooks: they
@@ -850,7 +815,7 @@ void hm_sim_store(hm_sim_t *s, uint64_t addr, unsigned size, uint64_t ip)
  * (a vectorised copy loop moves a 64-byte line in about that many). */
 static void range(hm_sim_t *s, uint64_t addr, uint64_t len, int st, uint64_t ip)
 {
-    if (!len || s->done)
+    if (!len || s->hot.done)
         return;
     hm__sim_drain(s);
     uint64_t first = addr >> s->line_shift, last = (addr + len - 1) >> s->line_shift;

@@ -164,7 +164,7 @@ void hm_sim_set_site_source(hm_sim_t *s, hm_sim_site_source_fn fn)
 void hm_sim_alloc(hm_sim_t *s, uint64_t addr, uint64_t size, uint64_t site)
 {
     hm__sim_drain(s);
-    if (!size || s->done)
+    if (!size || s->hot.done)
         return;
     /* Frees we did not see (e.g. inside libc): the range is reused. */
     const hm_objtab_entry_t *stale;
@@ -342,7 +342,7 @@ static void phase_close(hm_sim_t *s)
 void hm_sim_phase(hm_sim_t *s, int begin, const char *name)
 {
     hm__sim_drain(s);
-    if (s->done)
+    if (s->hot.done)
         return;
     if (begin) {
         if (s->nphase < (int)HM_ARRAY_LEN(s->phase)) {

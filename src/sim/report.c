@@ -9,7 +9,7 @@ static json_t *u64(uint64_t v) { return json_integer((json_int_t)v); }
 char *hm_sim_report(hm_sim_t *s)
 {
     hm__sim_drain(s);
-    s->done = 1;
+    s->hot.done = 1;
     /* Drain: the run ends when its last miss completes. */
     double now = s->t + (double)(s->icount - s->t_icount) * s->cpi_ns;
     double end = s->last_done > now ? s->last_done : now;

@@ -1,4 +1,5 @@
-/* Simulator internals shared by the src/sim sources and the libhetmem_inst hooks. */
+/* Simulator internals, private to src/sim. The instrumentation runtime sees
+ * only sim.h (the hot path), which this extends. */
 #ifndef HETMEM_SIM_INT_H
 #define HETMEM_SIM_INT_H
 
@@ -6,6 +7,7 @@
 
 #include "common/common.h"
 #include "hetmem/sim.h"
+#include "sim.h"
 
 #define HM_SIM_MAX_LEVELS 4
 #define HM_SIM_MAX_DEVICES 8
@@ -89,14 +91,6 @@ typedef struct {
     double uw0, ucur, uprev;         /* uprev: utilisation of the previous window */
 } hm__device_t;
 
-/* One access queued by the hooks: address, instruction count at the
- * access, the 8-byte value loaded (0 if none), and the program counter
- * with the size in bits 48..62 and the store flag in bit 63. */
-typedef struct {
-    uint64_t addr, icount, value, ipx;
-} hm__qent_t;
-#define HM_SIM_QUEUE 256
-
 /* Objects as reports and placement see them: one group per (site, name). */
 typedef struct {
     uint64_t site;
@@ -116,6 +110,10 @@ typedef struct {
 } hm__alloc_t;
 
 struct hm_sim {
+    /* accesses queued by the hooks, simulated in batches (sim.h, core.c);
+     * first, so that sim.h's inline functions reach it from a hm_sim_t
+     * pointer without knowing the rest */
+    hm__sim_hot_t hot;
     const hm_sim_machine_t *m;
     hm_placement_t *pl;
     int fixed_device;           /* -1: placement/default */
@@ -187,11 +185,6 @@ struct hm_sim {
     uint32_t pf_dist;
     uint64_t prefetches;
 
-    /* accesses queued by the hooks, simulated in batches (core.c) */
-    hm__qent_t q[HM_SIM_QUEUE];
-    uint32_t qn;
-    uint64_t live_icount;       /* instructions retired so far, hook-fed */
-
     uint64_t loads, stores;
     uint64_t ld_left, st_left, period;
     uint64_t rng;               /* sampling jitter: splitmix64 state, fixed seed */
@@ -220,7 +213,6 @@ struct hm_sim {
     uint64_t migrated_pages;    /* pages moved at phase boundaries */
     /* the allocating call's "file:line" of a site id (hm_sim_set_site_source) */
     hm_sim_site_source_fn site_source;
-    int done;
     int draining;               /* inside hm__sim_drain() */
     /* misses not yet retired, in program order (the ROB limit); last, as
      * the largest and coldest part */
@@ -233,10 +225,6 @@ static inline uint16_t hm__ptag(uint64_t line)
 {
     return (uint16_t)(((line * 0xff51afd7ed558ccdull) >> 48) | 1);
 }
-
-/* core.c: simulates the accesses the hooks queued. Every entry point that
- * reads or changes the model's state calls it first. */
-void hm__sim_drain(hm_sim_t *s);
 
 /* cache.c */
 int hm__cache_init(hm__cache_t *c, uint64_t size, uint32_t assoc, uint32_t line, double lat_ns);
@@ -292,17 +280,6 @@ static inline uint64_t *hm__sim_page_ptr(hm_sim_t *s, uint64_t addr)
 
 
 
-/* Hot-path entry for the instruction hook: inline so that a basic block
- * costs one add. */
+/* core.c: the oldest outstanding miss blocks retirement (ROB limit). */
 void hm__sim_rob_stall(hm_sim_t *s);
-static inline void hm__sim_instr(hm_sim_t *s, uint64_t n)
-{
-    s->live_icount += n; /* the model catches up in hm__sim_drain() */
-}
-/* Queues a select mark: the block about to run computes its next load's
- * address from a comparison of a value loaded by the previous loads (a
- * binary search compiled to cmov), so that load waits for them. */
-void hm__sim_select_mark(hm_sim_t *s);
-/* Size of the live allocation starting at @p addr, or 0. */
-uint64_t hm__sim_alloc_size(const hm_sim_t *s, uint64_t addr);
 #endif

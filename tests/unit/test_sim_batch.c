@@ -1,7 +1,8 @@
 /* The simulator queues accesses and simulates them in batches (src/sim/core.c).
- * This replays one synthetic program through the API twice, once batched
- * (the hooks' path: instructions counted inline, accesses queued) and once
- * an access at a time (the queue drained after every access), and requires
+ * This replays one synthetic program twice, once batched through sim.h's
+ * inline hot path (the hooks' path: instructions counted inline, accesses
+ * queued) and once through the public API an access at a time (the queue
+ * drained after every access), and requires
  * the two runs to agree bit for bit: the report, and every sample. The
  * program mixes what the model distinguishes: streams (prefetcher), random
  * misses over a large range, pointer chases (dependence detection),
@@ -18,7 +19,7 @@
 #include "common/common.h"
 #include "hetmem/placement.h"
 #include "hetmem/sim.h"
-#include "sim/sim_int.h"
+#include "sim/sim.h"
 
 typedef struct {
     uint64_t n, hash;
@@ -38,19 +39,26 @@ static uint64_t rnd(uint64_t *x)
     return *x;
 }
 
-/* One access, then (@p each) a drain through the API. */
+/* One access: queued as the hooks queue it, or (@p each) through the API
+ * and drained at once. */
 static void ld(hm_sim_t *s, int each, uint64_t a, unsigned sz, uint64_t val, uint64_t ip)
 {
+    if (!each) {
+        hm__sim_load(s, a, sz, val, ip);
+        return;
+    }
     hm_sim_load(s, a, sz, val, ip);
-    if (each)
-        (void)hm_sim_access_count(s);
+    (void)hm_sim_access_count(s);
 }
 
 static void st(hm_sim_t *s, int each, uint64_t a, unsigned sz, uint64_t ip)
 {
+    if (!each) {
+        hm__sim_store(s, a, sz, ip);
+        return;
+    }
     hm_sim_store(s, a, sz, ip);
-    if (each)
-        (void)hm_sim_access_count(s);
+    (void)hm_sim_access_count(s);
 }
 
 /* Runs the synthetic program; returns the report (malloc'd). */
