@@ -171,13 +171,10 @@ static void note_peak(ps_shuffler_t *ps, ps__xchg_t *x)
 
 static void drop_staged(ps_shuffler_t *ps, ps__xchg_t *x)
 {
-    for (uint64_t i = 0; i < x->nstaged; i++) {
-        if (ps->root) {
-            ps__dir_unlink_sample(&ps->rankdir, x->staged[i].id);
-        } else {
-            ps__arena_free(&ps->arena, x->staged[i].blk, x->staged[i].size);
-        }
-    }
+    if (ps->root)
+        ps__seg_drop(&ps->rankdir); /* the exchange's segment, unless committed */
+    for (uint64_t i = 0; i < x->nstaged && !ps->root; i++)
+        ps__arena_free(&ps->arena, x->staged[i].blk, x->staged[i].size);
     x->nstaged = 0;
 }
 
@@ -208,18 +205,13 @@ static void free_types(ps_shuffler_t *ps, ps__xchg_t *x)
 
 static void free_peers(ps_shuffler_t *ps, ps__peer_t *p, int recv_side)
 {
+    (void)recv_side;
     for (int r = 0; p && r < ps->nranks; r++) {
         free(p[r].idx);
         if (p[r].hs)
             XXH3_freeState(p[r].hs);
-        if (p[r].fd >= 0) {
-            if (recv_side && ps->root) {
-                ps__entry_t e = {.id = get64(p[r].hdr + p[r].j * PS_WIRE_HDR)};
-                ps__sample_abort(&ps->rankdir, &e, p[r].fd);
-            } else {
-                close(p[r].fd);
-            }
-        }
+        if (p[r].fd >= 0)
+            close(p[r].fd);
     }
     free(p);
 }
@@ -320,7 +312,7 @@ static int sender_check(ps_shuffler_t *ps, ps__xchg_t *x, const ps__entry_t *e, 
         return 0;
     char path[4300];
     if (ps->root)
-        ps__sample_path(path, sizeof path, ps->rankdir.path, e->id);
+        ps__sample_path(path, sizeof path, ps->rankdir.path, e);
     else
         snprintf(path, sizeof path, "memory store");
     /* Sent anyway, so that no peer is left waiting; the exchange fails on
@@ -368,11 +360,7 @@ static int pack_slice(ps_shuffler_t *ps, ps__xchg_t *x, ps__peer_t *p)
     int check = ps->root || e->size < x->direct;
     int whole = p->off == 0 && take == e->size;
     if (ps->root) {
-        int err = 0;
-        if (p->fd < 0)
-            err = ps__sample_open(&ps->rankdir, e, &p->fd);
-        if (!err)
-            err = ps__sample_pread(&ps->rankdir, e, p->fd, dst, take, p->off);
+        int err = ps__seg_pread(&ps->rankdir, e, dst, take, p->off);
         if (err) {
             xfail(x, err, 0);
             memset(dst, 0, take);
@@ -403,14 +391,20 @@ static int pack_slice(ps_shuffler_t *ps, ps__xchg_t *x, ps__peer_t *p)
     return p->rpos == p->rlen;
 }
 
-/* Writes the next slice of receive stream `p` (directory store) from the
- * round buffer into the file of the sample at the cursor, checking the
- * checksum on the slice just written. Returns 1 when the piece is done. */
+/* Directory store: writes this round's piece of receive stream `p` from
+ * the round buffer into the exchange's segment (one write: the stream's
+ * place in the segment was fixed when the headers arrived), then checks
+ * the checksum of the next slice of it. Returns 1 when the piece is done. */
 static int unpack_slice(ps_shuffler_t *ps, ps__xchg_t *x, int peer)
 {
     ps__peer_t *p = &x->rp[peer];
+    if (p->rpos == 0 && p->rlen && !x->err) {
+        int err = ps__seg_pwrite_part(&ps->rankdir, peer, x->round * x->budget, x->rbuf + p->boff, p->rlen);
+        if (err)
+            xfail(x, err, 0);
+    }
     while (p->j < p->n && hdr_size(p, p->j) == 0)
-        p->j++; /* empty samples were written when the headers arrived */
+        p->j++; /* an empty sample has no payload */
     if (p->rpos == p->rlen)
         return 1;
     const unsigned char *h = p->hdr + p->j * PS_WIRE_HDR;
@@ -422,15 +416,7 @@ static int unpack_slice(ps_shuffler_t *ps, ps__xchg_t *x, int peer)
     if (take > SLICE)
         take = SLICE;
     const unsigned char *src = x->rbuf + p->boff + p->rpos;
-    int whole = p->off == 0 && take == e.size, err = 0;
-    if (!x->err) {
-        if (p->off == 0)
-            err = ps__sample_create(&ps->rankdir, &e, &p->fd);
-        if (!err)
-            err = ps__sample_append(&ps->rankdir, &e, p->fd, src, take);
-        if (err)
-            xfail(x, err, 0);
-    }
+    int whole = p->off == 0 && take == e.size;
     uint64_t hv = 0;
     if (whole) {
         hv = ps__hash(src, take);
@@ -445,13 +431,6 @@ static int unpack_slice(ps_shuffler_t *ps, ps__xchg_t *x, int peer)
         if (hv != e.hash) {
             ps__errf(PS_ECORRUPT, "sample %#" PRIx64 " from rank %d arrived with a bad checksum", e.id, peer);
             xfail(x, PS_ECORRUPT, 1);
-        }
-        if (p->fd >= 0) {
-            if (x->err)
-                ps__sample_abort(&ps->rankdir, &e, p->fd);
-            else if ((err = ps__sample_finish(&ps->rankdir, &e, p->fd)))
-                xfail(x, err, 0);
-            p->fd = -1;
         }
         p->j++;
         p->off = 0;
@@ -532,9 +511,25 @@ static int on_headers(ps_shuffler_t *ps, ps__xchg_t *x)
             p->len += s;
         }
     }
+    /* A directory store writes what it receives into one segment, each
+     * peer's stream in one piece of it. */
+    uint64_t skey = PS_SEG_KEY(x->epoch + 1, ps->rank);
+    if (ps->root) {
+        uint64_t nrecv = 0;
+        for (int r = 0; r < M; r++)
+            nrecv += x->rp[r].n;
+        int err = 0;
+        if (nrecv && x->epoch + 1 > PS_SEG_MAX_EPOCH)
+            err = ps__errf(PS_EINVAL, "epoch %" PRIu64 ": beyond the directory store's epochs", x->epoch + 1);
+        if (nrecv && !err)
+            err = ps__seg_create(&ps->rankdir, skey, M);
+        if (err)
+            xfail(x, err, 0);
+    }
     for (int r = 0; r < M; r++) {
         ps__peer_t *p = &x->rp[r];
         size_t live = 0;
+        uint64_t sbase = ps->root && p->n ? ps__seg_reserve(&ps->rankdir, r, p->len) : 0;
         unsigned char *base = NULL;
         ps__block_t *blk = NULL;
         if (!ps->root && p->n) {
@@ -554,17 +549,13 @@ static int on_headers(ps_shuffler_t *ps, ps__xchg_t *x)
             if (base) {
                 e.data = base + off;
                 e.blk = blk;
+            } else if (ps->root) {
+                e.seg = skey;
+                e.off = sbase + off;
             }
             off += e.size;
             x->staged[k++] = e;
             x->staged_bytes += e.size;
-            if (ps->root && e.size == 0) {
-                int fd, err = ps__sample_create(&ps->rankdir, &e, &fd);
-                if (!err && (err = ps__sample_finish(&ps->rankdir, &e, fd)))
-                    fd = -1;
-                if (err)
-                    xfail(x, err, 0);
-            }
         }
     }
     /* The regions took the spares that fit; the others may stay within
@@ -610,6 +601,13 @@ static int on_headers(ps_shuffler_t *ps, ps__xchg_t *x)
         return 0;
     }
     x->nnew = n;
+    /* Kept samples of segments this exchange leaves less than half live
+     * move into its segment (copied at the commit). */
+    if (ps->root && !x->err) {
+        int err = ps__seg_plan_moves(&ps->rankdir, x->newent, n, skey);
+        if (err)
+            xfail(x, err, 0);
+    }
     return 0;
 }
 
@@ -1427,7 +1425,9 @@ static int commit(ps_shuffler_t *ps, ps__xchg_t *x)
     }
     int err = 0;
     if (ps->root) {
-        if (ps->fsync && (err = ps__sync_store(&ps->rankdir)))
+        /* The segment (its moves copied, fsync'd) is in place before the
+         * manifest that names it. */
+        if ((err = ps__seg_finish(&ps->rankdir, ps->fsync)))
             return err;
         hook(ps, PS_POINT_STAGED);
         ps__manifest_t m = {.rank = ps->rank, .nranks = ps->nranks, .epoch = x->epoch + 1, .seed = ps->seed,
@@ -1439,6 +1439,8 @@ static int commit(ps_shuffler_t *ps, ps__xchg_t *x)
     }
     return err;
 }
+
+static void deleting_hook(void *ps) { hook(ps, PS_POINT_DELETING); }
 
 PS_API int ps_exchange_end(ps_shuffler_t *ps)
 {
@@ -1499,21 +1501,20 @@ PS_API int ps_exchange_end(ps_shuffler_t *ps)
         uint64_t held = ps->bytes - x->st.bytes_sent + x->staged_bytes;
         ps->arena.spare_max = (size_t)(qn * (double)held) + ps->window / 2;
     }
-    /* Every receiver has committed: the sent samples can go. */
+    /* Every receiver has committed: the sent samples can go (a directory
+     * store's segments that no sample of the new manifest is in). */
+    if (ps->root) {
+        ps__seg_gc(&ps->rankdir, x->newent, x->nnew, deleting_hook, ps);
+        ps__dir_unlink_manifest(&ps->rankdir, x->epoch);
+    }
     uint64_t done = 0, half = x->st.samples_sent / 2;
-    for (uint64_t i = 0; i < ps->n; i++) {
+    for (uint64_t i = 0; i < ps->n && !ps->root; i++) {
         if (!x->sent[i])
             continue;
-        if (ps->root) {
-            ps__dir_unlink_sample(&ps->rankdir, ps->ent[i].id);
-        } else {
-            ps__arena_free(&ps->arena, ps->ent[i].blk, ps->ent[i].size);
-        }
+        ps__arena_free(&ps->arena, ps->ent[i].blk, ps->ent[i].size);
         if (++done == half && half)
             hook(ps, PS_POINT_DELETING);
     }
-    if (ps->root)
-        ps__dir_unlink_manifest(&ps->rankdir, x->epoch);
     free(ps->ent);
     ps->ent = x->newent;
     x->newent = NULL;

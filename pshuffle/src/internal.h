@@ -49,8 +49,16 @@ typedef struct {
     uint32_t flags;
     uint64_t size;
     uint64_t hash;
-    void *data;   /* memory store only: in the arena */
-    struct ps__block *blk;
+    union {
+        struct {          /* memory store: in the arena */
+            void *data;
+            struct ps__block *blk;
+        };
+        struct {          /* directory store: in segment file `seg` at byte `off` */
+            uint64_t seg; /* PS_SEG_KEY(epoch, rank) of the segment */
+            uint64_t off;
+        };
+    };
 } ps__entry_t;
 
 /* The memory store's arena (arena.c). */
@@ -85,11 +93,36 @@ void *ps__arena_region(ps__arena_t *a, size_t bytes, size_t live, ps__block_t **
  * are). */
 int ps__arena_compact(ps__arena_t *a, ps__entry_t *ent, uint64_t n, size_t slack);
 
-/* ---- sample files and manifests (store.c) ---- */
-#define PS_SAMPLE_MAGIC "PSMP"
-#define PS_SAMPLE_HDR 32
-#define PS_MANIFEST_MAGIC "pshuffle-manifest 1"
+/* ---- segment files and manifests (store.c, segment.c) ---- */
+#define PS_MANIFEST_MAGIC "pshuffle-manifest"
+#define PS_MANIFEST_VERSION 2
+/* A segment file: a 32-byte header {"PSSG", u32 version 1, u64 epoch, u32
+ * rank, u32 reserved, u64 payload length} and the payloads of its samples
+ * back to back. Named seg.<epoch, 10 digits>.<rank, 5 digits>: written by
+ * that rank in the exchange that committed that epoch (or the initial
+ * load, epoch 0), never changed after its rename. */
+#define PS_SEG_MAGIC "PSSG"
+#define PS_SEG_VERSION 1
+#define PS_SEG_HDR 32
+#define PS_SEG_RANK_BITS 24
+#define PS_SEG_KEY(epoch, rank) ((uint64_t)(epoch) << PS_SEG_RANK_BITS | (uint64_t)(rank))
+#define PS_SEG_EPOCH(key) ((key) >> PS_SEG_RANK_BITS)
+#define PS_SEG_RANK(key) ((int)((key) & ((UINT64_C(1) << PS_SEG_RANK_BITS) - 1)))
+#define PS_SEG_MAX_EPOCH ((UINT64_C(1) << (64 - PS_SEG_RANK_BITS)) - 1)
 
+/* A segment the rank's committed state (or the exchange in flight) refers
+ * to: its payload length and, once the exchange read from it, a
+ * descriptor. */
+typedef struct {
+    uint64_t key, len;
+    int fd;
+    int pending; /* written by the exchange in flight, not committed yet */
+} ps__seg_t;
+
+/* A kept sample copied out of a sparse segment into the one being written. */
+typedef struct {
+    uint64_t from, from_off, to_off, size;
+} ps__move_t;
 typedef struct {
     int rank, nranks;
     uint64_t epoch;
@@ -110,8 +143,21 @@ typedef struct {
     int lockfd;        /* DIR/rank-NNNNN/lock while ps__dir_lock() holds it, else -1 */
     char root[4096];   /* DIR */
     char path[4200];   /* DIR/rank-NNNNN */
+    /* The segments of the rank (segment.c): the committed state's, sorted
+     * by key, and the one being written (wfd >= 0: its temporary file;
+     * wbase[part]: where each part of it starts; moves: the kept samples
+     * to copy into it). Only the exchange and the calls that commit use
+     * them; ps_read opens the segment it reads each time. */
+    ps__seg_t *segs;
+    size_t nsegs, capsegs;
+    int wfd;
+    uint64_t wkey, wend;
+    uint64_t *wbase;
+    int wparts;
+    ps__move_t *moves;
+    size_t nmoves, capmoves;
 } ps__dir_t;
-#define PS__DIR_INIT {.fd = -1, .rootfd = -1, .lockfd = -1}
+#define PS__DIR_INIT {.fd = -1, .rootfd = -1, .lockfd = -1, .wfd = -1}
 
 /* ps__dir_open() flags. */
 enum {
@@ -129,37 +175,65 @@ int ps__dir_open(ps__dir_t *d, const char *root, int rank, int flags);
  * naming the holder's host and pid when another process holds it. */
 int ps__dir_lock(ps__dir_t *d);
 void ps__dir_close(ps__dir_t *d);
-/* Removes sample `id` / manifest `epoch` from the directory (no error if
- * absent; the caller decides whether a failure matters). */
-int ps__dir_unlink_sample(const ps__dir_t *d, uint64_t id);
+/* Removes manifest `epoch` from the directory (no error if absent; the
+ * caller decides whether a failure matters). */
 int ps__dir_unlink_manifest(const ps__dir_t *d, uint64_t epoch);
 /* File names inside a rank directory. */
-void ps__sample_name(char *buf, size_t len, uint64_t id);
 void ps__manifest_name(char *buf, size_t len, uint64_t epoch);
+void ps__seg_name(char *buf, size_t len, uint64_t key);
+/* 1 when `name` is a segment's (its key in *key), else 0. */
+int ps__seg_parse_name(const char *name, uint64_t *key);
 
 /* Rank directory path "DIR/rank-NNNNN" into buf (for messages). */
 void ps__rank_dir(char *buf, size_t len, const char *root, int rank);
-void ps__sample_path(char *buf, size_t len, const char *rankdir, uint64_t id);
+/* Path of the segment holding sample e (for messages). */
+void ps__sample_path(char *buf, size_t len, const char *rankdir, const ps__entry_t *e);
 void ps__manifest_path(char *buf, size_t len, const char *rankdir, uint64_t epoch);
 /* Creates path and its missing parents, mode 0700 (existing ones are left
  * as they are). */
 int ps__mkdirs(const char *path);
 
-int ps__sample_write(const ps__dir_t *d, const ps__entry_t *e, const void *data, int do_fsync);
+/* Internal helpers of store.c that segment.c shares. */
+int ps__create_tmp(const ps__dir_t *d, const char *name, int *fd);
+int ps__open_regular(const ps__dir_t *d, const char *name, int *fd);
+int ps__write_all(int fd, const void *buf, size_t len);
+int ps__pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
+int ps__pread_all(int fd, void *buf, size_t len, uint64_t off);
+
+/* ---- segments (segment.c) ----
+ * The segment being written: ps__seg_create() makes its temporary file,
+ * with `parts` parts whose places ps__seg_reserve() fixes (part p's bytes
+ * are then written with ps__seg_pwrite_part()); ps__seg_add() appends a
+ * sample (the initial load); ps__seg_plan_moves() decides which kept
+ * samples leave sparse segments for it; ps__seg_finish() copies them,
+ * writes the header, fsyncs (do_fsync) and renames it into place, pending
+ * until ps__seg_gc() commits the entries that refer to it (and removes
+ * the segments no entry refers to any more) or ps__seg_drop() removes it. */
+int ps__seg_create(ps__dir_t *d, uint64_t key, int parts);
+uint64_t ps__seg_reserve(ps__dir_t *d, int part, uint64_t len);
+int ps__seg_pwrite_part(ps__dir_t *d, int part, uint64_t off, const void *buf, size_t len);
+int ps__seg_add(ps__dir_t *d, uint64_t key, ps__entry_t *e, const void *data);
+/* Kept samples of ent[n] (the next committed state) in segments that
+ * would be less than half live get a place in the segment being written
+ * (creating it as key `key` when none is open); their entries are updated. */
+int ps__seg_plan_moves(ps__dir_t *d, ps__entry_t *ent, uint64_t n, uint64_t key);
+int ps__seg_finish(ps__dir_t *d, int do_fsync);
+void ps__seg_drop(ps__dir_t *d);
+/* `mid` (may be NULL) is called once, when half of the unreferenced
+ * segments are removed. */
+int ps__seg_gc(ps__dir_t *d, const ps__entry_t *ent, uint64_t n, void (*mid)(void *), void *arg);
+/* The table of the segments ent[n] refers to (a resumed state): each must
+ * be a regular file with a sound header, long enough for its samples. */
+int ps__seg_load(ps__dir_t *d, const ps__entry_t *ent, uint64_t n);
+/* Payload bytes [off, off+len) of sample e, through the table's cached
+ * descriptors (the exchange). */
+int ps__seg_pread(ps__dir_t *d, const ps__entry_t *e, void *buf, size_t len, uint64_t off);
+/* Sorted distinct segment keys of ent[n]; *keys malloc'd. */
+int ps__seg_keys(const ps__entry_t *ent, uint64_t n, uint64_t **keys, size_t *nk);
+void ps__seg_close_all(ps__dir_t *d);
+/* Reads sample e whole and checks it against its checksum, opening its
+ * segment for this read only (ps_read, verify). */
 int ps__sample_read(const ps__dir_t *d, const ps__entry_t *e, void *buf, size_t cap);
-/* A sample file written in pieces: create (header), append, then finish
- * (close and rename into place) or abort (close and remove). */
-int ps__sample_create(const ps__dir_t *d, const ps__entry_t *e, int *fd);
-int ps__sample_append(const ps__dir_t *d, const ps__entry_t *e, int fd, const void *data, size_t len);
-int ps__sample_finish(const ps__dir_t *d, const ps__entry_t *e, int fd);
-void ps__sample_abort(const ps__dir_t *d, const ps__entry_t *e, int fd);
-/* A sample file read in pieces: open (checks header and size), then
- * pread payload bytes [off, off+len). The caller closes fd. */
-int ps__sample_open(const ps__dir_t *d, const ps__entry_t *e, int *fd);
-int ps__sample_pread(const ps__dir_t *d, const ps__entry_t *e, int fd, void *buf, size_t len, uint64_t off);
-/* Checks that sample file `e` is a regular file of the right size,
- * without reading it (PS_ECORRUPT naming it otherwise). */
-int ps__sample_stat(const ps__dir_t *d, const ps__entry_t *e);
 int ps__manifest_write(const ps__dir_t *d, const ps__manifest_t *m, int do_fsync);
 int ps__manifest_read(const ps__dir_t *d, uint64_t epoch, ps__manifest_t *m);
 /* Parses the manifest open on fd (read from its start); `name` is for
@@ -168,7 +242,6 @@ int ps__manifest_read_fd(int fd, const char *name, ps__manifest_t *m);
 void ps__manifest_free(ps__manifest_t *m);
 /* Epochs of the manifests present in the directory, ascending; *out malloc'd. */
 int ps__manifest_list(const ps__dir_t *d, uint64_t **out, size_t *n);
-int ps__sync_store(const ps__dir_t *d);
 
 int ps__cmp_entry(const void *a, const void *b);
 

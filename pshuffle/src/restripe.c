@@ -139,8 +139,27 @@ int ps__restripe_cleanup(const char *root)
 static int is_sample_name(const char *n)
 {
     uint64_t v;
-    char tail;
-    return strlen(n) == 18 && !strcmp(n + 16, ".s") && sscanf(n, "%16" SCNx64 "%c", &v, &tail) == 2;
+    return ps__seg_parse_name(n, &v);
+}
+
+/* Links segment `key` of old rank directory `from` into `to` unless it is
+ * there already (a segment is named by the epoch and rank that wrote it,
+ * so the same name is the same file: another is refused). */
+static int link_seg(const ps__dir_t *from, const ps__dir_t *to, uint64_t key)
+{
+    char name[40];
+    ps__seg_name(name, sizeof name, key);
+    if (!linkat(from->fd, name, to->fd, name, 0))
+        return 0;
+    int e = errno;
+    struct stat a, b;
+    if (e == EEXIST && !fstatat(from->fd, name, &a, AT_SYMLINK_NOFOLLOW) &&
+        !fstatat(to->fd, name, &b, AT_SYMLINK_NOFOLLOW) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        return 0;
+    if (e == EEXIST)
+        return ps__errf(PS_ECORRUPT, "store: %s/%s and another file of that name in a rank directory differ",
+                        from->path, name);
+    return ps__errf(-e, "link %s/%s: %s", from->path, name, strerror(e));
 }
 
 static int is_ours(const char *n)
@@ -300,9 +319,8 @@ int ps__restripe(const char *root, int m_old, int m_new, uint64_t seed, uint64_t
                            "job", root, om[k].seed, om[k].qdesc);
             goto out;
         }
-        for (uint64_t i = 0; i < om[k].count; i++)
-            if ((err = ps__sample_stat(&old[k], &om[k].ent[i])))
-                goto out;
+        if ((err = ps__seg_load(&old[k], om[k].ent, om[k].count)))
+            goto out;
         /* Refuse what cannot travel before anything is written. */
         if ((err = link_extras(old[k].fd, old[k].path, -1, not_ours, NULL)))
             goto out;
@@ -374,22 +392,13 @@ int ps__restripe(const char *root, int m_old, int m_new, uint64_t seed, uint64_t
                 goto out;
             }
             nm[r].ent[c] = om[src].ent[pos];
-            char name[32];
-            ps__sample_name(name, sizeof name, om[src].ent[pos].id);
-            if (linkat(old[src].fd, name, nd.fd, name, 0)) {
-                err = ps__errf(-errno, "link %s/%s: %s", old[src].path, name, strerror(errno));
+            if ((err = link_seg(&old[src], &nd, om[src].ent[pos].seg)))
                 goto out;
-            }
             pos++;
         }
-        for (c = 0; c < keep[r]; c++) {
-            char name[32];
-            ps__sample_name(name, sizeof name, nm[r].ent[c].id);
-            if (linkat(old[r].fd, name, nd.fd, name, 0)) {
-                err = ps__errf(-errno, "link %s/%s: %s", old[r].path, name, strerror(errno));
+        for (c = 0; c < keep[r]; c++)
+            if ((err = link_seg(&old[r], &nd, nm[r].ent[c].seg)))
                 goto out;
-            }
-        }
         qsort(nm[r].ent, nm[r].count, sizeof *nm[r].ent, ps__cmp_entry);
         /* The manifests are fsync'd by the sync below, not one by one. */
         if ((err = ps__manifest_write(&nd, &nm[r], 0)))

@@ -116,16 +116,28 @@ static int entries_grow(ps_shuffler_t *ps, uint64_t need)
     return 0;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 /* Removes the files this library writes from a rank directory; with `keep`
- * set, keeps the sample files it lists and its manifest (keep->epoch). */
+ * set, keeps the segments its samples are in and its manifest
+ * (keep->epoch). */
 static int clean_rankdir(const ps__dir_t *dir, const ps__manifest_t *keep)
 {
+    uint64_t *keys = NULL;
+    size_t nk = 0;
+    if (keep && ps__seg_keys(keep->ent, keep->count, &keys, &nk))
+        return ps__errf(-ENOMEM, "listing %s", dir->path);
     int dfd = dup(dir->fd);
     DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
     if (!d) {
         int e = errno;
         if (dfd >= 0)
             close(dfd);
+        free(keys);
         return ps__errf(-e, "open %s: %s", dir->path, strerror(e));
     }
     rewinddir(d); /* the duplicate shares the offset of an earlier listing */
@@ -137,13 +149,8 @@ static int clean_rankdir(const ps__dir_t *dir, const ps__manifest_t *keep)
         int ours = 0;
         uint64_t v;
         char tail;
-        if (l == 18 && !strcmp(n + 16, ".s") && sscanf(n, "%16" SCNx64 "%c", &v, &tail) == 2) {
-            ours = 1;
-            if (keep) {
-                ps__entry_t key = {.id = v};
-                if (bsearch(&key, keep->ent, keep->count, sizeof key, ps__cmp_entry))
-                    ours = 0;
-            }
+        if (ps__seg_parse_name(n, &v)) {
+            ours = !keep || !bsearch(&v, keys, nk, sizeof v, cmp_u64);
         } else if (!strncmp(n, ".tmp.", 5)) {
             ours = 1;
         } else if (l == 19 && sscanf(n, "manifest.%" SCNu64 "%c", &v, &tail) == 1) {
@@ -159,6 +166,7 @@ static int clean_rankdir(const ps__dir_t *dir, const ps__manifest_t *keep)
             err = ps__errf(-errno, "unlink %s/%s: %s", dir->path, n, strerror(errno));
     }
     closedir(d);
+    free(keys);
     return err;
 }
 
@@ -329,11 +337,11 @@ static int resume_local(ps_shuffler_t *ps, uint64_t epoch)
         return err;
     if ((err = clean_rankdir(&ps->rankdir, &m)))
         goto out;
-    /* A missing file is caught here rather than at the first read, so a
-     * damaged store is refused at open. Checksums are checked on read. */
-    for (uint64_t i = 0; i < m.count; i++)
-        if ((err = ps__sample_stat(&ps->rankdir, &m.ent[i])))
-            goto out;
+    /* A missing or truncated segment is caught here rather than at the
+     * first read, so a damaged store is refused at open. Checksums are
+     * checked on read. */
+    if ((err = ps__seg_load(&ps->rankdir, m.ent, m.count)))
+        goto out;
     free(ps->ent);
     ps->ent = m.ent;
     ps->n = ps->cap = m.count;
@@ -577,7 +585,8 @@ PS_API int ps_add(ps_shuffler_t *ps, uint64_t id, int32_t label, const void *dat
         return err;
     ps__entry_t e = {.id = id, .label = label, .size = len, .hash = ps__hash(data, len)};
     if (ps->root) {
-        if ((err = ps__sample_write(&ps->rankdir, &e, data, 0)))
+        /* The initial load's samples go into one segment, seg.0.RANK. */
+        if ((err = ps__seg_add(&ps->rankdir, PS_SEG_KEY(0, ps->rank), &e, data)))
             return err;
     } else {
         e.data = ps__arena_alloc(&ps->arena, len, &e.blk);
@@ -843,10 +852,11 @@ PS_API int ps_start(ps_shuffler_t *ps)
         ps__manifest_t m = {.rank = ps->rank, .nranks = ps->nranks, .epoch = 0, .seed = ps->seed,
                             .params = ps->params, .count = ps->n, .ent = ps->ent};
         ps__schedule_desc(&ps->q, m.qdesc, sizeof m.qdesc);
-        if (ps->fsync)
-            err = ps__sync_store(&ps->rankdir);
+        err = ps__seg_finish(&ps->rankdir, ps->fsync);
         if (!err)
             err = ps__manifest_write(&ps->rankdir, &m, ps->fsync);
+        if (!err)
+            ps__seg_gc(&ps->rankdir, ps->ent, ps->n, NULL, NULL);
         if (!err && ps->hook)
             ps->hook(ps->hook_arg, PS_POINT_LOADED, 0);
     }

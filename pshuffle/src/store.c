@@ -1,9 +1,11 @@
-/* Directory store: sample files and per-rank manifests.
+/* Directory store: rank directories, manifests and the file helpers the
+ * segment files (segment.c) use.
  *
  * Every file is written atomically: a temporary file in the same
  * directory, fsync, rename. A manifest names the committed epoch and lists
- * every sample with its size and XXH3 checksum; the manifest itself ends
- * with a checksum line, so a torn or edited manifest is detected.
+ * every sample with its size, XXH3 checksum and place (segment and
+ * offset); the manifest itself ends with a checksum line, so a torn or
+ * edited manifest is detected.
  *
  * A store may sit in a directory other users can write to (/tmp): its
  * directories are the user's own (mode 0700, checked when they exist), and
@@ -74,16 +76,16 @@ void ps__rank_dir(char *buf, size_t len, const char *root, int rank)
     snprintf(buf, len, "%s/rank-%05d", root, rank);
 }
 
-void ps__sample_name(char *buf, size_t len, uint64_t id) { snprintf(buf, len, "%016" PRIx64 ".s", id); }
-
 void ps__manifest_name(char *buf, size_t len, uint64_t epoch)
 {
     snprintf(buf, len, "manifest.%010" PRIu64, epoch);
 }
 
-void ps__sample_path(char *buf, size_t len, const char *rankdir, uint64_t id)
+void ps__sample_path(char *buf, size_t len, const char *rankdir, const ps__entry_t *e)
 {
-    snprintf(buf, len, "%s/%016" PRIx64 ".s", rankdir, id);
+    char name[40];
+    ps__seg_name(name, sizeof name, e->seg);
+    snprintf(buf, len, "%s/%s", rankdir, name);
 }
 
 void ps__manifest_path(char *buf, size_t len, const char *rankdir, uint64_t epoch)
@@ -226,6 +228,7 @@ int ps__dir_lock(ps__dir_t *d)
 
 void ps__dir_close(ps__dir_t *d)
 {
+    ps__seg_close_all(d);
     if (d->lockfd >= 0)
         close(d->lockfd); /* releases the lock */
     if (d->fd >= 0)
@@ -233,13 +236,6 @@ void ps__dir_close(ps__dir_t *d)
     if (d->rootfd >= 0)
         close(d->rootfd);
     d->fd = d->rootfd = d->lockfd = -1;
-}
-
-int ps__dir_unlink_sample(const ps__dir_t *d, uint64_t id)
-{
-    char name[32];
-    ps__sample_name(name, sizeof name, id);
-    return unlinkat(d->fd, name, 0) && errno != ENOENT ? -errno : 0;
 }
 
 int ps__dir_unlink_manifest(const ps__dir_t *d, uint64_t epoch)
@@ -252,7 +248,7 @@ int ps__dir_unlink_manifest(const ps__dir_t *d, uint64_t epoch)
 /* Creates temporary file `name` for writing. O_EXCL and O_NOFOLLOW: a file
  * or link of that name is never written through; one left by a crash of
  * this store's own job (the directory is private) is removed first. */
-static int create_tmp(const ps__dir_t *d, const char *name, int *fd)
+int ps__create_tmp(const ps__dir_t *d, const char *name, int *fd)
 {
     for (int tries = 0;; tries++) {
         *fd = openat(d->fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -266,14 +262,14 @@ static int create_tmp(const ps__dir_t *d, const char *name, int *fd)
 /* Opens file `name` of the directory for reading, refusing anything but a
  * regular file (a symbolic link, a FIFO, a device): O_NONBLOCK so that a
  * FIFO cannot block the open. */
-static int open_regular(const ps__dir_t *d, const char *name, int *fd)
+int ps__open_regular(const ps__dir_t *d, const char *name, int *fd)
 {
     *fd = openat(d->fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (*fd < 0) {
         int e = errno;
         if (e == ENOENT)
             return ps__errf(PS_ECORRUPT, "%s/%s: %s", d->path, name,
-                            name[0] == 'm' ? "manifest missing" : "sample file missing");
+                            name[0] == 'm' ? "manifest missing" : "segment file missing");
         if (e == ELOOP)
             return ps__errf(PS_ECORRUPT, "%s/%s: a symbolic link, not a file of the store", d->path, name);
         return ps__errf(-e, "open %s/%s: %s", d->path, name, strerror(e));
@@ -312,7 +308,7 @@ static int write_budget(size_t len)
 #define write_budget(len) ((void)(len), 0)
 #endif
 
-static int write_all(int fd, const void *buf, size_t len)
+int ps__write_all(int fd, const void *buf, size_t len)
 {
     const char *p = buf;
     int e = write_budget(len);
@@ -331,18 +327,6 @@ static int write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
-/* Makes every sample file written so far durable, with their directory
- * entries: one syncfs() of the store's filesystem instead of one fsync per
- * file, which on a node-local disk costs about as much as a single fsync.
- * Called before a manifest is written, so a manifest never names a sample
- * that could be lost on power failure. */
-int ps__sync_store(const ps__dir_t *d)
-{
-    if (syncfs(d->fd) || fsync(d->fd))
-        return ps__errf(-errno, "syncfs %s: %s", d->path, strerror(errno));
-    return 0;
-}
-
 /* Writes two buffers to file `name` atomically. */
 static int atomic_write(const ps__dir_t *d, const char *name, const void *a, size_t alen, const void *b, size_t blen,
                         int do_fsync)
@@ -350,12 +334,12 @@ static int atomic_write(const ps__dir_t *d, const char *name, const void *a, siz
     char tmp[64];
     int fd;
     snprintf(tmp, sizeof tmp, ".tmp.%s", name);
-    int err = create_tmp(d, tmp, &fd);
+    int err = ps__create_tmp(d, tmp, &fd);
     if (err)
         return err;
-    err = write_all(fd, a, alen);
+    err = ps__write_all(fd, a, alen);
     if (!err && blen)
-        err = write_all(fd, b, blen);
+        err = ps__write_all(fd, b, blen);
     if (!err && do_fsync && fsync(fd))
         err = -errno;
     if (close(fd) && !err)
@@ -369,169 +353,41 @@ static int atomic_write(const ps__dir_t *d, const char *name, const void *a, siz
     return 0;
 }
 
-static void put_u32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i)); }
-static void put_u64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i)); }
-static uint32_t get_u32(const unsigned char *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
-static uint64_t get_u64(const unsigned char *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
-
-static void sample_header(unsigned char *h, const ps__entry_t *e)
+int ps__pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 {
-    memset(h, 0, PS_SAMPLE_HDR);
-    memcpy(h, PS_SAMPLE_MAGIC, 4);
-    put_u32(h + 4, 1);
-    put_u64(h + 8, e->id);
-    put_u32(h + 16, (uint32_t)e->label);
-    put_u64(h + 24, e->size);
-}
-
-/* Sample file: 32-byte header {"PSMP", u32 version=1, u64 id, i32 label,
- * u32 reserved, u64 size} then the payload. The payload's checksum lives in
- * the manifest, so a file cannot vouch for itself. */
-int ps__sample_write(const ps__dir_t *d, const ps__entry_t *e, const void *data, int do_fsync)
-{
-    unsigned char h[PS_SAMPLE_HDR];
-    char name[32];
-    sample_header(h, e);
-    ps__sample_name(name, sizeof name, e->id);
-    return atomic_write(d, name, h, sizeof h, data, e->size, do_fsync);
-}
-
-static void sample_tmp_name(char *buf, size_t len, uint64_t id)
-{
-    snprintf(buf, len, ".tmp.%016" PRIx64 ".s", id);
-}
-
-/* Streaming write of a received sample: the header now, the payload in
- * pieces, then an atomic rename, as ps__sample_write() does in one go. */
-int ps__sample_create(const ps__dir_t *d, const ps__entry_t *e, int *fd)
-{
-    char tmp[64];
-    unsigned char h[PS_SAMPLE_HDR];
-    sample_tmp_name(tmp, sizeof tmp, e->id);
-    sample_header(h, e);
-    int err = create_tmp(d, tmp, fd);
-    if (err)
-        return err;
-    if ((err = write_all(*fd, h, sizeof h))) {
-        close(*fd);
-        *fd = -1;
-        unlinkat(d->fd, tmp, 0);
-        return ps__errf(err, "write %s/%s", d->path, tmp);
+    const char *p = buf;
+    int e = write_budget(len);
+    if (e)
+        return e;
+    while (len) {
+        ssize_t w = pwrite(fd, p, len, (off_t)off);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += w;
+        off += (uint64_t)w;
+        len -= (size_t)w;
     }
     return 0;
 }
 
-int ps__sample_append(const ps__dir_t *d, const ps__entry_t *e, int fd, const void *data, size_t len)
-{
-    int err = write_all(fd, data, len);
-    if (err) {
-        char tmp[64];
-        sample_tmp_name(tmp, sizeof tmp, e->id);
-        return ps__errf(err, "write %s/%s", d->path, tmp);
-    }
-    return 0;
-}
-
-int ps__sample_finish(const ps__dir_t *d, const ps__entry_t *e, int fd)
-{
-    char tmp[64], name[32];
-    sample_tmp_name(tmp, sizeof tmp, e->id);
-    ps__sample_name(name, sizeof name, e->id);
-    int err = close(fd) ? -errno : 0;
-    if (!err && renameat(d->fd, tmp, d->fd, name))
-        err = -errno;
-    if (err) {
-        unlinkat(d->fd, tmp, 0);
-        return ps__errf(err, "write %s/%s", d->path, name);
-    }
-    return 0;
-}
-
-void ps__sample_abort(const ps__dir_t *d, const ps__entry_t *e, int fd)
-{
-    char tmp[64];
-    sample_tmp_name(tmp, sizeof tmp, e->id);
-    if (fd >= 0)
-        close(fd);
-    unlinkat(d->fd, tmp, 0);
-}
-
-/* Opens sample file e and checks its header and size against e. */
-static int sample_open_checked(const ps__dir_t *d, const ps__entry_t *e, int *fd)
-{
-    char name[32];
-    unsigned char h[PS_SAMPLE_HDR];
-    struct stat st;
-    ps__sample_name(name, sizeof name, e->id);
-    int err = open_regular(d, name, fd);
-    if (err)
-        return err;
-    if (pread(*fd, h, sizeof h, 0) != (ssize_t)sizeof h || memcmp(h, PS_SAMPLE_MAGIC, 4) || get_u32(h + 4) != 1)
-        err = ps__errf(PS_ECORRUPT, "%s/%s: bad sample header", d->path, name);
-    else if (get_u64(h + 8) != e->id || get_u64(h + 24) != e->size || (int32_t)get_u32(h + 16) != e->label)
-        err = ps__errf(PS_ECORRUPT, "%s/%s: header (id %#" PRIx64 ", size %" PRIu64 ") disagrees with the manifest",
-                       d->path, name, get_u64(h + 8), get_u64(h + 24));
-    else if (fstat(*fd, &st) || (uint64_t)st.st_size != PS_SAMPLE_HDR + e->size)
-        err = ps__errf(PS_ECORRUPT, "%s/%s: %lld bytes, expected %" PRIu64, d->path, name, (long long)st.st_size,
-                       PS_SAMPLE_HDR + e->size);
-    if (err) {
-        close(*fd);
-        *fd = -1;
-    }
-    return err;
-}
-
-/* Opens a sample file for reading its payload in pieces (at offset
- * PS_SAMPLE_HDR + k), after checking its header and size against e. */
-int ps__sample_open(const ps__dir_t *d, const ps__entry_t *e, int *fd) { return sample_open_checked(d, e, fd); }
-
-int ps__sample_stat(const ps__dir_t *d, const ps__entry_t *e)
-{
-    char name[32];
-    struct stat st;
-    ps__sample_name(name, sizeof name, e->id);
-    if (fstatat(d->fd, name, &st, AT_SYMLINK_NOFOLLOW))
-        return ps__errf(errno == ENOENT ? PS_ECORRUPT : -errno, "%s/%s: sample file %s", d->path, name,
-                        errno == ENOENT ? "missing" : strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return ps__errf(PS_ECORRUPT, "%s/%s: not a regular file", d->path, name);
-    if ((uint64_t)st.st_size != PS_SAMPLE_HDR + e->size)
-        return ps__errf(PS_ECORRUPT, "%s/%s: sample file has the wrong size", d->path, name);
-    return 0;
-}
-
-int ps__sample_pread(const ps__dir_t *d, const ps__entry_t *e, int fd, void *buf, size_t len, uint64_t off)
+/* 0, -errno, or PS_ECORRUPT when the file ends before len bytes. */
+int ps__pread_all(int fd, void *buf, size_t len, uint64_t off)
 {
     size_t got = 0;
     while (got < len) {
-        ssize_t r = pread(fd, (char *)buf + got, len - got, (off_t)(PS_SAMPLE_HDR + off + got));
+        ssize_t r = pread(fd, (char *)buf + got, len - got, (off_t)(off + got));
         if (r < 0 && errno == EINTR)
             continue;
-        if (r <= 0) {
-            char path[4300];
-            ps__sample_path(path, sizeof path, d->path, e->id);
-            return r < 0 ? ps__errf(-errno, "read %s", path) : ps__errf(PS_ECORRUPT, "%s: truncated", path);
-        }
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            return PS_ECORRUPT;
         got += (size_t)r;
     }
     return 0;
-}
-
-int ps__sample_read(const ps__dir_t *d, const ps__entry_t *e, void *buf, size_t cap)
-{
-    if (cap < e->size)
-        return ps__errf(PS_EINVAL, "sample %#" PRIx64 ": buffer of %zu bytes for %" PRIu64, e->id, cap, e->size);
-    int fd, err = sample_open_checked(d, e, &fd);
-    if (err)
-        return err;
-    err = ps__sample_pread(d, e, fd, buf, e->size, 0);
-    close(fd);
-    if (!err && ps__hash(buf, e->size) != e->hash) {
-        char path[4300];
-        ps__sample_path(path, sizeof path, d->path, e->id);
-        err = ps__errf(PS_ECORRUPT, "%s: checksum mismatch (sample %#" PRIx64 ")", path, e->id);
-    }
-    return err;
 }
 
 int ps__manifest_write(const ps__dir_t *d, const ps__manifest_t *m, int do_fsync)
@@ -542,11 +398,12 @@ int ps__manifest_write(const ps__dir_t *d, const ps__manifest_t *m, int do_fsync
     FILE *f = open_memstream(&buf, &len);
     if (!f)
         return -ENOMEM;
-    fprintf(f, "%s\nrank %d\nnranks %d\nepoch %" PRIu64 "\nseed %" PRIu64 "\nparams %#" PRIx64 "\nschedule %s\ncount %" PRIu64 "\n",
-            PS_MANIFEST_MAGIC, m->rank, m->nranks, m->epoch, m->seed, m->params, m->qdesc[0] ? m->qdesc : "-", m->count);
+    fprintf(f, "%s %d\nrank %d\nnranks %d\nepoch %" PRIu64 "\nseed %" PRIu64 "\nparams %#" PRIx64 "\nschedule %s\ncount %" PRIu64 "\n",
+            PS_MANIFEST_MAGIC, PS_MANIFEST_VERSION, m->rank, m->nranks, m->epoch, m->seed, m->params, m->qdesc[0] ? m->qdesc : "-", m->count);
     for (uint64_t i = 0; i < m->count; i++) {
         const ps__entry_t *e = &m->ent[i];
-        fprintf(f, "s %016" PRIx64 " %" PRId32 " %" PRIu64 " %016" PRIx64 "\n", e->id, e->label, e->size, e->hash);
+        fprintf(f, "s %016" PRIx64 " %" PRId32 " %" PRIu64 " %016" PRIx64 " %" PRIu64 " %d %" PRIu64 "\n", e->id,
+                e->label, e->size, e->hash, PS_SEG_EPOCH(e->seg), PS_SEG_RANK(e->seg), e->off);
     }
     if (fflush(f)) {
         fclose(f);
@@ -613,7 +470,8 @@ static int take_char(const char **pp, const char *end, char c)
     return 0;
 }
 
-/* "s ID LABEL SIZE HASH\n" (ID and HASH hex, LABEL a signed int32). */
+/* "s ID LABEL SIZE HASH EPOCH RANK OFF\n" (ID and HASH hex, LABEL a signed
+ * int32; EPOCH RANK name the segment, OFF the payload's offset in it). */
 static int parse_entry(char **pp, const char *end, ps__entry_t *e)
 {
     const char *p = *pp;
@@ -627,8 +485,14 @@ static int parse_entry(char **pp, const char *end, ps__entry_t *e)
         return -1;
     e->label = neg ? (int32_t)(-(int64_t)lab) : (int32_t)lab;
     if (take_char(&p, end, ' ') || take_u64(&p, end, 10, 20, &e->size) || take_char(&p, end, ' ') ||
-        take_u64(&p, end, 16, 16, &e->hash) || take_char(&p, end, '\n'))
+        take_u64(&p, end, 16, 16, &e->hash) || take_char(&p, end, ' '))
         return -1;
+    uint64_t sep, srank;
+    if (take_u64(&p, end, 10, 20, &sep) || sep > PS_SEG_MAX_EPOCH || take_char(&p, end, ' ') ||
+        take_u64(&p, end, 10, 8, &srank) || srank >= (UINT64_C(1) << PS_SEG_RANK_BITS) || take_char(&p, end, ' ') ||
+        take_u64(&p, end, 10, 20, &e->off) || e->off < PS_SEG_HDR || take_char(&p, end, '\n'))
+        return -1;
+    e->seg = PS_SEG_KEY(sep, srank);
     *pp = (char *)p;
     return 0;
 }
@@ -639,7 +503,7 @@ int ps__manifest_read(const ps__dir_t *d, uint64_t epoch, ps__manifest_t *m)
     int fd;
     memset(m, 0, sizeof *m);
     ps__manifest_name(name, sizeof name, epoch);
-    int err = open_regular(d, name, &fd);
+    int err = ps__open_regular(d, name, &fd);
     if (err)
         return err;
     snprintf(path, sizeof path, "%s/%s", d->path, name);
@@ -686,8 +550,22 @@ int ps__manifest_read_fd(int fd, const char *path, ps__manifest_t *m)
     char *p = buf;
     int line = 1;
 #define NEXT_LINE() do { char *nl_ = strchr(p, '\n'); p = nl_ ? nl_ + 1 : p + strlen(p); line++; } while (0)
-    if (strncmp(p, PS_MANIFEST_MAGIC "\n", strlen(PS_MANIFEST_MAGIC) + 1)) {
+    int version = 0;
+    char vtail = 0;
+    if (strncmp(p, PS_MANIFEST_MAGIC " ", strlen(PS_MANIFEST_MAGIC) + 1) ||
+        sscanf(p + strlen(PS_MANIFEST_MAGIC) + 1, "%9d%c", &version, &vtail) != 2 || vtail != '\n') {
         err = ps__errf(PS_ECORRUPT, "%s: not a pshuffle manifest", path);
+        goto out;
+    }
+    if (version == 1) {
+        err = ps__errf(PS_EFORMAT, "%s: a store of an older pshuffle (format 1, a file per sample); this version "
+                       "reads format %d (segment files): start afresh (resume = 0) and load the data again", path,
+                       PS_MANIFEST_VERSION);
+        goto out;
+    }
+    if (version != PS_MANIFEST_VERSION) {
+        err = ps__errf(PS_EFORMAT, "%s: manifest format %d, this version of pshuffle reads format %d", path, version,
+                       PS_MANIFEST_VERSION);
         goto out;
     }
     /* Header lines are copied out before sscanf(), which would otherwise

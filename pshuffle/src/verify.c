@@ -153,16 +153,21 @@ PS_API int ps_verify_dir(const char *dir, ps_verify_t *v)
         if (d)
             rewinddir(d);
         struct dirent *de;
+        uint64_t *keys = NULL;
+        size_t nk = 0;
+        if (d && ps__seg_keys(man[r].ent, man[r].count, &keys, &nk)) {
+            closedir(d);
+            err = -ENOMEM;
+            goto out;
+        }
         while (d && (de = readdir(d))) {
-            uint64_t id;
-            char tail;
-            if (strlen(de->d_name) != 18 || strcmp(de->d_name + 16, ".s") ||
-                sscanf(de->d_name, "%16" SCNx64 "%c", &id, &tail) != 2)
+            uint64_t key;
+            if (!ps__seg_parse_name(de->d_name, &key))
                 continue;
-            ps__entry_t key = {.id = id};
-            if (!bsearch(&key, man[r].ent, man[r].count, sizeof key, ps__cmp_entry))
+            if (!bsearch(&key, keys, nk, sizeof key, cmp_u64))
                 v->orphans++;
         }
+        free(keys);
         if (d)
             closedir(d);
     }

@@ -6,8 +6,11 @@
  *   corrupt DIR | enospc DIR                           (directory store)
  *   dupx | allocbegin | loneend                        (errors every rank returns)
  *   allocchunk | closemid | stall | badheader          (the job must abort with a message) */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <unistd.h>
+
+#include <dirent.h>
 
 #include "tcommon.h"
 
@@ -184,15 +187,35 @@ int main(int argc, char **argv)
             T_OK(ps_plan_compute(&p, c.seed, 1, 0.5, counts, M, 1));
             ps_sample_t s;
             T_OK(ps_info(ps, p.send_pos[0], &s));
-            char path[4200];
-            snprintf(path, sizeof path, "%s/rank-00001/%016" PRIx64 ".s", dir, s.id);
-            FILE *f = fopen(path, "r+b");
-            T_CHECK(f != NULL, "open %s", path);
-            if (f) {
-                fseek(f, 40, SEEK_SET);
-                fputc(0xff ^ fgetc(f), f);
-                fclose(f);
+            /* Its bytes are somewhere in one of rank 1's segment files:
+             * found by content, one byte of them changed in place. */
+            unsigned char want[64];
+            T_OK(ps_read(ps, p.send_pos[0], want, sizeof want));
+            int damaged = 0;
+            char rdir[4200];
+            snprintf(rdir, sizeof rdir, "%s/rank-00001", dir);
+            DIR *dd = opendir(rdir);
+            struct dirent *de;
+            while (dd && !damaged && (de = readdir(dd))) {
+                if (strncmp(de->d_name, "seg.", 4))
+                    continue;
+                char path[4600];
+                snprintf(path, sizeof path, "%.4200s/%.256s", rdir, de->d_name);
+                FILE *f = fopen(path, "r+b");
+                static unsigned char seg[1 << 16];
+                size_t got = f ? fread(seg, 1, sizeof seg, f) : 0;
+                unsigned char *at = got ? memmem(seg, got, want, s.size) : NULL;
+                if (at) {
+                    fseek(f, (long)(at - seg) + 8, SEEK_SET);
+                    fputc(0xff ^ at[8], f);
+                    damaged = 1;
+                }
+                if (f)
+                    fclose(f);
             }
+            if (dd)
+                closedir(dd);
+            T_CHECK(damaged, "sample %#" PRIx64 " not found in %s", s.id, rdir);
             unsigned char buf[64];
             err = ps_read(ps, p.send_pos[0], buf, sizeof buf);
             T_CHECK(err == PS_ECORRUPT, "read of the damaged sample: %s", ps_err_name(err));

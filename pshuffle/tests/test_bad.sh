@@ -55,11 +55,12 @@ grep -q "checksum mismatch" "$W/corrupt.verify" || { cat "$W/corrupt.verify"; fa
 # knob of the library. The exchange must fail with no partial commit.
 mnt="$W/tiny"
 mkdir -p "$mnt"
-# 2 ranks x 40 samples of 1 KiB, each file in a 4 KiB page, plus manifests:
-# the initial store fits; the 20 extra samples per rank of Q=0.5 do not.
-if mount -t tmpfs -o size=400k tmpfs "$mnt" 2> /dev/null; then
+# 2 ranks x 40 samples of 1000 bytes, one segment of 10 pages per rank,
+# plus manifests (22 of 25 pages): the initial store fits; the segments of
+# the 20 samples per rank that Q=0.5 moves (5 pages each) do not.
+if mount -t tmpfs -o size=100k tmpfs "$mnt" 2> /dev/null; then
   trap 'umount "$mnt" 2>/dev/null' EXIT INT TERM
-  how="tmpfs of 400 KiB"
+  how="tmpfs of 100 KiB"
   step enospc run 2 enospc "$mnt/store"
   store="$mnt/store"
 else

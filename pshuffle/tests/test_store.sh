@@ -75,9 +75,9 @@ wait $first || { cat "$W/first.log"; fail "the first job failed"; }
 grep -qE "^epoch +20$" "$W/verify.log" || { cat "$W/verify.log"; fail "the store is not the first job's epoch 20"; }
 job --dir "$S2" --epochs 21 > "$W/third.log" 2>&1 || { cat "$W/third.log"; fail "resume after the first job ended"; }
 
-# verify on a store holding a FIFO where a sample file should be: refused
+# verify on a store holding a FIFO where a segment file should be: refused
 # at once, not blocked waiting for a writer.
-f=$(ls "$S2/rank-00000/"*.s | head -1)
+f=$(ls "$S2/rank-00000/"seg.* | head -1)
 rm "$f" && mkfifo "$f"
 t0=$(date +%s%N)
 if timeout 10 "$PSHUFFLE" verify "$S2" > "$W/fifo.log" 2>&1; then cat "$W/fifo.log"; fail "verify passed a FIFO"; fi
