@@ -185,10 +185,12 @@ typedef struct ps_shuffler ps_shuffler_t;
 typedef enum {
     PS_POINT_BEGIN = 1,     /**< exchange posted */
     PS_POINT_RECV_PART,     /**< first payload round received */
-    PS_POINT_STAGED,        /**< all received samples stored, nothing committed */
+    PS_POINT_STAGED,        /**< all received samples stored (a directory store's segment in
+                                 place), nothing committed */
     PS_POINT_COMMITTED,     /**< this rank's new manifest is durable */
-    PS_POINT_AGREED,        /**< every rank committed; sent samples not yet deleted */
-    PS_POINT_DELETING,      /**< half of the sent samples deleted */
+    PS_POINT_AGREED,        /**< every rank committed; sent samples not yet released */
+    PS_POINT_DELETING,      /**< half of the sent samples released (a directory store: half of
+                                 the segments left without samples removed) */
     PS_POINT_DONE,          /**< exchange finished */
     PS_POINT_LOADED,        /**< ps_start(): this rank's epoch-0 manifest is durable */
     PS_POINT_RESTRIPE_STAGED,  /**< ps_open(), rank 0, store of another rank count: the
@@ -427,16 +429,16 @@ typedef struct {
     uint64_t samples;         /**< total samples */
     uint64_t bytes;
     uint64_t min_count, max_count;
-    uint64_t bad_checksum;    /**< samples whose file does not match the manifest */
-    uint64_t missing;         /**< samples whose file is absent */
+    uint64_t bad_checksum;    /**< samples whose bytes or segment do not match the manifest */
+    uint64_t missing;         /**< samples whose segment file is absent */
     uint64_t duplicates;      /**< ids held by more than one rank */
-    uint64_t orphans;         /**< sample files referenced by no manifest */
+    uint64_t orphans;         /**< segment files referenced by no manifest */
     char first_problem[256];  /**< description of the first problem, "" if none */
 } ps_verify_t;
 
 /**
- * Checks a directory store: every rank's manifest, every sample file's
- * header and checksum, and that no id is held twice. Resolves a store
+ * Checks a directory store: every rank's manifest, every segment's header,
+ * every sample's place and checksum, and that no id is held twice. Resolves a store
  * interrupted mid-commit the way ps_open() would. Returns 0 when the store
  * is sound, PS_ECORRUPT when a problem was found (details in *out), or
  * another error if the store cannot be read.
