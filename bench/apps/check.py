@@ -24,6 +24,19 @@ instrumentation changes no arithmetic):
   babelstream  exit 0 and no "Validation failed" (its check of every array
            against the expected values); it prints no computed value, so
            nothing is compared between the builds.
+  pennant  exit 0 and "Run complete"; its "Energy check" lines (total,
+           internal and kinetic energy at the start and at the end) and the
+           final cycle and time equal in both runs. Where upstream ships a
+           reference output next to the deck (test/sedov/sedov.xy.std, the
+           `test` size), the .xy file the run writes (density, energy and
+           pressure of every zone) must match it: every value within 1e-6 of
+           the largest magnitude of its field (the reference was made with
+           another compiler, so the smallest values differ in their last
+           digits), and both runs' .xy files identical.
+
+An argument "{dir}/FILE" names FILE in the app's folder (bench/apps/APP,
+PENNANT's input decks); check.py copies FILE into each run's folder and
+passes its base name, since PENNANT writes its output next to its deck.
 
 Prints one line per run and the native run's peak resident size (its
 footprint); exits 1 with the reason on the first failed check. --json FILE
@@ -31,6 +44,7 @@ keeps `hetmem sim --json` of the simulated run.
 """
 import argparse
 import glob
+import hashlib
 import json
 import os
 import re
@@ -73,7 +87,24 @@ def found(pattern, text, what):
     return m
 
 
-def verify(app, code, text, what):
+def xy_fields(path):
+    """PENNANT's .xy output: {field: [values in zone order]}."""
+    fields, cur = {}, None
+    with open(path) as f:
+        for line in f:
+            w = line.split()
+            if not w:
+                continue
+            if w[0] == "#":
+                cur = fields.setdefault(w[1], [])
+            elif cur is None or len(w) != 2:
+                fail("%s: not a PENNANT .xy file (line '%s')" % (path, line.strip()))
+            else:
+                cur.append(float(w[1]))
+    return fields
+
+
+def verify(app, code, text, what, wd, args):
     """The app's own verification; returns the values both runs must share."""
     if app == "xsbench":
         return found(r"Verification checksum: (\d+)", text, what)
@@ -97,6 +128,31 @@ def verify(app, code, text, what):
         if "Validation failed" in text:
             fail("%s: %s" % (what, [l for l in text.splitlines() if "Validation failed" in l][0]))
         return found(r"Number of elements: (\d+)", text, what)
+    if app == "pennant":
+        found(r"Run complete", text, what)
+        got = found(r"Energy check:\s+total energy\s+=\s+(\S+)", text, what)
+        got += ["%s/%s" % x for x in found(r"\(internal =\s+(\S+), kinetic =\s+(\S+)\)", text, what)]
+        got += ["%s/%s" % x for x in found(r"cycle =\s+(\d+),.*\ntime  =\s+(\S+),", text, what)]
+        deck = args[0]
+        std = deck[:-len(".pnt")] + ".xy.std"
+        if os.path.exists(std):
+            xy = os.path.join(wd, os.path.basename(deck)[:-len(".pnt")] + ".xy")
+            if not os.path.exists(xy):
+                fail("%s: wrote no %s to compare with %s" % (what, os.path.basename(xy), std))
+            mine, ref = xy_fields(xy), xy_fields(std)
+            if sorted(mine) != sorted(ref):
+                fail("%s: fields %s, the reference has %s" % (what, sorted(mine), sorted(ref)))
+            for f in ref:
+                if len(mine[f]) != len(ref[f]):
+                    fail("%s: %d values of %s, the reference has %d" % (what, len(mine[f]), f, len(ref[f])))
+                scale = max(abs(v) for v in ref[f])
+                worst = max(range(len(ref[f])), key=lambda i: abs(mine[f][i] - ref[f][i]))
+                if abs(mine[f][worst] - ref[f][worst]) > 1e-6 * scale:
+                    fail("%s: %s of zone %d is %.8e, the reference %s has %.8e (largest %s %.3e)"
+                         % (what, f, worst + 1, mine[f][worst], std, ref[f][worst], f, scale))
+            with open(xy) as fh:
+                got.append(hashlib.sha256(fh.read().encode()).hexdigest()[:16])
+        return got
     fail("%s: no verification rule" % app)
 
 
@@ -114,7 +170,12 @@ def main():
     spec = known[a.app]
     if a.size not in spec["sizes"]:
         fail("%s: unknown size '%s' (known: %s)" % (a.app, a.size, ", ".join(spec["sizes"])))
-    args = spec["sizes"][a.size]
+    appdir = os.path.join(HERE, a.app)
+    # "{dir}/FILE": the file in the app's folder (args, for verify), copied
+    # into each run's folder and passed by its base name (given).
+    args = [x.replace("{dir}", appdir) for x in spec["sizes"][a.size]]
+    given = [os.path.basename(x) if x != y else x for x, y in zip(args, spec["sizes"][a.size])]
+    a.build = os.path.abspath(a.build)  # the runs change folder
     native = os.path.join(a.build, "bench", "apps", a.app)
     sim = native + ".sim"
     hetmem = os.path.join(a.build, "bin", "hetmem")
@@ -125,22 +186,25 @@ def main():
     try:
         out = os.path.join(tmp, "sim.json")
         values = {}
-        for what, cmd in (("native", [native] + args),
-                          ("sim", [hetmem, "sim", "-m", a.machine, "--json", out, "--", sim] + args)):
+        for what, cmd in (("native", [native] + given),
+                          ("sim", [hetmem, "sim", "-m", a.machine, "--json", out, "--", sim] + given)):
             wd = os.path.join(tmp, what)
             os.mkdir(wd)
+            for x, y in zip(args, given):
+                if x != y:
+                    shutil.copy(x, wd)
             code, text, cpu, rss = run(cmd, wd)
             if code not in spec["exit_ok"]:
                 tail = text.strip().splitlines()[-1:] or [""]
                 fail("%s %s: exit status %d (%s)" % (a.app, what, code, tail[0]))
-            values[what] = verify(a.app, code, text, "%s %s" % (a.app, what))
+            values[what] = verify(a.app, code, text, "%s %s" % (a.app, what), wd, args)
             extra = ""
             if what == "native":
                 extra = ", peak resident %.1f MiB" % (rss / 1024.0)
             else:
                 extra = ", simulated %.4f s" % json.load(open(out))["runtime_s"]
             print("%s %s (%s): exit %d, verified %s, %.2f s CPU%s"
-                  % (a.app, what, " ".join(args), code, " ".join(values[what]), cpu, extra))
+                  % (a.app, what, " ".join(given), code, " ".join(values[what]), cpu, extra))
         if values["native"] != values["sim"]:
             fail("%s: the simulated run computed %s, the native one %s" % (a.app, values["sim"], values["native"]))
         if a.json:
