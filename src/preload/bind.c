@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "hetmem/placement.h"
+#include "hetmem/record.h"
 #include "hetmem/trace.h"
 #include "common/objtab.h"
 #include "placement/placement_int.h"
@@ -44,8 +45,6 @@ typedef struct {
     uint64_t bytes;     /* bytes charged to dev */
     uint64_t rest;      /* bytes charged to rest_dev */
 } obj_t;
-
-enum { PL_SPILLED = 1, PL_MOVED = 2, PL_PHASE = 4, PL_UNBOUND = 8, PL_GLOBAL = 16 };
 
 static struct {
     hm_objtab_t *t;             /* live objects by address -> record id */
@@ -202,7 +201,7 @@ static void report(const obj_t *o, int want, int flags, const char *phase, uint6
     const char *nm = obj_name(o);
     snprintf(m, sizeof m, "%s %s %.63s %.63s %llu", want >= 0 ? B.dname[want] : "-", o->dev >= 0 ? B.dname[o->dev] : "-",
              nm && nm[0] ? nm : "-", phase ? phase : "-", (unsigned long long)bound);
-    hm__spool_direct(HM_SPOOL_PLACE, (uint32_t)(flags | (o->global ? PL_GLOBAL : 0)), o->addr, o->size, o->site, m);
+    hm__spool_direct(HM_SPOOL_PLACE, (uint32_t)(flags | (o->global ? HM_PLACED_GLOBAL : 0)), o->addr, o->size, o->site, m);
 }
 
 static int mbind_range(uint64_t a, uint64_t len, int dev, int move)
@@ -230,12 +229,12 @@ static void place(obj_t *o, int move)
     uint64_t bytes = on_dev * B.pg, rest = (pages - on_dev) * B.pg;
     int old = o->dev;
     uncharge(o); /* both parts of what it held, remainder included */
-    int dev = pl.device, flags = phase ? PL_PHASE : 0;
+    int dev = pl.device, flags = phase ? HM_PLACED_PHASE : 0;
     if (dev < 0 || dev >= B.ndev)
         dev = -1;
     if (dev >= 0 && B.used[dev] + bytes > B.cap[dev]) {
         int fb = pl.default_device >= 0 && pl.default_device < B.ndev ? pl.default_device : -1;
-        flags |= PL_SPILLED;
+        flags |= HM_PLACED_SPILLED;
         if (fb == dev || (fb >= 0 && B.used[fb] + bytes + rest > B.cap[fb]))
             fb = -1;
         dev = fb;
@@ -246,13 +245,13 @@ static void place(obj_t *o, int move)
     if (!pages) /* a global within two pages: nothing of its own to bind */
         dev = -1;
     if (dev < 0)
-        flags |= PL_UNBOUND;
+        flags |= HM_PLACED_UNBOUND;
     if (move && old == dev && pl.pages_percent >= 100)
         goto charge; /* nothing moves */
     /* A global's pages may hold data already (initialised data, or written
      * by constructors): they move with it from the start. */
     int mv = move || o->global;
-    if (dev >= 0 && (pl.pages_percent >= 100 || (flags & PL_SPILLED))) {
+    if (dev >= 0 && (pl.pages_percent >= 100 || (flags & HM_PLACED_SPILLED))) {
         mbind_range(base, pages * B.pg, dev, mv);
     } else if (dev >= 0) {
         /* Page split: runs of pages going to the same device, one mbind each. */
@@ -276,7 +275,7 @@ static void place(obj_t *o, int move)
         }
     }
     if (move && old != dev)
-        flags |= PL_MOVED;
+        flags |= HM_PLACED_MOVED;
 charge:
     o->dev = (int16_t)dev;
     o->bytes = dev >= 0 ? bytes : 0;
@@ -286,7 +285,7 @@ charge:
             B.peak[dev] = B.used[dev];
     }
     /* Re-placements are reported only when something changed. */
-    if (!move || (flags & PL_MOVED) || o->want != pl.device)
+    if (!move || (flags & HM_PLACED_MOVED) || o->want != pl.device)
         report(o, pl.device, flags, phase, dev >= 0 ? pages * B.pg : 0);
     o->want = (int16_t)pl.device;
 }

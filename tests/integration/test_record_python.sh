@@ -26,6 +26,13 @@ def check(cond, what):
     global fails
     print(("ok: " if cond else "FAIL: ") + what)
     fails += not cond
+# The placement flags are HM_PLACED_* of hetmem/record.h, copied by value:
+# the same names (phase_rule is HM_PLACED_PHASE) and values, none missing.
+import os, re
+hdr = open(os.path.join(os.environ["HETMEM_SRC"], "include/hetmem/record.h")).read()
+cflags = {m.group(1): int(m.group(2)) for m in re.finditer(r"\bHM_PLACED_([A-Z]+) = (\d+)", hdr)}
+pyflags = {("PHASE" if k == "phase_rule" else k.upper()): v for k, v in hetmem.record._FLAGS}
+check(len(cflags) >= 5 and cflags == pyflags, "placement flags as in record.h: %r, python %r" % (cflags, pyflags))
 res = hetmem.record.record([child, "now"], "t.hmt", backend="none", min_size=1 << 20)
 check(res["exit_code"] == 3, "exit code %d of the recorded program" % res["exit_code"])
 check(res["allocs"] >= 1 and res["frees"] >= 1, "allocations %d, frees %d" % (res["allocs"], res["frees"]))
