@@ -1083,6 +1083,247 @@ static int sort_objects(hm_estimator_t *e, oset_t *os, int n)
     return 0;
 }
 
+/* One summary being built: the runs, the union of their objects and what
+ * each step hands the next. */
+typedef struct {
+    hm_estimator_t *e;
+    run_t *runs;
+    int n;
+    const hm_estimator_opts_t *opts;
+    uint32_t target;          /* windows asked for */
+    oset_t os;                /* the objects of all runs */
+    int *labels;              /* phase label of each region (check_phases) */
+    int *nw;                  /* windows per region */
+    int nreg;                 /* regions: phase markers + 1 */
+} build_t;
+
+/* Opens each run and checks it against the others: complete, sampled, on a
+ * device of its own, of the same command line and the same machine; takes
+ * its device's name, time, period and figures. 0 or an error (said). */
+static int open_runs(build_t *b, const char *const *paths)
+{
+    hm_estimator_t *e = b->e;
+    run_t *runs = b->runs;
+    int rc;
+    for (int i = 0; i < b->n; i++) {
+        run_t *r = &runs[i];
+        r->path = paths[i];
+        r->dev = i;
+        rc = hm_trace_open(&r->t, paths[i]);
+        if (rc < 0)
+            return hm__errf(rc, "%s: %s%s%s", paths[i], hm_strerror(rc), *hm_errdetail() ? ": " : "", hm_errdetail());
+        r->meta = hm_trace_meta(r->t);
+        hm_trace_stats(r->t, &r->st);
+        if (!r->st.has_end)
+            return hm__errf(HM_ETRUNC, "%s: the run has no end record (cut short?)", paths[i]);
+        if (r->st.records[HM_REC_SAMPLE] == 0)
+            return hm__errf(HM_ETRUNC, "%s: the trace holds no samples", paths[i]);
+        if (!r->meta->device || !*r->meta->device)
+            return hm__errf(HM_EMISMATCH, "%s: the trace does not say which device held the data (record with --bind or sim --device)", paths[i]);
+        for (int j = 0; j < i; j++) {
+            if (!strcmp(runs[j].meta->device, r->meta->device))
+                return hm__errf(HM_EMISMATCH, "%s and %s are both runs on device '%s': give one trace per device",
+                                paths[j], paths[i], r->meta->device);
+            if (!same_argv(runs[j].meta->argv, r->meta->argv))
+                return hm__errf(HM_EMISMATCH, "%s and %s are runs of different command lines", paths[j], paths[i]);
+        }
+        /* Runs of different machines: their times and figures do not
+         * combine into one machine's estimate. */
+        if (i > 0) {
+            ident_t x, y;
+            identity(runs[0].meta, &x);
+            identity(r->meta, &y);
+            if ((x.sim >= 0 && y.sim >= 0 && x.sim != y.sim) || differ(x.name, y.name) || differ(x.host, y.host) ||
+                differ(x.cpu, y.cpu) || differ(x.devices, y.devices)) {
+                char da[1024], db[1024];
+                describe(&x, da, sizeof da);
+                describe(&y, db, sizeof db);
+                return hm__errf(HM_EMISMATCH, "%s and %s are runs of different machines: %s; %s", paths[0], paths[i],
+                                da, db);
+            }
+        }
+        if (!(e->dev_name[i] = strdup(r->meta->device)))
+            return -ENOMEM;
+        e->runtime_ns[i] = (double)r->st.end.total_time * (r->meta->clock_ns_per_unit > 0 ? r->meta->clock_ns_per_unit : 1.0);
+        e->period[i] = r->meta->period ? (double)r->meta->period : 1.0;
+        if ((rc = device_figures(e, i, b->opts && b->opts->machine_json ? b->opts->machine_json : r->meta->machine_json,
+                                 r->meta->device, r->meta->host_json)) < 0)
+            return rc;
+        if (!(r->os = calloc(1, sizeof *r->os)))
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+/* Each run's usual latency of a hit per cache level (the hit_base
+ * percentile of its histogram) and the ratio above which a hit waited. */
+static void hit_bases(build_t *b)
+{
+    double pct, ratio;
+    hm__est_hit_figures(&pct, &ratio);
+    for (int i = 0; i < b->n; i++) {
+        b->runs[i].hit_wait = ratio;
+        for (int lv = 1; lv < 4; lv++) {
+            uint64_t tot = 0, acc = 0;
+            for (int k = 0; k < 512; k++)
+                tot += b->runs[i].hist[lv][k];
+            /* Counts well below 2^53 / 100: exact in doubles. */
+            for (int k = 0; k < 512 && tot; k++)
+                if ((double)(acc += b->runs[i].hist[lv][k]) * 100 >= pct * (double)tot) {
+                    b->runs[i].base[lv] = (float)k;
+                    break;
+                }
+        }
+    }
+}
+
+/* The default device is the machine's first device when the traces say;
+ * otherwise the first trace's. Devices keep the traces' order. The
+ * reference run is the slowest. 0 or -ENOMEM. */
+static int default_and_reference(build_t *b)
+{
+    hm_estimator_t *e = b->e;
+    e->def = 0;
+    const char *mj = b->opts && b->opts->machine_json ? b->opts->machine_json : b->runs[0].meta->machine_json;
+    if (mj) {
+        json_t *m = json_loads(mj, 0, NULL); /* parsed before: fails only for want of memory */
+        if (!m)
+            return -ENOMEM;
+        json_t *d0 = json_array_get(json_object_get(m, "devices"), 0);
+        const char *nm = json_string_value(json_object_get(d0, "name"));
+        for (int i = 0; nm && i < b->n; i++)
+            if (!strcmp(nm, e->dev_name[i]))
+                e->def = i;
+        json_decref(m);
+    }
+    e->ref = 0;
+    for (int i = 1; i < b->n; i++)
+        if (e->runtime_ns[i] > e->runtime_ns[e->ref])
+            e->ref = i;
+    return 0;
+}
+
+/* Regions between phase markers; windows in proportion to the slowest
+ * run's time in each, at least one per region. 0 or -ENOMEM. */
+static int plan_windows(build_t *b)
+{
+    hm_estimator_t *e = b->e;
+    b->nreg = b->runs[0].nev + 1;
+    run_t *rr = &b->runs[e->ref];
+    double total = e->runtime_ns[e->ref] > 0 ? e->runtime_ns[e->ref] : 1;
+    if (!(b->nw = calloc((size_t)b->nreg, sizeof *b->nw)))
+        return -ENOMEM;
+    e->nwin = 0;
+    for (int g = 0; g < b->nreg; g++) {
+        uint64_t a = g ? rr->ev_time[g - 1] : 0, z = g < rr->nev ? rr->ev_time[g] : rr->st.end.total_time;
+        double share = (double)(z > a ? z - a : 0) / total;
+        b->nw[g] = (int)lround(share * b->target);
+        if (b->nw[g] < 1)
+            b->nw[g] = 1;
+        e->nwin += b->nw[g];
+    }
+    return 0;
+}
+
+/* Objects: the union over runs of (site, name); peak sizes are the
+ * largest of the runs', allocation counts their sum (divided later).
+ * Then the estimator's objects and cells. 0 or an error. */
+static int union_objects(build_t *b)
+{
+    hm_estimator_t *e = b->e;
+    oset_t *os = &b->os;
+    for (int i = 0; i < b->n; i++) {
+        oset_t *lo = b->runs[i].os;
+        if (!(b->runs[i].map = calloc((size_t)lo->n + 1, sizeof *b->runs[i].map)))
+            return -ENOMEM;
+        for (int k = 0; k < lo->n; k++) {
+            int g = oset_get(os, lo->v[k].site, lo->v[k].name);
+            if (g < 0)
+                return g;
+            b->runs[i].map[k] = g;
+            /* A named object's source is its site's (the unnamed entry's). */
+            const char *src = lo->v[k].source;
+            for (int q = 0; !src && q < lo->n; q++)
+                if (lo->v[q].site == lo->v[k].site && lo->v[q].source)
+                    src = lo->v[q].source;
+            if (src && !os->v[g].source && !(os->v[g].source = strdup(src)))
+                return -ENOMEM;
+            if (lo->v[k].peak > os->v[g].peak)
+                os->v[g].peak = lo->v[k].peak;
+            os->v[g].allocations += lo->v[k].allocations;
+        }
+    }
+    if (!(e->obj = calloc((size_t)os->n + 1, sizeof *e->obj)))
+        return -ENOMEM;
+    e->nobj = os->n + 1;
+    return hm__est_alloc(e);
+}
+
+/* Window boundaries per run (equal instruction counts within a region
+ * where the run has counters, else equal times), each window's phase,
+ * region and instructions, and each run's time in each window. 0 or
+ * -ENOMEM. */
+static int window_bounds(build_t *b)
+{
+    hm_estimator_t *e = b->e;
+    int n = b->n;
+    for (int i = 0; i < n; i++) {
+        run_t *r = &b->runs[i];
+        if (!(r->bound = calloc((size_t)e->nwin + 1, sizeof *r->bound)))
+            return -ENOMEM;
+        int w = 0;
+        for (int g = 0; g < b->nreg; g++) {
+            uint64_t a = g ? r->ev_time[g - 1] : 0, z = g < r->nev ? r->ev_time[g] : r->st.end.total_time;
+            if (z < a)
+                z = a;
+            double ia = instr_at(r, a), ib = instr_at(r, z);
+            int by_instr = r->nip >= 2 && ib > ia;
+            for (int j = 0; j < b->nw[g]; j++, w++) {
+                double f = (double)j / b->nw[g];
+                r->bound[w] = j == 0 ? a : by_instr ? time_at(r, ia + f * (ib - ia), a, z)
+                                                    : a + (uint64_t)(f * (double)(z - a));
+                e->win[w].phase = b->labels[g];
+                e->win[w].region = g;
+                if (i == e->ref)
+                    e->win[w].instructions = by_instr ? (ib - ia) / b->nw[g] : 0;
+            }
+        }
+        r->bound[e->nwin] = r->st.end.total_time;
+        for (w = 0; w < e->nwin; w++) {
+            uint64_t a = r->bound[w], z = r->bound[w + 1] > a ? r->bound[w + 1] : a;
+            e->t[(size_t)w * n + i] = (double)(z - a) * (r->meta->clock_ns_per_unit > 0 ? r->meta->clock_ns_per_unit : 1.0);
+        }
+    }
+    return 0;
+}
+
+/* Each object's pages of sampled misses, summed over the runs. */
+static void page_counts(build_t *b)
+{
+    for (int i = 0; i < b->n; i++)
+        for (int k = 0; k < b->runs[i].os->n; k++)
+            for (int q = 0; q < 100; q++)
+                /* As a float count would have it: exact up to 2^24, where
+                 * adding one no longer changes a float. */
+                b->e->obj[b->runs[i].map[k]].pages[q] +=
+                    (float)(b->runs[i].pages[k + 1][q] < (1u << 24) ? b->runs[i].pages[k + 1][q] : (1u << 24));
+}
+
+/* The scratch of a build (the estimator is the caller's or freed apart). */
+static void build_free(build_t *b)
+{
+    for (int k = 0; k < b->os.n; k++) {
+        free(b->os.v[k].name);
+        free(b->os.v[k].source);
+    }
+    free(b->os.v);
+    for (int i = 0; i < b->n && b->runs; i++)
+        run_free(&b->runs[i]);
+    free(b->runs);
+    free(b->labels);
+    free(b->nw);
+}
+
 HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int n, const hm_estimator_opts_t *opts)
 {
     *out = NULL;
@@ -1092,262 +1333,51 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
                         n == 1 ? "" : "s");
     if (n > 64)
         return hm__errf(HM_EUSAGE, "%d traces given: at most 64 devices", n);
-    uint32_t target = opts && opts->windows ? opts->windows : 1000;
-    hm_estimator_t *e = calloc(1, sizeof *e);
-    run_t *runs = calloc((size_t)n, sizeof *runs);
-    oset_t os = {0};
-    int *labels = NULL, *nw = NULL;
-    int rc = 0;
-    if (!e || !runs) {
-        free(e);
-        free(runs);
+    build_t b = {.n = n, .opts = opts, .target = opts && opts->windows ? opts->windows : 1000};
+    b.e = calloc(1, sizeof *b.e);
+    b.runs = calloc((size_t)n, sizeof *b.runs);
+    if (!b.e || !b.runs) {
+        free(b.e);
+        free(b.runs);
         return -ENOMEM;
     }
-
+    int rc = 0;
     if (opts && opts->machine_json) {
         json_t *m = NULL;
         if ((rc = hm__json_load_string("machine description", opts->machine_json, &m)) < 0) {
-            free(runs);
-            free(e);
+            free(b.runs);
+            free(b.e);
             return rc;
         }
         json_decref(m);
     }
-    e->ndev = n;
-    if ((rc = hm__est_alloc_devices(e)) < 0)
+    b.e->ndev = n;
+    /* The one decoding pass over every run (walk_run) gives phase markers,
+     * counters, objects, the usual latency of hits per cache level, and
+     * the samples kept compact until the windows are known; the second
+     * (bin_run) puts the kept samples into cells, objects in the union's
+     * order, sorted afterwards. */
+    if ((rc = hm__est_alloc_devices(b.e)) < 0 || (rc = open_runs(&b, paths)) < 0 ||
+        (rc = for_runs(b.runs, n, walk_run, WALK_PER_THREAD)) < 0)
         goto out;
-
-    /* Open and check each run. */
-    for (int i = 0; i < n; i++) {
-        run_t *r = &runs[i];
-        r->path = paths[i];
-        r->dev = i;
-        rc = hm_trace_open(&r->t, paths[i]);
-        if (rc < 0) {
-            rc = hm__errf(rc, "%s: %s%s%s", paths[i], hm_strerror(rc), *hm_errdetail() ? ": " : "", hm_errdetail());
-            goto out;
-        }
-        r->meta = hm_trace_meta(r->t);
-        hm_trace_stats(r->t, &r->st);
-        if (!r->st.has_end) {
-            rc = hm__errf(HM_ETRUNC, "%s: the run has no end record (cut short?)", paths[i]);
-            goto out;
-        }
-        if (r->st.records[HM_REC_SAMPLE] == 0) {
-            rc = hm__errf(HM_ETRUNC, "%s: the trace holds no samples", paths[i]);
-            goto out;
-        }
-        if (!r->meta->device || !*r->meta->device) {
-            rc = hm__errf(HM_EMISMATCH, "%s: the trace does not say which device held the data (record with --bind or sim --device)", paths[i]);
-            goto out;
-        }
-        for (int j = 0; j < i; j++) {
-            if (!strcmp(runs[j].meta->device, r->meta->device)) {
-                rc = hm__errf(HM_EMISMATCH, "%s and %s are both runs on device '%s': give one trace per device",
-                              paths[j], paths[i], r->meta->device);
-                goto out;
-            }
-            if (!same_argv(runs[j].meta->argv, r->meta->argv)) {
-                rc = hm__errf(HM_EMISMATCH, "%s and %s are runs of different command lines", paths[j], paths[i]);
-                goto out;
-            }
-        }
-        /* Runs of different machines: their times and figures do not
-         * combine into one machine's estimate. */
-        if (i > 0) {
-            ident_t a, b;
-            identity(runs[0].meta, &a);
-            identity(r->meta, &b);
-            if ((a.sim >= 0 && b.sim >= 0 && a.sim != b.sim) || differ(a.name, b.name) || differ(a.host, b.host) ||
-                differ(a.cpu, b.cpu) || differ(a.devices, b.devices)) {
-                char da[1024], db[1024];
-                describe(&a, da, sizeof da);
-                describe(&b, db, sizeof db);
-                rc = hm__errf(HM_EMISMATCH, "%s and %s are runs of different machines: %s; %s", paths[0], paths[i], da,
-                              db);
-                goto out;
-            }
-        }
-        if (!(e->dev_name[i] = strdup(r->meta->device))) {
-            rc = -ENOMEM;
-            goto out;
-        }
-        e->runtime_ns[i] = (double)r->st.end.total_time * (r->meta->clock_ns_per_unit > 0 ? r->meta->clock_ns_per_unit : 1.0);
-        e->period[i] = r->meta->period ? (double)r->meta->period : 1.0;
-        if ((rc = device_figures(e, i, opts && opts->machine_json ? opts->machine_json : r->meta->machine_json,
-                                 r->meta->device, r->meta->host_json)) < 0)
-            goto out;
-        if (!(r->os = calloc(1, sizeof *r->os))) {
-            rc = -ENOMEM;
-            goto out;
-        }
-    }
-    /* The one decoding pass over every run: phase markers, counters,
-     * objects, the usual latency of hits per cache level, and the samples
-     * kept compact until the windows are known. */
-    if ((rc = for_runs(runs, n, walk_run, WALK_PER_THREAD)) < 0)
+    hit_bases(&b);
+    if ((rc = default_and_reference(&b)) < 0 || (rc = check_phases(b.e, b.runs, n, &b.labels)) < 0 ||
+        (rc = plan_windows(&b)) < 0 || (rc = union_objects(&b)) < 0 || (rc = window_bounds(&b)) < 0)
         goto out;
-    double pct, ratio;
-    hm__est_hit_figures(&pct, &ratio);
-    for (int i = 0; i < n; i++) {
-        runs[i].hit_wait = ratio;
-        for (int lv = 1; lv < 4; lv++) {
-            uint64_t tot = 0, acc = 0;
-            for (int b = 0; b < 512; b++)
-                tot += runs[i].hist[lv][b];
-            /* Counts well below 2^53 / 100: exact in doubles. */
-            for (int b = 0; b < 512 && tot; b++)
-                if ((double)(acc += runs[i].hist[lv][b]) * 100 >= pct * (double)tot) {
-                    runs[i].base[lv] = (float)b;
-                    break;
-                }
-        }
-    }
-    /* The default device is the machine's first device when the traces say;
-     * otherwise the first trace's. Devices keep the traces' order. */
-    e->def = 0;
-    const char *mj = opts && opts->machine_json ? opts->machine_json : runs[0].meta->machine_json;
-    if (mj) {
-        json_t *m = json_loads(mj, 0, NULL); /* parsed before: fails only for want of memory */
-        if (!m) {
-            rc = -ENOMEM;
-            goto out;
-        }
-        json_t *d0 = json_array_get(json_object_get(m, "devices"), 0);
-        const char *nm = json_string_value(json_object_get(d0, "name"));
-        for (int i = 0; nm && i < n; i++)
-            if (!strcmp(nm, e->dev_name[i]))
-                e->def = i;
-        json_decref(m);
-    }
-    e->ref = 0;
-    for (int i = 1; i < n; i++)
-        if (e->runtime_ns[i] > e->runtime_ns[e->ref])
-            e->ref = i;
-
-    if ((rc = check_phases(e, runs, n, &labels)) < 0)
-        goto out;
-
-    /* Regions between phase markers; windows in proportion to the slowest
-     * run's time in each, at least one per region. */
-    int nreg = runs[0].nev + 1;
-    run_t *rr = &runs[e->ref];
-    double total = e->runtime_ns[e->ref] > 0 ? e->runtime_ns[e->ref] : 1;
-    if (!(nw = calloc((size_t)nreg, sizeof *nw))) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    e->nwin = 0;
-    for (int g = 0; g < nreg; g++) {
-        uint64_t a = g ? rr->ev_time[g - 1] : 0, b = g < rr->nev ? rr->ev_time[g] : rr->st.end.total_time;
-        double share = (double)(b > a ? b - a : 0) / total;
-        nw[g] = (int)lround(share * target);
-        if (nw[g] < 1)
-            nw[g] = 1;
-        e->nwin += nw[g];
-    }
-    /* Objects: the union over runs of (site, name); peak sizes are the
-     * largest of the runs', allocation counts their sum (divided later). */
-    for (int i = 0; i < n; i++) {
-        oset_t *lo = runs[i].os;
-        if (!(runs[i].map = calloc((size_t)lo->n + 1, sizeof *runs[i].map))) {
-            rc = -ENOMEM;
-            goto out;
-        }
-        for (int k = 0; k < lo->n; k++) {
-            int g = oset_get(&os, lo->v[k].site, lo->v[k].name);
-            if (g < 0) {
-                rc = g;
-                goto out;
-            }
-            runs[i].map[k] = g;
-            /* A named object's source is its site's (the unnamed entry's). */
-            const char *src = lo->v[k].source;
-            for (int q = 0; !src && q < lo->n; q++)
-                if (lo->v[q].site == lo->v[k].site && lo->v[q].source)
-                    src = lo->v[q].source;
-            if (src && !os.v[g].source && !(os.v[g].source = strdup(src))) {
-                rc = -ENOMEM;
-                goto out;
-            }
-            if (lo->v[k].peak > os.v[g].peak)
-                os.v[g].peak = lo->v[k].peak;
-            os.v[g].allocations += lo->v[k].allocations;
-        }
-    }
-    if (!(e->obj = calloc((size_t)os.n + 1, sizeof *e->obj))) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    e->nobj = os.n + 1;
-    if ((rc = hm__est_alloc(e)) < 0)
-        goto out;
-    /* Window boundaries per run. */
-    for (int i = 0; i < n; i++) {
-        run_t *r = &runs[i];
-        if (!(r->bound = calloc((size_t)e->nwin + 1, sizeof *r->bound))) {
-            rc = -ENOMEM;
-            goto out;
-        }
-        int w = 0;
-        for (int g = 0; g < nreg; g++) {
-            uint64_t a = g ? r->ev_time[g - 1] : 0, b = g < r->nev ? r->ev_time[g] : r->st.end.total_time;
-            if (b < a)
-                b = a;
-            double ia = instr_at(r, a), ib = instr_at(r, b);
-            int by_instr = r->nip >= 2 && ib > ia;
-            for (int j = 0; j < nw[g]; j++, w++) {
-                double f = (double)j / nw[g];
-                r->bound[w] = j == 0 ? a : by_instr ? time_at(r, ia + f * (ib - ia), a, b)
-                                                    : a + (uint64_t)(f * (double)(b - a));
-                e->win[w].phase = labels[g];
-                e->win[w].region = g;
-                if (i == e->ref)
-                    e->win[w].instructions = by_instr ? (ib - ia) / nw[g] : 0;
-            }
-        }
-        r->bound[e->nwin] = r->st.end.total_time;
-        for (w = 0; w < e->nwin; w++) {
-            uint64_t a = r->bound[w], b = r->bound[w + 1] > a ? r->bound[w + 1] : a;
-            e->t[(size_t)w * n + i] = (double)(b - a) * (r->meta->clock_ns_per_unit > 0 ? r->meta->clock_ns_per_unit : 1.0);
-        }
-    }
-    free(nw);
-    nw = NULL;
-
-    /* The kept samples into cells (objects in the union's order, sorted
-     * afterwards). */
+    free(b.nw);
+    b.nw = NULL;
     for (int i = 0; i < n; i++)
-        runs[i].e = e;
-    if ((rc = for_runs(runs, n, bin_run, BIN_PER_THREAD)) < 0)
+        b.runs[i].e = b.e;
+    if ((rc = for_runs(b.runs, n, bin_run, BIN_PER_THREAD)) < 0)
         goto out;
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < runs[i].os->n; k++)
-            for (int b = 0; b < 100; b++)
-                /* As a float count would have it: exact up to 2^24, where
-                 * adding one no longer changes a float. */
-                e->obj[runs[i].map[k]].pages[b] +=
-                    (float)(runs[i].pages[k + 1][b] < (1u << 24) ? runs[i].pages[k + 1][b] : (1u << 24));
-
-    if ((rc = sort_objects(e, &os, n)) < 0)
+    page_counts(&b);
+    if ((rc = sort_objects(b.e, &b.os, n)) < 0 || (rc = hm__est_figures_note(b.e)) < 0 ||
+        (rc = hm__est_prepare(b.e)) < 0)
         goto out;
-    if ((rc = hm__est_figures_note(e)) < 0 || (rc = hm__est_prepare(e)) < 0)
-        goto out;
-    *out = e;
-    e = NULL; /* the caller's now; the rest is scratch */
-
+    *out = b.e;
+    b.e = NULL; /* the caller's now; the rest is scratch */
 out:
-    for (int k = 0; k < os.n; k++) {
-        free(os.v[k].name);
-        free(os.v[k].source);
-    }
-    free(os.v);
-    for (int i = 0; i < n; i++)
-        run_free(&runs[i]);
-    free(runs);
-    free(labels);
-    free(nw);
-    hm_estimator_close(e);
+    build_free(&b);
+    hm_estimator_close(b.e);
     return rc;
 }
-
