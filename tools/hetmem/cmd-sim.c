@@ -217,232 +217,284 @@ static void fixed_env_free(char **env)
     free(env);
 }
 
-static int cmd_sim(const hm_cmd_t *cmd, int argc, char **argv)
+/* One simulated run: its options, then what each step builds. */
+typedef struct {
+    const char *machine, *device, *placement, *trace, *jsonf;
+    uint64_t period;
+    int strict;
+    char **prog_argv;  /* the program and its arguments (the caller's argv) */
+    int pargc;
+    char mpath[PATH_MAX], prog[PATH_MAX];
+    hm_sim_machine_t *m;
+    hm_placement_t *pl;
+    char *resdir;      /* where the runtime writes its report */
+    char result[PATH_MAX + 32];
+    int ws;            /* the program's wait status */
+    json_t *res;       /* its report */
+} simrun_t;
+
+/* The options into s. -1 to go on, else the exit status. */
+static int sim_options(simrun_t *s, const hm_cmd_t *cmd, int argc, char **argv)
 {
     hm_cli_t cli;
-    const char *arg, *machine = NULL, *device = NULL, *placement = NULL, *trace = NULL, *jsonf = NULL;
-    uint64_t period = 1000;
-    int key, rc, status = HM_EXIT_RUNTIME, strict = 0;
+    const char *arg;
+    int key;
     hm_cli_init(&cli, cmd, argc, argv, 1);
     cli.ind = 1;
     while ((key = hm_cli_next(&cli, &arg)) != -1) {
         switch (key) {
-        case 'm': machine = arg; break;
-        case OPT_DEVICE: device = arg; break;
-        case OPT_PLACEMENT: placement = arg; break;
-        case 'o': trace = arg; break;
-        case OPT_JSON: jsonf = arg; break;
-        case OPT_STRICT: strict = 1; break;
+        case 'm': s->machine = arg; break;
+        case OPT_DEVICE: s->device = arg; break;
+        case OPT_PLACEMENT: s->placement = arg; break;
+        case 'o': s->trace = arg; break;
+        case OPT_JSON: s->jsonf = arg; break;
+        case OPT_STRICT: s->strict = 1; break;
         case OPT_PERIOD:
-            if (hm_cli_u64(cmd, "--sample-period", arg, &period))
+            if (hm_cli_u64(cmd, "--sample-period", arg, &s->period))
                 return HM_EXIT_USAGE;
-            if (period == 0)
+            if (s->period == 0)
                 return hm_cli_usage(cmd, "--sample-period must be at least 1");
             break;
         case HM_CLI_HELP: return HM_EXIT_OK;
         default: return HM_EXIT_USAGE;
         }
     }
-    if (!machine)
+    if (!s->machine)
         return hm_cli_usage(cmd, "-m MACHINE is required");
-    if (device && placement)
+    if (s->device && s->placement)
         return hm_cli_usage(cmd, "--device and --placement exclude each other");
     if (cli.ind >= argc)
         return hm_cli_usage(cmd, "no program given (hetmem sim -m MACHINE -- ./app.sim ARGS)");
-    char **prog_argv = argv + cli.ind;
+    s->prog_argv = argv + cli.ind;
+    s->pargc = argc - cli.ind;
+    return -1;
+}
 
-    char exe[PATH_MAX], mpath[PATH_MAX], prog[PATH_MAX];
+/* The machine (a preset beside this executable, or a file), the placement
+ * or device, and the program, which must carry the runtime's marker: all
+ * checked before anything runs. 0 or -1 (said why). */
+static int sim_inputs(simrun_t *s)
+{
+    char exe[PATH_MAX];
+    int rc;
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = 0;
     char *slash = strrchr(exe, '/');
     if (slash)
         *slash = 0;
-    if ((rc = hm_sim_machine_find(machine, n > 0 ? exe : NULL, mpath, sizeof mpath)) < 0)
-        return hm_cli_fail(machine, rc);
-    hm_sim_machine_t *m = NULL;
-    hm_placement_t *pl = NULL;
-    char *resdir = NULL, *report = NULL;
-    json_t *res = NULL;
-    if ((rc = hm_sim_machine_load(&m, mpath)) < 0)
-        return hm_cli_fail(mpath, rc);
-    if (placement && (rc = hm_placement_load(&pl, placement, hm_sim_machine_device_names(m),
-                                             hm_sim_machine_ndevices(m))) < 0) {
-        hm_cli_fail(placement, rc);
-        goto out;
-    }
-    if (device && (rc = hm_sim_machine_device_index(m, device)) < 0) {
-        hm_cli_fail("--device", rc);
-        goto out;
-    }
-    if ((rc = hm_cli_find_program(prog_argv[0], prog, sizeof prog)) < 0) {
-        hm_cli_failf(prog_argv[0], "cannot run: %s", strerror(-rc));
-        goto out;
-    }
-    if ((rc = hm_cli_file_has(prog, inst_marker)) <= 0) {
+    if ((rc = hm_sim_machine_find(s->machine, n > 0 ? exe : NULL, s->mpath, sizeof s->mpath)) < 0)
+        return hm_cli_fail(s->machine, rc), -1;
+    if ((rc = hm_sim_machine_load(&s->m, s->mpath)) < 0)
+        return hm_cli_fail(s->mpath, rc), -1;
+    if (s->placement && (rc = hm_placement_load(&s->pl, s->placement, hm_sim_machine_device_names(s->m),
+                                                hm_sim_machine_ndevices(s->m))) < 0)
+        return hm_cli_fail(s->placement, rc), -1;
+    if (s->device && (rc = hm_sim_machine_device_index(s->m, s->device)) < 0)
+        return hm_cli_fail("--device", rc), -1;
+    if ((rc = hm_cli_find_program(s->prog_argv[0], s->prog, sizeof s->prog)) < 0)
+        return hm_cli_failf(s->prog_argv[0], "cannot run: %s", strerror(-rc)), -1;
+    if ((rc = hm_cli_file_has(s->prog, inst_marker)) <= 0) {
         if (rc == -EINVAL)
-            hm_cli_failf(prog_argv[0], "cannot run: not a regular file");
+            hm_cli_failf(s->prog_argv[0], "cannot run: not a regular file");
         else if (rc < 0)
-            hm_cli_failf(prog_argv[0], "cannot read: %s", strerror(-rc));
+            hm_cli_failf(s->prog_argv[0], "cannot read: %s", strerror(-rc));
         else
-            hm_cli_fail(prog_argv[0], HM_ENOTINST);
-        goto out;
+            hm_cli_fail(s->prog_argv[0], HM_ENOTINST);
+        return -1;
     }
+    return 0;
+}
+
+/* The folder of the runtime's report, and the settings that reach the
+ * runtime through HETMEM_SIM_* variables. 0 or -1 (said why). */
+static int sim_settings(simrun_t *s)
+{
     char tmpl[PATH_MAX];
     const char *td = getenv("TMPDIR");
     snprintf(tmpl, sizeof tmpl, "%s/hetmem-sim.XXXXXX", td && *td ? td : "/tmp");
-    if (!(resdir = mkdtemp(tmpl))) {
-        hm_cli_failf("temporary directory", "%s: %s", tmpl, strerror(errno));
-        resdir = NULL;
-        goto out;
-    }
-    resdir = hm__xstrdup(resdir);
-    char result[PATH_MAX + 32], abs_m[PATH_MAX], abs_p[PATH_MAX], per[32];
-    snprintf(result, sizeof result, "%s/report.json", resdir);
-    if (!realpath(mpath, abs_m))
-        snprintf(abs_m, sizeof abs_m, "%s", mpath);
+    if (!mkdtemp(tmpl))
+        return hm_cli_failf("temporary directory", "%s: %s", tmpl, strerror(errno)), -1;
+    s->resdir = hm__xstrdup(tmpl);
+    char abs_m[PATH_MAX], abs_p[PATH_MAX], per[32];
+    snprintf(s->result, sizeof s->result, "%s/report.json", s->resdir);
+    if (!realpath(s->mpath, abs_m))
+        snprintf(abs_m, sizeof abs_m, "%s", s->mpath);
     setenv(hm__env_name(HM_ENV_SIM_MACHINE), abs_m, 1);
-    setenv(hm__env_name(HM_ENV_SIM_RESULT), result, 1);
+    setenv(hm__env_name(HM_ENV_SIM_RESULT), s->result, 1);
     unsetenv(hm__env_name(HM_ENV_SIM_PLACEMENT));
     unsetenv(hm__env_name(HM_ENV_SIM_DEVICE));
     unsetenv(hm__env_name(HM_ENV_SIM_TRACE));
-    if (placement) {
-        if (!realpath(placement, abs_p))
-            snprintf(abs_p, sizeof abs_p, "%s", placement);
+    if (s->placement) {
+        if (!realpath(s->placement, abs_p))
+            snprintf(abs_p, sizeof abs_p, "%s", s->placement);
         setenv(hm__env_name(HM_ENV_SIM_PLACEMENT), abs_p, 1);
     }
-    if (device)
-        setenv(hm__env_name(HM_ENV_SIM_DEVICE), device, 1);
-    if (trace)
-        setenv(hm__env_name(HM_ENV_SIM_TRACE), trace, 1);
-    snprintf(per, sizeof per, "%llu", (unsigned long long)period);
+    if (s->device)
+        setenv(hm__env_name(HM_ENV_SIM_DEVICE), s->device, 1);
+    if (s->trace)
+        setenv(hm__env_name(HM_ENV_SIM_TRACE), s->trace, 1);
+    snprintf(per, sizeof per, "%llu", (unsigned long long)s->period);
     setenv(hm__env_name(HM_ENV_SIM_PERIOD), per, 1);
     setenv(hm__env_name(HM_ENV_SIM_PROGRESS), isatty(2) ? "1" : "0", 1);
-    setenv(hm__env_name(HM_ENV_SIM_ARGV0), prog_argv[0], 1);
-    int pargc = argc - cli.ind;
-    char **xargv = hm__xcalloc((size_t)pargc + 1, sizeof *xargv);
-    memcpy(xargv, prog_argv, (size_t)pargc * sizeof *xargv);
-    char *argv0 = padded_argv0(strchr(prog_argv[0], '/') ? prog_argv[0] : prog);
+    setenv(hm__env_name(HM_ENV_SIM_ARGV0), s->prog_argv[0], 1);
+    return 0;
+}
+
+/* Runs the program with a padded argv[0] and environment and without
+ * address randomisation, and waits for it (s->ws). 0 or -1 (said why). */
+static int sim_execute(simrun_t *s)
+{
+    char **xargv = hm__xcalloc((size_t)s->pargc + 1, sizeof *xargv);
+    memcpy(xargv, s->prog_argv, (size_t)s->pargc * sizeof *xargv);
+    char *argv0 = padded_argv0(strchr(s->prog_argv[0], '/') ? s->prog_argv[0] : s->prog);
     if (argv0)
         xargv[0] = argv0;
-    char **env = fixed_env(prog, xargv);
+    char **env = fixed_env(s->prog, xargv);
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
-        hm_cli_failf(prog_argv[0], "fork: %s", strerror(errno));
+        hm_cli_failf(s->prog_argv[0], "fork: %s", strerror(errno));
         fixed_env_free(env);
         free(argv0);
         free(xargv);
-        goto out;
+        return -1;
     }
     if (pid == 0) {
         /* Same addresses every run: page interleave and cache sets depend on them. */
         personality(ADDR_NO_RANDOMIZE);
         /* With --json -, stdout carries only the JSON: the program's own
          * output goes to stderr. */
-        if (jsonf && strcmp(jsonf, "-") == 0 && dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
-            fprintf(stderr, "hetmem: %s: cannot redirect its output to stderr: %s\n", prog_argv[0], strerror(errno));
+        if (s->jsonf && strcmp(s->jsonf, "-") == 0 && dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+            fprintf(stderr, "hetmem: %s: cannot redirect its output to stderr: %s\n", s->prog_argv[0], strerror(errno));
             _exit(127);
         }
-        execve(prog, xargv, env);
-        fprintf(stderr, "hetmem: %s: cannot run: %s\n", prog_argv[0], strerror(errno));
+        execve(s->prog, xargv, env);
+        fprintf(stderr, "hetmem: %s: cannot run: %s\n", s->prog_argv[0], strerror(errno));
         _exit(127);
     }
     fixed_env_free(env);
     free(argv0);
     free(xargv);
-    int ws;
-    while (waitpid(pid, &ws, 0) < 0) {
-        if (errno != EINTR) {
-            hm_cli_failf(prog_argv[0], "waitpid: %s", strerror(errno));
-            goto out;
-        }
+    while (waitpid(pid, &s->ws, 0) < 0) {
+        if (errno != EINTR)
+            return hm_cli_failf(s->prog_argv[0], "waitpid: %s", strerror(errno)), -1;
     }
+    return 0;
+}
+
+/* The runtime's report (s->res), refused when missing or when it holds an
+ * error, with what this command adds: the program, its exit status, the
+ * placement or device. 0 or -1 (said why). */
+static int sim_report(simrun_t *s)
+{
     json_error_t je;
-    res = json_load_file(result, 0, &je);
-    if (!res) {
+    int ws = s->ws;
+    if (!(s->res = json_load_file(s->result, 0, &je))) {
         if (WIFSIGNALED(ws))
-            hm_cli_failf(prog_argv[0], "killed by signal %d (%s) before the simulator reported", WTERMSIG(ws),
+            hm_cli_failf(s->prog_argv[0], "killed by signal %d (%s) before the simulator reported", WTERMSIG(ws),
                          strsignal(WTERMSIG(ws)));
         else if (!(WIFEXITED(ws) && WEXITSTATUS(ws) == 127))
-            hm_cli_failf(prog_argv[0], "the simulator's report is missing: the program ended through _exit() "
+            hm_cli_failf(s->prog_argv[0], "the simulator's report is missing: the program ended through _exit() "
                          "or was not linked by hetmem-cc (exit status %d)", WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
-        goto out;
+        return -1;
     }
-    const char *err = jstr(res, "error", NULL);
-    if (err) {
-        hm_cli_failf(prog_argv[0], "%s", err);
-        goto out;
-    }
+    const char *err = jstr(s->res, "error", NULL);
+    if (err)
+        return hm_cli_failf(s->prog_argv[0], "%s", err), -1;
+    json_object_set_new(s->res, "program", json_string(s->prog_argv[0]));
+    json_object_set_new(s->res, "exit_status", json_integer(WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws)));
+    if (s->placement)
+        json_object_set_new(s->res, "placement", json_string(s->placement));
+    else
+        json_object_set_new(s->res, "device", json_string(s->device ? s->device : hm_sim_machine_device_names(s->m)[0]));
+    return 0;
+}
+
+/* --json FILE (or '-': stdout), and the summary table unless the JSON took
+ * stdout. 0 or -1 (said why). */
+static int sim_print(const simrun_t *s)
+{
     char how[PATH_MAX + 32];
-    if (placement)
-        snprintf(how, sizeof how, "placement %s", placement);
+    if (s->placement)
+        snprintf(how, sizeof how, "placement %s", s->placement);
     else
-        snprintf(how, sizeof how, "all data on %s", device ? device : hm_sim_machine_device_names(m)[0]);
-    json_object_set_new(res, "program", json_string(prog_argv[0]));
-    json_object_set_new(res, "exit_status", json_integer(WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws)));
-    if (placement)
-        json_object_set_new(res, "placement", json_string(placement));
-    else
-        json_object_set_new(res, "device", json_string(device ? device : hm_sim_machine_device_names(m)[0]));
-    if (jsonf) {
-        int jrc = strcmp(jsonf, "-") == 0
-                      ? json_dumpf(res, stdout, JSON_PRESERVE_ORDER | JSON_INDENT(2) | JSON_REAL_PRECISION(17))
-                      : json_dump_file(res, jsonf, JSON_PRESERVE_ORDER | JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-        if (jrc != 0) {
-            hm_cli_failf(jsonf, "cannot write: %s", strerror(errno));
-            goto out;
-        }
-        if (strcmp(jsonf, "-") == 0)
+        snprintf(how, sizeof how, "all data on %s", s->device ? s->device : hm_sim_machine_device_names(s->m)[0]);
+    if (s->jsonf) {
+        int jrc = strcmp(s->jsonf, "-") == 0
+                      ? json_dumpf(s->res, stdout, JSON_PRESERVE_ORDER | JSON_INDENT(2) | JSON_REAL_PRECISION(17))
+                      : json_dump_file(s->res, s->jsonf, JSON_PRESERVE_ORDER | JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+        if (jrc != 0)
+            return hm_cli_failf(s->jsonf, "cannot write: %s", strerror(errno)), -1;
+        if (strcmp(s->jsonf, "-") == 0)
             fputc('\n', stdout);
     }
-    if (!jsonf || strcmp(jsonf, "-") != 0)
-        print_summary(stdout, res, prog_argv[0], how);
+    if (!s->jsonf || strcmp(s->jsonf, "-") != 0)
+        print_summary(stdout, s->res, s->prog_argv[0], how);
+    return 0;
+}
+
+/* What the run leaves to say after the summary: full devices (warnings),
+ * rules that matched nothing (an error with --strict), a failed trace, the
+ * program's own failure. 0 when none is an error, else -1 (said why). */
+static int sim_verdict(const simrun_t *s)
+{
     size_t i;
     json_t *o;
-    json_array_foreach(json_object_get(res, "devices"), i, o) {
+    json_array_foreach(json_object_get(s->res, "devices"), i, o) {
         char b[32];
         if (jget(o, "spilled_bytes"))
             fprintf(stderr, "hetmem: warning: device %s full (%s per thread): %s spilled to %s\n", jstr(o, "name", "?"),
                     hm__fmt_size(jget(o, "capacity_per_thread"), b, sizeof b),
                     hm__fmt_size(jget(o, "spilled_bytes"), (char[32]){0}, 32),
-                    placement ? hm_placement_device_name(pl, hm_placement_default_device(pl))
-                              : hm_sim_machine_device_names(m)[0]);
+                    s->placement ? hm_placement_device_name(s->pl, hm_placement_default_device(s->pl))
+                                 : hm_sim_machine_device_names(s->m)[0]);
     }
-    {
-        size_t len = 0;
-        char *rules = NULL;
-        json_array_foreach(json_object_get(res, "unmatched_rules"), i, o) {
-            const char *t = json_string_value(o);
-            rules = hm__xrealloc(rules, len + strlen(t) + 2);
-            len += (size_t)sprintf(rules + len, "%s\n", t);
-        }
-        if (hm_cli_unmatched(placement, rules, strict))
-            goto out;
+    size_t len = 0;
+    char *rules = NULL;
+    json_array_foreach(json_object_get(s->res, "unmatched_rules"), i, o) {
+        const char *t = json_string_value(o);
+        rules = hm__xrealloc(rules, len + strlen(t) + 2);
+        len += (size_t)sprintf(rules + len, "%s\n", t);
     }
-    if (jstr(res, "trace_error", NULL)) {
-        hm_cli_failf(trace, "trace write failed: %s", jstr(res, "trace_error", ""));
-        goto out;
-    }
-    if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
-        if (WIFSIGNALED(ws))
-            hm_cli_failf(prog_argv[0], "killed by signal %d", WTERMSIG(ws));
+    if (hm_cli_unmatched(s->placement, rules, s->strict))
+        return -1;
+    if (jstr(s->res, "trace_error", NULL))
+        return hm_cli_failf(s->trace, "trace write failed: %s", jstr(s->res, "trace_error", "")), -1;
+    if (!WIFEXITED(s->ws) || WEXITSTATUS(s->ws) != 0) {
+        if (WIFSIGNALED(s->ws))
+            hm_cli_failf(s->prog_argv[0], "killed by signal %d", WTERMSIG(s->ws));
         else
-            hm_cli_failf(prog_argv[0], "exited with status %d", WEXITSTATUS(ws));
-        goto out;
+            hm_cli_failf(s->prog_argv[0], "exited with status %d", WEXITSTATUS(s->ws));
+        return -1;
     }
-    status = HM_EXIT_OK;
-out:
-    if (resdir) {
-        unlink(result);
+    return 0;
+}
+
+static void sim_free(simrun_t *s)
+{
+    if (s->resdir) {
+        unlink(s->result);
         char tmpf[PATH_MAX + 40];
-        snprintf(tmpf, sizeof tmpf, "%s.tmp", result);
+        snprintf(tmpf, sizeof tmpf, "%s.tmp", s->result);
         unlink(tmpf);
-        rmdir(resdir);
-        free(resdir);
+        rmdir(s->resdir);
+        free(s->resdir);
     }
-    free(report);
-    json_decref(res);
-    hm_placement_close(pl);
-    hm_sim_machine_close(m);
+    json_decref(s->res);
+    hm_placement_close(s->pl);
+    hm_sim_machine_close(s->m);
+}
+
+static int cmd_sim(const hm_cmd_t *cmd, int argc, char **argv)
+{
+    simrun_t s = {.period = 1000};
+    int status = sim_options(&s, cmd, argc, argv);
+    if (status < 0) {
+        status = HM_EXIT_RUNTIME;
+        if (sim_inputs(&s) == 0 && sim_settings(&s) == 0 && sim_execute(&s) == 0 && sim_report(&s) == 0 &&
+            sim_print(&s) == 0 && sim_verdict(&s) == 0)
+            status = HM_EXIT_OK;
+    }
+    sim_free(&s);
     return status;
 }
