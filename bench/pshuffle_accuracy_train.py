@@ -5,17 +5,22 @@
 
 `train` runs, in one MPI job, a list of (seed, partition, strategy, norm)
 configurations one after the other, in the order given by --configs (or the
-cross product of --seeds, --partitions, --strategies, --norms). Each rank
-holds its part of the initial partition in a pshuffle memory store;
-PartialShuffleSampler drives the per-epoch exchange (overlapped with the
-epoch's training); DDP over gloo averages the gradients; a DataLoader with
-num_workers >= 1 reads the store. After every epoch the model is evaluated
-on the test set twice: with rank 0's BatchNorm running statistics (what a
-checkpoint of the DDP model holds, so what a user gets) and with the
-statistics recomputed on a batch drawn uniformly from the whole training
-set. Rank 0 appends every finished run as one JSON line to --out, so a long
-study that is stopped keeps what it finished; --resume skips the runs
-already in --out.
+cross product of --seeds, --partitions, --strategies, --norms). The data
+path is the one a user writes: the training set is an ordinary map-style
+Dataset (FashionMNIST below, uint8 images and integer labels, laid out so
+that rank r's share of the initial partition is its contiguous slice),
+wrapped in ShuffledDataset with the augmentation passed as transform= (by
+default a random crop after a 2-pixel padding and a random horizontal flip,
+applied at every access); PartialShuffleSampler hands a DataLoader
+(num_workers >= 1) plain integer indices into it and drives the per-epoch
+exchange (overlapped with the epoch's training); DDP over gloo averages the
+gradients. After every epoch the model is evaluated on the test set twice:
+with rank 0's BatchNorm running statistics (what a checkpoint of the DDP
+model holds, so what a user gets) and with the statistics recomputed on a
+batch drawn uniformly from the whole training set (neither augmented).
+Rank 0 appends every finished run as one JSON line to --out, marked with
+its data path and augmentation, so a long study that is stopped keeps what
+it finished; --resume skips the runs of the same setting already in --out.
 """
 import argparse, copy, gzip, json, os, socket, sys, time
 
@@ -26,6 +31,13 @@ PARTITIONS = ("iid", "sorted", "dirichlet")
 # Strategies: "global", "local", a constant Q ("0.1"), or "sched" (below).
 SCHED = ("exp", 0.5, 0.5, 0.05)  # Q_e = max(0.05, 0.5 * 0.5**e): 0.5, 0.25, 0.125, 0.0625, 0.05, ...
 SCHED_NAME = "0.5*0.5^e, min 0.05"
+FACE = "ShuffledDataset"  # the data path every run of this script takes (recorded in each run)
+AUGMENTS = {"crop-flip": "random crop of 28x28 after a 2-pixel zero padding and a random horizontal flip, "
+                         "drawn at every access (transform=)",
+            "none": "none"}
+# How the runs made before the user-facing data path were read (their raw
+# lines have no "face" field): the store's own items, no augmentation.
+OLD_SETTING = ("PartialShuffleDataset", "none")
 
 
 def err(msg):
@@ -123,10 +135,42 @@ def to_input(u8):
     return ((torch.from_numpy(np.ascontiguousarray(u8)).float() / 255.0 - MEAN) / STD).view(-1, 1, 28, 28)
 
 
-def decode(blob, label):
+class FashionMNIST:
+    """The user's own map-style Dataset (it knows nothing of pshuffle): item i
+    is (uint8 image tensor of shape (1, 28, 28), integer label). Deterministic:
+    no randomness here, the augmentation is the transform's."""
+
+    def __init__(self, images, labels):
+        self.x, self.y = images, labels
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        import torch
+        return torch.from_numpy(self.x[i]).view(1, 28, 28), int(self.y[i])
+
+
+def make_transform(augment):
+    """The transform handed to ShuffledDataset: uint8 (1, 28, 28) in, a
+    normalised float image out; with "crop-flip", a random 28x28 crop of the
+    image padded by 2 zero pixels on each side and a horizontal flip with
+    probability 1/2, drawn from torch's generator (which DataLoader seeds per
+    worker and epoch) at every access."""
     import torch
-    x = torch.frombuffer(bytearray(blob), dtype=torch.uint8).float() / 255.0
-    return ((x - MEAN) / STD).view(1, 28, 28), label
+    import torch.nn.functional as F
+
+    def plain(x):
+        return (x.float() / 255.0 - MEAN) / STD
+
+    def crop_flip(x):
+        x = F.pad(x.float() / 255.0, (2, 2, 2, 2))
+        i, j = (int(v) for v in torch.randint(0, 5, (2,)))
+        x = x[:, i:i + 28, j:j + 28]
+        if torch.rand(()) < 0.5:
+            x = x.flip(-1)
+        return (x - MEAN) / STD
+    return crop_flip if augment == "crop-flip" else plain
 
 
 def configs_from(args):
@@ -149,6 +193,11 @@ def configs_from(args):
             for q in args.strategies for n in args.norms]
 
 
+def setting_of(run):
+    """(data path, augmentation) of a raw run."""
+    return (run["face"], run["augment"]) if "face" in run else OLD_SETTING
+
+
 def key(seed, part, strat, norm):
     return f"{seed}:{part}:{strat}:{norm}"
 
@@ -160,7 +209,7 @@ def train(args):
     import torch, torch.distributed as dist
     from mpi4py import MPI
     import pshuffle
-    from pshuffle.torch import PartialShuffleDataset, PartialShuffleSampler, make_loader
+    from pshuffle.torch import PartialShuffleSampler, ShuffledDataset, make_loader
 
     torch.set_num_threads(1)
     comm = MPI.COMM_WORLD
@@ -195,7 +244,8 @@ def train(args):
                     r = json.loads(line)
                 except ValueError:
                     continue  # a torn last line from a killed job
-                if r.get("epochs") == args.epochs and r.get("train_samples") == len(y):
+                if (r.get("epochs") == args.epochs and r.get("train_samples") == len(y)
+                        and setting_of(r) == (FACE, args.augment)):
                     done.add(r["key"])
     done = comm.bcast(done, root=0)
 
@@ -215,6 +265,7 @@ def train(args):
                 m(mixed[i:i + 256])
         return m
 
+    transform = make_transform(args.augment)
     for seed, part, strat, norm in configs:
         k = key(seed, part, strat, norm)
         if k in done:
@@ -229,18 +280,23 @@ def train(args):
         else:
             sh = pshuffle.Shuffler(comm, seed=seed, strategy="partial", store_dir=None, resume=False,
                                    q=pshuffle.exp_schedule(*SCHED[1:]) if strat == "sched" else float(strat))
-        mine = partition(y, part, size, seed)[rank]
-        for i in mine:
-            sh.add(int(i), int(y[i]), x[i].tobytes())
-        sh.start()
-        hist0 = sh.label_hist(C)  # the initial partition (before global's warm-up exchange)
-        # global: one exchange before epoch 0, so every epoch (the first
-        # included) trains on a fresh uniform partition, as DistributedSampler
-        # over the whole set. local and partial start from the initial
+        # The user's dataset, laid out as the initial partition: rank r's
+        # share is its contiguous slice [r*N/M, (r+1)*N/M), which is what
+        # ShuffledDataset stores on rank r (the partition's bounds are the same).
+        parts = partition(y, part, size, seed)
+        order = np.concatenate(parts)
+        mine = parts[rank]
+        ds = ShuffledDataset(FashionMNIST(x[order], y[order]), sh, transform=transform)
+        if len(sh) != len(mine) or sh.label_hist(C) != np.bincount(y[mine], minlength=C).tolist():
+            print(f"pshuffle-accuracy: rank {rank}: ShuffledDataset stored {len(sh)} samples, the {part} "
+                  f"partition gives it {len(mine)} with other labels", file=sys.stderr, flush=True)
+            comm.Abort(1)
+        hist0 = sh.label_hist(C)  # the initial partition, before any exchange
+        # global: DistributedSampler's partition of epoch e (epoch 0 already a
+        # uniform reshuffle). local and partial start from the initial
         # partition, as in the published scheme.
-        sampler = PartialShuffleSampler(sh, warmup=(strat == "global"))
-        loader = make_loader(PartialShuffleDataset(sh, decode), batch_size=args.batch, sampler=sampler,
-                             num_workers=args.workers)
+        sampler = PartialShuffleSampler(ds)
+        loader = make_loader(ds, batch_size=args.batch, sampler=sampler, num_workers=args.workers)
         acc0, accmix, loss_curve, hists, t_comp, t_set = [], [], [], [], [], []
         for epoch in range(args.epochs):
             a = time.perf_counter()
@@ -279,11 +335,12 @@ def train(args):
                    peak_bytes=h["peak_bytes"]) for h in hist]
         per_rank = comm.gather(dict(ex=ex, t_comp=t_comp, t_set=t_set, hist=hists, hist0=hist0, n0=len(mine)), root=0)
         sh.close()
-        del loader, sampler
+        del loader, sampler, ds
         wall = comm.allreduce(time.time() - t0, op=MPI.MAX)
         if rank == 0:
             totals = [int(sum(sum(p["hist"][e]) for p in per_rank)) for e in range(len(hists))]
-            rec = dict(key=k, seed=seed, partition=part, strategy=strat, norm=norm, ranks=size,
+            rec = dict(key=k, face=FACE, augment=args.augment, seed=seed, partition=part, strategy=strat,
+                       norm=norm, ranks=size,
                        epochs=args.epochs, train_samples=len(y), test_samples=len(ty), batch=args.batch,
                        lr=args.lr, workers=args.workers, acc=acc0, acc_mixed_bn=accmix, loss=loss_curve,
                        totals=totals, wall_s=wall, per_rank=per_rank, torch=torch.__version__)
@@ -322,6 +379,9 @@ def load_runs(path):
                 pass
     if not runs:
         err(f"{path}: no finished runs")
+    settings = sorted({setting_of(r) for r in runs})
+    if len(settings) > 1:
+        err(f"{path}: mixes runs of data paths and augmentations {settings}: report each setting from its own file")
     return runs
 
 
@@ -364,7 +424,7 @@ def report(args):
             continue
         r = sorted(by[k], key=lambda r: r["seed"])[0]
         pr = r["per_rank"]
-        skip = 1 if k[2] == "global" else 0  # the warm-up exchange before epoch 0
+        skip = 1 if k[2] == "global" else 0  # the blocking exchange to epoch 0's partition (before: the warm-up)
         nex = min(len(p["ex"]) for p in pr)
         idx = range(skip, nex)
         byt = [sum(p["ex"][e]["bytes_sent"] for p in pr) for e in idx]
@@ -473,24 +533,36 @@ def report(args):
             ax.axis("off")
         nseeds = len({r["seed"] for r in runs})
         fig.suptitle(f"Fashion-MNIST, {runs[0]['train_samples']} training images, {runs[0]['ranks']} ranks, "
-                     f"small CNN; mean over seeds (band: min..max), rank 0's BN statistics", fontsize=10)
+                     f"small CNN, augmentation: {setting_of(runs[0])[1]}; mean over seeds (band: min..max), "
+                     f"rank 0's BN statistics", fontsize=10)
         fig.tight_layout()
         fig.savefig(args.png, dpi=100)
     if args.md:
         nseeds = len({r["seed"] for r in runs})
         with open(args.md, "w") as f:
+            face, aug = setting_of(runs[0])
+            f.write(f"Data path: `{face}`"
+                    + (" over the user's own map-style Dataset, the sampler's integer indices into it"
+                       if face == FACE else " (the store's own items)")
+                    + f"; augmentation: {AUGMENTS.get(aug, aug)}.\n")
             f.write(f"Raw runs: {len(runs)} ({nseeds} seed{'s' if nseeds > 1 else ''}), "
                     f"{runs[0]['train_samples']:,} training images, {runs[0]['test_samples']:,} test images, "
                     f"{runs[0]['ranks']} ranks, {E} epochs, batch {runs[0]['batch']} per rank, "
                     f"{runs[0]['workers']} DataLoader worker(s) per rank; wall time per run "
                     f"{min(r['wall_s'] for r in runs):.0f}..{max(r['wall_s'] for r in runs):.0f} s.\n\n")
-            f.write("#### Test accuracy (%), mean ± std over seeds\n\n" + acc_table + "\n\n")
+            f.write("Runs held (norm, partition: strategy and seeds):\n\n")
+            for k in keys:
+                f.write(f"- {k[0].upper()}, {k[1]}, {strat_name(k[2])}: seed"
+                        f"{'s' if len(by[k]) > 1 else ''} {', '.join(str(r['seed']) for r in sorted(by[k], key=lambda r: r['seed']))}\n")
+            f.write("\n#### Test accuracy (%), mean ± std over seeds\n\n" + acc_table + "\n\n")
             f.write("#### Against global shuffling (final accuracy, paired by seed)\n\n" + verdict + "\n\n")
-            f.write("![test accuracy per epoch](pshuffle-accuracy.png)\n\n")
+            f.write(f"![test accuracy per epoch]({os.path.basename(args.png or 'pshuffle-accuracy.png')})\n\n")
             if mix:
                 f.write("#### Mixing of the label-sorted start (BatchNorm runs, first seed)\n\n"
                         "Share of a rank's samples whose class the rank held at epoch 0 (mean over ranks); "
-                        "store epoch e is what epoch e trains on (global: after its warm-up exchange); "
+                        "store epoch e is what epoch e trains on (global: "
+                        + ("DistributedSampler's partition of epoch e" if setting_of(runs[0])[0] == FACE
+                           else "after its warm-up exchange") + "); "
                         + (f"a uniform partition would give {100 * perfect:.1f}% (each rank starts with one "
                            "to three of the ten classes).\n\n" if perfect else "\n\n") + mix + "\n\n")
             f.write("#### Bytes, storage and time per epoch (BatchNorm runs, first seed)\n\n"
@@ -521,6 +593,8 @@ def main():
     t.add_argument("--bn-batch", type=int, default=2048, help="mixed batch for recomputed BN statistics")
     t.add_argument("--train-samples", type=int, default=0, help="random subset of the training set (0: all)")
     t.add_argument("--test-samples", type=int, default=0, help="first N test samples (0: all)")
+    t.add_argument("--augment", default="crop-flip", choices=sorted(AUGMENTS),
+                   help="the transform's random augmentation, at every access (default crop-flip)")
     t.add_argument("--verbose", action="store_true")
     r = sub.add_parser("report")
     r.add_argument("jsonl")
