@@ -76,6 +76,32 @@ grep -q "| BN | sorted | global | 2 | 85.00 ± 7.07 |" "$W/report" || fail "glob
 grep -q "| BN | sorted | local | 2 | 70.00 ± 0.00 | .* | -15.00 ± 7.07 |" "$W/report" || fail "local vs global: $(cat "$W/report")"
 : > "$W/empty.jsonl"
 expect_usage "no finished runs" $PY "$T" report "$W/empty.jsonl"
+# A file that mixes runs of two settings (data path, augmentation) is
+# refused: their accuracies are not comparable in one table. A run without
+# the fields is one of the earlier study's (store items, no augmentation).
+$PY - "$W/runs.jsonl" "$W/mixed.jsonl" <<'PY'
+import json, sys
+runs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{"key')]
+with open(sys.argv[2], "w") as f:
+    for i, r in enumerate(runs):
+        if i == 0:
+            r.update(face="ShuffledDataset", augment="crop-flip")
+        f.write(json.dumps(r) + "\n")
+PY
+expect_usage "mixes runs of data paths and augmentations" $PY "$T" report "$W/mixed.jsonl"
+$PY - "$W/runs.jsonl" "$W/aug.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[2], "w") as f:
+    for l in open(sys.argv[1]):
+        if l.startswith('{"key'):
+            r = json.loads(l)
+            r.update(face="ShuffledDataset", augment="crop-flip", batch=32, workers=1)
+            f.write(json.dumps(r) + "\n")
+PY
+$PY "$T" report "$W/aug.jsonl" --md "$W/aug.md" > /dev/null 2>&1 || fail "report of the augmented runs"
+grep -q "^Data path: .ShuffledDataset. over the user's own map-style Dataset.*augmentation: random crop" "$W/aug.md" \
+  || fail "the report does not name its setting: $(head -3 "$W/aug.md")"
+grep -q "^- BN, sorted, global: seeds 1, 2$" "$W/aug.md" || fail "the report does not list its runs: $(head -12 "$W/aug.md")"
 
 # Plan probe: bad arguments refused; the pool is round(Q*n).
 P="$PS_BENCH_PLAN"
