@@ -58,22 +58,32 @@ done
 
 # Two jobs on one store: the second refuses to start while the first runs,
 # naming the holder; the first is undisturbed; the lock goes with the job.
+# The first job is stopped (SIGSTOP, both ranks, by the pids its locks name)
+# while the second tries, so it is alive then whatever the load, and it
+# needs only a few epochs: its busy work (--work-us, wall time) keeps it
+# running at least 0.5 s, far longer than the 0.1 s the loop below takes
+# to see its locks.
 S2="$W/two"
-job --dir "$S2" --samples 200 --work-us 2000 --epochs 20 > "$W/first.log" 2>&1 &
+job --dir "$S2" --samples 50 --work-us 2000 --epochs 5 > "$W/first.log" 2>&1 &
 first=$!
 for _ in $(seq 600); do
   [ -s "$S2/rank-00000/lock" ] && [ -s "$S2/rank-00001/lock" ] && break
+  kill -0 $first 2> /dev/null || break
   sleep 0.1
 done
 holder=$(cat "$S2/rank-00000/lock" 2> /dev/null)
 [ -n "$holder" ] || { kill $first; fail "the first job took no lock in 60 s"; }
 echo "lock: $holder"
-refused second "store $S2 is in use by another job: $holder holds the lock rank-00000/lock" --dir "$S2" --epochs 20
-kill -0 $first 2> /dev/null || echo "note: the first job ended before the second was refused"
+pids=$(sed -n 's/^pid \([0-9][0-9]*\) on host .*/\1/p' "$S2"/rank-0000[01]/lock)
+[ "$(echo $pids | wc -w)" = 2 ] || { kill $first; fail "lock files name no pids: $(cat "$S2"/rank-0000[01]/lock)"; }
+kill -STOP $pids || { kill $first; fail "the first job ended before it could be stopped (pids $pids)"; }
+refused second "store $S2 is in use by another job: $holder holds the lock rank-00000/lock" --dir "$S2" --epochs 5
+kill -0 $pids || fail "the first job is gone while stopped"
+kill -CONT $pids
 wait $first || { cat "$W/first.log"; fail "the first job failed"; }
 "$PSHUFFLE" verify "$S2" > "$W/verify.log" 2>&1 || { cat "$W/verify.log"; fail "verify after two jobs"; }
-grep -qE "^epoch +20$" "$W/verify.log" || { cat "$W/verify.log"; fail "the store is not the first job's epoch 20"; }
-job --dir "$S2" --epochs 21 > "$W/third.log" 2>&1 || { cat "$W/third.log"; fail "resume after the first job ended"; }
+grep -qE "^epoch +5$" "$W/verify.log" || { cat "$W/verify.log"; fail "the store is not the first job's epoch 5"; }
+job --dir "$S2" --epochs 6 > "$W/third.log" 2>&1 || { cat "$W/third.log"; fail "resume after the first job ended"; }
 
 # verify on a store holding a FIFO where a segment file should be: refused
 # at once, not blocked waiting for a writer.
