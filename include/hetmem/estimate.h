@@ -172,8 +172,13 @@ int hm_estimator_nwindows(const hm_estimator_t *e);
 
 typedef struct {
     double runtime_ns;   /**< estimate */
-    double lo_ns, hi_ns; /**< 95% interval from sampling error */
+    double lo_ns, hi_ns; /**< 95% interval: sampling and model error (the half-widths below in quadrature) */
     double migration_ns; /**< part of the estimate spent moving pages at phase boundaries */
+    double sampling_ns;  /**< half-width of the interval from sampling error alone (1.96 sigma) */
+    double model_ns;     /**< half-width from model error: model_error_q times spread_ns (default model; 0 for linear) */
+    double spread_ns;    /**< the placement's spread between its device runs, per class of windows the mean
+                          *   distance of each device run's time from their mix by the traffic the placement
+                          *   puts on each device, summed (0 with all data on one device) */
 } hm_estimate_t;
 
 /** Breakdown of the last estimate (owned by the handle or state; valid until its next call). */

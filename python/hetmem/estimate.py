@@ -26,7 +26,8 @@ class HetmemError(RuntimeError):
 
 class _Estimate(ctypes.Structure):
     _fields_ = [("runtime_ns", ctypes.c_double), ("lo_ns", ctypes.c_double),
-                ("hi_ns", ctypes.c_double), ("migration_ns", ctypes.c_double)]
+                ("hi_ns", ctypes.c_double), ("migration_ns", ctypes.c_double),
+                ("sampling_ns", ctypes.c_double), ("model_ns", ctypes.c_double), ("spread_ns", ctypes.c_double)]
 
 
 class _Object(ctypes.Structure):

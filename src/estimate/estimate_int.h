@@ -65,6 +65,8 @@ typedef struct {
     double *xw, *xwsum;   /* weights that spread the residuals: per (class, object,
                            * device) and their sum per (class, device) */
     double *var;          /* per (object, device): variance of the object's cost, ns^2 */
+    double *tdev;         /* per (class, device): the class's time in the run on that device
+                           * (the interval's model-error term spreads between them) */
     /* Per class, how its windows share the latency side and the channel
      * side of its time (profile_time): windows sorted by the ratio of their
      * latency share to their channel share (g_r), with running sums of

@@ -58,6 +58,7 @@ typedef enum {
     T_MIX_SAMPLES,
     T_HIT_BASE,
     T_HIT_WAIT,
+    T_MODEL_ERROR_Q,
     T_COUNT
 } tune_t;
 
@@ -109,6 +110,11 @@ static TUNE_CONST tunable_t tunables[T_COUNT] = {
     [T_HIT_WAIT] = {"hit_wait", 2, "ratio", "fitted",
                     "a cache hit that took more than this times its level's usual latency waited for a line on its "
                     "way from memory"},
+    [T_MODEL_ERROR_Q] = {"model_error_q", 0.3045, "ratio",
+                         "fitted: split-conformal 95% quantile on the in-house mini-apps, command "
+                         "bench/estimator-interval --work DIR (after bench/estimator --report-only --reestimate)",
+                         "the 95% interval's model-error half-width per unit of the placement's spread between its "
+                         "device runs"},
 };
 
 /* The model's rules: each can be switched off in a mutation build (the
@@ -136,6 +142,7 @@ typedef enum {
     R_CLASSES,           /* instances are cut into classes by traffic mix */
     R_REGIMES,           /* windows are cut into regimes */
     R_HIT_WAITS,         /* a slow cache hit waited for memory (summary building) */
+    R_MODEL_ERROR,       /* the interval has a model-error term, not only sampling error */
     R_COUNT
 } rule_t;
 
@@ -145,7 +152,7 @@ static const char *const rule_names[R_COUNT] = {
     "bound_by_latency", "bound_by_bandwidth", "bound_by_unsampled", "unsampled_traffic", "c_at_most_fastest",
     "k_at_most_1", "bound_runs_no_k",
     "store_floor", "saturated_reference", "queueing_carried", "channel_in_run", "window_profile",
-    "classes", "regimes", "hit_waits"};
+    "classes", "regimes", "hit_waits", "model_error"};
 static int rules_off[R_COUNT];
 
 /* HM_EST_MUTATE="name*factor" scales a tunable, "-name" removes a rule;
@@ -505,13 +512,15 @@ static int bisect(const double *sig, int dim, int *ix, int n, int minw, int *na,
         for (int k = 0; k < dim; k++)
             ca[k] /= nA, cb[k] /= n - nA;
     }
-    if (nA < minw || n - nA < minw)
-        return 0;
     double sse1 = 0, l1 = 0;
     for (int i = 0; i < n; i++)
         sse1 += dist2(&sig[(size_t)ix[i] * dim], side[i] ? cb : ca, dim);
     for (int k = 0; k < dim; k++)
         l1 += fabs(ca[k] - cb[k]);
+    HM_DEBUG("estimate: bisect %d points (min %d): halves %d and %d, spread kept %.3f, halves %.3f apart", n, minw, nA,
+             n - nA, sse0 > 0 ? sse1 / sse0 : 0.0, l1);
+    if (nA < minw || n - nA < minw)
+        return 0;
     if (!(sse1 < TUNE(T_SPLIT_SSE) * sse0) || l1 < TUNE(T_SPLIT_L1))
         return 0;
     /* Stable partition: the first half keeps the windows' order. */
@@ -1431,12 +1440,13 @@ static int prepare_default(hm_estimator_t *e)
     m->xwsum = calloc((size_t)C * D, sizeof(double));
     m->var = calloc((size_t)C * O * D, sizeof(double));
     m->ys = calloc((size_t)C * D, sizeof(double));
+    m->tdev = calloc((size_t)C * D, sizeof(double));
     m->g_off = calloc((size_t)C + 1, sizeof(int));
     m->g_r = calloc((size_t)e->nwin + 1, sizeof(double));
     m->g_a = calloc((size_t)e->nwin + 1, sizeof(double));
     m->g_b = calloc((size_t)e->nwin + 1, sizeof(double));
     if (!m->c_ns || !m->k || !m->resid || !m->lat || !m->bytes || !m->bytes_x || !m->wbytes || !m->latsum || !m->xw ||
-        !m->xwsum || !m->var || !m->ys || !m->g_off || !m->g_r || !m->g_a || !m->g_b)
+        !m->xwsum || !m->var || !m->ys || !m->tdev || !m->g_off || !m->g_r || !m->g_a || !m->g_b)
         return -ENOMEM;
     prep_t p = {0};
     if ((rc = sum_windows(e, &p)) < 0) {
@@ -1455,6 +1465,8 @@ static int prepare_default(hm_estimator_t *e)
         fit_latency(e, &r);
         store_floor(e, &r);
         m->c_ns[c] = r.C;
+        for (int d = 0; d < D; d++)
+            m->tdev[(size_t)c * D + d] = r.T[d];
         HM_DEBUG("estimate: class %s: C %.4g ns, k %.4g", e->phase_name[m->cls_phase[c]], r.C, r.k);
         for (int d = 0; d < D; d++)
             HM_DEBUG("estimate:   run %s: T %.4g ns, L %.4g, sampled util %.2f%s", e->dev_name[d], r.T[d], r.L[d],
@@ -1526,6 +1538,7 @@ struct hm_est_state {
     double *lp;              /* per (class, device): k sum_o x L (unloaded latency terms) */
     double *y;               /* per (class, device): channel time of the traffic sent there */
     double *xi;              /* per (class, device): latency cost placed there */
+    double *tw;              /* per (class, device): bytes of traffic placed there (the interval's spread) */
     double *var;             /* per class: variance */
     /* linear model */
     double *lin_t;           /* per class */
@@ -1579,6 +1592,7 @@ static void apply(hm_est_state_t *s, int c, int o, slot_t sl, double sign)
             s->y[(size_t)c * D + d] +=
                 m->ys[(size_t)c * D + d] * chan_time(e, d, x * m->bytes[co] + even[i] * sign * m->bytes_x[co], x * m->wbytes[co]);
             s->xi[(size_t)c * D + d] += x * m->xw[ix3(e, c, o, d)];
+            s->tw[(size_t)c * D + d] += x * (m->bytes[co] + m->wbytes[co]) + even[i] * sign * m->bytes_x[co];
             s->var[c] += fabs(x) * m->var[ix3(e, c, o, d)] * (sign > 0 ? 1 : -1);
         } else {
             s->lin_t[c] -= x * e->lin_phase_gain[ix3(e, c, o, d)];
@@ -1651,6 +1665,7 @@ static void recompute(hm_est_state_t *s)
     memset(s->lp, 0, (size_t)C * D * sizeof(double));
     memset(s->y, 0, (size_t)C * D * sizeof(double));
     memset(s->xi, 0, (size_t)C * D * sizeof(double));
+    memset(s->tw, 0, (size_t)C * D * sizeof(double));
     memset(s->var, 0, (size_t)C * sizeof(double));
     memset(s->lin_var, 0, (size_t)C * sizeof(double));
     for (int c = 0; c < C; c++) {
@@ -1672,7 +1687,7 @@ static hm_est_state_t *state_new(hm_estimator_t *e, hm_est_model_t model, int ph
 {
     int P = e->nphase, D = e->ndev, O = e->nobj, np = phased ? P : 1;
     int C = model == HM_EST_DEFAULT ? e->dm.ncls : P;
-    size_t nd = (size_t)C * D * 3 + (size_t)C * 4;
+    size_t nd = (size_t)C * D * 4 + (size_t)C * 4;
     /* The struct holds pointers and doubles, so the doubles after it are aligned. */
     hm_est_state_t *s = calloc(1, sizeof *s + nd * sizeof(double) + (size_t)np * O * sizeof(slot_t));
     if (!s)
@@ -1681,6 +1696,7 @@ static hm_est_state_t *state_new(hm_estimator_t *e, hm_est_model_t model, int ph
     s->lp = p, p += (size_t)C * D;
     s->y = p, p += (size_t)C * D;
     s->xi = p, p += (size_t)C * D;
+    s->tw = p, p += (size_t)C * D;
     s->var = p, p += C;
     s->lin_t = p, p += C;
     s->lin_var = p, p += C;
@@ -1726,6 +1742,7 @@ HM_API int hm_est_state_copy(hm_est_state_t *dst, const hm_est_state_t *src)
     memcpy(dst->lp, src->lp, (size_t)C * D * sizeof(double));
     memcpy(dst->y, src->y, (size_t)C * D * sizeof(double));
     memcpy(dst->xi, src->xi, (size_t)C * D * sizeof(double));
+    memcpy(dst->tw, src->tw, (size_t)C * D * sizeof(double));
     memcpy(dst->var, src->var, (size_t)C * sizeof(double));
     memcpy(dst->lin_t, src->lin_t, (size_t)C * sizeof(double));
     memcpy(dst->lin_var, src->lin_var, (size_t)C * sizeof(double));
@@ -1796,17 +1813,64 @@ HM_API double hm_est_state_runtime(const hm_est_state_t *s)
     return s->total;
 }
 
+/* The placement's spread between its device runs, the scale of the
+ * interval's model error (docs/estimator.md, "The interval"): per class,
+ * with w_d the share of the class's traffic (bytes read and written back,
+ * sampled and unsampled; where the class has none, of the residuals'
+ * basis) that the placement puts on device d and T_d the class's time in
+ * d's run, sum_d w_d |T_d - sum_e w_e T_e|, summed over the classes. It is
+ * zero with all data on one device, which the model reproduces exactly,
+ * and grows with the share moved between devices of different speed: for
+ * two devices, 2 w (1 - w) |T_1 - T_2|. Summed rather than added in
+ * quadrature, as a model's error in one class is no more independent of
+ * its error in the next than the classes' shared fit is. */
+static double spread(const hm_est_state_t *s)
+{
+    if (s->model != HM_EST_DEFAULT)
+        return 0;
+    const hm_estimator_t *e = s->e;
+    const hm__est_default_t *m = &e->dm;
+    int D = e->ndev;
+    double sum = 0;
+    for (int c = 0; c < m->ncls; c++) {
+        const double *tw = &s->tw[(size_t)c * D], *td = &m->tdev[(size_t)c * D];
+        double w[64], all = 0, mean = 0, dev = 0;
+        for (int d = 0; d < D; d++)
+            all += w[d] = tw[d] > 0 ? tw[d] : 0;
+        if (!(all > 0))
+            for (int d = 0; d < D; d++) {
+                double xs = s->xi[(size_t)c * D + d] / m->xwsum[(size_t)c * D + d];
+                all += w[d] = xs > 0 ? xs : 0;
+            }
+        if (!(all > 0))
+            continue;
+        for (int d = 0; d < D; d++)
+            mean += (w[d] /= all) * td[d];
+        for (int d = 0; d < D; d++)
+            dev += w[d] * fabs(td[d] - mean);
+        sum += dev;
+    }
+    return sum;
+}
+
 HM_API int hm_est_state_estimate(hm_est_state_t *s, hm_estimate_t *out)
 {
     hm__errclear();
     double var = 0;
     for (int c = 0; c < nclass(s); c++)
         var += s->model == HM_EST_DEFAULT ? s->var[c] : s->lin_var[c];
-    double h = 1.96 * sqrt(var > 0 ? var : 0);
+    /* Sampling error (1.96 sigma) and model error (a split-conformal
+     * quantile times the spread between the device runs) in quadrature:
+     * two independent errors. */
+    double hs = 1.96 * sqrt(var > 0 ? var : 0), sp = spread(s);
+    double hm = RULE(R_MODEL_ERROR) ? TUNE(T_MODEL_ERROR_Q) * sp : 0, h = sqrt(hs * hs + hm * hm);
     out->runtime_ns = s->total;
     out->lo_ns = s->total - h > 0 ? s->total - h : 0;
     out->hi_ns = s->total + h;
     out->migration_ns = s->mig;
+    out->sampling_ns = hs;
+    out->model_ns = hm;
+    out->spread_ns = sp;
     return 0;
 }
 
@@ -2019,7 +2083,7 @@ HM_API int hm_estimator_estimate_job(hm_estimator_t *const *ranks, int nranks, h
     for (int r = 0; r < nranks; r++)
         cap += ranks[r]->nphase;
     const char **names = calloc((size_t)cap + 1, sizeof *names);
-    double *tmax = calloc((size_t)cap + 1, sizeof *tmax), mig = 0, lo = 1, hi = 1;
+    double *tmax = calloc((size_t)cap + 1, sizeof *tmax), mig = 0, lo = 1, hi = 1, rs = 0, rm = 0, rp = 0;
     int rc = names && tmax ? 0 : -ENOMEM;
     for (int r = 0; r < nranks && rc == 0; r++) {
         hm_estimate_t est;
@@ -2041,14 +2105,19 @@ HM_API int hm_estimator_estimate_job(hm_estimator_t *const *ranks, int nranks, h
         mig = est.migration_ns > mig ? est.migration_ns : mig;
         if (est.runtime_ns > 0) {
             lo = fmin(lo, est.lo_ns / est.runtime_ns);
-            hi = fmax(hi, est.hi_ns / est.runtime_ns);
+            if (est.hi_ns / est.runtime_ns > hi) {
+                hi = est.hi_ns / est.runtime_ns;
+                /* The widest rank's terms, relative, as its interval. */
+                rs = est.sampling_ns / est.runtime_ns, rm = est.model_ns / est.runtime_ns;
+                rp = est.spread_ns / est.runtime_ns;
+            }
         }
     }
     if (rc == 0) {
         double t = mig;
         for (int k = 0; k < n; k++)
             t += tmax[k];
-        *out = (hm_estimate_t){t, t * lo, t * hi, mig};
+        *out = (hm_estimate_t){t, t * lo, t * hi, mig, t * rs, t * rm, t * rp};
     }
     free(names);
     free(tmax);

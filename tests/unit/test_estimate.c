@@ -245,7 +245,9 @@ static void test_monotonic(void)
     hm_estimator_close(e);
 }
 
-/* Ten times as many samples: the interval narrows (by about sqrt(10)). */
+/* Ten times as many samples: the interval's sampling term narrows (by
+ * about sqrt(10)); the default model's model-error term does not depend
+ * on the sampling (test_interval_model_error). */
 static void test_interval(void)
 {
     run_spec_t s10 = SLOW, f10 = FAST;
@@ -260,12 +262,68 @@ static void test_interval(void)
         est_json(dense, (hm_est_model_t)m, js, &b);
         double wa = a.hi_ns - a.lo_ns, wb = b.hi_ns - b.lo_ns;
         CHECK(wa > 0 && wb > 0);
-        CHECK(wb < wa / 2);
+        CHECK(b.sampling_ns > 0 && b.sampling_ns < a.sampling_ns / 2);
+        if (m == HM_EST_LINEAR)
+            CHECK(wb < wa / 2);
         CHECK(a.lo_ns <= a.runtime_ns && a.runtime_ns <= a.hi_ns);
         CHECK_NEAR(a.runtime_ns, b.runtime_ns, 0.02);
     }
     hm_estimator_close(sparse);
     hm_estimator_close(dense);
+}
+
+/* The 95% interval's two terms, by hand (docs/estimator.md, "The
+ * interval"). Two devices, near (20 GB/s, 100 ns) and far (5 GB/s, 300
+ * ns), runs of 10 and 30 ms, one window; two objects of 64 MiB, each with
+ * 100 sampled loads that reached memory at period 1000 (6.4 MB each) and
+ * no latency weight. No run is bound: the channels are busy 0.64 / 10 and
+ * 2.56 / 30 ms, and the time ratio, 3, is within lat_margin x the latency
+ * ratio (3.3), far from the bandwidth ratio, 4.
+ *
+ * Sampling: each object's variance on its device is (k L)^2 / n (0: no
+ * latency cost) plus its channel time squared over its sampled misses:
+ * object 0 on far 6.4e6 B / 5 B/ns = 1.28e6 ns, object 1 on near 0.32e6
+ * ns: var = (1.28e6^2 + 0.32e6^2) / 100 = 1.7408e10 ns^2, half-width
+ * 1.96 sqrt(var) = 258,600 ns.
+ * Model error: the placement puts half the class's traffic on each device
+ * (w = 0.5); the device runs' mix by it is 0.5 x 10 + 0.5 x 30 = 20 ms,
+ * and its spread 0.5 |10 - 20| + 0.5 |30 - 20| = 10 ms (2 w (1 - w) x 20
+ * ms). The model-error half-width is model_error_q (MODEL_ERROR_Q, the
+ * value of model.c's table) x 10 ms, and the interval's half-width is
+ * sqrt(258,600^2 + (MODEL_ERROR_Q x 1e7)^2) ns: with 0.3045, 3,045,000 ns
+ * of model error and 3,055,961 ns in all (at 0.15 or 0.46: 1.54e6 or
+ * 4.57e6 ns; without the term: 258,600 ns).
+ * All on near: no spread (the model reproduces that run exactly), and the
+ * interval is the sampling term alone: var = 2 x 0.32e6^2 / 100 =
+ * 2.048e9 ns^2, half-width 88,700 ns. */
+#define MODEL_ERROR_Q 0.3045
+static void test_interval_model_error(void)
+{
+    const char *js =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 1e7, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 3e7, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 300}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 67108864}, {\"site\": \"0x2\", \"size\": 67108864}],"
+        " \"windows\": [{\"phase\": 0, \"t_ns\": [1e7, 3e7], \"stats\": ["
+        "   [0, 0, 100, 0, 100, 0, 0, 100, 0, 0], [1, 0, 100, 0, 100, 0, 0, 100, 0, 0],"
+        "   [0, 1, 100, 0, 100, 0, 0, 100, 0, 0], [1, 1, 100, 0, 100, 0, 0, 100, 0, 0]]}]}";
+    hm_estimator_t *e = NULL;
+    CHECK_EQ_INT(hm_estimator_parse_summary(&e, "interval", js), 0);
+    if (!e)
+        return;
+    hm_estimate_t mix, near;
+    est_json(e, HM_EST_DEFAULT, "{\"default\": \"near\", \"rules\": [{\"site\": \"0x1\", \"device\": \"far\"}]}", &mix);
+    CHECK_NEAR(mix.sampling_ns, 1.96 * sqrt(1.7408e10), 1e-6);
+    CHECK_NEAR(mix.spread_ns, 1e7, 1e-9);
+    CHECK_NEAR(mix.model_ns, MODEL_ERROR_Q * 1e7, 1e-9);
+    double h = sqrt(1.96 * 1.96 * 1.7408e10 + MODEL_ERROR_Q * 1e7 * MODEL_ERROR_Q * 1e7);
+    CHECK_NEAR(mix.hi_ns - mix.runtime_ns, h, 1e-6);
+    CHECK_NEAR(mix.runtime_ns - mix.lo_ns, h, 1e-6);
+    est_json(e, HM_EST_DEFAULT, "{\"default\": \"near\"}", &near);
+    CHECK_NEAR(near.runtime_ns, 1e7, 1e-9);
+    CHECK(near.spread_ns == 0 && near.model_ns == 0);
+    CHECK_NEAR(near.hi_ns - near.runtime_ns, 1.96 * sqrt(2.048e9), 1e-6);
+    hm_estimator_close(e);
 }
 
 /* Random moves on a state equal a fresh estimate of the same assignment. */
@@ -2152,6 +2210,7 @@ int main(void)
     test_linear_by_hand();
     test_monotonic();
     test_interval();
+    test_interval_model_error();
     test_incremental();
     test_summary_roundtrip();
     test_loaded_latency();

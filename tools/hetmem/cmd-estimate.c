@@ -40,7 +40,8 @@ const hm_cmd_t hm_cmd_estimate = {
     "       hetmem estimate app.%r.ddr.hmt app.%r.hbm.hmt --placement FILE   (MPI job, %r = rank)",
     "Give one trace per memory device, each a run of the same program with all\n"
     "data on that device (hetmem record --bind DEV, or hetmem sim --device DEV).\n"
-    "The estimate comes with a 95% interval from sampling error and a breakdown\n"
+    "The estimate comes with a 95% interval (sampling error and, for the default\n"
+    "model, model error; both half-widths are shown) and a breakdown\n"
     "by phase and by object. Models are described in docs/estimator.md.\n"
     "Device figures (bandwidth, latency) come from the traces' headers (HMAT\n"
     "or record --machine), or from --machine; one line on stderr names those\n"
@@ -59,12 +60,14 @@ static void print_table(hm_estimator_t *e, const hm_estimate_t *est, const int *
     printf("  %-12s %14s %s\n", "device run", "measured (s)", "");
     for (int d = 0; d < hm_estimator_ndevices(e); d++)
         printf("  %-12s %14.6f\n", devnames[d], hm_estimator_measured_ns(e, d) / 1e9);
-    printf("\n  %-12s %14s   %-26s %14s\n", "model", "estimate (s)", "95% interval (s)", "migration (s)");
+    printf("\n  %-12s %14s   %-26s %12s %12s %14s\n", "model", "estimate (s)", "95% interval (s)", "+-sampling",
+           "+-model", "migration (s)");
     for (int i = 0; i < nm; i++) {
         char iv[64];
         snprintf(iv, sizeof iv, "[%.6f, %.6f]", est[i].lo_ns / 1e9, est[i].hi_ns / 1e9);
-        printf("  %-12s %14.6f   %-26s %14.6f\n", hm_est_model_name((hm_est_model_t)models[i]), est[i].runtime_ns / 1e9,
-               iv, est[i].migration_ns / 1e9);
+        printf("  %-12s %14.6f   %-26s %12.6f %12.6f %14.6f\n", hm_est_model_name((hm_est_model_t)models[i]),
+               est[i].runtime_ns / 1e9, iv, est[i].sampling_ns / 1e9, est[i].model_ns / 1e9,
+               est[i].migration_ns / 1e9);
     }
     if (!bd)
         return;
@@ -107,6 +110,13 @@ static json_t *figures_json(const hm_estimator_t *e, const char *machine)
     char src[4200];
     snprintf(src, sizeof src, "%s%s", machine ? "--machine " : "traces", machine ? machine : "");
     return json_pack("{s:s, s:o, s:s?}", "source", src, "lacking", lack, "note", hm_estimator_figures_note(e));
+}
+
+/* The interval's two half-widths (docs/estimator.md, "The interval"). */
+static json_t *interval_json(const hm_estimate_t *est)
+{
+    return json_pack("{s:f, s:f, s:f}", "sampling_s", est->sampling_ns / 1e9, "model_s", est->model_ns / 1e9,
+                     "spread_s", est->spread_ns / 1e9);
 }
 
 /* The default model's terms of the estimate, per class of windows
@@ -193,8 +203,9 @@ static int estimate_job(const char **traces, int ntr, const char *placement, con
             goto out;
         }
         const char *mn = hm_est_model_name((hm_est_model_t)models[i]);
-        json_object_set_new(jm, mn, json_pack("{s:f, s:[f,f], s:f}", "runtime_s", est.runtime_ns / 1e9, "ci_s",
-                                              est.lo_ns / 1e9, est.hi_ns / 1e9, "migration_s", est.migration_ns / 1e9));
+        json_object_set_new(jm, mn, json_pack("{s:f, s:[f,f], s:o, s:f}", "runtime_s", est.runtime_ns / 1e9, "ci_s",
+                                              est.lo_ns / 1e9, est.hi_ns / 1e9, "interval", interval_json(&est),
+                                              "migration_s", est.migration_ns / 1e9));
         if (!json) {
             char iv[64];
             snprintf(iv, sizeof iv, "[%.6f, %.6f]", est.lo_ns / 1e9, est.hi_ns / 1e9);
@@ -366,9 +377,10 @@ static int run_estimate(const char **traces, int ntr, const char *placement, con
                                                     "size", (json_int_t)x.size, "memory_s", bd->object_ns[o] / 1e9));
             }
             json_object_set_new(jm, hm_est_model_name((hm_est_model_t)models[i]),
-                                json_pack("{s:f, s:[f,f], s:f, s:o, s:o}", "runtime_s", est[i].runtime_ns / 1e9, "ci_s",
-                                          est[i].lo_ns / 1e9, est[i].hi_ns / 1e9, "migration_s",
-                                          est[i].migration_ns / 1e9, "phases", ph, "objects", ob));
+                                json_pack("{s:f, s:[f,f], s:o, s:f, s:o, s:o}", "runtime_s", est[i].runtime_ns / 1e9,
+                                          "ci_s", est[i].lo_ns / 1e9, est[i].hi_ns / 1e9, "interval",
+                                          interval_json(&est[i]), "migration_s", est[i].migration_ns / 1e9, "phases",
+                                          ph, "objects", ob));
         }
     }
     /* A rule that matched no object is almost always a typo or a placement
@@ -408,8 +420,13 @@ static int run_estimate(const char **traces, int ntr, const char *placement, con
                    "%.2f%% -> %.2f%%\n\n",
                    ncal, ncal == 1 ? "" : "s", cal.overlap, 100 * cal.mean_err_before, 100 * cal.mean_err_after);
         print_table(e, est, models, nm, bd, devnames);
-        if (ex)
+        if (ex) {
             print_explain(ex);
+            const hm_estimate_t *d = &est[nm - 1];
+            printf("\n  95%% interval: +-%.6f s = sampling +-%.6f s (1.96 sigma) and model +-%.6f s "
+                   "(model_error_q x spread %.6f s) in quadrature\n",
+                   (d->hi_ns - d->runtime_ns) / 1e9, d->sampling_ns / 1e9, d->model_ns / 1e9, d->spread_ns / 1e9);
+        }
     }
     json_decref(ex);
 out:

@@ -794,8 +794,10 @@ static int val_estimates(val_t *v)
             }
             v->est[i * HM_EST_NMODELS + mdl] = r.runtime_ns / 1e9;
             json_object_set_new(je, hm_est_model_name((hm_est_model_t)mdl),
-                                json_pack("{s:f, s:[f,f]}", "runtime_s", r.runtime_ns / 1e9, "ci_s", r.lo_ns / 1e9,
-                                          r.hi_ns / 1e9));
+                                json_pack("{s:f, s:[f,f], s:{s:f, s:f, s:f}}", "runtime_s", r.runtime_ns / 1e9,
+                                          "ci_s", r.lo_ns / 1e9, r.hi_ns / 1e9, "interval", "sampling_s",
+                                          r.sampling_ns / 1e9, "model_s", r.model_ns / 1e9, "spread_s",
+                                          r.spread_ns / 1e9));
         }
         hm_placement_close(pl);
         json_array_append_new(v->rows, json_pack("{s:s, s:O, s:f, s:o}", "kind", v->kinds[i], "placement", v->pls[i],
