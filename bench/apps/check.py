@@ -33,6 +33,11 @@ instrumentation changes no arithmetic):
            the largest magnitude of its field (the reference was made with
            another compiler, so the smallest values differ in their last
            digits), and both runs' .xy files identical.
+  nekbone  exit 0; every CG solve ("cg:" lines: the residual norm before
+           the first iteration and after the last, 100 iterations) reduces
+           the residual by at least 1e-6 (Nekbone itself checks nothing);
+           the "cg:" lines and the size line ("nelt = ..., nx1 = ...") equal
+           in both runs.
 
 An argument "{dir}/FILE" names FILE in the app's folder (bench/apps/APP,
 PENNANT's input decks); check.py copies FILE into each run's folder and
@@ -153,6 +158,18 @@ def verify(app, code, text, what, wd, args):
             with open(xy) as fh:
                 got.append(hashlib.sha256(fh.read().encode()).hexdigest()[:16])
         return got
+    if app == "nekbone":
+        cg = found(r"cg:\s*(\d+)\s+(\S+)(.*)", text, what)
+        starts = [float(r) for i, r, _ in cg if int(i) == 0]
+        ends = [float(r) for i, r, _ in cg if int(i) != 0]
+        if not starts or len(starts) != len(ends):
+            fail("%s: %d CG solves started and %d finished" % (what, len(starts), len(ends)))
+        for k, (r0, r1) in enumerate(zip(starts, ends)):
+            if not r1 <= 1e-6 * r0:
+                fail("%s: CG solve %d reduced the residual from %g only to %g (want <= 1e-6 of it)"
+                     % (what, k + 1, r0, r1))
+        return found(r"(nelt =\s+\d+, np =\s+\d+, nx1 =\s+\d+)", text, what) + \
+            [" ".join(x.split()) for x in re.findall(r"cg:.*", text)]
     fail("%s: no verification rule" % app)
 
 
