@@ -107,6 +107,12 @@ const char *hm__source_link(const char *p, size_t *k);
  * and is not listed). Returns the length, or -1 when the file has no line
  * table there or libdw is not built in. */
 int hm__srcloc(const char *path, uint64_t off, char *buf, size_t len);
+/* Where the global or static variable at module-relative offset off of the
+ * ELF file at path is declared, from its DWARF: "file:line", file as a base
+ * name (a Fortran COMMON block's first declaration in the first unit that
+ * has it). Returns the length, or -1 when no variable there has a
+ * declaration line or libdw is not built in. */
+int hm__srcloc_data(const char *path, uint64_t off, char *buf, size_t len);
 /* Whether the frame at return address pc belongs to the allocator or the
  * language's standard library rather than to the program: operator
  * new/delete, std:: and __gnu_cxx:: functions (templates such as
@@ -118,22 +124,41 @@ int hm__site_skip(uintptr_t pc);
 /* The rule of hm__site_skip() on a module basename and a (mangled) symbol
  * name, either of which may be NULL. */
 int hm__site_skip_name(const char *module, const char *sym);
+/* The smallest object that gets a call site and is tracked by default:
+ * heap allocations under hetmem record and hetmem run (HETMEM_MIN_SIZE,
+ * --min-size), and the global and static arrays that hetmem sim makes
+ * objects without a placement rule naming them. */
+#define HM_MIN_OBJECT_SIZE ((size_t)64 * 1024)
 /* Calls fn for each data object of at least min bytes (global and static
  * arrays: defined STT_OBJECT symbols) of every module loaded now, with its
  * run-time address, size and symbol name: the program first, then its
  * shared libraries in load order (module 0, 1, ...), from each file's
  * .symtab, or its .dynsym when it is stripped, that want (when not NULL)
- * accepts. fn returns nonzero when it keeps the object, whose name pointer
- * then stays valid while the process lives. A name kept from one module is not passed again from a later
- * one: the first module that defines it wins, as the dynamic linker binds
- * it (an array of a library that the program uses is the program's copy, a
- * copy relocation). At most HM_MODULE_KEPT names are kept per call; the
- * objects beyond are not passed, and are counted in *dropped. Returns how
- * many objects were passed to fn. Not reentrant from fn. */
+ * accepts; want is also told the module and whether the object lies in a
+ * writable section (.data, .bss: not .rodata, not thread-local). fn returns
+ * nonzero when it keeps the object, whose name pointer then stays valid
+ * while the process lives. A name kept from one module is not passed again
+ * from a later one: the first module that defines it wins, as the dynamic
+ * linker binds it (an array of a library that the program uses is the
+ * program's copy, a copy relocation). At most HM_MODULE_KEPT names are kept
+ * per call; the objects beyond are not passed, and are counted in *dropped.
+ * flags: HM_MODOBJ_PROGRAM reads the program only (module 0);
+ * HM_MODOBJ_UNCACHED maps a module's file only for the call when no object
+ * of it is kept, leaving the address space as it was (hetmem sim's own
+ * mappings move the program's). Returns how many objects were passed to
+ * fn. Not reentrant from fn. */
 #define HM_MODULE_KEPT 1024
-int hm__module_objects(size_t min, int (*want)(void *ctx, const char *name, uintptr_t addr, size_t size),
+#define HM_MODOBJ_PROGRAM 1
+#define HM_MODOBJ_UNCACHED 2
+int hm__module_objects(size_t min, int flags,
+                       int (*want)(void *ctx, int module, const char *name, uintptr_t addr, size_t size, int writable),
                        int (*fn)(void *ctx, int module, uintptr_t addr, size_t size, const char *name), void *ctx,
                        int *dropped);
+/* The frame line of the global or static array @p name at @p addr, as
+ * hm__site_frame names a code address: "module+0xOFF name", then " at
+ * file:line" where the module's debug information declares it. Returns
+ * the length written (snprintf's). */
+int hm__global_frame(uintptr_t addr, const char *name, char *buf, size_t len);
 /* The allocation-site id of the global or static array named @p name, the
  * same in hetmem sim, hetmem run and the traces they write. */
 uint64_t hm__global_site(const char *name);

@@ -45,6 +45,8 @@ typedef struct {
     const char *str;
     size_t strsz;
     uintptr_t bias;
+    const ElfW(Shdr) *sh; /* section headers: which sections are writable */
+    size_t shnum;
     int bad;
 } symtab_t;
 
@@ -84,6 +86,8 @@ static void symtab_load(symtab_t *t, const char *path)
         eh->e_phoff > n || eh->e_phnum > (n - eh->e_phoff) / sizeof(ElfW(Phdr)))
         goto fail;
     const ElfW(Shdr) *sh = (const ElfW(Shdr) *)(b + eh->e_shoff);
+    t->sh = sh;
+    t->shnum = eh->e_shnum;
     /* .symtab, or in a stripped file .dynsym, which still lists what the
      * module exports (a stripped shared library's global arrays). */
     for (int i = 0, pass = 0; pass < 2 && !t->syms; i++) {
@@ -372,7 +376,18 @@ static int list_module(struct dl_phdr_info *info, size_t size, void *data)
     return ms->n == HM_MAX_MODULES;
 }
 
-int hm__module_objects(size_t min, int (*want)(void *ctx, const char *name, uintptr_t addr, size_t size),
+/* Whether symbol y of t lies in a writable section that is not
+ * thread-local: .data and .bss, not .rodata. */
+static int symtab_is_writable(const symtab_t *t, const ElfW(Sym) *y)
+{
+    if (!t->sh || y->st_shndx >= t->shnum)
+        return 0;
+    uint64_t f = t->sh[y->st_shndx].sh_flags;
+    return (f & SHF_ALLOC) && (f & SHF_WRITE) && !(f & SHF_TLS);
+}
+
+int hm__module_objects(size_t min, int flags,
+                       int (*want)(void *ctx, int module, const char *name, uintptr_t addr, size_t size, int writable),
                        int (*fn)(void *ctx, int module, uintptr_t addr, size_t size, const char *name), void *ctx,
                        int *dropped)
 {
@@ -385,10 +400,17 @@ int hm__module_objects(size_t min, int (*want)(void *ctx, const char *name, uint
     pthread_mutex_lock(&symtab_lock);
     ms.n = 0;
     dl_iterate_phdr(list_module, &ms);
+    if ((flags & HM_MODOBJ_PROGRAM) && ms.n > 1)
+        ms.n = 1;
     int n = 0;
     for (int k = 0; k < ms.n; k++) {
-        symtab_t tmp, *t = symtab_cached(ms.m[k].fbase, ms.m[k].path);
-        if (!t) { /* cache full: a mapping of its own, kept only if used */
+        symtab_t tmp, *t = NULL;
+        for (size_t i = 0; i < HM_ARRAY_LEN(symtabs) && !t && (flags & HM_MODOBJ_UNCACHED); i++)
+            if (symtabs[i].fbase == ms.m[k].fbase)
+                t = &symtabs[i];
+        if (!t && !(flags & HM_MODOBJ_UNCACHED))
+            t = symtab_cached(ms.m[k].fbase, ms.m[k].path);
+        if (!t) { /* uncached, or the cache is full: a mapping of its own, kept only if used */
             memset(&tmp, 0, sizeof tmp);
             tmp.fbase = ms.m[k].fbase;
             symtab_load(&tmp, ms.m[k].path);
@@ -400,7 +422,7 @@ int hm__module_objects(size_t min, int (*want)(void *ctx, const char *name, uint
                 continue;
             const char *name = t->str + t->syms[i].st_name;
             uintptr_t addr = t->syms[i].st_value + t->bias;
-            if (want && !want(ctx, name, addr, t->syms[i].st_size))
+            if (want && !want(ctx, k, name, addr, t->syms[i].st_size, symtab_is_writable(t, &t->syms[i])))
                 continue;
             int earlier = 0;
             for (int j = 0; j < nkept && !earlier; j++)
@@ -418,11 +440,42 @@ int hm__module_objects(size_t min, int (*want)(void *ctx, const char *name, uint
                 kept = 1;
             }
         }
-        if (t == &tmp && !tmp.bad && !kept)
+        if (t == &tmp && !tmp.bad && !kept) {
             munmap((void *)tmp.map, tmp.len);
+        } else if (t == &tmp && !tmp.bad) {
+            /* kept: its names stay mapped, and later lookups use this mapping */
+            for (size_t i = 0; i < HM_ARRAY_LEN(symtabs); i++)
+                if (!symtabs[i].fbase) {
+                    symtabs[i] = tmp;
+                    break;
+                }
+        }
     }
     pthread_mutex_unlock(&symtab_lock);
     return n;
+}
+
+int hm__global_frame(uintptr_t addr, const char *name, char *buf, size_t len)
+{
+    Dl_info info;
+    if (!dladdr((void *)addr, &info) || !info.dli_fname)
+        return snprintf(buf, len, "0x%llx %s", (unsigned long long)addr, name);
+    const char *base = strrchr(info.dli_fname, '/');
+    base = base ? base + 1 : info.dli_fname;
+    unsigned long long off = (unsigned long long)(addr - (uintptr_t)info.dli_fbase);
+    int w = snprintf(buf, len, "%s+0x%llx %s", base, off, name);
+    char src[512];
+    struct link_map *lm = NULL;
+    Dl_info tmp;
+    const char *path = dladdr1((void *)addr, &tmp, (void **)&lm, RTLD_DL_LINKMAP) && lm && !lm->l_name[0]
+                           ? "/proc/self/exe"
+                           : info.dli_fname;
+    if (w >= 0 && (size_t)w < len && hm__srcloc_data(path, off, src, sizeof src) > 0) {
+        int x = snprintf(buf + w, len - (size_t)w, " at %s", src);
+        if (x > 0)
+            w += x;
+    }
+    return w;
 }
 
 uint64_t hm__global_site(const char *name)

@@ -178,6 +178,54 @@ static int locate(srcmod_t *m, uint64_t off, char *buf, size_t len)
     }
     return (int)off_out;
 }
+
+/* The first variable or COMMON block under d whose location is the address
+ * target (a single DW_OP_addr, or one followed by offsets: a COMMON block's
+ * members), and that has a declaration line; functions, blocks, namespaces
+ * and Fortran modules are looked into, as static locals and a main
+ * program's arrays sit there. */
+static int data_decl(Dwarf_Die *d, Dwarf_Addr target, Dwarf_Die *out)
+{
+    Dwarf_Die child;
+    if (dwarf_child(d, &child) != 0)
+        return 0;
+    do {
+        int tag = dwarf_tag(&child);
+        if (tag == DW_TAG_variable || tag == DW_TAG_common_block) {
+            Dwarf_Attribute a;
+            Dwarf_Op *ops;
+            size_t nops;
+            int line;
+            if (dwarf_attr(&child, DW_AT_location, &a) && dwarf_getlocation(&a, &ops, &nops) == 0 && nops >= 1 &&
+                ops[0].atom == DW_OP_addr && ops[0].number == target && (nops == 1 || tag == DW_TAG_common_block) &&
+                dwarf_decl_line(&child, &line) == 0 && line > 0 && dwarf_decl_file(&child)) {
+                *out = child;
+                return 1;
+            }
+        }
+        if ((tag == DW_TAG_subprogram || tag == DW_TAG_lexical_block || tag == DW_TAG_namespace ||
+             tag == DW_TAG_module || tag == DW_TAG_common_block) &&
+            data_decl(&child, target, out))
+            return 1;
+    } while (dwarf_siblingof(&child, &child) == 0);
+    return 0;
+}
+
+static int locate_data(srcmod_t *m, uint64_t off, char *buf, size_t len)
+{
+    Dwarf_Addr bias;
+    Dwarf_Die *cu = NULL, found;
+    while ((cu = dwfl_module_nextcu(m->mod, cu, &bias)) != NULL) {
+        if (!data_decl(cu, m->low + off - bias, &found))
+            continue;
+        int line = 0;
+        const char *file = dwarf_decl_file(&found);
+        dwarf_decl_line(&found, &line);
+        const char *base = strrchr(file, '/');
+        return snprintf(buf, len, "%s:%d", base ? base + 1 : file, line);
+    }
+    return -1;
+}
 #endif
 
 int hm__srcloc(const char *path, uint64_t off, char *buf, size_t len)
@@ -188,6 +236,27 @@ int hm__srcloc(const char *path, uint64_t off, char *buf, size_t len)
     pthread_mutex_lock(&lock);
     srcmod_t *m = mod_open(path);
     int rc = m ? locate(m, off, buf, len) : -1;
+    pthread_mutex_unlock(&lock);
+    if (rc < 0 || (size_t)rc >= len)
+        return -1;
+    return rc;
+#else
+    (void)path;
+    (void)off;
+    (void)buf;
+    (void)len;
+    return -1;
+#endif
+}
+
+int hm__srcloc_data(const char *path, uint64_t off, char *buf, size_t len)
+{
+#ifdef HM_HAVE_LIBDW
+    if (!path || !len)
+        return -1;
+    pthread_mutex_lock(&lock);
+    srcmod_t *m = mod_open(path);
+    int rc = m ? locate_data(m, off, buf, len) : -1;
     pthread_mutex_unlock(&lock);
     if (rc < 0 || (size_t)rc >= len)
         return -1;

@@ -12,8 +12,9 @@
 #define INIT_BITS 14
 #define MAX_BLOCK 4096
 
-static hm__bb_t init_tab[1u << INIT_BITS];
-hm__bb_t *hm__bb_tab = init_tab;
+/* named hm_*: the runtime's own, never a global object of the program (rt.c) */
+static hm__bb_t hm_bb_init_tab[1u << INIT_BITS];
+hm__bb_t *hm__bb_tab = hm_bb_init_tab;
 unsigned hm__bb_shift = 64 - INIT_BITS;
 static uint32_t bb_used;
 
@@ -47,7 +48,7 @@ hm__bb_t hm__inst_block_slow(uintptr_t pc)
             for (uint64_t k = 0; k <= mask; k++)
                 if (hm__bb_tab[k].pc)
                     insert(nt, nshift, hm__bb_tab[k]);
-            if (hm__bb_tab != init_tab)
+            if (hm__bb_tab != hm_bb_init_tab)
                 free(hm__bb_tab);
             hm__bb_tab = nt;
             hm__bb_shift = nshift;

@@ -100,6 +100,7 @@ static void write_result(char *rep)
 
 static int exit_status; /* wait(2)-style, from on_exit() */
 static const char *site_source(uint64_t site);
+static void global_src_add(uint64_t site, uintptr_t addr, const char *name);
 static void site_name_all(void);
 static int site_src_rules;
 
@@ -317,18 +318,26 @@ static char *read_cmdline_argv(char ***argv_out)
     return buf;
 }
 
-/* Global and static arrays (defined data objects of 4 KiB or more in the
- * symbol tables of the program and its libraries) that a top-level
- * placement rule names by symbol become objects of that name, placed like
- * heap objects: what NPB codes and Fortran common blocks keep their arrays
- * in. The others stay with the rest of the static data on the default
- * device, and are not reported (the runtime's own buffers are among them).
- * A name defined by several modules is the first one's
- * (hm__module_objects), as in hetmem run. */
-static int named_global(void *ctx, const char *name, uintptr_t addr, size_t size)
+/* Global and static arrays are objects, placed and reported like heap
+ * objects and named by their symbol: what NPB codes and Fortran COMMON
+ * blocks and main programs keep their arrays in. By default, the
+ * program's own arrays in .data and .bss of at least HM_MIN_OBJECT_SIZE
+ * bytes, the size from which hetmem record tracks a heap allocation
+ * (hetmem run binds only arrays a rule names, so the others stay with the
+ * static data there too). With a placement, also any array of 4 KiB or
+ * more, of the program or of a library loaded with it, that a top-level
+ * rule names by symbol. Names beginning with "hm_" are the runtime's own
+ * buffers, never objects by default. Without a placement the program's
+ * file is mapped only for the scan unless it has such arrays, so a
+ * program without them runs on the addresses it had before. A name
+ * defined by several modules is the first one's (hm__module_objects), as
+ * in hetmem run. */
+static int want_global(void *ctx, int module, const char *name, uintptr_t addr, size_t size, int writable)
 {
     (void)ctx;
-    return hm__placement_names(rt.pl, name, addr, size);
+    if (rt.pl && hm__placement_names(rt.pl, name, addr, size))
+        return 1;
+    return module == 0 && writable && size >= HM_MIN_OBJECT_SIZE && strncmp(name, "hm_", 3) != 0;
 }
 
 static int on_global(void *ctx, int module, uintptr_t addr, size_t size, const char *name)
@@ -336,6 +345,7 @@ static int on_global(void *ctx, int module, uintptr_t addr, size_t size, const c
     (void)module;
     hm_sim_t *s = ctx;
     uint64_t site = hm__global_site(name);
+    global_src_add(site, addr, name); /* before the object is matched: a file:line rule may name it */
     hm_sim_alloc(s, addr, size, site);
     hm_sim_name(s, addr, name);
 #ifdef HM_HAVE_TRACE
@@ -437,13 +447,11 @@ void hm__inst_init(void)
         setitimer(ITIMER_REAL, &it, NULL);
         rt.progress = 1;
     }
-    if (rt.pl) {
-        int dropped = 0;
-        hm__module_objects(4096, named_global, on_global, s, &dropped);
-        if (dropped)
-            HM_WARN("%d global arrays named by rules beyond the first %d are left with the static data", dropped,
-                    HM_MODULE_KEPT);
-    }
+    int dropped = 0;
+    hm__module_objects(rt.pl ? 4096 : HM_MIN_OBJECT_SIZE, rt.pl ? 0 : HM_MODOBJ_PROGRAM | HM_MODOBJ_UNCACHED,
+                       want_global, on_global, s, &dropped);
+    if (dropped)
+        HM_WARN("%d global arrays beyond the first %d are left with the static data", dropped, HM_MODULE_KEPT);
     hm__inst_sim = s;
     hm__inst_on = 1;
 out:
@@ -521,16 +529,17 @@ extern void *__libc_stack_end;
 #define SITE_SRC_LEN 256
 static struct site_src {
     uint64_t site;
-    uintptr_t pcs[SITE_DEPTH];
+    uintptr_t pcs[SITE_DEPTH]; /* a global array's: its address */
     int n, named;
+    const char *global; /* a global array's symbol (hm__module_objects keeps it) */
     char src[SITE_SRC_LEN];
-} site_srcs[4096];
+} hm_site_srcs[4096];
 /* site_src_rules (declared above): the placement names sites by source line */
 
 static struct site_src *site_src_find(uint64_t site)
 {
-    for (size_t i = 0, h = (size_t)(site % HM_ARRAY_LEN(site_srcs)); i < 64; i++) {
-        struct site_src *e = &site_srcs[(h + i) % HM_ARRAY_LEN(site_srcs)];
+    for (size_t i = 0, h = (size_t)(site % HM_ARRAY_LEN(hm_site_srcs)); i < 64; i++) {
+        struct site_src *e = &hm_site_srcs[(h + i) % HM_ARRAY_LEN(hm_site_srcs)];
         if (e->site == site)
             return e;
         if (!e->site)
@@ -541,8 +550,8 @@ static struct site_src *site_src_find(uint64_t site)
 
 static struct site_src *site_src_add(uint64_t site, const uintptr_t *pcs, int n)
 {
-    for (size_t i = 0, h = (size_t)(site % HM_ARRAY_LEN(site_srcs)); i < 64 && site; i++) {
-        struct site_src *e = &site_srcs[(h + i) % HM_ARRAY_LEN(site_srcs)];
+    for (size_t i = 0, h = (size_t)(site % HM_ARRAY_LEN(hm_site_srcs)); i < 64 && site; i++) {
+        struct site_src *e = &hm_site_srcs[(h + i) % HM_ARRAY_LEN(hm_site_srcs)];
         if (!e->site) {
             e->site = site;
             e->n = n;
@@ -551,6 +560,15 @@ static struct site_src *site_src_add(uint64_t site, const uintptr_t *pcs, int n)
         }
     }
     return NULL;
+}
+
+static void global_src_add(uint64_t site, uintptr_t addr, const char *name)
+{
+    struct site_src *e = site_src_find(site);
+    if (!e)
+        e = site_src_add(site, &addr, 1);
+    if (e)
+        e->global = name;
 }
 
 /* Symbolizes a site's frames: its source chain, and its record in the trace. */
@@ -562,7 +580,9 @@ static void site_name(struct site_src *e)
     char frames[SITE_DEPTH * 640];
     size_t off = 0;
     frames[0] = 0;
-    for (int k = 0; k < e->n && off < sizeof frames; k++) {
+    if (e->global && hm__global_frame(e->pcs[0], e->global, frames, sizeof frames) < 0)
+        frames[0] = 0;
+    for (int k = 0; !e->global && k < e->n && off < sizeof frames; k++) {
         int w = hm__site_frame(e->pcs[k], frames + off, sizeof frames - off);
         if (w < 0)
             break;
@@ -586,9 +606,9 @@ static void site_name(struct site_src *e)
 /* Every site seen, named (at the end of the run). */
 static void site_name_all(void)
 {
-    for (size_t i = 0; i < HM_ARRAY_LEN(site_srcs); i++)
-        if (site_srcs[i].site)
-            site_name(&site_srcs[i]);
+    for (size_t i = 0; i < HM_ARRAY_LEN(hm_site_srcs); i++)
+        if (hm_site_srcs[i].site)
+            site_name(&hm_site_srcs[i]);
 }
 
 static const char *site_source(uint64_t site)
@@ -614,11 +634,11 @@ static uint64_t site_id(uintptr_t *fp)
     }
     static struct {
         uint64_t key, site;
-    } cache[4096];
+    } hm_site_cache[4096];
     uint64_t key = hm__hash64(raw, sizeof(uintptr_t) * (size_t)nraw, (uint64_t)nraw) | 1;
     unsigned i = (unsigned)(key >> 52);
-    if (cache[i].key == key)
-        return cache[i].site;
+    if (hm_site_cache[i].key == key)
+        return hm_site_cache[i].site;
     for (int k = 0; k < nraw && n < SITE_DEPTH; k++)
         if (!hm__site_skip(raw[k]))
             pcs[n++] = raw[k];
@@ -627,8 +647,8 @@ static uint64_t site_id(uintptr_t *fp)
     for (int k = 0; n == 0 && k < nraw && k < SITE_DEPTH; k++)
         pcs[k] = raw[k], n = k + 1;
     uint64_t site = hm__site_id(pcs, n);
-    cache[i].key = key;
-    cache[i].site = site;
+    hm_site_cache[i].key = key;
+    hm_site_cache[i].site = site;
     if (site_src_find(site))
         return site; /* seen already, from another stack of the same frames */
     struct site_src *e = site_src_add(site, pcs, n);

@@ -292,17 +292,20 @@ charge:
 
 /* ---------------------------------------------------------- global arrays */
 
-/* Global and static arrays (defined data objects of 4 KiB or more in the
- * symbol tables of the program and its libraries) that a top-level rule
- * names by symbol become objects of that name, placed like heap objects,
- * as in hetmem sim; the others stay with the program's static data, unbound
- * (the runtime's own buffers among them). A name defined by several
- * modules is the first one's (hm__module_objects), as the dynamic linker
- * binds it. */
-static int named_global(void *ctx, const char *name, uintptr_t addr, size_t size)
+/* Global and static arrays are objects, placed like heap objects, as in
+ * hetmem sim (src/inst/rt.c), so that a placement means the same in both:
+ * the program's own arrays in .data and .bss of at least
+ * HM_MIN_OBJECT_SIZE bytes (names beginning with "hm_" are hetmem's), and
+ * any array of 4 KiB or more, of the program or of a library loaded with
+ * it, that a top-level rule names by symbol. The others stay with the
+ * program's static data, unbound. A name defined by several modules is the
+ * first one's (hm__module_objects), as the dynamic linker binds it. */
+static int named_global(void *ctx, int module, const char *name, uintptr_t addr, size_t size, int writable)
 {
     (void)ctx;
-    return hm__placement_names(B.pl, name, addr, size);
+    if (hm__placement_names(B.pl, name, addr, size))
+        return 1;
+    return module == 0 && writable && size >= HM_MIN_OBJECT_SIZE && strncmp(name, "hm_", 3) != 0;
 }
 
 static int on_global(void *ctx, int module, uintptr_t addr, size_t size, const char *name)
@@ -385,7 +388,7 @@ void hm__bind_init(void)
         /* Before main, and before the program's constructors write them. */
         if (B.active) {
             int dropped = 0;
-            hm__module_objects(4096, named_global, on_global, NULL, &dropped);
+            hm__module_objects(4096, 0, named_global, on_global, NULL, &dropped);
             B.dropped += (uint64_t)dropped;
         }
     }

@@ -191,7 +191,7 @@ static void read_opts(void)
                                                   ? 1000000 : 4000);
     if (!hm__opt.period)
         hm__opt.period = 1000000;
-    hm__opt.min_size = env_u64(HM_ENV_MIN_SIZE, 64 * 1024);
+    hm__opt.min_size = env_u64(HM_ENV_MIN_SIZE, HM_MIN_OBJECT_SIZE);
     const char *sm = hm__env_get(HM_ENV_SPOOL_MAX);
     hm__opt.spool_max = HM_SPOOL_MAX_DEFAULT;
     if (sm && (hm__parse_size(sm, &hm__opt.spool_max) != 0 || hm__opt.spool_max < HM_SPOOL_MIN)) {

@@ -24,7 +24,7 @@
 
 #define DEFAULT_EVENTS 4000u       /* pebs/ibs/spe: events per sample */
 #define DEFAULT_INTERVAL 1000000u  /* soft, perf-sw: ns between samples (1 kHz) */
-#define DEFAULT_MIN_SIZE (64u * 1024)
+#define DEFAULT_MIN_SIZE HM_MIN_OBJECT_SIZE
 #define DEFAULT_DEPTH 6u
 
 struct hm_recorder {
