@@ -255,6 +255,17 @@ print(out, mv, d['unmatched_rules'])")
   ok "globals report: placements, phase moves, unknown symbol reported unmatched" || bad "globals report: $r"
 "$H" run --placement "$WORK/g.json" -- "$WORK/globals" > /dev/null 2> "$WORK/g-t.err"
 grep -q "^0x[0-9a-f]\{16\} gvec .*node0 *global" "$WORK/g-t.err" && ok "globals in the table" || bad "table: $(cat "$WORK/g-t.err")"
+# The program's arrays of 64 KiB or more are objects without a rule naming
+# them, as in hetmem sim: a size rule binds gvec and svec (8 MiB each) to
+# node0, cvec (its 512 KiB copy in the program) is an object on the default
+# device (bound there too), and lvec (the library's) and head are not.
+echo '{"default": "0", "rules": [{"min_size": "8M", "device": "node0"}]}' > "$WORK/gsz.json"
+"$H" run --placement "$WORK/gsz.json" --report "$WORK/gsz-r.json" -- "$WORK/globals" > "$WORK/gsz.out" 2> /dev/null ||
+  bad "globals by size: run failed"
+r=$(jq_py "$WORK/gsz-r.json" "print(sorted((x['name'], x['device']) for x in d['objects'] if x.get('global') and x['phase'] is None and not x['moved']))")
+f=$(awk '$2 == "first" { printf "%s=%s ", $1, $3 }' "$WORK/gsz.out")
+[ "$r" = "[('cvec', '0'), ('gvec', 'node0'), ('svec', 'node0')]" ] && [ "$f" = "head=0 gvec=2 svec=2 lvec=0 cvec=2 " ] &&
+  ok "globals of 64 KiB or more are objects, placed by a size rule: $r" || bad "globals by size: $r, policies $f"
 # A stripped program has no symbols to name: its rules match nothing and are
 # reported; the library's array is still placed.
 strip -o "$WORK/globals-stripped" "$WORK/globals"
