@@ -3,24 +3,9 @@
 # same answer (bench/apps/check.py), and `hetmem sim --json` reports each of
 # its three large arrays as an object of its own, of exactly the size the
 # program allocates, holding nearly all of the run's traffic.
-set -u
-B="$HETMEM_BUILD"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-FAILS=0
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-ok() { echo "ok: $*"; }
-command -v jq >/dev/null || { echo "jq not installed"; exit 77; }
-[ -x "$B/bin/hetmem-cc" ] || { echo "hetmem-cc not built on this architecture"; exit 77; }
-
-cmake --build "$B" --target proxy_xsbench proxy_xsbench.sim >"$T/build.log" 2>&1 ||
-  { tail -5 "$T/build.log"; echo "FAIL: cmake --build --target proxy_xsbench proxy_xsbench.sim"; exit 1; }
-ok "built $B/bench/apps/xsbench and xsbench.sim"
-
+. "$HETMEM_SRC/tests/integration/proxy_lib.sh"
 # The test size: -s small (68 isotopes), -g 500 gridpoints per isotope.
-python3 "$HETMEM_SRC/bench/apps/check.py" xsbench test --build "$B" --json "$T/sim.json" ||
-  { echo "FAIL: check.py xsbench test"; exit 1; }
-ok "native and simulated runs verify with the same checksum"
+proxy_build_check xsbench hetmem-cc "native and simulated runs verify with the same checksum"
 
 iso=68 g=500
 n=$((iso * g))
@@ -49,6 +34,4 @@ total=$(jq '([.objects[].bytes_read] | add) + .untracked.bytes_read' "$T/sim.jso
 if [ $((big_read * 100)) -ge $((total * 90)) ]; then ok "the three arrays take $big_read of $total bytes read"
 else fail "the three arrays take only $big_read of $total bytes read (< 90%)"; fi
 
-[ $FAILS = 0 ] && echo "all passed" && exit 0
-echo "$FAILS failed"
-exit 1
+done_tests

@@ -5,24 +5,9 @@
 # point-centred arrays (coordinates and velocities, Mesh.cc and Hydro.cc,
 # allocated through PENNANT's Memory::alloc) as an object of its own, of
 # exactly the size the program allocates, named by its own allocating line.
-set -u
-B="$HETMEM_BUILD"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-FAILS=0
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-ok() { echo "ok: $*"; }
-command -v jq >/dev/null || { echo "jq not installed"; exit 77; }
-[ -x "$B/bin/hetmem-c++" ] || { echo "hetmem-c++ not built on this architecture"; exit 77; }
-
-cmake --build "$B" --target proxy_pennant proxy_pennant.sim >"$T/build.log" 2>&1 ||
-  { tail -5 "$T/build.log"; echo "FAIL: cmake --build --target proxy_pennant proxy_pennant.sim"; exit 1; }
-ok "built $B/bench/apps/pennant and pennant.sim"
-
+. "$HETMEM_SRC/tests/integration/proxy_lib.sh"
 # The test size: upstream's test/sedov deck, 45 x 45 zones, 10 cycles.
-python3 "$HETMEM_SRC/bench/apps/check.py" pennant test --build "$B" --json "$T/sim.json" ||
-  { echo "FAIL: check.py pennant test"; exit 1; }
-ok "native and simulated runs match sedov.xy.std and each other"
+proxy_build_check pennant hetmem-c++ "native and simulated runs match sedov.xy.std and each other"
 
 # 46 x 46 points, one double2 (16 bytes) each: Mesh::init's px, px0, pxp and
 # Hydro::init's pu, pu0, pap, pf. The allocating line in PENNANT's own code
@@ -39,9 +24,7 @@ sites=$(jq -r "$q | .site" "$T/sim.json" | sort -u | wc -l)
 [ "$sites" = 7 ] && ok "7 distinct sites" || fail "$sites distinct sites among the point arrays (want 7)"
 # (Their device traffic is not checked: at 45 x 45 zones most of the data
 # stays in the caches: some of these arrays are never read from memory.)
-pct=$(jq '([.objects[] | .bytes_read + .bytes_written] | add) as $t | 100 * $t / ($t + .untracked.bytes_read + .untracked.bytes_written) | floor' "$T/sim.json")
+pct=$(tracked_pct)
 [ "$pct" -ge 95 ] && ok "$pct% of the traffic in tracked objects" || fail "only $pct% of the traffic in tracked objects"
 
-[ $FAILS = 0 ] && echo "all passed" && exit 0
-echo "$FAILS failed"
-exit 1
+done_tests
