@@ -323,8 +323,8 @@ static char *read_cmdline_argv(char ***argv_out)
  * blocks and main programs keep their arrays in. By default, the
  * program's own arrays in .data and .bss of at least HM_MIN_OBJECT_SIZE
  * bytes, the size from which hetmem record tracks a heap allocation
- * (hetmem run binds only arrays a rule names, so the others stay with the
- * static data there too). With a placement, also any array of 4 KiB or
+ * (hetmem run makes the same arrays objects: src/preload/bind.c). With a
+ * placement, also any array of 4 KiB or
  * more, of the program or of a library loaded with it, that a top-level
  * rule names by symbol. Names beginning with "hm_" are the runtime's own
  * buffers, never objects by default. Without a placement the program's
