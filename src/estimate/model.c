@@ -1839,7 +1839,7 @@ static double spread(const hm_est_state_t *s)
             all += w[d] = tw[d] > 0 ? tw[d] : 0;
         if (!(all > 0))
             for (int d = 0; d < D; d++) {
-                double xs = s->xi[(size_t)c * D + d] / m->xwsum[(size_t)c * D + d];
+                double ws = m->xwsum[(size_t)c * D + d], xs = ws > 0 ? s->xi[(size_t)c * D + d] / ws : 0;
                 all += w[d] = xs > 0 ? xs : 0;
             }
         if (!(all > 0))
