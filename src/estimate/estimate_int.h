@@ -50,7 +50,12 @@ typedef struct {
     int ncls;
     int *cls_phase;       /* per class: its phase label */
     int *cls_sib;         /* per class: the other regime of its phase's split (split_regimes), or -1 */
-    int *wcls;            /* per window: its class */
+    double *cls_w;        /* per class: its weight in the estimate: 1, or for the classes of a
+                           * split kept with a probability p (classify, split_regimes), p for
+                           * its halves and 1 - p for the class unsplit; a phase's windows'
+                           * classes weigh 1 in all */
+    int *cls_woff;        /* class c's windows are cls_win[cls_woff[c] .. cls_woff[c+1]-1] */
+    int *cls_win;         /* (ascending within a class) */
     double *c_ns;         /* device-independent time */
     double *k;            /* ns per latency-weight unit, per (class, device) */
     double *resid;        /* corner residual per (class, device) */

@@ -41,7 +41,9 @@ HM_API void hm_estimator_close(hm_estimator_t *e)
     hm__est_default_t *m = &e->dm;
     free(m->cls_phase);
     free(m->cls_sib);
-    free(m->wcls);
+    free(m->cls_w);
+    free(m->cls_woff);
+    free(m->cls_win);
     free(m->c_ns);
     free(m->k);
     free(m->resid);

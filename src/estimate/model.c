@@ -143,6 +143,7 @@ typedef enum {
     R_REGIMES,           /* windows are cut into regimes */
     R_HIT_WAITS,         /* a slow cache hit waited for memory (summary building) */
     R_MODEL_ERROR,       /* the interval has a model-error term, not only sampling error */
+    R_BLEND_SPLITS,      /* a split near its thresholds is blended by its probability */
     R_COUNT
 } rule_t;
 
@@ -152,7 +153,7 @@ static const char *const rule_names[R_COUNT] = {
     "bound_by_latency", "bound_by_bandwidth", "bound_by_unsampled", "unsampled_traffic", "c_at_most_fastest",
     "k_at_most_1", "bound_runs_no_k",
     "store_floor", "saturated_reference", "queueing_carried", "channel_in_run", "window_profile",
-    "classes", "regimes", "hit_waits", "model_error"};
+    "classes", "regimes", "hit_waits", "model_error", "blend_splits"};
 static int rules_off[R_COUNT];
 
 /* HM_EST_MUTATE="name*factor" scales a tunable, "-name" removes a rule;
@@ -342,20 +343,20 @@ static int build_profile(hm_estimator_t *e, int c, int lr, int br, int gn)
     hm__est_default_t *m = &e->dm;
     int D = e->ndev, n = 0;
     double sa = 0, sb = 0;
-    for (int w = 0; w < e->nwin; w++)
-        if (m->wcls[w] == c)
-            sa += e->t[(size_t)w * D + lr], sb += e->t[(size_t)w * D + br], n++;
+    for (int j = m->cls_woff[c]; j < m->cls_woff[c + 1]; j++) {
+        int w = m->cls_win[j];
+        sa += e->t[(size_t)w * D + lr], sb += e->t[(size_t)w * D + br], n++;
+    }
     if (!(sa > 0) || !(sb > 0))
         return gn;
     prof_t *pr = calloc((size_t)n, sizeof *pr);
     if (!pr)
         return -ENOMEM;
-    for (int w = 0, i = 0; w < e->nwin; w++)
-        if (m->wcls[w] == c) {
-            pr[i].a = e->t[(size_t)w * D + lr] / sa, pr[i].b = e->t[(size_t)w * D + br] / sb;
-            pr[i].r = pr[i].b > 0 ? pr[i].a / pr[i].b : INFINITY;
-            i++;
-        }
+    for (int i = 0; i < n; i++) {
+        int w = m->cls_win[m->cls_woff[c] + i];
+        pr[i].a = e->t[(size_t)w * D + lr] / sa, pr[i].b = e->t[(size_t)w * D + br] / sb;
+        pr[i].r = pr[i].b > 0 ? pr[i].a / pr[i].b : INFINITY;
+    }
     qsort(pr, (size_t)n, sizeof *pr, prof_cmp);
     double ca = 0, cb = 0;
     for (int i = 0; i < n; i++) {
@@ -461,12 +462,47 @@ static void centroid(const double *sig, int dim, const int *ix, int n, double *c
         c[k] /= n;
 }
 
-/* Tries to split the n windows in ix (reordered: the first *na form one
- * half); returns 1 when the split is kept. */
-static int bisect(const double *sig, int dim, int *ix, int n, int minw, int *na, double *scratch)
+/* The probability that a 2-means split is the data's, not its sampling's:
+ * Phi((split_sse - R) / sigma_R) x Phi((l1 - split_l1) / sigma_l1), R the
+ * share of the spread the split keeps and l1 the halves' distance. Each
+ * sigma is the sampling error of its figure over the points (the delta
+ * method, the points taken as independent draws): R = S1 / S0 is a ratio of
+ * sums of squared distances, to the point's half's mean (q1) and to the
+ * class's (q0), so Var R = n / (n - 1) sum_i (q1_i - R q0_i)^2 / S0^2 (the
+ * means minimise both sums, so to first order their own error does not
+ * move them); l1 = sum_k |a_k - b_k| is a distance between two means, so
+ * Var l1 = sum_k (s2_A,k / n_A + s2_B,k / n_B), s2 the halves' variances. A
+ * sigma of 0 (points that agree exactly) gives the step itself. */
+static double phi(double z)
+{
+    return 0.5 * erfc(-z / sqrt(2.0));
+}
+
+static double step_or_phi(double margin, double sigma, int strict)
+{
+    if (sigma > 0 && isfinite(sigma))
+        return phi(margin / sigma);
+    return strict ? margin > 0 : margin >= 0;
+}
+
+/* Far from a threshold (a probability below this, or above 1 minus it) a
+ * decision is taken as made: one preparation, as before the blend. A
+ * solver setting: it bounds what is left out at a thousandth of the
+ * difference between the two preparations. */
+#define BLEND_EPS 1e-3
+/* At most this many blended decisions per phase cut (classify); beyond it
+ * a decision is taken by its likelier side. */
+#define BLEND_MAX 8
+
+/* Tries to split the n points in ix (reordered: the first *na form one
+ * half); returns 1 when the split is kept with probability *p (1 without
+ * the blend, or far enough from the thresholds), 0 when it is not (or only
+ * with a probability below BLEND_EPS). */
+static int bisect(const double *sig, int dim, int *ix, int n, int minw, int *na, double *scratch, double *p)
 {
     double *c0 = scratch, *ca = c0 + dim, *cb = ca + dim;
     int8_t *side = (int8_t *)(cb + dim);
+    *p = 0;
     if (n < 2 * minw)
         return 0;
     centroid(sig, dim, ix, n, c0);
@@ -517,12 +553,40 @@ static int bisect(const double *sig, int dim, int *ix, int n, int minw, int *na,
         sse1 += dist2(&sig[(size_t)ix[i] * dim], side[i] ? cb : ca, dim);
     for (int k = 0; k < dim; k++)
         l1 += fabs(ca[k] - cb[k]);
-    HM_DEBUG("estimate: bisect %d points (min %d): halves %d and %d, spread kept %.3f, halves %.3f apart", n, minw, nA,
-             n - nA, sse0 > 0 ? sse1 / sse0 : 0.0, l1);
-    if (nA < minw || n - nA < minw)
+    if (nA < minw || n - nA < minw) {
+        HM_DEBUG("estimate: bisect %d points (min %d): halves %d and %d, too small", n, minw, nA, n - nA);
         return 0;
-    if (!(sse1 < TUNE(T_SPLIT_SSE) * sse0) || l1 < TUNE(T_SPLIT_L1))
+    }
+    /* Sampling errors of the kept spread and of the halves' distance. */
+    double R = sse1 / sse0, vr = 0, vl = 0;
+    for (int i = 0; i < n; i++) {
+        const double *x = &sig[(size_t)ix[i] * dim];
+        double q = dist2(x, side[i] ? cb : ca, dim) - R * dist2(x, c0, dim);
+        vr += q * q;
+    }
+    vr = n > 1 ? vr * n / (n - 1) / (sse0 * sse0) : 0;
+    for (int k = 0; k < dim; k++) {
+        double sa = 0, sb = 0;
+        for (int i = 0; i < n; i++) {
+            double v = sig[(size_t)ix[i] * dim + k] - (side[i] ? cb[k] : ca[k]);
+            if (side[i])
+                sb += v * v;
+            else
+                sa += v * v;
+        }
+        vl += (nA > 1 ? sa / (nA - 1) / nA : 0) + (n - nA > 1 ? sb / (n - nA - 1) / (n - nA) : 0);
+    }
+    double pr;
+    if (RULE(R_BLEND_SPLITS))
+        pr = step_or_phi(TUNE(T_SPLIT_SSE) - R, sqrt(vr), 1) * step_or_phi(l1 - TUNE(T_SPLIT_L1), sqrt(vl), 0);
+    else
+        pr = sse1 < TUNE(T_SPLIT_SSE) * sse0 && !(l1 < TUNE(T_SPLIT_L1));
+    HM_DEBUG("estimate: bisect %d points (min %d): halves %d and %d, spread kept %.3f +- %.3f, halves %.3f +- %.3f "
+             "apart: split with probability %.4f",
+             n, minw, nA, n - nA, R, sqrt(vr), l1, sqrt(vl), pr);
+    if (!(pr >= BLEND_EPS))
         return 0;
+    *p = pr > 1 - BLEND_EPS ? 1 : pr;
     /* Stable partition: the first half keeps the windows' order. */
     int *tmp = calloc((size_t)n, sizeof *tmp), j = 0;
     if (!tmp)
@@ -537,6 +601,57 @@ static int bisect(const double *sig, int dim, int *ix, int n, int minw, int *na,
     free(tmp);
     *na = nA;
     return 1;
+}
+
+/* Classes while they are built: each its phase, weight, regime sibling and
+ * windows (ascending). */
+typedef struct {
+    int n, cap;
+    int *phase, *sib, *len;
+    int **win;
+    double *w;
+} cls_build_t;
+
+/* Adds a class of the len windows in win (taken over, freed on failure);
+ * its index, or -ENOMEM. */
+static int cb_add(cls_build_t *b, int phase, double w, int *win, int len)
+{
+    if (b->n == b->cap) {
+        int cap = b->cap ? 2 * b->cap : 16;
+        int *ph = realloc(b->phase, (size_t)cap * sizeof *ph);
+        if (ph)
+            b->phase = ph;
+        int *sb = realloc(b->sib, (size_t)cap * sizeof *sb);
+        if (sb)
+            b->sib = sb;
+        int *ln = realloc(b->len, (size_t)cap * sizeof *ln);
+        if (ln)
+            b->len = ln;
+        int **wn = realloc(b->win, (size_t)cap * sizeof *wn);
+        if (wn)
+            b->win = wn;
+        double *ww = realloc(b->w, (size_t)cap * sizeof *ww);
+        if (ww)
+            b->w = ww;
+        if (!ph || !sb || !ln || !wn || !ww) {
+            free(win);
+            return -ENOMEM;
+        }
+        b->cap = cap;
+    }
+    b->phase[b->n] = phase, b->sib[b->n] = -1, b->len[b->n] = len, b->win[b->n] = win, b->w[b->n] = w;
+    return b->n++;
+}
+
+static void cb_free(cls_build_t *b)
+{
+    for (int c = 0; c < b->n; c++)
+        free(b->win[c]);
+    free(b->phase);
+    free(b->sib);
+    free(b->len);
+    free(b->win);
+    free(b->w);
 }
 
 /* Regimes inside a class: the windows of an instance can wait for
@@ -559,17 +674,19 @@ static int bisect(const double *sig, int dim, int *ix, int n, int minw, int *na,
  * in their instance. Without instruction counts windows are a stretch of
  * time and are not split. (Splitting the instances' own classes by window
  * mix, up to four times, made `coupled` on knl-mcdram 11% off; one
- * split of instruction-aligned windows did not.) */
-static int split_regimes(hm_estimator_t *e, int nc)
+ * split of instruction-aligned windows did not.) A split kept with a
+ * probability p between the blend's edges (bisect) keeps the class whole
+ * at weight (1 - p) beside its two regimes at weight p. */
+static int split_regimes(hm_estimator_t *e, cls_build_t *b)
 {
-    hm__est_default_t *m = &e->dm;
-    int W = e->nwin, O = e->nobj, D = e->ndev, n0 = nc;
+    int W = e->nwin, O = e->nobj, D = e->ndev, n0 = b->n, rc = 0;
     int dim = 1 + O;
     double *sig = calloc((size_t)W * dim + 1, sizeof *sig), *tot = calloc((size_t)W + 1, sizeof *tot);
     double *scratch = calloc((size_t)3 * dim + (size_t)W / sizeof(double) + 8, sizeof *scratch);
     int *ix = calloc((size_t)W + 1, sizeof *ix);
-    if (!sig || !tot || !scratch || !ix) {
-        nc = -ENOMEM;
+    int8_t *side = calloc((size_t)W + 1, 1);
+    if (!sig || !tot || !scratch || !ix || !side) {
+        rc = -ENOMEM;
         goto out;
     }
     for (int w = 0; w < W; w++) {
@@ -586,80 +703,152 @@ static int split_regimes(hm_estimator_t *e, int nc)
             x[1 + o] /= tot[w];
     }
     for (int c = 0; c < n0; c++) {
-        int n = 0, all = 0, timed = 0;
-        for (int w = 0; w < W; w++)
-            if (m->wcls[w] == c) {
-                all++;
-                timed |= !(e->win[w].instructions > 0);
-                if (tot[w] >= TUNE(T_MIX_SAMPLES))
-                    ix[n++] = w;
-            }
+        int n = 0, all = b->len[c], timed = 0;
+        const int *cw = b->win[c];
+        for (int i = 0; i < all; i++) {
+            int w = cw[i];
+            timed |= !(e->win[w].instructions > 0);
+            if (tot[w] >= TUNE(T_MIX_SAMPLES))
+                ix[n++] = w;
+        }
         if (timed)
             continue;
         int minw = (int)ceil(TUNE(T_SPLIT_MIN) * all), na;
         minw = minw < 2 ? 2 : minw;
-        int split = bisect(sig, dim, ix, n, minw, &na, scratch);
+        double p;
+        int split = bisect(sig, dim, ix, n, minw, &na, scratch, &p);
         if (split < 0) {
-            nc = split;
+            rc = split;
             goto out;
         }
         if (!split) {
-            HM_DEBUG("estimate: class %d (%s): %d windows, %d with samples, no regime split", c, e->phase_name[m->cls_phase[c]], all, n);
+            HM_DEBUG("estimate: class %d (%s): %d windows, %d with samples, no regime split", c,
+                     e->phase_name[b->phase[c]], all, n);
             continue;
         }
-        for (int i = na; i < n; i++)
-            m->wcls[ix[i]] = nc;
-        m->cls_sib[c] = nc, m->cls_sib[nc] = c;
-        int prev = c;
-        for (int w = 0; w < W; w++) {
-            if (m->wcls[w] != c && m->wcls[w] != nc)
-                continue;
+        for (int i = 0; i < n; i++)
+            side[ix[i]] = i >= na;
+        /* Windows with too few samples: the regime of the window before
+         * them in their instance, else the first half's. */
+        int prev = 0, nb = 0;
+        for (int i = 0; i < all; i++) {
+            int w = cw[i];
             if (w == 0 || e->win[w].region != e->win[w - 1].region)
-                prev = c;
+                prev = 0;
             if (tot[w] >= TUNE(T_MIX_SAMPLES))
-                prev = m->wcls[w];
+                prev = side[w];
             else
-                m->wcls[w] = prev;
+                side[w] = (int8_t)prev;
+            nb += side[w];
         }
-        m->cls_phase[nc] = m->cls_phase[c];
-        HM_DEBUG("estimate: phase %s: windows split in two regimes by what their misses say",
-                 e->phase_name[m->cls_phase[c]]);
-        nc++;
+        int *wa = malloc((size_t)(all - nb + 1) * sizeof *wa), *wb = malloc((size_t)(nb + 1) * sizeof *wb);
+        if (!wa || !wb) {
+            free(wa);
+            free(wb);
+            rc = -ENOMEM;
+            goto out;
+        }
+        for (int i = 0, ja = 0, jb = 0; i < all; i++) {
+            if (side[cw[i]])
+                wb[jb++] = cw[i];
+            else
+                wa[ja++] = cw[i];
+        }
+        int ca, cb2, ph = b->phase[c];
+        double wt = b->w[c];
+        if (p >= 1) {
+            /* The class keeps the first regime, the second is a new class. */
+            free(b->win[c]);
+            b->win[c] = wa, b->len[c] = all - nb;
+            ca = c;
+        } else {
+            b->w[c] = wt * (1 - p);
+            if ((ca = cb_add(b, ph, wt * p, wa, all - nb)) < 0) {
+                free(wb);
+                rc = ca;
+                goto out;
+            }
+        }
+        if ((cb2 = cb_add(b, ph, p >= 1 ? wt : wt * p, wb, nb)) < 0) {
+            rc = cb2;
+            goto out;
+        }
+        b->sib[ca] = cb2, b->sib[cb2] = ca;
+        HM_DEBUG("estimate: phase %s: windows split in two regimes by what their misses say (weight %.4f)",
+                 e->phase_name[ph], p);
     }
 out:
     free(sig);
     free(tot);
     free(scratch);
     free(ix);
-    return nc;
+    free(side);
+    return rc;
 }
 
-/* Classes of windows (m->wcls, m->ncls). 0 or -ENOMEM (what was allocated
- * is e's). */
+/* Adds phase p's classes of one cut: the k ranges [start[j], start[j] +
+ * len[j]) of ix (regions with enough samples), each at weight w; regions
+ * with too few samples take the class of the region before them in the
+ * phase (else the cut's first), and each class takes its regions'
+ * windows. 0 or -ENOMEM. */
+static int add_cut(hm_estimator_t *e, cls_build_t *b, int p, const int *ix, const int *start, const int *len, int k,
+                   double w, const int *rphase, const double *tot, int R, int *rcls, int *cnt)
+{
+    int base = b->n, W = e->nwin;
+    for (int j = 0; j < k; j++)
+        for (int i = start[j]; i < start[j] + len[j]; i++)
+            rcls[ix[i]] = j;
+    int prev = 0;
+    for (int r = 0; r < R; r++) {
+        if (rphase[r] != p)
+            continue;
+        if (tot[r] >= TUNE(T_MIX_SAMPLES))
+            prev = rcls[r];
+        else
+            rcls[r] = prev;
+    }
+    memset(cnt, 0, (size_t)k * sizeof *cnt);
+    for (int v = 0; v < W; v++)
+        if (rphase[e->win[v].region] == p)
+            cnt[rcls[e->win[v].region]]++;
+    for (int j = 0; j < k; j++) {
+        int *wl = malloc((size_t)(cnt[j] + 1) * sizeof *wl), rc;
+        if (!wl)
+            return -ENOMEM;
+        if ((rc = cb_add(b, p, w, wl, 0)) < 0)
+            return rc;
+    }
+    for (int v = 0; v < W; v++) {
+        int r = e->win[v].region;
+        if (rphase[r] == p) {
+            int c = base + rcls[r];
+            b->win[c][b->len[c]++] = v;
+        }
+    }
+    return 0;
+}
+
+/* Classes of windows (m->cls_*, m->ncls). 0 or -ENOMEM (what was allocated
+ * is e's). A split of a phase's instances kept with a probability p
+ * between the blend's edges (bisect) ends one cut of the phase there, at
+ * weight 1 - p, and the cut goes on splitting at weight p: the classes of
+ * all cuts, weighted, time the phase together. */
 static int classify(hm_estimator_t *e)
 {
     hm__est_default_t *m = &e->dm;
     int P = e->nphase, O = e->nobj, D = e->ndev, W = e->nwin, dim = 2 * O, R = 0, rc = 0;
+    cls_build_t b = {0};
     for (int w = 0; w < W; w++)
         R = e->win[w].region + 1 > R ? e->win[w].region + 1 : R;
-    /* At most one class per two instances of a phase (every half keeps 2),
-     * and each class split once more by regime. */
-    int ncap = 2 * (R + P) + 1;
-    m->wcls = calloc((size_t)(W > 0 ? W : 1), sizeof *m->wcls);
-    m->cls_phase = calloc((size_t)ncap, sizeof *m->cls_phase);
-    m->cls_sib = calloc((size_t)ncap, sizeof *m->cls_sib);
     double *sig = calloc((size_t)R * dim + 1, sizeof *sig), *tot = calloc((size_t)R + 1, sizeof *tot);
     double *scratch = calloc((size_t)3 * dim + (size_t)R / sizeof(double) + 2, sizeof *scratch);
     int *ix = calloc((size_t)R + 1, sizeof *ix), *rphase = calloc((size_t)R + 1, sizeof *rphase);
-    int *rcls = calloc((size_t)R + 1, sizeof *rcls);
+    int *rcls = calloc((size_t)R + 1, sizeof *rcls), *cnt = calloc((size_t)R + 1, sizeof *cnt);
     int *start = calloc((size_t)R + 1, sizeof *start), *len = calloc((size_t)R + 1, sizeof *len);
-    if (!m->wcls || !m->cls_phase || !m->cls_sib || !sig || !tot || !scratch || !ix || !rphase || !rcls || !start ||
-        !len) {
+    if (!sig || !tot || !scratch || !ix || !rphase || !rcls || !cnt || !start || !len) {
         rc = -ENOMEM;
         goto out;
     }
-    for (int i = 0; i < ncap; i++)
-        m->cls_sib[i] = -1;
     for (int r = 0; r < R; r++)
         rphase[r] = -1;
     for (int w = 0; w < W; w++) {
@@ -677,9 +866,9 @@ static int classify(hm_estimator_t *e)
     for (int r = 0; r < R; r++)
         for (int k = 0; k < dim && tot[r] > 0; k++)
             sig[(size_t)r * dim + k] /= tot[r];
-    int nc = 0;
     for (int p = 0; p < P; p++) {
-        int n = 0, all = 0;
+        int n = 0, all = 0, blended = 0;
+        double wt = 1;
         for (int r = 0; r < R; r++)
             if (rphase[r] == p) {
                 all++;
@@ -696,52 +885,70 @@ static int classify(hm_estimator_t *e)
             for (int j = 0; j < k; j++)
                 if (best < 0 || len[j] > len[best])
                     best = j;
-            int na, split = bisect(sig, dim, ix + start[best], len[best], minw, &na, scratch);
+            double pr;
+            int na, split = bisect(sig, dim, ix + start[best], len[best], minw, &na, scratch, &pr);
             if (split < 0) {
                 rc = split;
                 goto out;
             }
             if (!split)
                 break; /* the largest class does not split: stop */
+            if (pr < 1) {
+                if (blended == BLEND_MAX) {
+                    if (pr < 0.5)
+                        break;
+                } else {
+                    /* The cut without this split, at its weight (the split
+                     * only reordered the range). */
+                    if ((rc = add_cut(e, &b, p, ix, start, len, k, wt * (1 - pr), rphase, tot, R, rcls, cnt)) < 0)
+                        goto out;
+                    wt *= pr;
+                    blended++;
+                }
+            }
             start[k] = start[best] + na;
             len[k] = len[best] - na;
             len[best] = na;
             k++;
         }
-        for (int j = 0; j < k; j++) {
-            m->cls_phase[nc + j] = p;
-            for (int i = start[j]; i < start[j] + len[j]; i++)
-                rcls[ix[i]] = nc + j;
-        }
-        /* Regions without enough samples: the class of the region before
-         * them in the phase, else the phase's first class. */
-        int prev = nc;
-        for (int r = 0; r < R; r++) {
-            if (rphase[r] != p)
-                continue;
-            if (tot[r] >= TUNE(T_MIX_SAMPLES))
-                prev = rcls[r];
-            else
-                rcls[r] = prev;
-        }
+        if ((rc = add_cut(e, &b, p, ix, start, len, k, wt, rphase, tot, R, rcls, cnt)) < 0)
+            goto out;
         if (k > 1)
-            HM_DEBUG("estimate: phase %s: %d classes of its %d instances by traffic mix", e->phase_name[p], k, all);
-        nc += k;
+            HM_DEBUG("estimate: phase %s: %d classes of its %d instances by traffic mix (%d cuts blended)",
+                     e->phase_name[p], k, all, blended);
     }
-    for (int w = 0; w < W; w++)
-        m->wcls[w] = rcls[e->win[w].region];
-    if (RULE(R_REGIMES) && (nc = split_regimes(e, nc)) < 0) {
-        rc = nc;
+    if (RULE(R_REGIMES) && (rc = split_regimes(e, &b)) < 0)
+        goto out;
+    /* Flattened into the model. */
+    int C = b.n, tw = 0;
+    for (int c = 0; c < C; c++)
+        tw += b.len[c];
+    m->cls_phase = calloc((size_t)C + 1, sizeof *m->cls_phase);
+    m->cls_sib = calloc((size_t)C + 1, sizeof *m->cls_sib);
+    m->cls_w = calloc((size_t)C + 1, sizeof *m->cls_w);
+    m->cls_woff = calloc((size_t)C + 1, sizeof *m->cls_woff);
+    m->cls_win = calloc((size_t)tw + 1, sizeof *m->cls_win);
+    if (!m->cls_phase || !m->cls_sib || !m->cls_w || !m->cls_woff || !m->cls_win) {
+        rc = -ENOMEM;
         goto out;
     }
-    m->ncls = nc;
+    for (int c = 0, o = 0; c < C; c++) {
+        m->cls_phase[c] = b.phase[c], m->cls_sib[c] = b.sib[c], m->cls_w[c] = b.w[c];
+        m->cls_woff[c] = o;
+        memcpy(m->cls_win + o, b.win[c], (size_t)b.len[c] * sizeof *m->cls_win);
+        o += b.len[c];
+        m->cls_woff[c + 1] = o;
+    }
+    m->ncls = C;
 out:
+    cb_free(&b);
     free(sig);
     free(tot);
     free(scratch);
     free(ix);
     free(rphase);
     free(rcls);
+    free(cnt);
     free(start);
     free(len);
     return rc;
@@ -802,23 +1009,25 @@ static int sum_windows(hm_estimator_t *e, prep_t *p)
     if (!p->T || !p->raw || !p->nsamp || !p->nmiss || !p->lmiss || !p->lmem || !p->smiss || !p->hwait || !p->shit ||
         !p->ninst || !p->lbase || !p->lexc || !p->rfo || !p->sexc || !p->dirt)
         return -ENOMEM;
-    for (int w = 0; w < e->nwin; w++) {
-        int c = m->wcls[w];
-        if (w == 0 || e->win[w].region != e->win[w - 1].region)
-            p->ninst[c] += 1;
-        for (int d = 0; d < D; d++) {
-            p->T[(size_t)c * D + d] += e->t[(size_t)w * D + d];
-            for (int o = 0; o < O; o++) {
-                const hm__est_cell_t *x = hm__est_cell(e, w, o, d);
-                size_t i = ix3(e, c, o, d);
-                p->raw[i] += x->x * e->period[d];
-                p->nsamp[i] += x->n;
-                p->nmiss[i] += x->m;
-                p->lmiss[i] += (x->m - x->sm) * e->period[d];
-                p->lmem[i] += x->mm * e->period[d];
-                p->smiss[i] += x->sm * e->period[d];
-                p->hwait[i] += x->hw * e->period[d];
-                p->shit[i] += x->sh * e->period[d];
+    for (int c = 0; c < C; c++) {
+        for (int j = m->cls_woff[c]; j < m->cls_woff[c + 1]; j++) {
+            int w = m->cls_win[j];
+            if (w == 0 || e->win[w].region != e->win[w - 1].region)
+                p->ninst[c] += 1;
+            for (int d = 0; d < D; d++) {
+                p->T[(size_t)c * D + d] += e->t[(size_t)w * D + d];
+                for (int o = 0; o < O; o++) {
+                    const hm__est_cell_t *x = hm__est_cell(e, w, o, d);
+                    size_t i = ix3(e, c, o, d);
+                    p->raw[i] += x->x * e->period[d];
+                    p->nsamp[i] += x->n;
+                    p->nmiss[i] += x->m;
+                    p->lmiss[i] += (x->m - x->sm) * e->period[d];
+                    p->lmem[i] += x->mm * e->period[d];
+                    p->smiss[i] += x->sm * e->period[d];
+                    p->hwait[i] += x->hw * e->period[d];
+                    p->shit[i] += x->sh * e->period[d];
+                }
             }
         }
     }
@@ -1442,9 +1651,9 @@ static int prepare_default(hm_estimator_t *e)
     m->ys = calloc((size_t)C * D, sizeof(double));
     m->tdev = calloc((size_t)C * D, sizeof(double));
     m->g_off = calloc((size_t)C + 1, sizeof(int));
-    m->g_r = calloc((size_t)e->nwin + 1, sizeof(double));
-    m->g_a = calloc((size_t)e->nwin + 1, sizeof(double));
-    m->g_b = calloc((size_t)e->nwin + 1, sizeof(double));
+    m->g_r = calloc((size_t)m->cls_woff[C] + 1, sizeof(double));
+    m->g_a = calloc((size_t)m->cls_woff[C] + 1, sizeof(double));
+    m->g_b = calloc((size_t)m->cls_woff[C] + 1, sizeof(double));
     if (!m->c_ns || !m->k || !m->resid || !m->lat || !m->bytes || !m->bytes_x || !m->wbytes || !m->latsum || !m->xw ||
         !m->xwsum || !m->var || !m->ys || !m->tdev || !m->g_off || !m->g_r || !m->g_a || !m->g_b)
         return -ENOMEM;
@@ -1612,7 +1821,7 @@ static double class_time(hm_est_state_t *s, int c)
     for (int d = 0; d < D; d++)
         r += s->xi[(size_t)c * D + d] / m->xwsum[(size_t)c * D + d] * m->resid[(size_t)c * D + d];
     double t = lat_bw_time(e, c, m->c_ns[c], &s->lp[(size_t)c * D], &s->y[(size_t)c * D]) + r;
-    return t > 0 ? t : 0;
+    return (t > 0 ? t : 0) * m->cls_w[c]; /* its weight among the blended cuts (classify) */
 }
 
 /* Time to move object o's pages between two slots at one boundary. */
@@ -1848,7 +2057,7 @@ static double spread(const hm_est_state_t *s)
             mean += (w[d] /= all) * td[d];
         for (int d = 0; d < D; d++)
             dev += w[d] * fabs(td[d] - mean);
-        sum += dev;
+        sum += dev * m->cls_w[c];
     }
     return sum;
 }
@@ -1857,8 +2066,11 @@ HM_API int hm_est_state_estimate(hm_est_state_t *s, hm_estimate_t *out)
 {
     hm__errclear();
     double var = 0;
+    /* A blended split's classes count at their weights: the two
+     * preparations draw on the same samples, so their variances average
+     * rather than add in quadrature. */
     for (int c = 0; c < nclass(s); c++)
-        var += s->model == HM_EST_DEFAULT ? s->var[c] : s->lin_var[c];
+        var += s->model == HM_EST_DEFAULT ? s->var[c] * s->e->dm.cls_w[c] : s->lin_var[c];
     /* Sampling error (1.96 sigma) and model error (a split-conformal
      * quantile times the spread between the device runs) in quadrature:
      * two independent errors. */
@@ -2059,8 +2271,8 @@ HM_API int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *pl, hm_est_m
                 slot_t sl = s->a[(size_t)slot_of(s, c) * O + o];
                 double f = frac(e, o, sl.pct);
                 if (model == HM_EST_DEFAULT)
-                    t += f * m->k[(size_t)c * e->ndev + sl.dev] * m->lat[ix3(e, c, o, sl.dev)] +
-                         (1 - f) * m->k[(size_t)c * e->ndev + pdef] * m->lat[ix3(e, c, o, pdef)];
+                    t += m->cls_w[c] * (f * m->k[(size_t)c * e->ndev + sl.dev] * m->lat[ix3(e, c, o, sl.dev)] +
+                                        (1 - f) * m->k[(size_t)c * e->ndev + pdef] * m->lat[ix3(e, c, o, pdef)]);
                 else
                     t -= f * e->lin_phase_gain[ix3(e, c, o, sl.dev)];
             }
@@ -2166,8 +2378,9 @@ json_t *hm__est_explain(hm_estimator_t *e, hm_placement_t *pl)
                             : bp > lat        ? "channels"
                                               : "latency";
         json_array_append_new(
-            out, json_pack("{s:s, s:i, s:f, s:f, s:f, s:f, s:s?, s:f, s:f, s:f, s:s}", "phase",
-                           e->phase_name[m->cls_phase[c]], "class", c, "C_s", m->c_ns[c] / 1e9, "k", kk,
+            out, json_pack("{s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:s?, s:f, s:f, s:f, s:s}", "phase",
+                           e->phase_name[m->cls_phase[c]], "class", c, "weight", m->cls_w[c], "C_s", m->c_ns[c] / 1e9,
+                           "k", kk,
                            "latency_s", lat / 1e9, "channel_s", bp / 1e9, "channel_device",
                            bd >= 0 ? e->dev_name[bd] : NULL, "bound_s", both / 1e9, "residual_s", r / 1e9,
                            "time_s", s->t[c] / 1e9, "binds", binds));

@@ -680,7 +680,7 @@ static void test_split_l1(void)
  * device, a class of N instances whose object-0 share is f takes
  * N x max(f x 0.4267, (1 - f) x 0.32) ms, f above 0.4286 waiting for the
  * far channels. Gives that estimate; -1 when the summary does not open. */
-static char *mixes_summary(int ninst, int nobj, const int (*cnt)[4], double period)
+static char *mixes_summary_x(int ninst, int nobj, const double (*cnt)[4], double period, int one_instance)
 {
     size_t cap = 65536, len = 0;
     char *js = malloc(cap);
@@ -695,22 +695,37 @@ static char *mixes_summary(int ninst, int nobj, const int (*cnt)[4], double peri
         len += (size_t)snprintf(js + len, cap - len, "%s{\"site\": \"0x%x\", \"size\": 134217728}", o ? ", " : "", o + 1);
     len += (size_t)snprintf(js + len, cap - len, "], \"windows\": [");
     for (int w = 0; w < ninst; w++) {
-        len += (size_t)snprintf(js + len, cap - len, "%s{\"phase\": 0, \"region\": %d, \"t_ns\": [0.32e6, 0.42666667e6], \"stats\": [",
-                                w ? ", " : "", w);
+        len += (size_t)snprintf(js + len, cap - len,
+                                "%s{\"phase\": 0, \"region\": %d, \"instructions\": %d, \"t_ns\": [0.32e6, 0.42666667e6], "
+                                "\"stats\": [",
+                                w ? ", " : "", one_instance ? 0 : w, one_instance ? 1000000 : 0);
         int first = 1;
         for (int d = 0; d < 2; d++)
             for (int o = 0; o < nobj; o++) {
-                int m = cnt[w][o], lat = d ? 36 : 30;
-                if (!m)
+                double m = cnt[w][o], lat = d ? 36 : 30;
+                if (!(m > 0))
                     continue;
-                len += (size_t)snprintf(js + len, cap - len, "%s[%d, %d, %d, %d, %d, %d, 0, %d]", first ? "" : ", ", o, d, m,
-                                        lat * m, m, lat * m, m);
+                len += (size_t)snprintf(js + len, cap - len, "%s[%d, %d, %.9g, %.9g, %.9g, %.9g, 0, %.9g]", first ? "" : ", ",
+                                        o, d, m, lat * m, m, lat * m, m);
                 first = 0;
             }
         len += (size_t)snprintf(js + len, cap - len, "]}");
     }
     snprintf(js + len, cap - len, "]}");
     CHECK(len + 8 < cap);
+    return js;
+}
+
+static char *mixes_summary(int ninst, int nobj, const int (*cnt)[4], double period)
+{
+    double (*c)[4] = calloc((size_t)ninst, sizeof *c);
+    if (!c)
+        abort();
+    for (int i = 0; i < ninst; i++)
+        for (int o = 0; o < 4; o++)
+            c[i][o] = cnt[i][o];
+    char *js = mixes_summary_x(ninst, nobj, (const double (*)[4])c, period, 0);
+    free(c);
     return js;
 }
 
@@ -746,15 +761,18 @@ static double mixes_far(const char *name, int ninst, int nobj, const int (*cnt)[
  * (f = 0.5) 10 x 0.2133 = 2.133 ms, B (f = 0.3) 10 x 0.7 x 0.32 = 2.24
  * ms: 4.373 ms; one class (f = 0.4): 20 x 0.6 x 0.32 = 3.84 ms.
  *
- * Kept at 0.75, not at 0.5: four mixes of four objects at the corners of a
- * regular simplex, (55, 15, 15, 15), (15, 55, 15, 15) and so on, five
- * instances each. Any split of k equally weighted corners of a regular
- * simplex in two leaves (k - 2) / (k - 1) of the spread: 2/3 here, so the
- * phase stays one class at 0.5 (f = 0.25: 20 x 0.75 x 0.32 = 4.8 ms) and
- * is cut to its four corners at 0.75 (each split 0.8 apart; then the
- * three-corner half at 1/2, the two-corner one at 0): object 0's corner
- * (f = 0.55) 5 x 0.55 x 0.4267 = 1.173 ms, the others (f = 0.15) 15 x
- * 0.85 x 0.32 = 4.08 ms: 5.253 ms. */
+ * Not kept at 0.5, kept at 0.75: four mixes of four objects at the corners
+ * of a regular simplex, (55, 15, 15, 15), (15, 55, 15, 15) and so on,
+ * fifteen instances each. Any split of k equally weighted corners of a
+ * regular simplex in two leaves (k - 2) / (k - 1) of the spread: 2/3 here.
+ * The 2-means keeps one corner apart from three; with s the squared
+ * distance of a corner from the mean, the lone corner's instances lie 0
+ * from their half's mean and the others 8/9 s, so the sampling error of
+ * the share kept (bisect) is Var R = n / (n - 1) x (n/4 (2/3)^2 + 3n/4
+ * (2/9)^2) s^2 / (n s)^2 = 4 / (27 (n - 1)): sigma 0.050 for n = 60, and
+ * the split is kept with probability Phi((0.5 - 2/3) / 0.050) = 4.4e-4,
+ * below the blend's 1e-3: the phase stays one class (f = 0.25: 60 x 0.75
+ * x 0.32 = 14.4 ms). At 0.75 it is kept with probability 0.95. */
 static void test_split_sse(void)
 {
     static const int four[4][4] = {{50, 32, 18}, {30, 42, 28}, {50, 18, 32}, {30, 28, 42}};
@@ -762,10 +780,77 @@ static void test_split_sse(void)
     for (int i = 0; i < 20; i++)
         memcpy(cnt[i], four[i % 4], sizeof cnt[i]);
     CHECK_NEAR(mixes_far("split_sse kept", 20, 3, (const int (*)[4])cnt, 1000), 4.3733e6, 0.002);
-    for (int i = 0; i < 20; i++)
+    int cnt60[60][4];
+    for (int i = 0; i < 60; i++)
         for (int o = 0; o < 4; o++)
-            cnt[i][o] = o == i % 4 ? 55 : 15;
-    CHECK_NEAR(mixes_far("split_sse not kept", 20, 4, (const int (*)[4])cnt, 1000), 4.8e6, 0.002);
+            cnt60[i][o] = o == i % 4 ? 55 : 15;
+    CHECK_NEAR(mixes_far("split_sse not kept", 60, 4, (const int (*)[4])cnt60, 1000), 14.4e6, 0.002);
+}
+
+/* A split decision sitting on its threshold is blended, not stepped
+ * (bisect): a sample count moved by a thousandth of itself moves the
+ * estimate by about a thousandth, not by the step between the two
+ * preparations. Thirty instances (one window each, 1,000 sampled misses
+ * a run at period 100: 100,000 misses, as in mixes_far()) of six mixes of
+ * four objects, five each: A0 = (55, 15, 15, 15)% and B0 = (25, 25, 25,
+ * 25)%, v = A0 - B0 of squared length 0.12 and L1 length 0.6, and about
+ * each a pair at distance d = sqrt(0.045) along a direction square to v
+ * (A: (0, 1, -1, 0) / sqrt 2; B: (0, 1, 1, -2) / sqrt 6). The 2-means
+ * keeps A and B: about the mean, an A+- or B+- mix lies 0.12 / 4 + d^2 =
+ * 0.075, A0 and B0 0.03; within the halves 0.045 and 0; the split keeps
+ * R = 20 x 0.045 / (20 x 0.075 + 10 x 0.03) = 0.9 / 1.8 = 0.5 of the
+ * spread: split_sse itself. Its sampling error (delta method, bisect):
+ * q1 - R q0 is 0.0075 for the 20 paired mixes and -0.015 for the 10
+ * centres, Var R = 30 / 29 x (20 x 0.0075^2 + 10 x 0.015^2) / 1.8^2 =
+ * 0.001078, sigma 0.0328; the halves are 0.6 apart, 4.6 sigma above
+ * split_l1. So the split is kept with probability Phi(0) x Phi(4.6) =
+ * 0.5. Object 0 alone on the far device: one class (f = 0.4) 30 x 0.6 x
+ * 0.32 = 5.76 ms; two (f = 0.55 and 0.25) 15 x 0.55 x 0.4267 + 15 x 0.75
+ * x 0.32 = 3.52 + 3.6 = 7.12 ms; blended, 0.5 x (5.76 + 7.12) = 6.44 ms.
+ * Object 1 of the A+ mixes (300 misses) moved by 1e-3 of itself moves R
+ * by -+1.8e-4, p by +-0.0044 and the estimate by about 1e-3 of itself;
+ * a step would move it from 5.76 to 7.12 ms (24%). The same with the
+ * thirty windows in one instance, aligned by instructions: the regimes
+ * of split_regimes, the same figures. The incremental move gives what a
+ * full estimate of the placement does. */
+static double cont_far(int one_instance, double eta)
+{
+    const double d = sqrt(0.045), ua[4] = {0, 1 / sqrt(2.0), -1 / sqrt(2.0), 0};
+    const double ub[4] = {0, 1 / sqrt(6.0), 1 / sqrt(6.0), -2 / sqrt(6.0)};
+    const double a0[4] = {0.55, 0.15, 0.15, 0.15}, b0[4] = {0.25, 0.25, 0.25, 0.25};
+    double cnt[30][4];
+    for (int i = 0; i < 30; i++) {
+        int t = i % 6, sg = t % 3 == 0 ? 1 : t % 3 == 2 ? -1 : 0;
+        for (int o = 0; o < 4; o++)
+            cnt[i][o] = 1000 * (t < 3 ? a0[o] + sg * d * ua[o] : b0[o] + sg * d * ub[o]);
+        if (t == 0)
+            cnt[i][1] *= 1 + eta;
+    }
+    char *js = mixes_summary_x(30, 4, (const double (*)[4])cnt, 100, one_instance);
+    hm_estimator_t *e;
+    double r = -1;
+    hm_est_state_t *st = open_default(&e, "continuity", js, 30 * 0.32e6);
+    if (st) {
+        hm_est_state_move(st, -1, 0, 1, 100, &r);
+        hm_estimate_t full;
+        CHECK_NEAR(est_json(e, HM_EST_DEFAULT, "{\"default\": \"near\", \"rules\": [{\"site\": \"0x1\", \"device\": \"far\"}]}",
+                            &full), r, 1e-9);
+        hm_est_state_close(st);
+    }
+    hm_estimator_close(e);
+    free(js);
+    return r;
+}
+
+static void test_split_continuity(void)
+{
+    for (int one = 0; one < 2; one++) {
+        double at = cont_far(one, 0), up = cont_far(one, 1e-3), down = cont_far(one, -1e-3);
+        CHECK_NEAR(at, 6.44e6, 1e-3);
+        CHECK(fabs(up - at) < 2e-3 * at);
+        CHECK(fabs(down - at) < 2e-3 * at);
+        CHECK(down > up); /* fewer misses apart, a likelier split */
+    }
 }
 
 /* split_min (0.05) from either side: each half of a split holds at least
@@ -2218,6 +2303,7 @@ int main(void)
     test_window_classes();
     test_split_l1();
     test_split_sse();
+    test_split_continuity();
     test_split_min();
     test_mix_samples();
     test_calibrate_overlap();

@@ -120,21 +120,21 @@ static json_t *interval_json(const hm_estimate_t *est)
 }
 
 /* The default model's terms of the estimate, per class of windows
- * (docs/estimator.md): C, k, the latency side, the busiest channels, what
+ * (docs/estimator.md): its weight, C, k, the latency side, the busiest channels, what
  * the two give together, the residual, the class's time and which term
  * binds. */
 static void print_explain(const json_t *ex)
 {
     printf("\n  terms of the default model per class of windows (s; docs/estimator.md)\n");
-    printf("  %-18s %5s %10s %7s %10s %10s %-8s %10s %10s %10s  %s\n", "phase", "class", "C", "k", "latency",
-           "channels", "(device)", "together", "residual", "time", "binds");
+    printf("  %-18s %5s %6s %10s %7s %10s %10s %-8s %10s %10s %10s  %s\n", "phase", "class", "weight", "C", "k",
+           "latency", "channels", "(device)", "together", "residual", "time", "binds");
     size_t i;
     json_t *x;
     json_array_foreach(ex, i, x) {
         const char *dev = json_string_value(json_object_get(x, "channel_device"));
-        printf("  %-18s %5d %10.6f %7.4f %10.6f %10.6f %-8s %10.6f %10.6f %10.6f  %s\n",
+        printf("  %-18s %5d %6.4f %10.6f %7.4f %10.6f %10.6f %-8s %10.6f %10.6f %10.6f  %s\n",
                json_string_value(json_object_get(x, "phase")), (int)json_integer_value(json_object_get(x, "class")),
-               json_real_value(json_object_get(x, "C_s")), json_real_value(json_object_get(x, "k")),
+               json_real_value(json_object_get(x, "weight")), json_real_value(json_object_get(x, "C_s")), json_real_value(json_object_get(x, "k")),
                json_real_value(json_object_get(x, "latency_s")), json_real_value(json_object_get(x, "channel_s")),
                dev ? dev : "-", json_real_value(json_object_get(x, "bound_s")),
                json_real_value(json_object_get(x, "residual_s")), json_real_value(json_object_get(x, "time_s")),
