@@ -43,6 +43,8 @@ typedef enum {
 
 /** Largest number of decisions the exhaustive search accepts. */
 #define HM_OPT_EXHAUSTIVE_MAX 24
+/** Default grid of page splits, in percent. */
+#define HM_OPT_SPLIT_STEP 10
 /** Capacity value meaning "no limit". */
 #define HM_OPT_UNLIMITED UINT64_MAX
 
@@ -56,7 +58,12 @@ typedef struct {
     hm_optimize_algo_t algo;
     hm_est_model_t model;
     int phased;              /**< one device per (phase label, object), migration cost included */
-    int split;               /**< greedy: may put a percentage of one more object's pages on a device */
+    /** Page splits: a decision may put a percentage of an object's pages on
+     *  a device and the rest on the default device (every algorithm; then a
+     *  split refinement, docs/optimizer.md). Off: whole objects only, as
+     *  before. */
+    int split;
+    int split_step;          /**< the grid of split percentages (1..100); 0: HM_OPT_SPLIT_STEP */
     /** Bytes per device (hm_estimator_ndevices() entries), HM_OPT_UNLIMITED
      *  for no limit; NULL: hm_estimator_device_capacity() (0 there: no limit). */
     const uint64_t *capacity;

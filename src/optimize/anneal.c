@@ -1,7 +1,8 @@
 /* Simulated annealing on the incremental estimator. A step moves one unit
  * to another device; when the device has no room, units of the same phase
  * are sent back to the default device until it has (a compound move, undone
- * as a whole when rejected). The temperature falls geometrically with the
+ * as a whole when rejected); with page splits, the step puts a grid
+ * percentage of the unit's pages on the device. The temperature falls geometrically with the
  * share of the budget (or time) used, from 5% of the all-default runtime to
  * 1e-5 of it, so that the schedule fits whatever budget is given. */
 #include <math.h>
@@ -45,14 +46,25 @@ int hm__opt_anneal(hm__opt_t *o)
         uint64_t before = o->calls;
         int u = hm__opt_randint(&o->rng, o->nunits);
         int cp, cd = hm__opt_dev(o, s, u, &cp);
-        int d = hm__opt_randint(&o->rng, o->ndev - 1);
-        if (d >= cd)
-            d++;
+        int d, pct = 100;
+        if (o->opts->split) {
+            /* Any device at a grid percent, the same device at another
+             * percent included. */
+            d = hm__opt_randint(&o->rng, o->ndev);
+            if (d != o->def)
+                pct = hm__opt_grid_pct(o);
+            if (d == cd && (d == o->def || pct == cp))
+                continue;
+        } else {
+            d = hm__opt_randint(&o->rng, o->ndev - 1);
+            if (d >= cd)
+                d++;
+        }
         int n = 0;
         double ns = cur;
         /* Make room on d: evict random units of u's phase from it. */
         int base = (u / o->nobj) * o->nobj;
-        while (!hm__opt_fits(o, s, u, d, 100) && n < MAX_UNDO - 1 && hm__opt_affords(o, 3 * (uint64_t)n + 8)) {
+        while (!hm__opt_fits(o, s, u, d, pct) && n < MAX_UNDO - 1 && hm__opt_affords(o, 3 * (uint64_t)n + 8)) {
             int k = 0;
             for (int i = 0; i < o->nobj; i++)
                 if (base + i != u && hm__opt_dev(o, s, base + i, NULL) == d)
@@ -65,7 +77,7 @@ int hm__opt_anneal(hm__opt_t *o)
                 goto out;
             log[n++] = (undo_t){v, vd, vp};
         }
-        rc = hm__opt_move(o, s, u, d, 100, &ns);
+        rc = hm__opt_move(o, s, u, d, pct, &ns);
         if (rc == HM_ECAPACITY) {
             if ((rc = undo_all(o, s, log, n, NULL)) < 0)
                 goto out;

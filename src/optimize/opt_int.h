@@ -82,4 +82,11 @@ int hm__opt_exhaustive(hm__opt_t *o);
 int hm__opt_random(hm__opt_t *o);
 int hm__opt_rl(hm__opt_t *o);
 
+/* Percent of a split move drawn from the grid (step, 2 step, ..., 100). */
+int hm__opt_grid_pct(hm__opt_t *o);
+/* With opts->split: coordinate descent over page splits from o->best (each
+ * unit in turn takes the best of every device and grid percent while that
+ * saves time), on its own allowance of calls. */
+int hm__opt_split_refine(hm__opt_t *o);
+
 #endif

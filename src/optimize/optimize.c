@@ -217,6 +217,8 @@ static int ctx_init(hm__opt_t *o, hm_estimator_t *e, const hm_optimize_opts_t *o
         return hm__errf(HM_EUSAGE, "unknown algorithm %d", (int)opts->algo);
     if ((unsigned)opts->model >= HM_EST_NMODELS)
         return hm__errf(HM_EUSAGE, "unknown model %d", (int)opts->model);
+    if (opts->split_step < 0 || opts->split_step > 100)
+        return hm__errf(HM_EUSAGE, "split step %d%% is not within 1..100", opts->split_step);
     if (opts->time_s < 0 || isnan(opts->time_s))
         return hm__errf(HM_EUSAGE, "time limit must be positive");
     o->ndev = hm_estimator_ndevices(e);
@@ -497,6 +499,8 @@ HM_API int hm_optimize_run(hm_estimator_t *e, const hm_optimize_opts_t *opts, hm
     case HM_OPT_RL: rc = hm__opt_rl(&o); break;
     default: rc = HM_EUSAGE; break;
     }
+    if (rc >= 0)
+        rc = hm__opt_split_refine(&o);
     if (rc >= 0)
         rc = canonical(&o);
     if (rc >= 0)

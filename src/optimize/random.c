@@ -39,7 +39,9 @@ int hm__opt_random(hm__opt_t *o)
             int d = devs[hm__opt_randint(&o->rng, k)];
             if (d == o->def)
                 continue;
-            rc = hm__opt_move(o, s, u, d, 100, &ns);
+            /* With page splits, a grid percentage of its pages (the room
+             * was checked for all of them). */
+            rc = hm__opt_move(o, s, u, d, o->opts->split ? hm__opt_grid_pct(o) : 100, &ns);
             if (rc == HM_ECAPACITY)
                 rc = 0;
         }

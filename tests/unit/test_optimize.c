@@ -599,6 +599,92 @@ static void test_phased_vs_static(uint64_t seed)
     hm_estimator_close(e);
 }
 
+/* A page split that beats every device (bandwidth aggregation: CAMP's
+ * interleaving model). One 64 MiB object streams 100 sampled loads from
+ * memory at period 1000 (100,000 lines, 6.4 MB) and the loads carry no
+ * latency cost. near (20 GB/s) and far (10 GB/s) take their channel time,
+ * 0.32 ms and 0.64 ms; mid (40 GB/s, 0.16 ms of channels) takes 0.5 ms,
+ * neither its channels nor the fastest run's floor, so the model has no
+ * floor and no latency side (C = k = 0), and every residual but mid's is 0
+ * (mid's, 0.34 ms, is spread by the placement's share on mid). With x of
+ * the pages on far and the rest on near (the default), the channels of
+ * both work at once: t(x) = max(0.32 (1 - x), 0.64 x) ms, least at x =
+ * 1/3. On the 10% grid: x = 0.3 gives max(0.224, 0.192) = 0.224 ms (0.4:
+ * 0.256), 0.7 of the fastest device's time; on a 1% grid, x = 0.33 gives
+ * max(0.2144, 0.2112) = 0.2144 ms (0.34: 0.2176). Whole objects can do no
+ * better than near, 0.32 ms. In two phases of that window each, the same
+ * split in both moves nothing between them: twice the time. */
+static const char *split_summary(int phased)
+{
+    return phased
+        ? "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+          " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 6.4e5, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+          "  {\"name\": \"far\", \"runtime_ns\": 1.28e6, \"period\": 1000, \"bandwidth_gbs\": 10, \"read_latency_ns\": 200},"
+          "  {\"name\": \"mid\", \"runtime_ns\": 1e6, \"period\": 1000, \"bandwidth_gbs\": 40, \"read_latency_ns\": 300}],"
+          " \"phases\": [\"(no phase)\", \"one\", \"two\"],"
+          " \"objects\": [{\"site\": \"0x1\", \"name\": \"a\", \"size\": 67108864}],"
+          " \"windows\": [{\"phase\": 1, \"t_ns\": [3.2e5, 6.4e5, 5e5], \"stats\": [[0, 0, 100, 0, 100, 0, 0, 100], [0, 1, 100, 0, 100, 0, 0, 100], [0, 2, 100, 0, 100, 0, 0, 100]]},"
+          "  {\"phase\": 2, \"t_ns\": [3.2e5, 6.4e5, 5e5], \"stats\": [[0, 0, 100, 0, 100, 0, 0, 100], [0, 1, 100, 0, 100, 0, 0, 100], [0, 2, 100, 0, 100, 0, 0, 100]]}]}"
+        : "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+          " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 3.2e5, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+          "  {\"name\": \"far\", \"runtime_ns\": 6.4e5, \"period\": 1000, \"bandwidth_gbs\": 10, \"read_latency_ns\": 200},"
+          "  {\"name\": \"mid\", \"runtime_ns\": 5e5, \"period\": 1000, \"bandwidth_gbs\": 40, \"read_latency_ns\": 300}],"
+          " \"objects\": [{\"site\": \"0x1\", \"name\": \"a\", \"size\": 67108864}],"
+          " \"windows\": [{\"phase\": 0, \"t_ns\": [3.2e5, 6.4e5, 5e5], \"stats\": [[0, 0, 100, 0, 100, 0, 0, 100], [0, 1, 100, 0, 100, 0, 0, 100], [0, 2, 100, 0, 100, 0, 0, 100]]}]}";
+}
+
+static void test_split_beats_devices(void)
+{
+    for (int phased = 0; phased <= 1; phased++) {
+        hm_estimator_t *e = NULL;
+        CHECK_EQ_INT(hm_estimator_parse_summary(&e, "split", split_summary(phased)), 0);
+        if (!e)
+            return;
+        double n = phased ? 2 : 1;
+        for (int a = 0; a < HM_OPT_NALGOS; a++) {
+            hm_optimize_opts_t o = {.algo = (hm_optimize_algo_t)a, .model = HM_EST_DEFAULT, .phased = phased,
+                                    .seed = 3, .budget = 2000};
+            hm_optimize_result_t r;
+            /* Whole objects: near is the best, 0.32 ms. */
+            CHECK_EQ_INT(hm_optimize_run(e, &o, &r), 0);
+            CHECK_NEAR(r.estimate.runtime_ns, n * 3.2e5, 1e-6);
+            hm_optimize_result_free(&r);
+            o.split = 1;
+            CHECK_EQ_INT(hm_optimize_run(e, &o, &r), 0);
+            if (!r.state)
+                continue;
+            if (fabs(r.estimate.runtime_ns - n * 2.24e5) > 1e-6 * n * 2.24e5)
+                fprintf(stderr, "split, %s%s: %.6g ns\n", hm_optimize_algo_name(o.algo), phased ? " phased" : "",
+                        r.estimate.runtime_ns);
+            CHECK_NEAR(r.estimate.runtime_ns, n * 2.24e5, 1e-6);
+            for (int p = phased ? 1 : -1; p <= (phased ? 2 : -1); p++) {
+                int pct = 0;
+                CHECK_EQ_INT(hm_est_state_device(r.state, p, 0, &pct), 1);
+                CHECK_EQ_INT(pct, 30);
+            }
+            /* The placement file says the same to the estimator. */
+            const char *devs[] = {"near", "far", "mid"};
+            hm_placement_t *pl = NULL;
+            CHECK_EQ_INT(hm_placement_parse(&pl, "split", r.placement_json, devs, 3), 0);
+            hm_estimate_t est;
+            if (pl && hm_estimator_estimate(e, pl, HM_EST_DEFAULT, &est, NULL) == 0)
+                CHECK_NEAR(est.runtime_ns, n * 2.24e5, 1e-6);
+            CHECK(strstr(r.placement_json, "\"pages_percent\": 30") != NULL);
+            hm_placement_close(pl);
+            hm_optimize_result_free(&r);
+            /* A 1% grid reaches x = 0.33. */
+            o.split_step = 1;
+            CHECK_EQ_INT(hm_optimize_run(e, &o, &r), 0);
+            CHECK_NEAR(r.estimate.runtime_ns, n * 2.144e5, 1e-6);
+            hm_optimize_result_free(&r);
+        }
+        hm_optimize_opts_t bad = {.algo = HM_OPT_GREEDY, .split = 1, .split_step = 101};
+        hm_optimize_result_t r;
+        CHECK_EQ_INT(hm_optimize_run(e, &bad, &r), HM_EUSAGE);
+        hm_estimator_close(e);
+    }
+}
+
 int main(void)
 {
     test_optimum(10, 2, 1, 0.25);
@@ -609,6 +695,7 @@ int main(void)
     fprintf(stderr, "greedy short of the optimum in %d of 5 instances\n", greedy_short);
     CHECK(greedy_short >= 2);
     test_fractional();
+    test_split_beats_devices();
     test_determinism();
     test_no_effect_stays();
     test_phased();

@@ -17,7 +17,7 @@
 enum {
     OPT_CAPACITY = 256, OPT_ALGO, OPT_MODEL, OPT_PHASES, OPT_SPLIT, OPT_BUDGET, OPT_TIME, OPT_SEED,
     OPT_JSON, OPT_SUMMARY, OPT_POLICY, OPT_SAVE_POLICY, OPT_MACHINE, OPT_BY_SOURCE, OPT_REFINE,
-    OPT_ALLOW_EXIT
+    OPT_ALLOW_EXIT, OPT_SPLIT_STEP
 };
 
 static const hm_cli_opt_t opt_opts[] = {
@@ -26,7 +26,8 @@ static const hm_cli_opt_t opt_opts[] = {
     {OPT_ALGO, "algo", "rl|greedy|anneal|exhaustive|random", "the search (default rl)", 0},
     {OPT_MODEL, "model", "default|linear", "estimator model (default: default)", 0},
     {OPT_PHASES, "phases", NULL, "place per phase (objects move at phase boundaries, migration cost included)", 0},
-    {OPT_SPLIT, "split", NULL, "greedy: may put part of one more object's pages on a device", 0},
+    {OPT_SPLIT, "split", NULL, "an object's pages may go in part to a device (pages_percent), for room or for bandwidth", 0},
+    {OPT_SPLIT_STEP, "split-step", "PCT", "the percentages a split may take: PCT, 2 PCT, ..., 100 (default 10; implies --split)", 0},
     {OPT_BUDGET, "budget", "N", "at most N estimator calls (default 20000 for rl, anneal, random)", 0},
     {OPT_TIME, "time", "S", "stop after S seconds (results then depend on the machine's speed)", HM_OPT_ALT},
     {OPT_SEED, "seed", "S", "random seed (default 1)", 0},
@@ -255,6 +256,16 @@ static int opt_options(opt_t *o, const hm_cmd_t *cmd, int argc, char **argv)
             break;
         case OPT_PHASES: opts->phased = 1; break;
         case OPT_SPLIT: opts->split = 1; break;
+        case OPT_SPLIT_STEP: {
+            uint64_t st;
+            if (hm_cli_u64(cmd, "--split-step", arg, &st))
+                return HM_EXIT_USAGE;
+            if (st < 1 || st > 100)
+                return hm_cli_usage(cmd, "--split-step must be a percentage between 1 and 100");
+            opts->split = 1;
+            opts->split_step = (int)st;
+            break;
+        }
         case OPT_BUDGET:
             if (hm_cli_u64(cmd, "--budget", arg, &opts->budget))
                 return HM_EXIT_USAGE;
@@ -314,8 +325,6 @@ static int opt_options(opt_t *o, const hm_cmd_t *cmd, int argc, char **argv)
         return HM_EXIT_RUNTIME;
     if ((opts->policy_in || opts->policy_out) && opts->algo != HM_OPT_RL)
         return hm_cli_usage(cmd, "--policy and --save-policy need --algo rl");
-    if (opts->split && opts->algo != HM_OPT_GREEDY)
-        return hm_cli_usage(cmd, "--split needs --algo greedy");
     return -1;
 }
 
