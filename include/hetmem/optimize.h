@@ -63,7 +63,6 @@ typedef struct {
      *  split refinement, docs/optimizer.md). Off: whole objects only, as
      *  before. */
     int split;
-    int split_step;          /**< the grid of split percentages (1..100); 0: HM_OPT_SPLIT_STEP */
     /** Bytes per device (hm_estimator_ndevices() entries), HM_OPT_UNLIMITED
      *  for no limit; NULL: hm_estimator_device_capacity() (0 there: no limit). */
     const uint64_t *capacity;
@@ -72,6 +71,7 @@ typedef struct {
     uint64_t seed;           /**< anneal, random, rl */
     const char *policy_in;   /**< rl: start from this saved policy */
     const char *policy_out;  /**< rl: save the trained policy here */
+    int split_step;          /**< the grid of split percentages (1..100); 0: HM_OPT_SPLIT_STEP */
 } hm_optimize_opts_t;
 
 /** Result of a search. Free with hm_optimize_result_free(). */

@@ -25,7 +25,7 @@ class _Opts(ctypes.Structure):
     _fields_ = [("algo", ctypes.c_int), ("model", ctypes.c_int), ("phased", ctypes.c_int), ("split", ctypes.c_int),
                 ("capacity", ctypes.POINTER(ctypes.c_uint64)), ("budget", ctypes.c_uint64),
                 ("time_s", ctypes.c_double), ("seed", ctypes.c_uint64),
-                ("policy_in", ctypes.c_char_p), ("policy_out", ctypes.c_char_p)]
+                ("policy_in", ctypes.c_char_p), ("policy_out", ctypes.c_char_p), ("split_step", ctypes.c_int)]
 
 
 class _Result(ctypes.Structure):
@@ -52,11 +52,12 @@ def _olib():
     return lib
 
 
-def _opts(est, algo, capacity, phased, model, budget, time_s, seed):
+def _opts(est, algo, capacity, phased, model, budget, time_s, seed, split=0):
     if algo not in ALGOS:
         raise ValueError("unknown algorithm %r (algorithms: %s)" % (algo, ", ".join(ALGOS)))
     o = _Opts(algo=ALGOS.index(algo), model=_model(model), phased=int(bool(phased)),
-              budget=int(budget), time_s=float(time_s), seed=int(seed))
+              budget=int(budget), time_s=float(time_s), seed=int(seed), split=int(bool(split)),
+              split_step=0 if split is True or not split else int(split))
     keep = None
     if capacity is not None:
         caps = []
@@ -84,16 +85,19 @@ def _out(lib, r, est):
         lib.hm_optimize_result_free(ctypes.byref(r))
 
 
-def optimize(est, algo="rl", capacity=None, phased=False, model="default", budget=0, time_s=0.0, seed=1):
+def optimize(est, algo="rl", capacity=None, phased=False, model="default", budget=0, time_s=0.0, seed=1,
+             split=False):
     """Runs one search on Estimator `est`.
 
     capacity: {device: bytes}; devices left out keep the traces' capacity
     (None: all do). budget: estimator calls (0: the algorithm's default).
+    split: True for page splits on the default grid (10%), or the grid step
+    in percent (hetmem optimize --split, --split-step).
     Returns a dict: runtime_s, ci_s, migration_s, estimator_calls, wall_s,
     complete, episodes, placement (a placement-file dict).
     """
     lib = _olib()
-    o, keep = _opts(est, algo, capacity, phased, model, budget, time_s, seed)
+    o, keep = _opts(est, algo, capacity, phased, model, budget, time_s, seed, split)
     r = _Result()
     _check(lib, lib.hm_optimize_run(est._h, ctypes.byref(o), ctypes.byref(r)))
     del keep

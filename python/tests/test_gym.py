@@ -13,7 +13,7 @@ import pytest
 
 import synth
 from hetmem import gym as hgym
-from hetmem.estimate import Estimator
+from hetmem.estimate import Estimator, HetmemError
 from hetmem.gym import PlacementEnv
 from hetmem.optimize import optimize
 
@@ -114,6 +114,12 @@ def test_best_episode_is_the_optimum(make):
     assert ex["complete"] and ex["runtime_s"] == pytest.approx(brute, rel=1e-9)
     # greedy by saving per byte does not beat the optimum
     assert optimize(est, "greedy", capacity={"fast": cap}, model="linear")["runtime_s"] >= brute * (1 - 1e-12)
+    # page splits (split=True, or a grid step) fill the room whole objects leave: never slower than
+    # the whole-object optimum, and the grid step reaches the library
+    sp = optimize(est, "exhaustive", capacity={"fast": cap}, model="linear", split=True)
+    assert sp["runtime_s"] <= ex["runtime_s"] * (1 + 1e-12)
+    with pytest.raises(HetmemError, match="split step 101% is not within 1..100"):
+        optimize(est, "greedy", capacity={"fast": cap}, model="linear", split=101)
 
 
 def test_phased_placement_file(make):
