@@ -144,6 +144,7 @@ typedef enum {
     R_HIT_WAITS,         /* a slow cache hit waited for memory (summary building) */
     R_MODEL_ERROR,       /* the interval has a model-error term, not only sampling error */
     R_BLEND_SPLITS,      /* a split near its thresholds is blended by its probability */
+    R_BLEND_BOUND,       /* a run near bound_util is blended by its probability */
     R_COUNT
 } rule_t;
 
@@ -153,7 +154,7 @@ static const char *const rule_names[R_COUNT] = {
     "bound_by_latency", "bound_by_bandwidth", "bound_by_unsampled", "unsampled_traffic", "c_at_most_fastest",
     "k_at_most_1", "bound_runs_no_k",
     "store_floor", "saturated_reference", "queueing_carried", "channel_in_run", "window_profile",
-    "classes", "regimes", "hit_waits", "model_error", "blend_splits"};
+    "classes", "regimes", "hit_waits", "model_error", "blend_splits", "blend_bound"};
 static int rules_off[R_COUNT];
 
 /* HM_EST_MUTATE="name*factor" scales a tunable, "-name" removes a rule;
@@ -982,6 +983,7 @@ typedef struct {
     double extra, shrink;         /* sums over bound runs: read bytes the samples missed, time over channel time */
     double unsampled;             /* read bytes per run the samples missed */
     double tfast;                 /* the fastest run's time */
+    double nm;                    /* sampled L1 misses (not scaled), all objects and runs */
     double C, k;                  /* device-independent time, time per unit of latency cost */
 } runs_t;
 
@@ -1133,7 +1135,7 @@ static void share_posted_writebacks(hm_estimator_t *e, const prep_t *p)
     int C = m->ncls, D = e->ndev, O = e->nobj;
     for (int c = 0; c < C && RULE(R_POSTED_WB); c++) {
         int sb = m->cls_sib[c];
-        if (sb <= c)
+        if (sb < 0)
             continue;
         double tc = 0, ts = 0;
         for (int d = 0; d < D; d++)
@@ -1142,9 +1144,7 @@ static void share_posted_writebacks(hm_estimator_t *e, const prep_t *p)
             continue;
         for (int o = 0; o < O; o++) {
             size_t i = (size_t)c * O + o, j = (size_t)sb * O + o;
-            double all = p->dirt[i] + p->dirt[j];
-            m->wbytes[i] += all * tc / (tc + ts) - p->dirt[i];
-            m->wbytes[j] += all * ts / (tc + ts) - p->dirt[j];
+            m->wbytes[i] += (p->dirt[i] + p->dirt[j]) * tc / (tc + ts) - p->dirt[i];
         }
     }
 }
@@ -1163,7 +1163,7 @@ static void class_runs(hm_estimator_t *e, const prep_t *p, int c, runs_t *r)
     r->tfast = INFINITY;
     for (int d = 0; d < D; d++) {
         for (int o = 0; o < O; o++)
-            r->L[d] += p->raw[ix3(e, c, o, d)];
+            r->L[d] += p->raw[ix3(e, c, o, d)], r->nm += p->nmiss[ix3(e, c, o, d)];
         r->T[d] = p->T[(size_t)c * D + d];
         if (r->T[d] > 0 && r->T[d] < r->tfast)
             r->tfast = r->T[d];
@@ -1261,17 +1261,36 @@ static void mark_bound(const hm_estimator_t *e, runs_t *r, int d)
  * idle latencies (latency alone can slow a run at most by that ratio). Its
  * channels were then busy all the time, a better figure than sampled
  * misses give. */
-static void find_bound_runs(const hm_estimator_t *e, runs_t *r)
+static void find_bound_runs(const hm_estimator_t *e, runs_t *r, const int8_t *force, double *pu)
 {
     int D = e->ndev;
     const double *Tc = r->T, *tau = r->tau;
+    double bm = TUNE(T_BW_MATCH);
     for (int d = 0; d < D; d++) {
-        int b = e->bw[d] > 0 && Tc[d] > 0 && tau[d] / Tc[d] >= TUNE(T_BOUND_UTIL);
-        for (int j = 0; j < D && !b && RULE(R_BOUND_BY_LATENCY); j++)
+        int on = e->bw[d] > 0 && Tc[d] > 0, bl = 0, bb = 0;
+        double u = on ? tau[d] / Tc[d] : 0;
+        int b = on && u >= TUNE(T_BOUND_UTIL);
+        for (int j = 0; j < D && RULE(R_BOUND_BY_LATENCY); j++)
             if (j != d && e->lat_ns[d] > 0 && e->lat_ns[j] > 0 && Tc[j] > 0 &&
                 Tc[d] / Tc[j] > TUNE(T_LAT_MARGIN) * fmax(1.0, e->lat_ns[d] / e->lat_ns[j]))
-                b = e->bw[d] > 0;
-        if (b)
+                bl = e->bw[d] > 0;
+        /* The utilisation test on a sampled figure: with the blend (steps
+         * below), its probability, and in a preparation of one side, that
+         * side. Only where no test on the runs' times binds the run. */
+        for (int j = 0; j < D && RULE(R_BOUND_BY_BW) && on && !bl; j++) {
+            if (j == d || !(e->bw[j] > 0) || !(Tc[j] > 0))
+                continue;
+            double rt = Tc[d] / Tc[j], rb = e->bw[j] / e->bw[d];
+            double rl = e->lat_ns[d] > 0 && e->lat_ns[j] > 0 ? e->lat_ns[d] / e->lat_ns[j] : 0;
+            bb |= rb > 1 + 2 * bm && fabs(rt / rb - 1) <= bm && (rl <= 0 || fabs(rt / rl - 1) > 2 * bm);
+        }
+        if (pu)
+            pu[d] = on && !bl && !bb && RULE(R_BLEND_BOUND)
+                        ? step_or_phi(u - TUNE(T_BOUND_UTIL), r->nm > 0 ? u / sqrt(r->nm) : 0, 0)
+                        : -1;
+        if (force && force[d] >= 0)
+            b = force[d];
+        if (b || bl)
             mark_bound(e, r, d);
     }
     /* Two runs whose times are in the ratio of their devices' bandwidths
@@ -1279,7 +1298,6 @@ static void find_bound_runs(const hm_estimator_t *e, runs_t *r)
      * bandwidth-bound, even when their samples show little traffic
      * (prefetches are not sampled). Only where the ratio of latencies is
      * not the same too, which would time a latency-bound pair alike. */
-    double bm = TUNE(T_BW_MATCH);
     for (int d = 0; d < D && RULE(R_BOUND_BY_BW); d++)
         for (int j = 0; j < D; j++) {
             if (j == d || r->bound[d] || !(e->bw[d] > 0) || !(e->bw[j] > 0) || !(Tc[d] > 0) || !(Tc[j] > 0))
@@ -1628,14 +1646,27 @@ static void residuals(hm_estimator_t *e, int c, const runs_t *r)
     }
 }
 
-/* The default model, prepared in the steps above (docs/estimator.md). */
-static int prepare_default(hm_estimator_t *e)
+static void free_terms(hm__est_default_t *m)
+{
+    double **all[] = {&m->c_ns, &m->k, &m->resid, &m->lat, &m->bytes, &m->bytes_x, &m->wbytes, &m->latsum,
+                      &m->xw, &m->xwsum, &m->var, &m->ys, &m->tdev, &m->g_r, &m->g_a, &m->g_b};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+        free(*all[i]);
+        *all[i] = NULL;
+    }
+    free(m->g_off);
+    m->g_off = NULL;
+}
+
+/* The default model's terms per class, in the steps above
+ * (docs/estimator.md): with force (per class and device: -1, or the side
+ * of the utilisation test taken), and pu (where not NULL, per class and
+ * device: the probability that the utilisation test binds the run, -1
+ * where no blend applies). */
+static int prepare_terms(hm_estimator_t *e, const int8_t *force, double *pu)
 {
     hm__est_default_t *m = &e->dm;
     int D = e->ndev, O = e->nobj, rc;
-    m->overlap = 1;
-    if ((rc = classify(e)) < 0)
-        return rc;
     int C = m->ncls;
     m->c_ns = calloc((size_t)C, sizeof(double));
     m->k = calloc((size_t)C * D, sizeof(double));
@@ -1669,7 +1700,7 @@ static int prepare_default(hm_estimator_t *e)
         runs_t r;
         class_runs(e, &p, c, &r);
         traffic_within_runs(e, &p, c, &r);
-        find_bound_runs(e, &r);
+        find_bound_runs(e, &r, force ? &force[(size_t)c * D] : NULL, pu ? &pu[(size_t)c * D] : NULL);
         spread_unsampled(e, &p, c, &r);
         fit_latency(e, &r);
         store_floor(e, &r);
@@ -1690,6 +1721,104 @@ static int prepare_default(hm_estimator_t *e)
     }
     prep_free(&p);
     return 0;
+}
+
+/* At most this many runs of a class blended on the utilisation test (2^n
+ * preparations of the class); beyond, a run goes by its likelier side. */
+#define BLEND_RUNS 3
+
+/* The default model (docs/estimator.md): classes, then their terms. A run
+ * whose sampled utilisation lies near bound_util is bandwidth-bound with
+ * a probability (find_bound_runs): its class is prepared with each side
+ * taken, as copies of the class weighted by the sides' probabilities (the
+ * classes' weights, as for a blended split), and prepared again. */
+static int prepare_default(hm_estimator_t *e)
+{
+    hm__est_default_t *m = &e->dm;
+    int D = e->ndev, rc;
+    m->overlap = 1;
+    if ((rc = classify(e)) < 0)
+        return rc;
+    int C = m->ncls, C2 = 0;
+    double *pu = calloc((size_t)C * D + 1, sizeof *pu);
+    int *nv = calloc((size_t)C + 1, sizeof *nv), *first = calloc((size_t)C + 1, sizeof *first);
+    int *ph = NULL, *sib = NULL, *woff = NULL, *win = NULL;
+    double *w = NULL;
+    int8_t *force = NULL;
+    if (!pu || !nv || !first) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    if ((rc = prepare_terms(e, NULL, pu)) < 0)
+        goto out;
+    /* The runs near the threshold, per class: the rest take their side. */
+    for (int c = 0; c < C; c++) {
+        int k = 0;
+        for (int d = 0; d < D; d++) {
+            double *q = &pu[(size_t)c * D + d];
+            if (*q >= 0 && (*q < BLEND_EPS || *q > 1 - BLEND_EPS || k == BLEND_RUNS))
+                *q = -1; /* no blend: the preparation's own side */
+            k += *q >= 0;
+        }
+        first[c] = C2;
+        C2 += nv[c] = 1 << k;
+    }
+    if (C2 == C)
+        goto out;
+    int tw = 0;
+    for (int c = 0; c < C; c++)
+        tw += nv[c] * (m->cls_woff[c + 1] - m->cls_woff[c]);
+    ph = calloc((size_t)C2 + 1, sizeof *ph), sib = calloc((size_t)C2 + 1, sizeof *sib);
+    woff = calloc((size_t)C2 + 1, sizeof *woff), win = calloc((size_t)tw + 1, sizeof *win);
+    w = calloc((size_t)C2 + 1, sizeof *w), force = malloc((size_t)C2 * D + 1);
+    if (!ph || !sib || !woff || !win || !w || !force) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (int c = 0, o = 0; c < C; c++) {
+        int n = m->cls_woff[c + 1] - m->cls_woff[c];
+        for (int v = 0; v < nv[c]; v++) {
+            int c2 = first[c] + v, bit = 0;
+            ph[c2] = m->cls_phase[c];
+            sib[c2] = m->cls_sib[c] >= 0 ? first[m->cls_sib[c]] : -1; /* every copy of it has the same windows */
+            w[c2] = m->cls_w[c];
+            for (int d = 0; d < D; d++) {
+                double q = pu[(size_t)c * D + d];
+                int8_t *f = &force[(size_t)c2 * D + d];
+                *f = -1;
+                if (q < 0)
+                    continue;
+                *f = (int8_t)((v >> bit++) & 1);
+                w[c2] *= *f ? q : 1 - q;
+            }
+            woff[c2] = o;
+            memcpy(win + o, m->cls_win + m->cls_woff[c], (size_t)n * sizeof *win);
+            o += n;
+            woff[c2 + 1] = o;
+            HM_DEBUG("estimate: class %d (%s) copy %d of %d: weight %.4f", c, e->phase_name[ph[c2]], v, nv[c], w[c2]);
+        }
+    }
+    free(m->cls_phase);
+    free(m->cls_sib);
+    free(m->cls_w);
+    free(m->cls_woff);
+    free(m->cls_win);
+    m->cls_phase = ph, m->cls_sib = sib, m->cls_w = w, m->cls_woff = woff, m->cls_win = win, m->ncls = C2;
+    ph = sib = woff = win = NULL;
+    w = NULL;
+    free_terms(m);
+    rc = prepare_terms(e, force, NULL);
+out:
+    free(pu);
+    free(nv);
+    free(first);
+    free(ph);
+    free(sib);
+    free(woff);
+    free(win);
+    free(w);
+    free(force);
+    return rc;
 }
 
 int hm__est_prepare(hm_estimator_t *e)

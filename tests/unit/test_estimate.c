@@ -842,6 +842,62 @@ static double cont_far(int one_instance, double eta)
     return r;
 }
 
+/* A run whose sampled utilisation sits on bound_util is blended, not
+ * stepped (find_bound_runs, prepare_default). Near (20 GB/s) and far (10
+ * GB/s) with the same idle latency (100 ns), so that no test on the runs'
+ * times binds either (1.0 / 0.95 ms is below lat_margin x 1, and far from
+ * the bandwidths' ratio 2); one window, objects 0 and 1 with 62.5 sampled
+ * misses each a run at period 1000, every one from memory and without
+ * memory-bound weight (no latency cost: C = k = 0, the residuals spread by
+ * samples, half each): 4 MB each, 8 MB in all, 0.4 ms of near channels
+ * (0.42 of its 0.95 ms) and 0.8 ms of far ones, 0.8 of its 1 ms: on
+ * bound_util. Its sampling error: 250 sampled misses over both runs, a
+ * relative 1 / sqrt(250), sigma 0.8 / 15.81 = 0.0506, so the far run is
+ * bound with probability Phi(0) = 0.5. Object 0 alone on far:
+ * unbound, y_near = 4 MB / 20 GB/s = 0.2 ms, y_far = 0.4 ms; residuals
+ * near 0.95 - 0.4 = 0.55 ms and far 1 - 0.8 = 0.2 ms, half each: 0.4 +
+ * 0.375 = 0.775 ms. Bound, its channels moved (1 - 0.8) ms x 10 GB/s = 2
+ * MB beyond the samples, 1 MB per object (near then at (0.4 + 0.1) / 0.95
+ * = 0.53: unbound): y_near = 5 MB / 20 GB/s = 0.25 ms, y_far = 0.5 ms;
+ * residuals 0.95 - 0.5 = 0.45 and 1 - 1 = 0, half each: 0.5 + 0.225 =
+ * 0.725 ms. Blended: 0.75 ms. Object 0's far sampled misses moved by 1e-3
+ * of themselves move u by -+2e-4 and the estimate by about 1e-4 of itself;
+ * a step would move it 0.725 -> 0.775 ms (7%). */
+static double bound_cont_far(double eta)
+{
+    char js[2048];
+    double m0 = 62.5 * (1 + eta);
+    snprintf(js, sizeof js,
+             "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+             " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 0.95e6, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+             "               {\"name\": \"far\", \"runtime_ns\": 1e6, \"period\": 1000, \"bandwidth_gbs\": 10, \"read_latency_ns\": 100}],"
+             " \"objects\": [{\"site\": \"0x1\", \"size\": 67108864}, {\"site\": \"0x2\", \"size\": 67108864}],"
+             " \"windows\": [{\"phase\": 0, \"t_ns\": [0.95e6, 1e6], \"stats\": ["
+             "   [0, 0, 62.5, 6250, 62.5, 0, 0, 62.5, 0], [1, 0, 62.5, 6250, 62.5, 0, 0, 62.5, 0],"
+             "   [0, 1, %.9g, 6250, %.9g, 0, 0, %.9g, 0], [1, 1, 62.5, 6250, 62.5, 0, 0, 62.5, 0]]}]}",
+             m0, m0, m0);
+    hm_estimator_t *e;
+    double r = -1;
+    hm_est_state_t *st = open_default(&e, "bound continuity", js, 0.95e6);
+    if (st) {
+        hm_est_state_move(st, -1, 0, 1, 100, &r);
+        hm_estimate_t full;
+        CHECK_NEAR(est_json(e, HM_EST_DEFAULT, "{\"default\": \"near\", \"rules\": [{\"site\": \"0x1\", \"device\": \"far\"}]}",
+                            &full), r, 1e-9);
+        hm_est_state_close(st);
+    }
+    hm_estimator_close(e);
+    return r;
+}
+
+static void test_bound_continuity(void)
+{
+    double at = bound_cont_far(0), up = bound_cont_far(1e-3), down = bound_cont_far(-1e-3);
+    CHECK_NEAR(at, 0.75e6, 1e-3);
+    CHECK(fabs(up - at) < 1e-3 * at);
+    CHECK(fabs(down - at) < 1e-3 * at);
+}
+
 static void test_split_continuity(void)
 {
     for (int one = 0; one < 2; one++) {
@@ -2304,6 +2360,7 @@ int main(void)
     test_split_l1();
     test_split_sse();
     test_split_continuity();
+    test_bound_continuity();
     test_split_min();
     test_mix_samples();
     test_calibrate_overlap();
