@@ -30,6 +30,11 @@ class _Estimate(ctypes.Structure):
                 ("sampling_ns", ctypes.c_double), ("model_ns", ctypes.c_double), ("spread_ns", ctypes.c_double)]
 
 
+class _Calibration(ctypes.Structure):
+    _fields_ = [("overlap", ctypes.c_double), ("mean_err_before", ctypes.c_double),
+                ("mean_err_after", ctypes.c_double), ("mix", ctypes.c_double), ("mix_cap", ctypes.c_double)]
+
+
 class _Object(ctypes.Structure):
     _fields_ = [("site", ctypes.c_uint64), ("name", ctypes.c_char_p), ("size", ctypes.c_uint64),
                 ("allocations", ctypes.c_uint64), ("samples", ctypes.c_double), ("movable", ctypes.c_int),
@@ -60,6 +65,7 @@ def _lib():
         "hm_estimator_nobjects": (I, [P]),
         "hm_estimator_object": (I, [P, I, ctypes.POINTER(_Object)]),
         "hm_estimator_estimate": (I, [P, P, I, ctypes.POINTER(_Estimate), P]),
+        "hm_estimator_calibrate": (I, [P, ctypes.POINTER(P), ctypes.POINTER(D), I, ctypes.POINTER(_Calibration)]),
         "hm_placement_parse": (I, [ctypes.POINTER(P), S, S, ctypes.POINTER(S), I]),
         "hm_placement_close": (None, [P]),
         "hm_est_state_open": (I, [ctypes.POINTER(P), P, I, I]),
@@ -188,8 +194,8 @@ class Estimator:
     def save(self, path):
         _check(self._lib, self._lib.hm_estimator_save(self._h, os.fsencode(path)))
 
-    def estimate(self, placement, model="default"):
-        """Estimate of a placement: a dict in the placement-file format, JSON text or a path."""
+    def _placement(self, placement):
+        """A placement handle (closed by the caller) from a dict, JSON text or a path."""
         if isinstance(placement, dict):
             text = json.dumps(placement)
         elif isinstance(placement, str) and placement.lstrip().startswith("{"):
@@ -201,12 +207,39 @@ class Estimator:
         arr = (ctypes.c_char_p * len(devs))(*[d.encode() for d in devs])
         pl = ctypes.c_void_p()
         _check(self._lib, self._lib.hm_placement_parse(ctypes.byref(pl), b"placement", text.encode(), arr, len(devs)))
+        return pl
+
+    def estimate(self, placement, model="default"):
+        """Estimate of a placement: a dict in the placement-file format, JSON text or a path.
+        The dict also has the interval's terms: sampling_s, model_s and spread_s."""
+        pl = self._placement(placement)
         try:
             r = _Estimate()
             _check(self._lib, self._lib.hm_estimator_estimate(self._h, pl, _model(model), ctypes.byref(r), None))
         finally:
             self._lib.hm_placement_close(pl)
-        return _result(r)
+        out = _result(r)
+        out.update(sampling_s=r.sampling_ns / 1e9, model_s=r.model_ns / 1e9, spread_s=r.spread_ns / 1e9)
+        return out
+
+    def calibrate(self, runs):
+        """Calibrates the default model on measured runs of mixed placements, a list of
+        (placement, measured seconds) (docs/estimator.md, "Calibration on measured mixed runs");
+        every later estimate and state uses it, and [] undoes it. Returns the fitted values:
+        overlap, mix, mix_cap, mean_error_before, mean_error_after."""
+        pls = []
+        try:
+            for placement, _ in runs:
+                pls.append(self._placement(placement))
+            arr = (ctypes.c_void_p * max(len(pls), 1))(*pls)
+            ns = (ctypes.c_double * max(len(pls), 1))(*[float(t) * 1e9 for _, t in runs])
+            cal = _Calibration()
+            _check(self._lib, self._lib.hm_estimator_calibrate(self._h, arr, ns, len(pls), ctypes.byref(cal)))
+        finally:
+            for pl in pls:
+                self._lib.hm_placement_close(pl)
+        return {"overlap": cal.overlap, "mix": cal.mix, "mix_cap": cal.mix_cap,
+                "mean_error_before": cal.mean_err_before, "mean_error_after": cal.mean_err_after}
 
     def state(self, model="default", phased=False):
         """An incremental state with everything on the default device."""

@@ -82,6 +82,10 @@ typedef struct {
      * devices' channel time that the busiest device's hides; 1 unless
      * calibrated on measured mixed runs. */
     double overlap;
+    /* Mix term (hm_estimator_calibrate): a class's time moves by mix times
+     * its spread between the device runs, at most mix_cap times its time;
+     * 0 unless calibrated. */
+    double mix, mix_cap;
 } hm__est_default_t;
 
 /* A placement of one object in one phase: pct percent of its pages on dev,

@@ -145,6 +145,8 @@ typedef enum {
     R_MODEL_ERROR,       /* the interval has a model-error term, not only sampling error */
     R_BLEND_SPLITS,      /* a split near its thresholds is blended by its probability */
     R_BLEND_BOUND,       /* a run near bound_util is blended by its probability */
+    R_MIX,               /* a calibrated class's time moves by beta x its spread */
+    R_MIX_CAP,           /* by at most the runs' largest relative error x its time */
     R_COUNT
 } rule_t;
 
@@ -154,7 +156,7 @@ static const char *const rule_names[R_COUNT] = {
     "bound_by_latency", "bound_by_bandwidth", "bound_by_unsampled", "unsampled_traffic", "c_at_most_fastest",
     "k_at_most_1", "bound_runs_no_k",
     "store_floor", "saturated_reference", "queueing_carried", "channel_in_run", "window_profile",
-    "classes", "regimes", "hit_waits", "model_error", "blend_splits", "blend_bound"};
+    "classes", "regimes", "hit_waits", "model_error", "blend_splits", "blend_bound", "mix", "mix_cap"};
 static int rules_off[R_COUNT];
 
 /* HM_EST_MUTATE="name*factor" scales a tunable, "-name" removes a rule;
@@ -1737,6 +1739,7 @@ static int prepare_default(hm_estimator_t *e)
     hm__est_default_t *m = &e->dm;
     int D = e->ndev, rc;
     m->overlap = 1;
+    m->mix = m->mix_cap = 0;
     if ((rc = classify(e)) < 0)
         return rc;
     int C = m->ncls, C2 = 0;
@@ -1878,6 +1881,7 @@ struct hm_est_state {
     double *xi;              /* per (class, device): latency cost placed there */
     double *tw;              /* per (class, device): bytes of traffic placed there (the interval's spread) */
     double *var;             /* per class: variance */
+    double *sp;              /* per class: spread, kept only when calibrated with a mix term */
     /* linear model */
     double *lin_t;           /* per class */
     double *lin_var;
@@ -1939,6 +1943,53 @@ static void apply(hm_est_state_t *s, int c, int o, slot_t sl, double sign)
     }
 }
 
+/* Class c's term of the placement's spread (spread() below). */
+static double class_spread(const hm_est_state_t *s, int c)
+{
+    const hm_estimator_t *e = s->e;
+    const hm__est_default_t *m = &e->dm;
+    int D = e->ndev;
+    const double *tw = &s->tw[(size_t)c * D], *td = &m->tdev[(size_t)c * D];
+    double w[64], all = 0, mean = 0, dev = 0;
+    for (int d = 0; d < D; d++)
+        all += w[d] = tw[d] > 0 ? tw[d] : 0;
+    if (!(all > 0))
+        for (int d = 0; d < D; d++) {
+            double ws = m->xwsum[(size_t)c * D + d], xs = ws > 0 ? s->xi[(size_t)c * D + d] / ws : 0;
+            all += w[d] = xs > 0 ? xs : 0;
+        }
+    if (!(all > 0))
+        return 0;
+    for (int d = 0; d < D; d++)
+        mean += (w[d] /= all) * td[d];
+    for (int d = 0; d < D; d++)
+        dev += w[d] * fabs(td[d] - mean);
+    return dev * m->cls_w[c]; /* its weight among the blended cuts (classify) */
+}
+
+/* The calibrated mix term (hm_estimator_calibrate): beta x the
+ * placement's spread, at most mix_cap x its time either way; each class's
+ * share of it, beta x its spread x the factor returned (1 unless the cap
+ * holds the term), goes to its phase in a breakdown. *term gets the term;
+ * 0 uncalibrated. The classes' spreads are kept in s->sp. */
+static double mix_factor(const hm_est_state_t *s, double *term)
+{
+    const hm__est_default_t *m = &s->e->dm;
+    *term = 0;
+    if (s->model != HM_EST_DEFAULT || m->mix == 0 || !RULE(R_MIX))
+        return 0;
+    double S = 0, U = 0;
+    for (int c = 0; c < m->ncls; c++)
+        S += s->sp[c], U += s->t[c];
+    double x = m->mix * S, cap = m->mix_cap * (U > 0 ? U : 0);
+    if (!(x != 0))
+        return 0;
+    if (RULE(R_MIX_CAP) && !(fabs(x) <= cap))
+        x = x > 0 ? cap : -cap;
+    *term = x;
+    return x / (m->mix * S);
+}
+
 static double class_time(hm_est_state_t *s, int c)
 {
     hm_estimator_t *e = s->e;
@@ -1950,6 +2001,12 @@ static double class_time(hm_est_state_t *s, int c)
     for (int d = 0; d < D; d++)
         r += s->xi[(size_t)c * D + d] / m->xwsum[(size_t)c * D + d] * m->resid[(size_t)c * D + d];
     double t = lat_bw_time(e, c, m->c_ns[c], &s->lp[(size_t)c * D], &s->y[(size_t)c * D]) + r;
+    /* A calibrated program's classes keep their spread for its mix term (0
+     * at every corner, where the spread is 0); uncalibrated, beta is 0 and
+     * this is skipped, so that every estimate stays what it was to the
+     * last bit. */
+    if (m->mix != 0)
+        s->sp[c] = class_spread(s, c);
     return (t > 0 ? t : 0) * m->cls_w[c]; /* its weight among the blended cuts (classify) */
 }
 
@@ -2017,6 +2074,9 @@ static void recompute(hm_est_state_t *s)
         s->total += s->t[c] = class_time(s, c);
     s->mig = migration(s);
     s->total += s->mig;
+    double mix;
+    mix_factor(s, &mix);
+    s->total += mix;
 }
 
 /* A state in one allocation, its assignment left for the caller to fill
@@ -2025,7 +2085,7 @@ static hm_est_state_t *state_new(hm_estimator_t *e, hm_est_model_t model, int ph
 {
     int P = e->nphase, D = e->ndev, O = e->nobj, np = phased ? P : 1;
     int C = model == HM_EST_DEFAULT ? e->dm.ncls : P;
-    size_t nd = (size_t)C * D * 4 + (size_t)C * 4;
+    size_t nd = (size_t)C * D * 4 + (size_t)C * 5;
     /* The struct holds pointers and doubles, so the doubles after it are aligned. */
     hm_est_state_t *s = calloc(1, sizeof *s + nd * sizeof(double) + (size_t)np * O * sizeof(slot_t));
     if (!s)
@@ -2039,6 +2099,7 @@ static hm_est_state_t *state_new(hm_estimator_t *e, hm_est_model_t model, int ph
     s->lin_t = p, p += C;
     s->lin_var = p, p += C;
     s->t = p, p += C;
+    s->sp = p, p += C;
     s->a = (slot_t *)p;
     s->e = e;
     s->def = def;
@@ -2085,6 +2146,7 @@ HM_API int hm_est_state_copy(hm_est_state_t *dst, const hm_est_state_t *src)
     memcpy(dst->lin_t, src->lin_t, (size_t)C * sizeof(double));
     memcpy(dst->lin_var, src->lin_var, (size_t)C * sizeof(double));
     memcpy(dst->t, src->t, (size_t)C * sizeof(double));
+    memcpy(dst->sp, src->sp, (size_t)C * sizeof(double));
     dst->mig = src->mig;
     dst->total = src->total;
     return 0;
@@ -2137,10 +2199,11 @@ HM_API int hm_est_state_move(hm_est_state_t *s, int phase, int obj, int dev, int
      * leave a rounding error below zero. */
     if (s->mig < 0)
         s->mig = 0;
-    double sum = s->mig;
+    double sum = s->mig, mix;
     for (int c = 0; c < nclass(s); c++)
         sum += s->t[c];
-    s->total = sum;
+    mix_factor(s, &mix);
+    s->total = sum + mix;
     if (runtime_ns)
         *runtime_ns = s->total;
     return 0;
@@ -2166,28 +2229,9 @@ static double spread(const hm_est_state_t *s)
 {
     if (s->model != HM_EST_DEFAULT)
         return 0;
-    const hm_estimator_t *e = s->e;
-    const hm__est_default_t *m = &e->dm;
-    int D = e->ndev;
     double sum = 0;
-    for (int c = 0; c < m->ncls; c++) {
-        const double *tw = &s->tw[(size_t)c * D], *td = &m->tdev[(size_t)c * D];
-        double w[64], all = 0, mean = 0, dev = 0;
-        for (int d = 0; d < D; d++)
-            all += w[d] = tw[d] > 0 ? tw[d] : 0;
-        if (!(all > 0))
-            for (int d = 0; d < D; d++) {
-                double ws = m->xwsum[(size_t)c * D + d], xs = ws > 0 ? s->xi[(size_t)c * D + d] / ws : 0;
-                all += w[d] = xs > 0 ? xs : 0;
-            }
-        if (!(all > 0))
-            continue;
-        for (int d = 0; d < D; d++)
-            mean += (w[d] /= all) * td[d];
-        for (int d = 0; d < D; d++)
-            dev += w[d] * fabs(td[d] - mean);
-        sum += dev * m->cls_w[c];
-    }
+    for (int c = 0; c < s->e->dm.ncls; c++)
+        sum += class_spread(s, c);
     return sum;
 }
 
@@ -2392,8 +2436,9 @@ HM_API int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *pl, hm_est_m
         const hm__est_default_t *m = &e->dm;
         int C = nclass(s);
         memset(e->bd_phase, 0, (size_t)P * sizeof *e->bd_phase);
+        double mix, f = mix_factor(s, &mix);
         for (int c = 0; c < C; c++)
-            e->bd_phase[phase_of(s, c)] += s->t[c];
+            e->bd_phase[phase_of(s, c)] += s->t[c] + (f != 0 ? f * m->mix * s->sp[c] : 0);
         for (int o = 0; o < O; o++) {
             double t = 0;
             for (int c = 0; c < C; c++) {
@@ -2486,6 +2531,7 @@ json_t *hm__est_explain(hm_estimator_t *e, hm_placement_t *pl)
     }
     recompute(s);
     const hm__est_default_t *m = &e->dm;
+    double mixall, f = mix_factor(s, &mixall);
     json_t *out = json_array();
     for (int c = 0; c < m->ncls; c++) {
         const double *lp = &s->lp[(size_t)c * D], *y = &s->y[(size_t)c * D];
@@ -2502,17 +2548,18 @@ json_t *hm__est_explain(hm_estimator_t *e, hm_placement_t *pl)
          * for a class timed as one, more where its windows' profile makes
          * the bursts wait; the loaded latency adds to the latency side. */
         double both = lat_bw_time(e, c, m->c_ns[c], lp, y), mx = lat > bp ? lat : bp;
+        double sp = class_spread(s, c), mix = f != 0 ? f * m->mix * sp : 0;
         const char *binds = !(mx > 0)                  ? "residual"
                             : both > mx * (1 + 1e-9) ? (bp > lat ? "channels, in bursts" : "latency, loaded")
                             : bp > lat        ? "channels"
                                               : "latency";
         json_array_append_new(
-            out, json_pack("{s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:s?, s:f, s:f, s:f, s:s}", "phase",
+            out, json_pack("{s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:s?, s:f, s:f, s:f, s:f, s:f, s:s}", "phase",
                            e->phase_name[m->cls_phase[c]], "class", c, "weight", m->cls_w[c], "C_s", m->c_ns[c] / 1e9,
                            "k", kk,
                            "latency_s", lat / 1e9, "channel_s", bp / 1e9, "channel_device",
                            bd >= 0 ? e->dev_name[bd] : NULL, "bound_s", both / 1e9, "residual_s", r / 1e9,
-                           "time_s", s->t[c] / 1e9, "binds", binds));
+                           "spread_s", sp / 1e9, "mix_s", mix / 1e9, "time_s", (s->t[c] + mix) / 1e9, "binds", binds));
     }
     hm_est_state_close(s);
     return out;
@@ -2520,31 +2567,57 @@ json_t *hm__est_explain(hm_estimator_t *e, hm_placement_t *pl)
 
 /* ---------------------------------------------------------- calibration */
 
-/* Sum of the runs' squared relative errors with the overlap at w. */
-static int calib_sse(hm_estimator_t *e, hm_placement_t *const *pls, const double *t, int n, double w, double *sse,
-                     double *mean_abs)
+/* The runs' estimates (est) and spreads (sp) with the overlap at w and no
+ * mix term, and the sum of their squared relative errors. */
+static int calib_eval(hm_estimator_t *e, hm_placement_t *const *pls, const double *t, int n, double w, double *est,
+                      double *sp, double *sse)
 {
     e->dm.overlap = w;
-    double q = 0, a = 0;
+    e->dm.mix = 0;
+    double q = 0;
     for (int i = 0; i < n; i++) {
         hm_estimate_t r;
         int rc = hm_estimator_estimate(e, pls[i], HM_EST_DEFAULT, &r, NULL);
         if (rc < 0)
             return rc;
+        est[i] = r.runtime_ns, sp[i] = r.spread_ns;
         double x = (r.runtime_ns - t[i]) / t[i];
-        q += x * x, a += fabs(x);
+        q += x * x;
     }
     *sse = q;
-    if (mean_abs)
-        *mean_abs = n ? a / n : 0;
     return 0;
 }
 
-/* The runs' estimates fall as w grows (each class's channel side does), so
- * their squared errors need not have one minimum over [0, 1]: a grid of
- * steps of 1/100 from w = 1 down, keeping a point only when it is strictly
- * better (runs that cannot tell leave w = 1), then golden-section steps
- * inside the best point's neighbours. */
+/* Mean |relative error| of the runs as the model now stands. */
+static int calib_mean(hm_estimator_t *e, hm_placement_t *const *pls, const double *t, int n, double *mean)
+{
+    double a = 0;
+    for (int i = 0; i < n; i++) {
+        hm_estimate_t r;
+        int rc = hm_estimator_estimate(e, pls[i], HM_EST_DEFAULT, &r, NULL);
+        if (rc < 0)
+            return rc;
+        a += fabs(r.runtime_ns - t[i]) / t[i];
+    }
+    *mean = n ? a / n : 0;
+    return 0;
+}
+
+/* Two steps (docs/estimator.md, "Calibration on measured mixed runs").
+ * 1. w, from two runs or more (one run would be fitted exactly by w and by
+ *    beta alike; beta, which moves estimates both ways, is the one kept):
+ *    the runs' estimates fall as w grows (each class's channel side
+ *    does), so their squared errors need not have one minimum over [0, 1]:
+ *    a grid of steps of 1/100 from w = 1 down, keeping a point only when
+ *    it is strictly better (runs that cannot tell leave w = 1), then
+ *    golden-section steps inside the best point's neighbours.
+ * 2. beta, on what w leaves: each run's estimate u_i moves by beta s_i
+ *    (s_i its spread), so the least-squares beta of the relative errors
+ *    (u_i + beta s_i - t_i) / t_i is sum a_i b_i / sum a_i^2 with a_i =
+ *    s_i / t_i and b_i = (t_i - u_i) / t_i; runs without spread (all data
+ *    on one device) cannot tell it and leave it 0. Its cap is the runs'
+ *    largest |t_i - u_i| / u_i: no class moves by a larger share of its
+ *    time than the model was seen to miss by. */
 HM_API int hm_estimator_calibrate(hm_estimator_t *e, hm_placement_t *const *pls, const double *measured_ns, int n,
                                   hm_est_calibration_t *out)
 {
@@ -2554,12 +2627,17 @@ HM_API int hm_estimator_calibrate(hm_estimator_t *e, hm_placement_t *const *pls,
     for (int i = 0; i < n; i++)
         if (!pls[i] || !(measured_ns[i] > 0) || !(measured_ns[i] < 1e18))
             return hm__errf(HM_EUSAGE, "calibration run %d: its measured time must be a positive number of ns", i + 1);
-    double before, best_w = 1, best, m_after = 0, q;
-    int rc = calib_sse(e, pls, measured_ns, n, 1, &best, &before);
+    double *est = calloc((size_t)(n > 0 ? n : 1) * 2, sizeof *est), *sp = est + (n > 0 ? n : 1);
+    if (!est)
+        return -ENOMEM;
+    double before = 0, best_w = 1, best, q, mix = 0, cap = 0, after = 0;
+    int rc = calib_eval(e, pls, measured_ns, n, 1, est, sp, &best);
     if (rc < 0)
         goto fail;
-    for (int g = 99; g >= 0 && n > 0; g--) {
-        if ((rc = calib_sse(e, pls, measured_ns, n, g / 100.0, &q, NULL)) < 0)
+    for (int i = 0; i < n; i++)
+        before += fabs(est[i] - measured_ns[i]) / measured_ns[i] / n;
+    for (int g = 99; g >= 0 && n > 1; g--) {
+        if ((rc = calib_eval(e, pls, measured_ns, n, g / 100.0, est, sp, &q)) < 0)
             goto fail;
         if (q < best * (1 - 1e-12))
             best = q, best_w = g / 100.0;
@@ -2569,8 +2647,8 @@ HM_API int hm_estimator_calibrate(hm_estimator_t *e, hm_placement_t *const *pls,
         double a = best_w > 0.01 ? best_w - 0.01 : 0, b = best_w + 0.01 < 1 ? best_w + 0.01 : 1;
         for (int it = 0; it < 40 && b - a > 1e-6; it++) {
             double x1 = b - phi * (b - a), x2 = a + phi * (b - a), q1, q2;
-            if ((rc = calib_sse(e, pls, measured_ns, n, x1, &q1, NULL)) < 0 ||
-                (rc = calib_sse(e, pls, measured_ns, n, x2, &q2, NULL)) < 0)
+            if ((rc = calib_eval(e, pls, measured_ns, n, x1, est, sp, &q1)) < 0 ||
+                (rc = calib_eval(e, pls, measured_ns, n, x2, est, sp, &q2)) < 0)
                 goto fail;
             if (q1 < best)
                 best = q1, best_w = x1;
@@ -2582,17 +2660,39 @@ HM_API int hm_estimator_calibrate(hm_estimator_t *e, hm_placement_t *const *pls,
                 a = x1;
         }
     }
-    if ((rc = calib_sse(e, pls, measured_ns, n, best_w, &q, &m_after)) < 0)
+    if ((rc = calib_eval(e, pls, measured_ns, n, best_w, est, sp, &q)) < 0)
         goto fail;
+    double num = 0, den = 0;
+    for (int i = 0; i < n; i++) {
+        double ai = sp[i] / measured_ns[i], bi = (measured_ns[i] - est[i]) / measured_ns[i];
+        num += ai * bi, den += ai * ai;
+        if (est[i] > 0 && fabs(measured_ns[i] - est[i]) / est[i] > cap)
+            cap = fabs(measured_ns[i] - est[i]) / est[i];
+    }
+    /* Below a spread of a millionth of the run, the run is a corner. */
+    if (den > 1e-12)
+        mix = num / den;
+    e->dm.mix = mix;
+    e->dm.mix_cap = mix != 0 ? cap : 0;
+    if ((rc = calib_mean(e, pls, measured_ns, n, &after)) < 0)
+        goto fail;
+    free(est);
     if (out)
-        *out = (hm_est_calibration_t){best_w, before, m_after};
+        *out = (hm_est_calibration_t){best_w, before, after, e->dm.mix, e->dm.mix_cap};
     return 0;
 fail:
+    free(est);
     e->dm.overlap = 1;
+    e->dm.mix = e->dm.mix_cap = 0;
     return rc;
 }
 
 HM_API double hm_estimator_overlap(const hm_estimator_t *e)
 {
     return e->dm.overlap;
+}
+
+HM_API double hm_estimator_mix(const hm_estimator_t *e)
+{
+    return e->dm.mix;
 }

@@ -3,7 +3,8 @@
 # hetmem optimize --refine 1 on a small stream mini-app on knl-mcdram runs
 # the chosen placement in the simulator (its time equals an independent
 # hetmem sim --placement run), calibrates on it (hetmem estimate
-# --calibrate on the kept run fits the same overlap), keeps the capacity;
+# --calibrate on the kept run fits the same overlap and mix coefficient,
+# and estimates that placement at its measured time), keeps the capacity;
 # hetmem validate --calibrate 1 reports the error with 0 and 1 runs; and
 # bad input is refused in one line.
 set -u
@@ -46,6 +47,13 @@ near "$(jq -r .calibration.mean_error_before cal.json)" "$(awk -v p="$pred" -v m
 awk -v a="$(jq -r .calibration.mean_error_after cal.json)" -v b="$(jq -r .calibration.mean_error_before cal.json)" \
   'BEGIN { exit !(a <= b + 1e-12) }' && ok "no worse after calibration" || fail "worse after calibration: $(jq -c .calibration cal.json)"
 near "$(jq -r .calibration.runs[0].measured_s cal.json)" "$meas" 1e-9 "the run's measured time from its trace"
+# One run: w stays 1 and the mix term fits the run exactly (a mixed
+# placement has a spread), so its calibrated estimate is its measured time.
+near "$(jq -r .calibration.overlap cal.json)" 1 0 "one run leaves the overlap at 1"
+near "$(jq -r .calibration.mix cal.json)" "$(jq -r .refine.rounds[0].mix opt.json)" 1e-9 "estimate --calibrate fits the mix optimize did"
+jq -e '.models.default.interval.spread_s > 0' cal.json >/dev/null && ok "the chosen placement has a spread" || fail "no spread: $(jq -c .models.default.interval cal.json)"
+near "$(jq -r .models.default.runtime_s cal.json)" "$meas" 1e-6 "calibrated on its own run, the placement is estimated at its measured time"
+near "$(jq -r .calibration.mix_cap cal.json)" "$(awk -v p="$pred" -v m="$meas" 'BEGIN { d = (m - p) / p; print d < 0 ? -d : d }')" 1e-6 "the cap is the run's relative error (of its estimate)"
 # Uncalibrated, the same estimate as without --calibrate on a run that cannot tell (all on ddr).
 echo '{"default": "ddr", "rules": []}' > ddr.pl.json
 "$H" sim -m knl-mcdram --placement ddr.pl.json -o ddrpl.hmt -- "$S" "${ARGS[@]}" >/dev/null || fail "sim all on ddr"
@@ -64,6 +72,8 @@ n=$(jq '[.rules[] | select(.device == "mcdram")] | length' final.json)
 [ "$(jq '.calibration.default | length' v.json)" = 2 ] && [ "$(jq '.calibration.runs | length' v.json)" = 1 ] \
   && ok "validate: error with 0 and 1 calibration runs" || fail "validate json: $(jq -c .calibration v.json)"
 near "$(jq -r '.calibration.default[0].mean_abs_err_pct' v.json)" "$(jq -r .summary.default.mean_abs_err_pct v.json)" 1e-9 "validate: 0 runs is the uncalibrated error"
+[ "$(jq -r '.calibration.default[0].mix' v.json)" = 0 ] && jq -e '.calibration.default[1].mix | type == "number"' v.json >/dev/null \
+  && ok "validate: the mix coefficient per number of runs (0 without)" || fail "validate mix: $(jq -c .calibration.default v.json)"
 jq -e '[.rows[].placement] | index(input.calibration.runs[0].placement) == null' v.json v.json >/dev/null \
   && ok "validate: the calibration run is not a scored placement" || fail "validate: calibration run among the scored"
 

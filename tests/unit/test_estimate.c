@@ -14,6 +14,7 @@
 
 #include "check.h"
 #include "common/common.h"
+#include "estimate/estimate_int.h"
 #include "hetmem/estimate.h"
 #include "hetmem/trace.h"
 #include "estimate/estimate_int.h"
@@ -962,20 +963,21 @@ static void test_mix_samples(void)
     CHECK_NEAR(mixes_far("mix_samples too few", 20, 2, (const int (*)[4])cnt, 50000), 4.2667e6, 0.002);
 }
 
-/* Calibration on a measured mixed run fits the channel overlap w that the
- * runs with all data on one device cannot show (docs/estimator.md). Twenty
- * instances of one mix, 60% of the misses on object 0 and 40% on object 1,
- * as in mixes_far(): every run is bound by its channels, so a class's time
- * is its channel side, max_d y_d + (1 - w) (sum_d y_d - max_d y_d).
- * Object 0 alone on far: y_far = 0.6 x 20 x 0.4267 = 5.12 ms, y_near = 0.4
- * x 20 x 0.32 = 2.56 ms: 5.12 ms uncalibrated (w = 1). Measured at 6.4 ms
- * (channels that overlap half: 5.12 + 0.5 x 2.56), it fixes w = 0.5, and
- * object 1 alone on far, y_far = 0.4 x 20 x 0.4267 = 3.413 ms and y_near =
- * 0.6 x 20 x 0.32 = 3.84 ms (3.84 ms uncalibrated), is then estimated at
- * 3.84 + 0.5 x 3.413 = 5.547 ms. All on far, one device's channels alone,
- * stays its run's 8.533 ms; a calibration on that run cannot tell w and
- * leaves it at 1, as no calibration does (every estimate as before, to the
- * last bit). */
+/* Calibration on measured mixed runs fits the channel overlap w that the
+ * runs with all data on one device cannot show (docs/estimator.md); it
+ * takes two runs, since one run is fitted exactly by the mix term
+ * (test_calibrate_mix). Twenty instances of one mix, 60% of the misses on
+ * object 0 and 40% on object 1, as in mixes_far(): every run is bound by
+ * its channels, so a class's time is its channel side, max_d y_d + (1 - w)
+ * (sum_d y_d - max_d y_d). Object 0 alone on far: y_far = 0.6 x 20 x
+ * 0.4267 = 5.12 ms, y_near = 0.4 x 20 x 0.32 = 2.56 ms: 5.12 ms
+ * uncalibrated (w = 1); object 1 alone on far, y_far = 0.4 x 20 x 0.4267 =
+ * 3.413 ms and y_near = 0.6 x 20 x 0.32 = 3.84 ms: 3.84 ms. Measured at
+ * 6.4 ms (channels that overlap half: 5.12 + 0.5 x 2.56) and 5.547 ms
+ * (3.84 + 0.5 x 3.413), the two runs fix w = 0.5 and leave no error for
+ * the mix term. All on far, one device's channels alone, stays its run's
+ * 8.533 ms; a calibration on that run cannot tell w and leaves it at 1, as
+ * no calibration does (every estimate as before, to the last bit). */
 static void test_calibrate_overlap(void)
 {
     int cnt[20][4] = {{0}};
@@ -1002,12 +1004,14 @@ static void test_calibrate_overlap(void)
     CHECK_NEAR(r0.runtime_ns, 5.12e6, 1e-6);
     CHECK_NEAR(r1.runtime_ns, 3.84e6, 1e-6);
     hm_est_calibration_t cal;
-    double t = 6.4e6;
-    CHECK_EQ_INT(hm_estimator_calibrate(e, &p0, &t, 1, &cal), 0);
+    hm_placement_t *both[2] = {p0, p1};
+    double two[2] = {6.4e6, 5.5467e6}, t;
+    CHECK_EQ_INT(hm_estimator_calibrate(e, both, two, 2, &cal), 0);
     CHECK_NEAR(cal.overlap, 0.5, 1e-4);
     CHECK_NEAR(hm_estimator_overlap(e), cal.overlap, 0);
-    CHECK_NEAR(cal.mean_err_before, 0.2, 1e-6);
+    CHECK_NEAR(cal.mean_err_before, (0.2 + (5.5467 - 3.84) / 5.5467) / 2, 1e-4);
     CHECK(cal.mean_err_after < 1e-4);
+    CHECK(fabs(cal.mix) < 1e-3);
     hm_estimate_t c1, cf;
     CHECK_EQ_INT(hm_estimator_estimate(e, p1, HM_EST_DEFAULT, &c1, NULL), 0);
     CHECK_NEAR(c1.runtime_ns, 5.5467e6, 1e-4);
@@ -1028,12 +1032,96 @@ static void test_calibrate_overlap(void)
     CHECK_NEAR(cal.overlap, 1, 0);
     CHECK_EQ_INT(hm_estimator_calibrate(e, &p0, &t, 0, NULL), 0);
     CHECK_NEAR(hm_estimator_overlap(e), 1, 0);
+    CHECK_NEAR(hm_estimator_mix(e), 0, 0);
     CHECK_EQ_INT(hm_estimator_estimate(e, p1, HM_EST_DEFAULT, &c1, NULL), 0);
     CHECK(c1.runtime_ns == r1.runtime_ns && c1.lo_ns == r1.lo_ns && c1.hi_ns == r1.hi_ns);
     /* A measured time that is no time is refused. */
     t = 0;
     CHECK_EQ_INT(hm_estimator_calibrate(e, &p0, &t, 1, NULL), HM_EUSAGE);
     CHECK(strstr(hm_errdetail(), "calibration run 1") != NULL);
+    hm_placement_close(p0);
+    hm_placement_close(p1);
+    hm_placement_close(pf);
+    hm_estimator_close(e);
+}
+
+/* One measured mixed run that the model overestimates, which w cannot fix
+ * (w only slows mixes): the mix term moves the estimate down. The case of
+ * test_calibrate_overlap, one class: the device runs take T_near = 20 x
+ * 0.32 = 6.4 ms and T_far = 20 x 0.4267 = 8.533 ms. Object 0 alone on far
+ * puts 60% of the traffic there: spread 2 x 0.6 x 0.4 x (8.533 - 6.4) =
+ * 1.024 ms, estimate 5.12 ms. Measured at 4.608 ms (10% below), the fit is
+ * beta = (4.608 - 5.12) / 1.024 = -0.5 with a cap of 0.512 / 5.12 = 10%
+ * of a class's time, and w stays 1. That run is then estimated at 4.608
+ * ms. Object 1 alone on far (40% of the traffic there) has the same spread,
+ * 1.024 ms: -0.5 x 1.024 = -0.512 ms would take its 3.84 ms to 3.328 ms,
+ * more than 10% of it, so the cap holds it at 3.84 - 0.384 = 3.456 ms. All
+ * on far has no spread and keeps its run's 8.533 ms. A state moving object
+ * 0 to far gives the same 4.608 ms, and the explanation's mix term is
+ * -0.512 ms. */
+static void test_calibrate_mix(void)
+{
+    int cnt[20][4] = {{0}};
+    for (int i = 0; i < 20; i++)
+        cnt[i][0] = 60, cnt[i][1] = 40;
+    char *js = mixes_summary(20, 2, (const int (*)[4])cnt, 1000);
+    hm_estimator_t *e = NULL;
+    CHECK_EQ_INT(hm_estimator_parse_summary(&e, "calibrate mix", js), 0);
+    free(js);
+    if (!e)
+        return;
+    const char *far0 = "{\"default\": \"near\", \"rules\": [{\"site\": \"0x1\", \"device\": \"far\"}]}";
+    const char *far1 = "{\"default\": \"near\", \"rules\": [{\"site\": \"0x2\", \"device\": \"far\"}]}";
+    const char *all_far = "{\"default\": \"far\", \"rules\": []}";
+    const char *devs[] = {"near", "far"};
+    hm_placement_t *p0 = NULL, *p1 = NULL, *pf = NULL;
+    CHECK_EQ_INT(hm_placement_parse(&p0, "far0", far0, devs, 2), 0);
+    CHECK_EQ_INT(hm_placement_parse(&p1, "far1", far1, devs, 2), 0);
+    CHECK_EQ_INT(hm_placement_parse(&pf, "all far", all_far, devs, 2), 0);
+    hm_estimate_t r0, r1;
+    CHECK_EQ_INT(hm_estimator_estimate(e, p0, HM_EST_DEFAULT, &r0, NULL), 0);
+    CHECK_EQ_INT(hm_estimator_estimate(e, p1, HM_EST_DEFAULT, &r1, NULL), 0);
+    CHECK_NEAR(r0.runtime_ns, 5.12e6, 1e-6);
+    CHECK_NEAR(r0.spread_ns, 1.024e6, 1e-4);
+    CHECK_NEAR(r1.spread_ns, 1.024e6, 1e-4);
+    hm_est_calibration_t cal;
+    double t = 4.608e6;
+    CHECK_EQ_INT(hm_estimator_calibrate(e, &p0, &t, 1, &cal), 0);
+    CHECK_NEAR(cal.overlap, 1, 0);
+    CHECK_NEAR(cal.mix, -0.5, 1e-4);
+    CHECK_NEAR(hm_estimator_mix(e), cal.mix, 0);
+    CHECK_NEAR(cal.mix_cap, 0.1, 1e-4);
+    CHECK_NEAR(cal.mean_err_before, 0.512 / 4.608, 1e-4);
+    CHECK(cal.mean_err_after < 1e-4);
+    hm_estimate_t c0, c1, cf;
+    CHECK_EQ_INT(hm_estimator_estimate(e, p0, HM_EST_DEFAULT, &c0, NULL), 0);
+    CHECK_NEAR(c0.runtime_ns, 4.608e6, 1e-4);
+    CHECK_EQ_INT(hm_estimator_estimate(e, p1, HM_EST_DEFAULT, &c1, NULL), 0);
+    CHECK_NEAR(c1.runtime_ns, 3.456e6, 1e-4);
+    CHECK_EQ_INT(hm_estimator_estimate(e, pf, HM_EST_DEFAULT, &cf, NULL), 0);
+    CHECK_NEAR(cf.runtime_ns, 8.5333e6, 1e-4);
+    hm_est_state_t *st = NULL;
+    CHECK_EQ_INT(hm_est_state_open(&st, e, HM_EST_DEFAULT, 0), 0);
+    if (st) {
+        double m = -1;
+        hm_est_state_move(st, -1, 0, 1, 100, &m);
+        CHECK_NEAR(m, 4.608e6, 1e-4);
+        hm_est_state_move(st, -1, 0, 0, 100, &m);
+        hm_est_state_move(st, -1, 1, 1, 100, &m);
+        CHECK_NEAR(m, 3.456e6, 1e-4);
+        hm_est_state_close(st);
+    }
+    json_t *ex = hm__est_explain(e, p0);
+    CHECK(ex != NULL && json_array_size(ex) == 1);
+    if (ex) {
+        CHECK_NEAR(json_real_value(json_object_get(json_array_get(ex, 0), "mix_s")), -0.512e-3, 1e-4);
+        json_decref(ex);
+    }
+    /* No run: beta back to 0, every estimate as before to the last bit. */
+    CHECK_EQ_INT(hm_estimator_calibrate(e, NULL, NULL, 0, &cal), 0);
+    CHECK_NEAR(cal.mix, 0, 0);
+    CHECK_EQ_INT(hm_estimator_estimate(e, p1, HM_EST_DEFAULT, &c1, NULL), 0);
+    CHECK(c1.runtime_ns == r1.runtime_ns && c1.lo_ns == r1.lo_ns && c1.hi_ns == r1.hi_ns);
     hm_placement_close(p0);
     hm_placement_close(p1);
     hm_placement_close(pf);
@@ -2364,6 +2452,7 @@ int main(void)
     test_split_min();
     test_mix_samples();
     test_calibrate_overlap();
+    test_calibrate_mix();
     test_store_traffic_kept();
     test_store_hits_write_back();
     test_reuse_scaled_first();

@@ -119,8 +119,9 @@ int hm_cli_calib_fit(const char *what, hm_cli_calib_t *c, struct hm_estimator *e
 
 json_t *hm_cli_calib_json(const hm_cli_calib_t *c, const hm_est_calibration_t *cal)
 {
-    return json_pack("{s:f, s:f, s:f, s:O}", "overlap", cal->overlap, "mean_error_before", cal->mean_err_before,
-                     "mean_error_after", cal->mean_err_after, "runs", c->runs ? c->runs : json_array());
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:O}", "overlap", cal->overlap, "mix", cal->mix, "mix_cap",
+                     cal->mix_cap, "mean_error_before", cal->mean_err_before, "mean_error_after", cal->mean_err_after,
+                     "runs", c->runs ? c->runs : json_array());
 }
 
 void hm_cli_calib_free(hm_cli_calib_t *c)

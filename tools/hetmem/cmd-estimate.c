@@ -120,24 +120,31 @@ static json_t *interval_json(const hm_estimate_t *est)
 }
 
 /* The default model's terms of the estimate, per class of windows
- * (docs/estimator.md): its weight, C, k, the latency side, the busiest channels, what
- * the two give together, the residual, the class's time and which term
- * binds. */
-static void print_explain(const json_t *ex)
+ * (docs/estimator.md): its weight, C, k, the latency side, the busiest
+ * channels, what the two give together, the residual, the calibrated mix
+ * term (a column only when the model is calibrated with one), the class's
+ * time and which term binds. */
+static void print_explain(const json_t *ex, int mix)
 {
     printf("\n  terms of the default model per class of windows (s; docs/estimator.md)\n");
-    printf("  %-18s %5s %6s %10s %7s %10s %10s %-8s %10s %10s %10s  %s\n", "phase", "class", "weight", "C", "k",
-           "latency", "channels", "(device)", "together", "residual", "time", "binds");
+    printf("  %-18s %5s %6s %10s %7s %10s %10s %-8s %10s %10s ", "phase", "class", "weight", "C", "k", "latency",
+           "channels", "(device)", "together", "residual");
+    if (mix)
+        printf("%10s ", "mix");
+    printf("%10s  %s\n", "time", "binds");
     size_t i;
     json_t *x;
     json_array_foreach(ex, i, x) {
         const char *dev = json_string_value(json_object_get(x, "channel_device"));
-        printf("  %-18s %5d %6.4f %10.6f %7.4f %10.6f %10.6f %-8s %10.6f %10.6f %10.6f  %s\n",
+        printf("  %-18s %5d %6.4f %10.6f %7.4f %10.6f %10.6f %-8s %10.6f %10.6f ",
                json_string_value(json_object_get(x, "phase")), (int)json_integer_value(json_object_get(x, "class")),
                json_real_value(json_object_get(x, "weight")), json_real_value(json_object_get(x, "C_s")), json_real_value(json_object_get(x, "k")),
                json_real_value(json_object_get(x, "latency_s")), json_real_value(json_object_get(x, "channel_s")),
                dev ? dev : "-", json_real_value(json_object_get(x, "bound_s")),
-               json_real_value(json_object_get(x, "residual_s")), json_real_value(json_object_get(x, "time_s")),
+               json_real_value(json_object_get(x, "residual_s")));
+        if (mix)
+            printf("%10.6f ", json_real_value(json_object_get(x, "mix_s")));
+        printf("%10.6f  %s\n", json_real_value(json_object_get(x, "time_s")),
                json_string_value(json_object_get(x, "binds")));
     }
 }
@@ -337,7 +344,7 @@ static int run_estimate(const char **traces, int ntr, const char *placement, con
     /* Calibration runs: checked to be runs of the device traces' command
      * on their machine (a summary carries neither: not checked then). */
     hm_cli_calib_t cr = {0};
-    hm_est_calibration_t cal = {1, 0, 0};
+    hm_est_calibration_t cal = {1, 0, 0, 0, 0};
     for (int i = 0; i < ncal; i++)
         if ((rc = hm_cli_calib_spec(&cr, e, summary ? NULL : traces[0], calib[i])) != 0) {
             hm_cli_calib_free(&cr);
@@ -416,12 +423,13 @@ static int run_estimate(const char **traces, int ntr, const char *placement, con
         printf("hetmem estimate: %s, %d devices, %d windows, %d objects\n", placement, nd, hm_estimator_nwindows(e),
                hm_estimator_nobjects(e) - 1);
         if (ncal)
-            printf("  calibrated on %d mixed run%s: channel overlap %.4f (1 uncalibrated); their mean |error| "
-                   "%.2f%% -> %.2f%%\n\n",
-                   ncal, ncal == 1 ? "" : "s", cal.overlap, 100 * cal.mean_err_before, 100 * cal.mean_err_after);
+            printf("  calibrated on %d mixed run%s: channel overlap %.4f (1 uncalibrated), mix coefficient %+.4f "
+                   "(0 uncalibrated; at most %.2f%% of a class's time); their mean |error| %.2f%% -> %.2f%%\n\n",
+                   ncal, ncal == 1 ? "" : "s", cal.overlap, cal.mix, 100 * cal.mix_cap, 100 * cal.mean_err_before,
+                   100 * cal.mean_err_after);
         print_table(e, est, models, nm, bd, devnames);
         if (ex) {
-            print_explain(ex);
+            print_explain(ex, hm_estimator_mix(e) != 0);
             const hm_estimate_t *d = &est[nm - 1];
             printf("\n  95%% interval: +-%.6f s = sampling +-%.6f s (1.96 sigma) and model +-%.6f s "
                    "(model_error_q x spread %.6f s) in quadrature\n",

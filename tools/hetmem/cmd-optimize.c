@@ -407,9 +407,10 @@ static int opt_refine(opt_t *o)
         if (hm_cli_sim_placement(o->traces[0], pf, o->rdir, k, o->allowed_exit, tr, sizeof tr, &ns) != 0 ||
             hm_cli_calib_add(&o->cr, o->e, tr, pf, ns) != 0 || hm_cli_calib_fit("optimize", &o->cr, o->e, &cal) != 0)
             return -1;
-        json_array_append_new(o->rounds, json_pack("{s:i, s:f, s:f, s:f, s:f, s:s, s:s}", "round", k, "predicted_s",
-                                                   s_of(pred), "measured_s", s_of(ns), "error", (pred - ns) / ns,
-                                                   "overlap", cal.overlap, "placement", pf, "trace", tr));
+        json_array_append_new(o->rounds, json_pack("{s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:s, s:s}", "round", k,
+                                                   "predicted_s", s_of(pred), "measured_s", s_of(ns), "error",
+                                                   (pred - ns) / ns, "overlap", cal.overlap, "mix", cal.mix, "mix_cap",
+                                                   cal.mix_cap, "placement", pf, "trace", tr));
         hm_optimize_result_free(&o->res);
         memset(&o->res, 0, sizeof o->res);
         if ((rc = hm_optimize_run(o->e, &o->opts, &o->res)) < 0) {
@@ -507,8 +508,9 @@ static int opt_print_json(const opt_t *o)
                           "speedup_vs_first_touch", t > 0 ? t_ft / t : 0, "gap_closed", opt_gap(o), "placement",
                           pl ? pl : json_null(), "figures_note", hm_estimator_figures_note(o->e));
     if (j && o->rounds)
-        json_object_set_new(j, "refine", json_pack("{s:s, s:f, s:O}", "dir", o->rdir, "overlap",
-                                                   hm_estimator_overlap(o->e), "rounds", o->rounds));
+        json_object_set_new(j, "refine", json_pack("{s:s, s:f, s:f, s:O}", "dir", o->rdir, "overlap",
+                                                   hm_estimator_overlap(o->e), "mix", hm_estimator_mix(o->e),
+                                                   "rounds", o->rounds));
     char *txt = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     if (!txt) {
         json_decref(j);
@@ -560,14 +562,15 @@ static void opt_print_table(const opt_t *o)
            opts->algo != HM_OPT_GREEDY ? "best of greedy and first touch" : "first touch");
     if (o->rounds) {
         printf("\n  refine: each round's placement run in the simulator, then the model calibrated on it\n");
-        printf("  %5s %14s %14s %9s %9s\n", "round", "predicted (s)", "measured (s)", "error", "overlap");
+        printf("  %5s %14s %14s %9s %9s %9s\n", "round", "predicted (s)", "measured (s)", "error", "overlap", "mix");
         size_t i;
         json_t *x;
         json_array_foreach(o->rounds, i, x)
-            printf("  %5d %14.6f %14.6f %8.2f%% %9.4f\n", (int)json_integer_value(json_object_get(x, "round")),
+            printf("  %5d %14.6f %14.6f %8.2f%% %9.4f %+9.4f\n", (int)json_integer_value(json_object_get(x, "round")),
                    json_real_value(json_object_get(x, "predicted_s")),
                    json_real_value(json_object_get(x, "measured_s")),
-                   100 * json_real_value(json_object_get(x, "error")), json_real_value(json_object_get(x, "overlap")));
+                   100 * json_real_value(json_object_get(x, "error")), json_real_value(json_object_get(x, "overlap")),
+                   json_real_value(json_object_get(x, "mix")));
         printf("  the placement below is the search's on the calibrated model; runs kept in %s\n", o->rdir);
     }
     print_objects(stdout, e, res, opts->phased);

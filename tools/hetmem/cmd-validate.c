@@ -863,7 +863,7 @@ static int val_calibration(val_t *v)
                                                "measured_s", v->measured[i]));
     printf("\n  default model calibrated on the first k of %llu runs of other placements (docs/estimator.md)\n",
            (unsigned long long)Kc);
-    printf("  %-3s %-44s %12s %9s %14s %14s\n", "k", "placement run added", "measured (s)", "overlap",
+    printf("  %-3s %-44s %12s %9s %9s %14s %14s\n", "k", "placement run added", "measured (s)", "overlap", "mix",
            "mean |err| %", "max |err| %");
     double *cns = hm__xcalloc(Kc + 1, sizeof *cns);
     for (uint64_t i = 0; i < Kc; i++)
@@ -891,10 +891,11 @@ static int val_calibration(val_t *v)
         char mb[32] = "";
         if (k)
             snprintf(mb, sizeof mb, "%.6f", v->measured[K + k - 1]);
-        printf("  %-3llu %-44s %12s %9.4f %14.2f %14.2f\n", (unsigned long long)k, k ? v->kinds[K + k - 1] : "(none)",
-               mb, cal.overlap, se / K, mx);
-        json_array_append_new(crows, json_pack("{s:I, s:f, s:f, s:f}", "runs", (json_int_t)k, "overlap", cal.overlap,
-                                               "mean_abs_err_pct", se / K, "max_abs_err_pct", mx));
+        printf("  %-3llu %-44s %12s %9.4f %+9.4f %14.2f %14.2f\n", (unsigned long long)k,
+               k ? v->kinds[K + k - 1] : "(none)", mb, cal.overlap, cal.mix, se / K, mx);
+        json_array_append_new(crows, json_pack("{s:I, s:f, s:f, s:f, s:f}", "runs", (json_int_t)k, "overlap",
+                                               cal.overlap, "mix", cal.mix, "mean_abs_err_pct", se / K,
+                                               "max_abs_err_pct", mx));
     }
     free(cns);
     if (rc < 0) {
