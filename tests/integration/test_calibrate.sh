@@ -60,6 +60,27 @@ echo '{"default": "ddr", "rules": []}' > ddr.pl.json
 a=$("$H" estimate ddr.hmt mcdram.hmt --placement "$pf" --json | jq -r .models.default.runtime_s)
 b=$("$H" estimate ddr.hmt mcdram.hmt --placement "$pf" --calibrate ddrpl.hmt=ddr.pl.json --json | jq -r .models.default.runtime_s)
 [ "$a" = "$b" ] && ok "a run with all data on one device leaves the model as it is ($a)" || fail "$a != $b"
+# The Python binding calibrates the same: Estimator.calibrate fits the same
+# mix, and the placement is then estimated at its measured time.
+lib="$HETMEM_BUILD/lib/libhetmem.so"
+if [ -x /usr/bin/python3 ] && [ -e "$lib" ] && ! grep -q '^HETMEM_SANITIZE:STRING=.' "$HETMEM_BUILD/CMakeCache.txt" 2>/dev/null; then
+  out=$(PYTHONPATH="$HETMEM_SRC/python" HETMEM_LIB="$lib" PF="$pf" MEAS="$meas" /usr/bin/python3 - <<'PY'
+import os
+from hetmem.estimate import Estimator
+e = Estimator(["ddr.hmt", "mcdram.hmt"])
+c = e.calibrate([(os.environ["PF"], float(os.environ["MEAS"]))])
+after = e.estimate(os.environ["PF"])["runtime_s"]
+e.calibrate([])
+print("%.17g %.17g %.17g %.17g" % (c["mix"], c["overlap"], after, e.estimate(os.environ["PF"])["runtime_s"]))
+PY
+)
+  read -r pmix pw pafter pback <<<"$out"
+  near "$pmix" "$(jq -r .calibration.mix cal.json)" 1e-9 "python: calibrate fits the same mix"
+  near "$pafter" "$meas" 1e-6 "python: the calibrated estimate of the run's placement is its measured time"
+  near "$pback" "$a" 1e-12 "python: calibrate([]) puts the model back"
+else
+  echo "skip: python binding (no /usr/bin/python3, no $lib, or a sanitized build)"
+fi
 # The final placement fits the capacity: objects of 1 MiB, at most 2 on mcdram.
 n=$(jq '[.rules[] | select(.device == "mcdram")] | length' final.json)
 [ "$n" -le 2 ] && ok "$n objects on mcdram (2 MiB)" || fail "$n objects on mcdram"
