@@ -212,25 +212,26 @@ typedef struct hm_est_calibration {
     double mean_err_before;/**< mean |estimate - measured| / measured of the runs, uncalibrated */
     double mean_err_after; /**< the same, calibrated */
     double mix;            /**< mix coefficient beta: a class's time moves by beta x its spread (0 uncalibrated) */
-    double mix_cap;        /**< at most this share of the class's time (the runs' largest relative error at w) */
+    double mix_cap;        /**< the term is at most this share of the placement's time (the runs' largest relative error at w) */
 } hm_est_calibration_t;
 
 /**
  * Calibrates the default model on @p n measured runs of mixed placements
  * (@p pls[i] run in @p measured_ns[i]; loaded with this estimator's device
  * names), fitting what the runs with all data on one device cannot show
- * (docs/estimator.md, "Calibration on measured mixed runs"), in two steps:
- *  1. from two runs or more (one run leaves w = 1), the channel overlap w, how much of the other devices' channel time a
- *     class's busiest device hides (its channel side is max_d y_d + (1 - w)
- *     (sum_d y_d - max_d y_d); w = 1, every device's channels busy at once,
- *     is the uncalibrated model): the value in [0, 1] that minimises the
- *     runs' squared relative errors (the largest such, so that runs that
- *     cannot tell leave w = 1);
- *  2. the mix coefficient beta, on what w leaves: each class's time moves
- *     by beta times its spread between the device runs (hm_estimate_t's
- *     spread_ns, zero at every all-on-one-device corner), by at most
- *     mix_cap (the runs' largest relative error at w) times the class's
- *     time; beta is the least-squares fit of the runs' relative errors.
+ * (docs/estimator.md, "Calibration on measured mixed runs"):
+ *  - the mix coefficient beta: each class's time moves by beta times its
+ *    spread between the device runs (hm_estimate_t's spread_ns, zero at
+ *    every all-on-one-device corner), in all by at most mix_cap (the runs'
+ *    largest relative error) times the placement's time; the least-squares
+ *    fit of the runs' relative errors;
+ *  - from three runs on, with it, the channel overlap w, how much of the
+ *    other devices' channel time a class's busiest device hides (its
+ *    channel side is max_d y_d + (1 - w) (sum_d y_d - max_d y_d); w = 1,
+ *    every device's channels busy at once, is the uncalibrated model): the
+ *    value in [0, 1] whose least-squares beta leaves the smallest squared
+ *    relative errors (the largest such, so that runs that cannot tell
+ *    leave w = 1); fewer runs leave w = 1.
  * Every later estimate and state of @p e uses them; n = 0 puts w back to 1
  * and beta to 0, where every estimate is the uncalibrated one.
  * With @p out non-NULL, fills it. Not thread-safe with estimates on @p e.

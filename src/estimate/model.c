@@ -2567,25 +2567,43 @@ json_t *hm__est_explain(hm_estimator_t *e, hm_placement_t *pl)
 
 /* ---------------------------------------------------------- calibration */
 
-/* The runs' estimates (est) and spreads (sp) with the overlap at w and no
- * mix term, and the sum of their squared relative errors. */
-static int calib_eval(hm_estimator_t *e, hm_placement_t *const *pls, const double *t, int n, double w, double *est,
-                      double *sp, double *sse)
+/* The runs' estimates (est) with the overlap at w and no mix term, and
+ * the spreads (sp) the mix term moves them by. */
+static int calib_eval(hm_estimator_t *e, hm_placement_t *const *pls, int n, double w, double *est, double *sp)
 {
     e->dm.overlap = w;
-    e->dm.mix = 0;
-    double q = 0;
     for (int i = 0; i < n; i++) {
-        hm_estimate_t r;
-        int rc = hm_estimator_estimate(e, pls[i], HM_EST_DEFAULT, &r, NULL);
-        if (rc < 0)
+        hm_estimate_t r, r1;
+        /* The spread the mix term moves the estimate by: the estimate with
+         * beta = 1 and no cap, less the one without the term. */
+        e->dm.mix = 1, e->dm.mix_cap = INFINITY;
+        int rc = hm_estimator_estimate(e, pls[i], HM_EST_DEFAULT, &r1, NULL);
+        e->dm.mix = 0, e->dm.mix_cap = 0;
+        if (rc < 0 || (rc = hm_estimator_estimate(e, pls[i], HM_EST_DEFAULT, &r, NULL)) < 0)
             return rc;
-        est[i] = r.runtime_ns, sp[i] = r.spread_ns;
-        double x = (r.runtime_ns - t[i]) / t[i];
+        est[i] = r.runtime_ns, sp[i] = r1.runtime_ns - r.runtime_ns;
+    }
+    return 0;
+}
+
+/* The least-squares beta of the runs' relative errors (u_i + beta s_i -
+ * t_i) / t_i, into *beta, and their sum of squares at it: beta = sum a_i
+ * b_i / sum a_i^2 with a_i = s_i / t_i, b_i = (t_i - u_i) / t_i. Runs whose
+ * spread is below a millionth of their time (all data on one device)
+ * cannot tell it: 0 then. */
+static double fit_mix(const double *t, const double *u, const double *sp, int n, double *beta)
+{
+    double num = 0, den = 0, q = 0;
+    for (int i = 0; i < n; i++) {
+        double a = sp[i] / t[i], b = (t[i] - u[i]) / t[i];
+        num += a * b, den += a * a;
+    }
+    *beta = den > 1e-12 * n ? num / den : 0;
+    for (int i = 0; i < n; i++) {
+        double x = (u[i] + *beta * sp[i] - t[i]) / t[i];
         q += x * x;
     }
-    *sse = q;
-    return 0;
+    return q;
 }
 
 /* Mean |relative error| of the runs as the model now stands. */
@@ -2603,21 +2621,17 @@ static int calib_mean(hm_estimator_t *e, hm_placement_t *const *pls, const doubl
     return 0;
 }
 
-/* Two steps (docs/estimator.md, "Calibration on measured mixed runs").
- * 1. w, from two runs or more (one run would be fitted exactly by w and by
- *    beta alike; beta, which moves estimates both ways, is the one kept):
- *    the runs' estimates fall as w grows (each class's channel side
- *    does), so their squared errors need not have one minimum over [0, 1]:
- *    a grid of steps of 1/100 from w = 1 down, keeping a point only when
- *    it is strictly better (runs that cannot tell leave w = 1), then
- *    golden-section steps inside the best point's neighbours.
- * 2. beta, on what w leaves: each run's estimate u_i moves by beta s_i
- *    (s_i its spread), so the least-squares beta of the relative errors
- *    (u_i + beta s_i - t_i) / t_i is sum a_i b_i / sum a_i^2 with a_i =
- *    s_i / t_i and b_i = (t_i - u_i) / t_i; runs without spread (all data
- *    on one device) cannot tell it and leave it 0. Its cap is the runs'
- *    largest |t_i - u_i| / u_i: no class moves by a larger share of its
- *    time than the model was seen to miss by. */
+/* docs/estimator.md, "Calibration on measured mixed runs": beta always,
+ * by least squares (fit_mix); w with it only from three runs on, where
+ * two parameters leave the runs something to be tested on. Then w is the
+ * value in [0, 1] whose least-squares beta gives the smallest sum of
+ * squared relative errors: the runs' estimates fall as w grows (each
+ * class's channel side does), so that sum need not have one minimum over
+ * [0, 1]: a grid of steps of 1/100 from w = 1 down, keeping a point only
+ * when it is strictly better (runs that cannot tell leave w = 1), then
+ * golden-section steps inside the best point's neighbours. beta's cap is
+ * the runs' largest |t_i - u_i| / u_i at that w: no estimate moves by a
+ * larger share of its time than the model was seen to miss by. */
 HM_API int hm_estimator_calibrate(hm_estimator_t *e, hm_placement_t *const *pls, const double *measured_ns, int n,
                                   hm_est_calibration_t *out)
 {
@@ -2627,19 +2641,21 @@ HM_API int hm_estimator_calibrate(hm_estimator_t *e, hm_placement_t *const *pls,
     for (int i = 0; i < n; i++)
         if (!pls[i] || !(measured_ns[i] > 0) || !(measured_ns[i] < 1e18))
             return hm__errf(HM_EUSAGE, "calibration run %d: its measured time must be a positive number of ns", i + 1);
+    const double *t = measured_ns;
     double *est = calloc((size_t)(n > 0 ? n : 1) * 2, sizeof *est), *sp = est + (n > 0 ? n : 1);
     if (!est)
         return -ENOMEM;
     double before = 0, best_w = 1, best, q, mix = 0, cap = 0, after = 0;
-    int rc = calib_eval(e, pls, measured_ns, n, 1, est, sp, &best);
+    int rc = calib_eval(e, pls, n, 1, est, sp);
     if (rc < 0)
         goto fail;
     for (int i = 0; i < n; i++)
-        before += fabs(est[i] - measured_ns[i]) / measured_ns[i] / n;
-    for (int g = 99; g >= 0 && n > 1; g--) {
-        if ((rc = calib_eval(e, pls, measured_ns, n, g / 100.0, est, sp, &q)) < 0)
+        before += fabs(est[i] - t[i]) / t[i] / n;
+    best = fit_mix(t, est, sp, n, &mix);
+    for (int g = 99; g >= 0 && n >= 3; g--) {
+        if ((rc = calib_eval(e, pls, n, g / 100.0, est, sp)) < 0)
             goto fail;
-        if (q < best * (1 - 1e-12))
+        if ((q = fit_mix(t, est, sp, n, &mix)) < best * (1 - 1e-12))
             best = q, best_w = g / 100.0;
     }
     if (best_w < 1) {
@@ -2647,9 +2663,12 @@ HM_API int hm_estimator_calibrate(hm_estimator_t *e, hm_placement_t *const *pls,
         double a = best_w > 0.01 ? best_w - 0.01 : 0, b = best_w + 0.01 < 1 ? best_w + 0.01 : 1;
         for (int it = 0; it < 40 && b - a > 1e-6; it++) {
             double x1 = b - phi * (b - a), x2 = a + phi * (b - a), q1, q2;
-            if ((rc = calib_eval(e, pls, measured_ns, n, x1, est, sp, &q1)) < 0 ||
-                (rc = calib_eval(e, pls, measured_ns, n, x2, est, sp, &q2)) < 0)
+            if ((rc = calib_eval(e, pls, n, x1, est, sp)) < 0)
                 goto fail;
+            q1 = fit_mix(t, est, sp, n, &mix);
+            if ((rc = calib_eval(e, pls, n, x2, est, sp)) < 0)
+                goto fail;
+            q2 = fit_mix(t, est, sp, n, &mix);
             if (q1 < best)
                 best = q1, best_w = x1;
             if (q2 < best)
@@ -2660,21 +2679,15 @@ HM_API int hm_estimator_calibrate(hm_estimator_t *e, hm_placement_t *const *pls,
                 a = x1;
         }
     }
-    if ((rc = calib_eval(e, pls, measured_ns, n, best_w, est, sp, &q)) < 0)
+    if ((rc = calib_eval(e, pls, n, best_w, est, sp)) < 0)
         goto fail;
-    double num = 0, den = 0;
-    for (int i = 0; i < n; i++) {
-        double ai = sp[i] / measured_ns[i], bi = (measured_ns[i] - est[i]) / measured_ns[i];
-        num += ai * bi, den += ai * ai;
-        if (est[i] > 0 && fabs(measured_ns[i] - est[i]) / est[i] > cap)
-            cap = fabs(measured_ns[i] - est[i]) / est[i];
-    }
-    /* Below a spread of a millionth of the run, the run is a corner. */
-    if (den > 1e-12)
-        mix = num / den;
+    fit_mix(t, est, sp, n, &mix);
+    for (int i = 0; i < n; i++)
+        if (est[i] > 0 && fabs(t[i] - est[i]) / est[i] > cap)
+            cap = fabs(t[i] - est[i]) / est[i];
     e->dm.mix = mix;
     e->dm.mix_cap = mix != 0 ? cap : 0;
-    if ((rc = calib_mean(e, pls, measured_ns, n, &after)) < 0)
+    if ((rc = calib_mean(e, pls, t, n, &after)) < 0)
         goto fail;
     free(est);
     if (out)

@@ -964,9 +964,9 @@ static void test_mix_samples(void)
 }
 
 /* Calibration on measured mixed runs fits the channel overlap w that the
- * runs with all data on one device cannot show (docs/estimator.md); it
- * takes two runs, since one run is fitted exactly by the mix term
- * (test_calibrate_mix). Twenty instances of one mix, 60% of the misses on
+ * runs with all data on one device cannot show (docs/estimator.md), with
+ * the mix term from three runs on (fewer are fitted by the mix term
+ * alone: test_calibrate_mix). Twenty instances of one mix, 60% of the misses on
  * object 0 and 40% on object 1, as in mixes_far(): every run is bound by
  * its channels, so a class's time is its channel side, max_d y_d + (1 - w)
  * (sum_d y_d - max_d y_d). Object 0 alone on far: y_far = 0.6 x 20 x
@@ -974,9 +974,12 @@ static void test_mix_samples(void)
  * uncalibrated (w = 1); object 1 alone on far, y_far = 0.4 x 20 x 0.4267 =
  * 3.413 ms and y_near = 0.6 x 20 x 0.32 = 3.84 ms: 3.84 ms. Measured at
  * 6.4 ms (channels that overlap half: 5.12 + 0.5 x 2.56) and 5.547 ms
- * (3.84 + 0.5 x 3.413), the two runs fix w = 0.5 and leave no error for
- * the mix term. All on far, one device's channels alone, stays its run's
- * 8.533 ms; a calibration on that run cannot tell w and leaves it at 1, as
+ * (3.84 + 0.5 x 3.413), with all on far at its run's 8.533 ms (one
+ * device's channels alone), the three runs fix w = 0.5 and leave no error
+ * for the mix term. The mix term alone could not fit them: both mixes have
+ * the spread 2 x 0.6 x 0.4 x (8.533 - 6.4) = 1.024 ms but miss by 1.28
+ * and 1.707 ms. The same two mixes alone are fitted by beta alone. A
+ * calibration on the run all on far cannot tell w and leaves it at 1, as
  * no calibration does (every estimate as before, to the last bit). */
 static void test_calibrate_overlap(void)
 {
@@ -1004,12 +1007,15 @@ static void test_calibrate_overlap(void)
     CHECK_NEAR(r0.runtime_ns, 5.12e6, 1e-6);
     CHECK_NEAR(r1.runtime_ns, 3.84e6, 1e-6);
     hm_est_calibration_t cal;
-    hm_placement_t *both[2] = {p0, p1};
-    double two[2] = {6.4e6, 5.5467e6}, t;
-    CHECK_EQ_INT(hm_estimator_calibrate(e, both, two, 2, &cal), 0);
+    hm_placement_t *three[3] = {p0, p1, pf};
+    double meas[3] = {6.4e6, 5.5467e6, 8.5333e6}, t;
+    CHECK_EQ_INT(hm_estimator_calibrate(e, three, meas, 2, &cal), 0);
+    CHECK_NEAR(cal.overlap, 1, 0);
+    CHECK(cal.mix > 0);
+    CHECK_EQ_INT(hm_estimator_calibrate(e, three, meas, 3, &cal), 0);
     CHECK_NEAR(cal.overlap, 0.5, 1e-4);
     CHECK_NEAR(hm_estimator_overlap(e), cal.overlap, 0);
-    CHECK_NEAR(cal.mean_err_before, (0.2 + (5.5467 - 3.84) / 5.5467) / 2, 1e-4);
+    CHECK_NEAR(cal.mean_err_before, (0.2 + (5.5467 - 3.84) / 5.5467 + 0) / 3, 1e-4);
     CHECK(cal.mean_err_after < 1e-4);
     CHECK(fabs(cal.mix) < 1e-3);
     hm_estimate_t c1, cf;
