@@ -16,7 +16,9 @@
  * --synthetic W,O,D also builds a summary of W windows x O objects x D
  * devices as JSON (the format of estimate.h), opens it with
  * hm_estimator_parse_summary and times the same queries, with a placement
- * that puts every other object on the second device. Prints one JSON object.
+ * that puts every other object on the second device, and again calibrated
+ * on that placement measured 10% slower than estimated (the mix term on:
+ * "synthetic_calibrated"). Prints one JSON object.
  * Queries are timed in CPU time of the thread (the machine may be shared);
  * summary building in wall time and in CPU time of the process (it reads
  * the traces on several threads). */
@@ -324,6 +326,20 @@ int main(int argc, char **argv)
             if ((rc = hm_placement_parse(&cold[k], "synthetic placement", pj, dn, sd)) < 0)
                 die("synthetic placement", rc);
         printf(", \"synthetic\": {\"json_bytes\": %zu, \"parse_s\": %.6f, ", strlen(txt), parse_s);
+        queries(e, pl, cold, reps);
+        printf("}");
+        /* The same calibrated with a mix term (hm_estimator_calibrate on the
+         * placement measured 10% slower than estimated): each move then
+         * also keeps its classes' spreads. */
+        hm_estimate_t r0;
+        hm_est_calibration_t cal;
+        double t10;
+        if ((rc = hm_estimator_estimate(e, pl, HM_EST_DEFAULT, &r0, NULL)) < 0)
+            die("hm_estimator_estimate", rc);
+        t10 = 1.1 * r0.runtime_ns;
+        if ((rc = hm_estimator_calibrate(e, &pl, &t10, 1, &cal)) < 0)
+            die("hm_estimator_calibrate", rc);
+        printf(", \"synthetic_calibrated\": {\"mix\": %.6g, ", cal.mix);
         queries(e, pl, cold, reps);
         printf("}");
         hm_placement_close(pl);
