@@ -291,13 +291,13 @@ static void test_interval(void)
  * and its spread 0.5 |10 - 20| + 0.5 |30 - 20| = 10 ms (2 w (1 - w) x 20
  * ms). The model-error half-width is model_error_q (MODEL_ERROR_Q, the
  * value of model.c's table) x 10 ms, and the interval's half-width is
- * sqrt(258,600^2 + (MODEL_ERROR_Q x 1e7)^2) ns: with 0.3045, 3,045,000 ns
- * of model error and 3,055,961 ns in all (at 0.15 or 0.46: 1.54e6 or
- * 4.57e6 ns; without the term: 258,600 ns).
+ * sqrt(258,600^2 + (MODEL_ERROR_Q x 1e7)^2) ns: with 0.6117, 6,117,000 ns
+ * of model error and 6,122,464 ns in all (at 0.306 or 0.918: 3.07e6 or
+ * 9.18e6 ns; without the term: 258,600 ns).
  * All on near: no spread (the model reproduces that run exactly), and the
  * interval is the sampling term alone: var = 2 x 0.32e6^2 / 100 =
  * 2.048e9 ns^2, half-width 88,700 ns. */
-#define MODEL_ERROR_Q 0.3045
+#define MODEL_ERROR_Q 0.6117
 static void test_interval_model_error(void)
 {
     const char *js =
