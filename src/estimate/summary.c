@@ -568,6 +568,61 @@ static void live_add(oset_t *os, int o, uint64_t size, int count)
         os->v[o].peak = os->v[o].live;
 }
 
+/* Where recent samples' objects lie, which spares most samples a lookup
+ * in the allocation table: the ranges of objects, and the untracked
+ * stretches (stack, static data) found around samples outside them. A
+ * direct-mapped slot per 64 KiB of addresses answers most samples with one
+ * well-predicted test (a loop over a few large arrays stays in a few
+ * slots); behind it, the last few ranges found catch small objects that
+ * share a slot. The ranges never disagree (objects are disjoint, and a
+ * stretch is free of objects), so any range that holds the address gives
+ * the answer. A range stays right until the table changes at one of its
+ * addresses, so a change forgets only the ranges it overlaps (rec_forget):
+ * a program that allocates and frees small buffers all along keeps its
+ * large arrays' ranges. An empty entry has size 0, which holds no address. */
+#define SLOTS 512
+#define SLOT_SHIFT 16
+#define RECENT 8
+typedef struct {
+    uint64_t addr, size;
+    int obj; /* this run's object, -1: untracked */
+} range_t;
+
+typedef struct {
+    range_t slot[SLOTS];
+    range_t recent[RECENT];
+    unsigned next;
+    int nused;
+    uint16_t used[SLOTS]; /* the slots that hold a range, in no order */
+} recent_t;
+
+/* Whether [a, a + n) and [b, b + m) share an address (n, m >= 1; written
+ * so that no end wraps past 2^64). */
+static inline int overlaps(uint64_t a, uint64_t n, uint64_t b, uint64_t m)
+{
+    return a - b < m || b - a < n;
+}
+
+/* Forgets the ranges that hold any address of [lo, lo + len) (len 0: its
+ * first byte, as for a zero-size allocation). */
+static void rec_forget(recent_t *rec, uint64_t lo, uint64_t len)
+{
+    if (len == 0)
+        len = 1;
+    for (int u = 0; u < rec->nused;) {
+        range_t *sl = &rec->slot[rec->used[u]];
+        if (overlaps(sl->addr, sl->size, lo, len)) {
+            sl->size = 0;
+            rec->used[u] = rec->used[--rec->nused];
+        } else {
+            u++;
+        }
+    }
+    for (int x = 0; x < RECENT; x++)
+        if (rec->recent[x].size && overlaps(rec->recent[x].addr, rec->recent[x].size, lo, len))
+            rec->recent[x].size = 0;
+}
+
 /* Allocation tracking of one run while it is read. */
 typedef struct {
     hm_objtab_t *tab;
@@ -577,7 +632,7 @@ typedef struct {
 
 /* Applies one non-sample record: phase markers and counters are kept,
  * allocations, frees and names update the live objects. */
-static int track_event(run_t *r, track_t *k, const hm_record_t *ev)
+static int track_event(run_t *r, track_t *k, recent_t *rec, const hm_record_t *ev)
 {
     oset_t *os = r->os;
     if (ev->kind == HM_REC_PHASE_BEGIN || ev->kind == HM_REC_PHASE_END || ev->kind == HM_REC_COUNTER) {
@@ -606,12 +661,16 @@ static int track_event(run_t *r, track_t *k, const hm_record_t *ev)
         }
         if (hm__objtab_insert(k->tab, a->addr, a->size, k->nalloc) < 0)
             return -ENOMEM;
+        /* The remembered ranges of what it replaced overlap it too. */
+        rec_forget(rec, a->addr, a->size);
         k->nalloc++;
         live_add(os, o, a->size, 1);
     } else if (ev->kind == HM_REC_FREE) {
         hm_objtab_entry_t ent;
-        if (hm__objtab_remove(k->tab, ev->u.alloc.addr, &ent) == 0)
+        if (hm__objtab_remove(k->tab, ev->u.alloc.addr, &ent) == 0) {
             os->v[k->allocs[ent.id].obj].live -= k->allocs[ent.id].size;
+            rec_forget(rec, ent.addr, ent.size);
+        }
     } else if (ev->kind == HM_REC_SITE) {
         /* Written before the site's first allocation: the entry is made
          * here, and holds the source for the objects named from it too. */
@@ -633,6 +692,7 @@ static int track_event(run_t *r, track_t *k, const hm_record_t *ev)
             os->v[al->obj].live -= al->size;
             os->v[al->obj].allocations--;
             al->obj = o;
+            rec_forget(rec, ent->addr, ent->size);
             live_add(os, o, al->size, 1);
         }
     }
@@ -650,12 +710,6 @@ static int track_event(run_t *r, track_t *k, const hm_record_t *ev)
     return 0;
 }
 
-/* Whether an event changes which object an address belongs to. */
-static int changes_table(const hm_record_t *ev)
-{
-    return ev->kind == HM_REC_ALLOC || ev->kind == HM_REC_FREE || ev->kind == HM_REC_NAME;
-}
-
 /* Makes room for @p more entries in the run's sample buffer. */
 static int buf_grow(run_t *r, size_t more)
 {
@@ -670,34 +724,13 @@ static int buf_grow(run_t *r, size_t more)
     return 0;
 }
 
-/* Where recent samples' objects lie, which spares most samples a lookup
- * in the allocation table: the ranges of objects, and the untracked
- * stretches (stack, static data) found around samples outside them. A
- * direct-mapped slot per 64 KiB of addresses answers most samples with one
- * well-predicted test (a loop over a few large arrays stays in a few
- * slots); behind it, the last few ranges found catch small objects that
- * share a slot. The ranges never disagree (objects are disjoint, and a
- * stretch is free of objects), so any range that holds the address gives
- * the answer. Emptied whenever the table changes. */
-#define SLOTS 512
-#define SLOT_SHIFT 16
-#define RECENT 8
-typedef struct {
-    uint64_t addr, size;
-    int obj; /* this run's object, -1: untracked */
-} range_t;
-
-typedef struct {
-    range_t slot[SLOTS];
-    range_t recent[RECENT];
-    unsigned next;
-} recent_t;
-
 /* The object at @p a when its slot does not hold it: from the recent
  * ranges, else from the table; the range found goes into the slot. */
 static int find_obj(const track_t *k, recent_t *rec, uint64_t a)
 {
     range_t *sl = &rec->slot[(a >> SLOT_SHIFT) % SLOTS];
+    if (!sl->size)
+        rec->used[rec->nused++] = (uint16_t)((a >> SLOT_SHIFT) % SLOTS);
     for (int x = 0; x < RECENT; x++)
         if (a - rec->recent[x].addr < rec->recent[x].size) {
             *sl = rec->recent[x];
@@ -799,9 +832,7 @@ static int walk_run(run_t *r)
                 if (HM_UNLIKELY(st >= et)) {
                     r->nbuf = (size_t)(out - r->buf);
                     while (rc == 0 && st >= et) {
-                        if (changes_table(&evs[ei]))
-                            memset(&rec, 0, sizeof rec);
-                        rc = track_event(r, &k, &evs[ei++]);
+                        rc = track_event(r, &k, &rec, &evs[ei++]);
                         et = ei < nev ? evt[ei] : UINT64_MAX;
                     }
                     if (rc < 0)
@@ -839,11 +870,8 @@ static int walk_run(run_t *r)
         if (rc == 0 && got < 0)
             rc = hm__errf(got, "%s: %s%s%s", r->path, hm_strerror(got), *hm_errdetail() ? ": " : "", hm_errdetail());
         /* Events after the block's last sample. */
-        while (rc == 0 && ei < nev) {
-            if (changes_table(&evs[ei]))
-                memset(&rec, 0, sizeof rec);
-            rc = track_event(r, &k, &evs[ei++]);
-        }
+        while (rc == 0 && ei < nev)
+            rc = track_event(r, &k, &rec, &evs[ei++]);
     }
     free(k.allocs);
     hm__objtab_close(k.tab);

@@ -2295,6 +2295,129 @@ static void test_attribution(void)
     free(paths[1]);
 }
 
+/* Samples are attributed to the object live at their address when they
+ * were taken, through every kind of change to the live objects while
+ * samples go on around them: an allocation over live ones (memory reused
+ * behind the allocator's back, which ends them whole), a free, a name
+ * given to a live allocation, zero-size allocations, and ranges that are
+ * adjacent, share pages or span 64 KiB boundaries, in regions whose
+ * addresses fall in the same slots of the lookup cache and in different
+ * ones. A change may leave remembered ranges it does not touch, never one
+ * it does: the counts per object are checked against a brute-force replay
+ * of the same changes. */
+#define AC_LIVE 48
+#define AC_SITES 6
+#define AC_NAMES 3
+#define AC_IDS (AC_SITES * (AC_NAMES + 1))
+typedef struct {
+    uint64_t addr, size;
+    int id; /* site * (AC_NAMES + 1) + (0 unnamed, 1 + name) */
+} ac_ent_t;
+
+static int ac_holds(const ac_ent_t *x, uint64_t a) { return x->size ? a - x->addr < x->size : a == x->addr; }
+
+static void test_attribution_changes(void)
+{
+    /* Regions 0 and 4 share the cache's slots (32 MiB apart), the others do not. */
+    const uint64_t region[] = {0x50000000ull, 0x52010000ull, 0x54020000ull, 0x56030000ull, 0x52000000ull};
+    const uint64_t sizes[] = {0, 8, 100, 1000, 5000, 70000};
+    double want[AC_IDS + 1] = {0}; /* then untracked */
+    char *paths[2];
+    for (int run = 0; run < 2; run++) {
+        paths[run] = path_of(run ? "chg-fast.hmt" : "chg-slow.hmt");
+        const char *argv[] = {"./app.sim", NULL};
+        hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", 1000, run ? "fast" : "slow", NULL, argv, NULL};
+        hm_trace_writer_t *w;
+        CHECK_EQ_INT(hm_trace_writer_open(&w, paths[run], &m), 0);
+        CHECK_EQ_INT(hm_trace_writer_set_block_records(w, 2000), 0);
+        ac_ent_t live[AC_LIVE];
+        int nlive = 0;
+        uint64_t rng = 99, t = 100;
+        for (int i = 0; i < 60000; i++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            unsigned x = (unsigned)(rng >> 33), op = x % 16;
+            uint64_t base = region[x / 16 % 5];
+            if (op == 0 && nlive < AC_LIVE) {
+                /* An allocation, over whatever live ranges it overlaps. */
+                uint64_t a = base + (x >> 7) % 12000, sz = sizes[(x >> 3) % 6];
+                int site = (int)((x >> 20) % AC_SITES);
+                hm_alloc_t al = {t++, a, sz, 0xa000 + (uint64_t)site, 0};
+                CHECK_EQ_INT(hm_trace_write_alloc(w, &al), 0);
+                for (int j = 0; j < nlive;)
+                    if (live[j].addr - a < (sz ? sz : 1) || a - live[j].addr < (live[j].size ? live[j].size : 1))
+                        live[j] = live[--nlive];
+                    else
+                        j++;
+                live[nlive++] = (ac_ent_t){a, sz, site * (AC_NAMES + 1)};
+                continue;
+            }
+            if (op == 1 && nlive) {
+                int j = (int)((x >> 4) % (unsigned)nlive);
+                CHECK_EQ_INT(hm_trace_write_free(w, t++, live[j].addr, 0), 0);
+                live[j] = live[--nlive];
+                continue;
+            }
+            if (op == 2 && nlive) {
+                /* A name, given at any address inside the allocation. */
+                ac_ent_t *e = &live[(x >> 4) % (unsigned)nlive];
+                int nm = (int)((x >> 12) % AC_NAMES);
+                char name[8];
+                snprintf(name, sizeof name, "n%d", nm);
+                CHECK_EQ_INT(hm_trace_write_name(w, t++, e->addr + (e->size ? (x >> 14) % e->size : 0), name), 0);
+                e->id = e->id / (AC_NAMES + 1) * (AC_NAMES + 1) + 1 + nm;
+                continue;
+            }
+            /* A sample: in, at the edges of or just outside a live range,
+             * or anywhere in a region. */
+            uint64_t a = base + (x >> 7) % 80000;
+            if (nlive && op < 12) {
+                const ac_ent_t *e = &live[(x >> 4) % (unsigned)nlive];
+                uint64_t off[] = {e->size ? (x >> 12) % e->size : 0, 0, e->size ? e->size - 1 : 0, (uint64_t)-1,
+                                  e->size ? e->size : 1};
+                a = e->addr + off[(x >> 20) % 5];
+            }
+            hm_sample_t smp = {t++, a, 0x1, 0, 10, HM_DSRC_MAKE_MEM(0), HM_ACCESS_LOAD};
+            CHECK_EQ_INT(hm_trace_write_sample(w, &smp), 0);
+            if (run)
+                continue;
+            int hit = AC_IDS;
+            for (int j = 0; j < nlive; j++)
+                if (ac_holds(&live[j], a))
+                    hit = live[j].id;
+            want[hit] += 1;
+        }
+        hm_trace_end_t end = {t + (run ? 0 : 1000), 0};
+        CHECK_EQ_INT(hm_trace_writer_close(w, &end), 0);
+    }
+    hm_estimator_t *e = NULL;
+    CHECK_EQ_INT(hm_estimator_open(&e, (const char *const *)paths, 2, NULL), 0);
+    if (e) {
+        double got[AC_IDS + 1] = {0};
+        int seen = 0;
+        for (int o = 0; o < hm_estimator_nobjects(e); o++) {
+            hm_est_object_t x;
+            CHECK_EQ_INT(hm_estimator_object(e, o, &x), 0);
+            int id = AC_IDS;
+            if (x.movable) {
+                int site = (int)(x.site - 0xa000), nm = x.name ? x.name[1] - '0' + 1 : 0;
+                CHECK(site >= 0 && site < AC_SITES && nm >= 0 && nm <= AC_NAMES);
+                if (site < 0 || site >= AC_SITES || nm < 0 || nm > AC_NAMES)
+                    continue;
+                id = site * (AC_NAMES + 1) + nm;
+            }
+            got[id] += x.samples;
+            seen++;
+        }
+        for (int id = 0; id <= AC_IDS; id++)
+            CHECK_NEAR(got[id], want[id], 0);
+        CHECK(seen > AC_SITES); /* named objects came about */
+        CHECK(want[AC_IDS] > 1000); /* and untracked stretches were sampled */
+        hm_estimator_close(e);
+    }
+    free(paths[0]);
+    free(paths[1]);
+}
+
 /* Samples that the summary keeps in long form: a time gap past 2^32 units,
  * a weight past 16 bits and objects past the first 2046 of a run; their
  * windows, objects and weights must come out as for any other sample. */
@@ -2482,6 +2605,7 @@ int main(void)
     test_hit_figures();
     test_compiled_placements();
     test_attribution();
+    test_attribution_changes();
     test_long_samples();
     test_bad_input();
     char cmd[300];
