@@ -963,6 +963,23 @@ static void test_mix_samples(void)
     CHECK_NEAR(mixes_far("mix_samples too few", 20, 2, (const int (*)[4])cnt, 50000), 4.2667e6, 0.002);
 }
 
+/* The calibration tests' placements on the near/far summary: object 0 on
+ * far, object 1 on far, everything on far; r0 and r1 the first two's
+ * uncalibrated default-model estimates. */
+static void calib_placements(hm_estimator_t *e, hm_placement_t **p0, hm_placement_t **p1, hm_placement_t **pf,
+                             hm_estimate_t *r0, hm_estimate_t *r1)
+{
+    const char *far0 = "{\"default\": \"near\", \"rules\": [{\"site\": \"0x1\", \"device\": \"far\"}]}";
+    const char *far1 = "{\"default\": \"near\", \"rules\": [{\"site\": \"0x2\", \"device\": \"far\"}]}";
+    const char *all_far = "{\"default\": \"far\", \"rules\": []}";
+    const char *devs[] = {"near", "far"};
+    CHECK_EQ_INT(hm_placement_parse(p0, "far0", far0, devs, 2), 0);
+    CHECK_EQ_INT(hm_placement_parse(p1, "far1", far1, devs, 2), 0);
+    CHECK_EQ_INT(hm_placement_parse(pf, "all far", all_far, devs, 2), 0);
+    CHECK_EQ_INT(hm_estimator_estimate(e, *p0, HM_EST_DEFAULT, r0, NULL), 0);
+    CHECK_EQ_INT(hm_estimator_estimate(e, *p1, HM_EST_DEFAULT, r1, NULL), 0);
+}
+
 /* Calibration on measured mixed runs fits the channel overlap w that the
  * runs with all data on one device cannot show (docs/estimator.md), with
  * the mix term from three runs on (fewer are fitted by the mix term
@@ -993,17 +1010,9 @@ static void test_calibrate_overlap(void)
     if (!e)
         return;
     CHECK_NEAR(hm_estimator_overlap(e), 1, 0);
-    const char *far0 = "{\"default\": \"near\", \"rules\": [{\"site\": \"0x1\", \"device\": \"far\"}]}";
-    const char *far1 = "{\"default\": \"near\", \"rules\": [{\"site\": \"0x2\", \"device\": \"far\"}]}";
-    const char *all_far = "{\"default\": \"far\", \"rules\": []}";
-    const char *devs[] = {"near", "far"};
     hm_placement_t *p0 = NULL, *p1 = NULL, *pf = NULL;
-    CHECK_EQ_INT(hm_placement_parse(&p0, "far0", far0, devs, 2), 0);
-    CHECK_EQ_INT(hm_placement_parse(&p1, "far1", far1, devs, 2), 0);
-    CHECK_EQ_INT(hm_placement_parse(&pf, "all far", all_far, devs, 2), 0);
     hm_estimate_t r0, r1;
-    CHECK_EQ_INT(hm_estimator_estimate(e, p0, HM_EST_DEFAULT, &r0, NULL), 0);
-    CHECK_EQ_INT(hm_estimator_estimate(e, p1, HM_EST_DEFAULT, &r1, NULL), 0);
+    calib_placements(e, &p0, &p1, &pf, &r0, &r1);
     CHECK_NEAR(r0.runtime_ns, 5.12e6, 1e-6);
     CHECK_NEAR(r1.runtime_ns, 3.84e6, 1e-6);
     hm_est_calibration_t cal;
@@ -1076,17 +1085,9 @@ static void test_calibrate_mix(void)
     free(js);
     if (!e)
         return;
-    const char *far0 = "{\"default\": \"near\", \"rules\": [{\"site\": \"0x1\", \"device\": \"far\"}]}";
-    const char *far1 = "{\"default\": \"near\", \"rules\": [{\"site\": \"0x2\", \"device\": \"far\"}]}";
-    const char *all_far = "{\"default\": \"far\", \"rules\": []}";
-    const char *devs[] = {"near", "far"};
     hm_placement_t *p0 = NULL, *p1 = NULL, *pf = NULL;
-    CHECK_EQ_INT(hm_placement_parse(&p0, "far0", far0, devs, 2), 0);
-    CHECK_EQ_INT(hm_placement_parse(&p1, "far1", far1, devs, 2), 0);
-    CHECK_EQ_INT(hm_placement_parse(&pf, "all far", all_far, devs, 2), 0);
     hm_estimate_t r0, r1;
-    CHECK_EQ_INT(hm_estimator_estimate(e, p0, HM_EST_DEFAULT, &r0, NULL), 0);
-    CHECK_EQ_INT(hm_estimator_estimate(e, p1, HM_EST_DEFAULT, &r1, NULL), 0);
+    calib_placements(e, &p0, &p1, &pf, &r0, &r1);
     CHECK_NEAR(r0.runtime_ns, 5.12e6, 1e-6);
     CHECK_NEAR(r0.spread_ns, 1.024e6, 1e-4);
     CHECK_NEAR(r1.spread_ns, 1.024e6, 1e-4);
