@@ -320,26 +320,11 @@ static char *read_cmdline_argv(char ***argv_out)
 
 /* Global and static arrays are objects, placed and reported like heap
  * objects and named by their symbol: what NPB codes and Fortran COMMON
- * blocks and main programs keep their arrays in. By default, the
- * program's own arrays in .data and .bss of at least HM_MIN_OBJECT_SIZE
- * bytes, the size from which hetmem record tracks a heap allocation
- * (hetmem run makes the same arrays objects: src/preload/bind.c). With a
- * placement, also any array of 4 KiB or
- * more, of the program or of a library loaded with it, that a top-level
- * rule names by symbol. Names beginning with "hm_" are the runtime's own
- * buffers, never objects by default. Without a placement the program's
- * file is mapped only for the scan unless it has such arrays, so a
- * program without them runs on the addresses it had before. A name
- * defined by several modules is the first one's (hm__module_objects), as
- * in hetmem run. */
-static int want_global(void *ctx, int module, const char *name, uintptr_t addr, size_t size, int writable)
-{
-    (void)ctx;
-    if (rt.pl && hm__placement_names(rt.pl, name, addr, size))
-        return 1;
-    return module == 0 && writable && size >= HM_MIN_OBJECT_SIZE && strncmp(name, "hm_", 3) != 0;
-}
-
+ * blocks and main programs keep their arrays in. Which ones is
+ * hm__placement_globals()'s rule, the same in hetmem record and hetmem
+ * run (src/preload/bind.c). Without a placement the program's file is
+ * mapped only for the scan unless it has such arrays, so a program without
+ * them runs on the addresses it had before. */
 static int on_global(void *ctx, int module, uintptr_t addr, size_t size, const char *name)
 {
     (void)module;
@@ -448,8 +433,7 @@ void hm__inst_init(void)
         rt.progress = 1;
     }
     int dropped = 0;
-    hm__module_objects(rt.pl ? 4096 : HM_MIN_OBJECT_SIZE, rt.pl ? 0 : HM_MODOBJ_PROGRAM | HM_MODOBJ_UNCACHED,
-                       want_global, on_global, s, &dropped);
+    hm__placement_globals(rt.pl, rt.pl ? 0 : HM_MODOBJ_UNCACHED, on_global, s, &dropped);
     if (dropped)
         HM_WARN("%d global arrays beyond the first %d are left with the static data", dropped, HM_MODULE_KEPT);
     hm__inst_sim = s;

@@ -411,6 +411,38 @@ int hm__placement_names(hm_placement_t *p, const char *name, uintptr_t addr, siz
     return by_name.rule != without.rule || by_name.device != without.device;
 }
 
+/* The scan's state: the placement that may name arrays, and the caller's
+ * callback. */
+typedef struct {
+    hm_placement_t *p;
+    int (*fn)(void *ctx, int module, uintptr_t addr, size_t size, const char *name);
+    void *ctx;
+} globals_scan_t;
+
+static int global_wanted(void *ctx, int module, const char *name, uintptr_t addr, size_t size, int writable)
+{
+    globals_scan_t *g = ctx;
+    if (g->p && hm__placement_names(g->p, name, addr, size))
+        return 1;
+    return module == 0 && writable && size >= HM_MIN_OBJECT_SIZE && strncmp(name, "hm_", 3) != 0;
+}
+
+static int global_keep(void *ctx, int module, uintptr_t addr, size_t size, const char *name)
+{
+    globals_scan_t *g = ctx;
+    return g->fn(g->ctx, module, addr, size, name);
+}
+
+int hm__placement_globals(hm_placement_t *p, int flags,
+                          int (*fn)(void *ctx, int module, uintptr_t addr, size_t size, const char *name), void *ctx,
+                          int *dropped)
+{
+    globals_scan_t g = {p, fn, ctx};
+    /* Without a placement only the program's own arrays can be objects. */
+    return hm__module_objects(p ? 4096 : HM_MIN_OBJECT_SIZE, p ? flags : flags | HM_MODOBJ_PROGRAM, global_wanted,
+                              global_keep, &g, dropped);
+}
+
 const char *hm_placement_device_name(const hm_placement_t *p, int dev)
 {
     return p && dev >= 0 && dev < p->ndev ? p->dev[dev] : NULL;

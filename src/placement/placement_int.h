@@ -18,4 +18,21 @@ int hm__placement_names(hm_placement_t *p, const char *name, uintptr_t addr, siz
  * then objects must be named by source as they are allocated. */
 int hm__placement_has_sources(const hm_placement_t *p);
 
+/* Calls fn for each global or static array that is an object of a run
+ * under placement p (NULL: a run without one, as hetmem record's), with
+ * its address, size and symbol, as hm__module_objects() does (flags are
+ * its HM_MODOBJ_* flags; fn's return value and *dropped mean what they
+ * mean there). The one rule of hetmem sim, hetmem record and hetmem run,
+ * so that an object means the same in all three: the program's own arrays
+ * in .data and .bss of at least HM_MIN_OBJECT_SIZE bytes, the size from
+ * which a heap allocation is tracked by default, except names beginning
+ * with "hm_" (hetmem's own buffers); and with a placement, also any array
+ * of 4 KiB or more, of the program or of a library loaded with it, that a
+ * top-level rule names by symbol (hm__placement_names). A name defined by
+ * several modules is the first one's, as the dynamic linker binds it.
+ * Returns how many arrays were passed to fn. */
+int hm__placement_globals(hm_placement_t *p, int flags,
+                          int (*fn)(void *ctx, int module, uintptr_t addr, size_t size, const char *name), void *ctx,
+                          int *dropped);
+
 #endif

@@ -292,25 +292,17 @@ charge:
 
 /* ---------------------------------------------------------- global arrays */
 
-/* Global and static arrays are objects, placed like heap objects, as in
- * hetmem sim (src/inst/rt.c), so that a placement means the same in both:
- * the program's own arrays in .data and .bss of at least
- * HM_MIN_OBJECT_SIZE bytes (names beginning with "hm_" are hetmem's), and
- * any array of 4 KiB or more, of the program or of a library loaded with
- * it, that a top-level rule names by symbol. The others stay with the
- * program's static data, unbound. A name defined by several modules is the
- * first one's (hm__module_objects), as the dynamic linker binds it. */
-static int named_global(void *ctx, int module, const char *name, uintptr_t addr, size_t size, int writable)
-{
-    (void)ctx;
-    if (hm__placement_names(B.pl, name, addr, size))
-        return 1;
-    return module == 0 && writable && size >= HM_MIN_OBJECT_SIZE && strncmp(name, "hm_", 3) != 0;
-}
-
+/* Global and static arrays are objects, as in hetmem sim (src/inst/rt.c),
+ * so that a placement and a trace mean the same in both: which ones is
+ * hm__placement_globals()'s rule. Their site id and record are the ones
+ * hetmem sim gives them (hm__site_global), and a recording gets an
+ * allocation and a name record for each, as a heap object has, so that
+ * samples in them are attributed. The others stay with the program's
+ * static data, unbound. */
 static int on_global(void *ctx, int module, uintptr_t addr, size_t size, const char *name)
 {
     (void)ctx, (void)module;
+    uint64_t site = hm__site_global(addr, name); /* before placing: a file:line rule may name it */
     lock();
     obj_t *o = insert(addr, size);
     if (!o) {
@@ -318,12 +310,28 @@ static int on_global(void *ctx, int module, uintptr_t addr, size_t size, const c
         unlock();
         return 0;
     }
-    o->site = hm__global_site(name); /* the site id hetmem sim gives it */
+    o->site = site;
     o->sym = name;
     o->global = 1;
-    place(o, 0);
+    if (B.active)
+        place(o, 0);
     unlock();
+    hm__ev_alloc(addr, size, site);
+    hm__ev_name(addr, name);
     return 1;
+}
+
+void hm__bind_globals(void)
+{
+    /* Recording writes their records; a placement places them. Before the
+     * program's constructors write them. */
+    if (!B.t || !(B.active || (hm__opt.record && hm__opt.events)))
+        return;
+    int dropped = 0;
+    hm__placement_globals(B.active ? B.pl : NULL, 0, on_global, NULL, &dropped);
+    lock();
+    B.dropped += (uint64_t)dropped;
+    unlock();
 }
 
 static void parse_capacity(void)
@@ -385,12 +393,6 @@ void hm__bind_init(void)
         }
         parse_capacity();
         B.active = B.t != NULL;
-        /* Before main, and before the program's constructors write them. */
-        if (B.active) {
-            int dropped = 0;
-            hm__module_objects(4096, 0, named_global, on_global, NULL, &dropped);
-            B.dropped += (uint64_t)dropped;
-        }
     }
 out:
     free(info);

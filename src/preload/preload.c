@@ -95,6 +95,32 @@ static int own_frame(uintptr_t pc)
     return !(pc >= hm__S.self_lo && pc < hm__S.self_hi) && !hm__site_skip(pc);
 }
 
+/* Claims the slot of a site seen for the first time: its index, or -1
+ * when it was seen already (or the table is full around it). */
+static int seen_claim(uint64_t id)
+{
+    size_t h = (size_t)(id % SEEN);
+    for (size_t i = 0; i < 16; i++) {
+        size_t j = (h + i) % SEEN;
+        uint64_t cur = __atomic_load_n(&seen[j], __ATOMIC_RELAXED);
+        if (cur == id)
+            return -1;
+        if (cur == 0 && __atomic_compare_exchange_n(&seen[j], &cur, id, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            return (int)j;
+    }
+    return -1;
+}
+
+/* Publishes a claimed site's source and writes its record (frames, one a
+ * line) once. */
+static void seen_publish(int j, uint64_t id, const char *frames)
+{
+    if (!hm__frame_source(frames, seen_src[j], sizeof seen_src[j]))
+        seen_src[j][0] = 0;
+    __atomic_store_n(&seen_ready[j], 1, __ATOMIC_RELEASE);
+    hm__spool_direct(HM_REC_SITE, hm__tid(), id, 0, 0, frames);
+}
+
 static uint64_t site_now(void)
 {
     bt_t b = {.n = 0, .max = hm__opt.depth};
@@ -105,36 +131,39 @@ static uint64_t site_now(void)
         _Unwind_Backtrace(bt_step, &b);
     }
     uint64_t id = hm__site_id(b.pcs, b.n);
-    /* First sighting of a site: queue its frames once, symbolized later. */
-    size_t h = (size_t)(id % SEEN);
-    for (size_t i = 0; i < 16; i++) {
-        size_t j = (h + i) % SEEN;
-        uint64_t cur = __atomic_load_n(&seen[j], __ATOMIC_RELAXED);
-        if (cur == id)
-            return id;
-        if (cur == 0 && __atomic_compare_exchange_n(&seen[j], &cur, id, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-            char frames[2048];
-            size_t off = 0;
-            for (int k = 0; k < b.n && off < sizeof frames - 1; k++) {
-                int w = hm__site_frame(b.pcs[k], frames + off, sizeof frames - off);
-                if (w < 0)
-                    break;
-                off += (size_t)w;
-                if (off > sizeof frames - 1)
-                    off = sizeof frames - 1;
-                if (off < sizeof frames - 1)
-                    frames[off++] = '\n';
-            }
-            if (off > 0)
-                frames[off - 1] = '\0';
-            else
-                frames[0] = '\0';
-            if (!hm__frame_source(frames, seen_src[j], sizeof seen_src[j]))
-                seen_src[j][0] = 0;
-            __atomic_store_n(&seen_ready[j], 1, __ATOMIC_RELEASE);
-            hm__spool_direct(HM_REC_SITE, hm__tid(), id, 0, 0, frames);
-            return id;
-        }
+    /* First sighting of a site: its frames symbolized once. */
+    int j = seen_claim(id);
+    if (j < 0)
+        return id;
+    char frames[2048];
+    size_t off = 0;
+    for (int k = 0; k < b.n && off < sizeof frames - 1; k++) {
+        int w = hm__site_frame(b.pcs[k], frames + off, sizeof frames - off);
+        if (w < 0)
+            break;
+        off += (size_t)w;
+        if (off > sizeof frames - 1)
+            off = sizeof frames - 1;
+        if (off < sizeof frames - 1)
+            frames[off++] = '\n';
+    }
+    if (off > 0)
+        frames[off - 1] = '\0';
+    else
+        frames[0] = '\0';
+    seen_publish(j, id, frames);
+    return id;
+}
+
+uint64_t hm__site_global(uintptr_t addr, const char *name)
+{
+    uint64_t id = hm__global_site(name);
+    int j = seen_claim(id);
+    if (j >= 0) {
+        char frames[1024];
+        if (hm__global_frame(addr, name, frames, sizeof frames) < 0)
+            frames[0] = '\0';
+        seen_publish(j, id, frames);
     }
     return id;
 }
@@ -260,6 +289,7 @@ __attribute__((constructor)) static void hm_preload_init(void)
     hm__S.ready = 1;
     hm__collector_start();
     hm__thr_get(); /* the main thread: starts its sampler */
+    hm__bind_globals();
     hm__guard--;
 }
 

@@ -68,6 +68,11 @@ uint32_t hm__tid(void);
 
 /* Object table and placement (bind.c). */
 void hm__bind_init(void);
+/* Makes the program's global and static arrays objects (the rule of
+ * hm__placement_globals): placed when a placement is in force, and
+ * reported as allocation and name records when recording. Called once
+ * the runtime is ready, before the program's constructors. */
+void hm__bind_globals(void);
 int hm__bind_active(void);
 /* Called for every tracked allocation; returns the memory to hand out when
  * bind mode allocated it itself (page-aligned mmap), else NULL. */
@@ -76,6 +81,10 @@ void *hm__bind_alloc(size_t size, size_t align, int zero, uint64_t site);
 void hm__obj_add(void *p, size_t size, uint64_t site);
 /* The allocating call's "file:line" of a site seen in this process, or NULL. */
 const char *hm__site_source(uint64_t site);
+/* The site id of the global or static array @p name at @p addr
+ * (hm__global_site: hetmem sim's), its declaring line kept for
+ * hm__site_source and its site record written, on first sight. */
+uint64_t hm__site_global(uintptr_t addr, const char *name);
 /* Removes a tracked object; returns 1 when it was tracked, and sets *own
  * when bind mode owns its memory (the caller must then hm__bind_release). */
 int hm__obj_remove(void *p, int *own, size_t *size);
