@@ -59,6 +59,8 @@ typedef struct {
     double *c_ns;         /* device-independent time */
     double *k;            /* ns per latency-weight unit, per (class, device) */
     double *resid;        /* corner residual per (class, device) */
+    double *kq;           /* per (class, device): the queue's growth with load of a device
+                           * without a loaded-latency curve (0: none) */
     double *ys;           /* per (class, device): scale of the channel time (at most 1: a
                            * bound run that moved less than its traffic estimate) */
     double *lat;          /* per (class, object, device): latency cost (weight x period) */

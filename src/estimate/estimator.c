@@ -48,6 +48,7 @@ HM_API void hm_estimator_close(hm_estimator_t *e)
     free(m->k);
     free(m->resid);
     free(m->ys);
+    free(m->kq);
     free(m->tdev);
     free(m->g_off);
     free(m->g_r);

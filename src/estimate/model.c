@@ -138,6 +138,7 @@ typedef enum {
     R_STORE_FLOOR,       /* no latency cost, runs at a floor: C is the floor */
     R_SATURATED_REF,     /* a saturated reference leaves the phase to its channels */
     R_QUEUEING_CARRIED,  /* only the idle latency changes with the device */
+    R_QUEUE_BY_LOAD,     /* without a curve, a run's queueing scales with the load (Kingman) */
     R_CHANNEL_IN_RUN,    /* a run's channel time is at most its time */
     R_PROFILE,           /* a class is timed window by window */
     R_CLASSES,           /* instances are cut into classes by traffic mix */
@@ -156,7 +157,7 @@ static const char *const rule_names[R_COUNT] = {
     "streamed_hits", "swept", "dirty_lines", "posted_writebacks", "traffic_in_run", "store_excess",
     "bound_by_latency", "bound_by_bandwidth", "bound_by_unsampled", "unsampled_traffic", "c_at_most_fastest",
     "k_at_most_1", "bound_runs_no_k",
-    "store_floor", "saturated_reference", "queueing_carried", "channel_in_run", "window_profile",
+    "store_floor", "saturated_reference", "queueing_carried", "queue_by_load", "channel_in_run", "window_profile",
     "classes", "regimes", "hit_waits", "model_error", "blend_splits", "blend_bound", "mix", "mix_cap"};
 static int rules_off[R_COUNT];
 
@@ -297,6 +298,18 @@ static double ll_factor(const hm_estimator_t *e, int d, double u)
     return pn / e->lat_ns[d];
 }
 
+/* Device d's latency in class c at utilisation u over its idle latency:
+ * its curve where the trace header has one, else the queue its own run
+ * showed (queue_factor). */
+static double load_factor(const hm_estimator_t *e, int c, int d, double u)
+{
+    double q = e->dm.kq ? e->dm.kq[(size_t)c * e->ndev + d] : 0;
+    if (!(q > 0))
+        return ll_factor(e, d, u);
+    u = u < 1 - 1e-9 ? u : 1 - 1e-9;
+    return 1 + q * u / (1 - u);
+}
+
 /* A window of a class's profile: its latency share a, channel share b and
  * their ratio r. */
 typedef struct {
@@ -386,6 +399,40 @@ static inline double channel_side(const hm_estimator_t *e, const double *y, doub
     return bp + (1 - w) * (sum - bp);
 }
 
+/* The latency side at time t: C + sum_d lpd_d x load factor at y_d / t. */
+static double lat_side_at(const hm_estimator_t *e, int c, double C, const double *lpd, const double *y, double t)
+{
+    double lp = C;
+    for (int d = 0; d < e->ndev; d++)
+        lp += lpd[d] > 0 ? lpd[d] * load_factor(e, c, d, y[d] < t ? y[d] / t : 1) : 0;
+    return lp;
+}
+
+/* lat_bw_time where a device queues as its run showed (queue_factor): its
+ * latency grows without bound as its channels fill, so the latency side
+ * is the fixed point t = lat(t) above the channel time too (not only above
+ * the unloaded latency side): a placement whose channel time on the device
+ * nears its time waits in the queue. The search starts at lo, the larger
+ * of the two, where lat(lo) >= lo or the class is timed at lo. */
+static double queue_time(const hm_estimator_t *e, int c, double C, const double *lpd, const double *y, double lo,
+                         double bp)
+{
+    double l = lat_side_at(e, c, C, lpd, y, lo);
+    if (!(l > lo))
+        return profile_time(e, c, l, bp);
+    double hi = 2 * lo;
+    for (int it = 0; it < 64 && lat_side_at(e, c, C, lpd, y, hi) > hi; it++)
+        lo = hi, hi *= 2;
+    for (int it = 0; it < 100 && hi - lo > 1e-7 * hi; it++) {
+        double t = (lo + hi) / 2;
+        if (lat_side_at(e, c, C, lpd, y, t) > t)
+            lo = t;
+        else
+            hi = t;
+    }
+    return profile_time(e, c, (lo + hi) / 2, bp);
+}
+
 /* Class c's time from its latency terms per device (unloaded: lpd, ns) and
  * the channel time of its traffic per device (y): profile_time of the
  * latency side, C + sum_d lpd_d x loaded factor at the device's
@@ -394,21 +441,24 @@ static inline double channel_side(const hm_estimator_t *e, const double *y, doub
  * found by bisection (the latency part falls as t grows). */
 static double lat_bw_time(const hm_estimator_t *e, int c, double C, const double *lpd, const double *y)
 {
-    int D = e->ndev, curves = 0;
+    int D = e->ndev, curves = 0, queues = 0;
     double lp0 = C, bp = 0;
     for (int d = 0; d < D; d++) {
         lp0 += lpd[d];
         bp = y[d] > bp ? y[d] : bp;
         curves |= e->ll_n[d] > 0 && lpd[d] > 0;
+        queues |= e->dm.kq && e->dm.kq[(size_t)c * D + d] > 0 && lpd[d] > 0;
     }
     bp = channel_side(e, y, bp);
+    if (queues)
+        return queue_time(e, c, C, lpd, y, lp0 > bp ? lp0 : bp, bp);
     if (!curves || lp0 <= bp)
         return profile_time(e, c, lp0, bp);
     double lo = lp0, hi = 0;
     for (int it = 0; it < 40; it++) {
         double t = it ? (lo + hi) / 2 : lo, lp = C;
         for (int d = 0; d < D; d++)
-            lp += lpd[d] > 0 ? lpd[d] * ll_factor(e, d, y[d] < t ? y[d] / t : 1) : 0;
+            lp += lpd[d] > 0 ? lpd[d] * load_factor(e, c, d, y[d] < t ? y[d] / t : 1) : 0;
         if (it == 0) {
             hi = lp; /* lp(lo) >= the fixed point >= lo */
             if (hi - lo <= 1e-9 * lo)
@@ -1498,6 +1548,69 @@ static void store_floor(const hm_estimator_t *e, runs_t *r)
         r->C = r->tfast;
 }
 
+/* Run d's channel utilisation in class c (its traffic, sampled and
+ * unsampled, over its time: as the estimate of all data on d counts it)
+ * and its memory loads' mean latency weight over d's idle latency (*w, 0
+ * without memory loads). */
+static double run_load(const hm_estimator_t *e, const prep_t *p, int c, const runs_t *r, int d, double *w)
+{
+    const hm__est_default_t *m = &e->dm;
+    double y = 0, nm = 0, raw = 0;
+    for (int o = 0; o < e->nobj; o++) {
+        size_t co = (size_t)c * e->nobj + o;
+        y += chan_time(e, d, m->bytes[co] + m->bytes_x[co], m->wbytes[co]);
+        nm += p->lmem[ix3(e, c, o, d)];
+        raw += p->raw[ix3(e, c, o, d)];
+    }
+    *w = nm > 0 && e->lat_ns[d] > 0 ? raw / (nm * e->lat_ns[d]) : 0;
+    return r->T[d] > 0 ? y / r->T[d] : 0;
+}
+
+/* The queue a run on a device without a loaded-latency curve showed
+ * (rule queue_by_load). Its memory loads waited W idle latencies on
+ * average (their latency weight over the device's idle latency). Part of
+ * that is the phase's own, whatever the device (the cache path, its own
+ * write-backs): the least loaded run shows it, W0 (unloaded by its curve,
+ * where it has one). The trace header gives this device's latency as flat
+ * below saturation, so the rest, W / W0, is queueing for its channels:
+ * bursts that outran this thread's share. A queue's wait grows with its
+ * utilisation u as u / (1 - u) (Kingman's G/G/1 approximation, Wq = V S
+ * u / (1 - u): S the service time, V the arrivals' and services'
+ * variability, neither known), so with V S fitted on the run itself, at
+ * the utilisation u its traffic put on its channels (sampled and
+ * unsampled, as the estimate of all data on the device counts it), a
+ * placement that loads the device to u' waits 1 + q u' / (1 - u') times
+ * the phase's own latency, q = (W / W0 - 1) (1 - u) / u: the run's own
+ * wait at u, less where the placement sends the device less traffic.
+ * Returns q, and the run's factor W / W0 in *wait (1 without a queue).
+ * Only for an unbound run (a bound run's time is its channels'), never for
+ * the least loaded run itself; 0 where the device has a curve or the run
+ * waited no longer than the phase's own. */
+static double queue_factor(const hm_estimator_t *e, const prep_t *p, int c, const runs_t *r, int d, double *wait)
+{
+    *wait = 1;
+    if (!RULE(R_QUEUE_BY_LOAD) || r->bound[d] || e->ll_n[d] > 0 || !(e->lat_ns[d] > 0) || !(r->T[d] > 0))
+        return 0;
+    double w, u = run_load(e, p, c, r, d, &w);
+    if (!(u > 0) || !(u < 1) || !(w > 0))
+        return 0;
+    /* The phase's own wait: the least loaded run's, unloaded by its curve. */
+    int lr = -1;
+    double lu = 0, lw = 0;
+    for (int j = 0; j < e->ndev; j++) {
+        double wj, uj = run_load(e, p, c, r, j, &wj);
+        if (wj > 0 && e->bw[j] > 0 && (lr < 0 || uj < lu))
+            lr = j, lu = uj, lw = wj;
+    }
+    if (lr < 0 || lr == d)
+        return 0;
+    double w0 = lw / ll_factor(e, lr, fmin(1.0, lu));
+    if (!(w > w0) || !(w0 > 0))
+        return 0;
+    *wait = w / w0;
+    return (*wait - 1) * (1 - u) / u;
+}
+
 /* Step 10: latency terms per device: measured for unbound runs; for bound
  * ones, the unloaded cost of the nearest unbound run (in idle latency),
  * each of its memory loads' idle latency changed to the device's. When
@@ -1548,6 +1661,11 @@ static void latency_terms(hm_estimator_t *e, const prep_t *p, int c, const runs_
          * phase's, not the device's, and is carried over as it is
          * (test_queueing_carried). */
         double llf = ll_factor(e, src, Tc[src] > 0 ? fmin(1.0, tau[src] / Tc[src]) : 0);
+        double w, q = queue_factor(e, p, c, r, d, &w);
+        if (src == d && q > 0) {
+            m->kq[(size_t)c * D + d] = q;
+            llf = w; /* 1 + q u / (1 - u) at the run's own utilisation */
+        }
         for (int o = 0; o < O; o++) {
             size_t is = ix3(e, c, o, src);
             double l = p->raw[is] * scale / llf;
@@ -1652,7 +1770,7 @@ static void residuals(hm_estimator_t *e, int c, const runs_t *r)
 static void free_terms(hm__est_default_t *m)
 {
     double **all[] = {&m->c_ns, &m->k, &m->resid, &m->lat, &m->bytes, &m->bytes_x, &m->wbytes, &m->latsum,
-                      &m->xw, &m->xwsum, &m->var, &m->ys, &m->tdev, &m->g_r, &m->g_a, &m->g_b};
+                      &m->xw, &m->xwsum, &m->var, &m->ys, &m->kq, &m->tdev, &m->g_r, &m->g_a, &m->g_b};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
         free(*all[i]);
         *all[i] = NULL;
@@ -1683,13 +1801,14 @@ static int prepare_terms(hm_estimator_t *e, const int8_t *force, double *pu)
     m->xwsum = calloc((size_t)C * D, sizeof(double));
     m->var = calloc((size_t)C * O * D, sizeof(double));
     m->ys = calloc((size_t)C * D, sizeof(double));
+    m->kq = calloc((size_t)C * D, sizeof(double));
     m->tdev = calloc((size_t)C * D, sizeof(double));
     m->g_off = calloc((size_t)C + 1, sizeof(int));
     m->g_r = calloc((size_t)m->cls_woff[C] + 1, sizeof(double));
     m->g_a = calloc((size_t)m->cls_woff[C] + 1, sizeof(double));
     m->g_b = calloc((size_t)m->cls_woff[C] + 1, sizeof(double));
     if (!m->c_ns || !m->k || !m->resid || !m->lat || !m->bytes || !m->bytes_x || !m->wbytes || !m->latsum || !m->xw ||
-        !m->xwsum || !m->var || !m->ys || !m->tdev || !m->g_off || !m->g_r || !m->g_a || !m->g_b)
+        !m->xwsum || !m->var || !m->ys || !m->kq || !m->tdev || !m->g_off || !m->g_r || !m->g_a || !m->g_b)
         return -ENOMEM;
     prep_t p = {0};
     if ((rc = sum_windows(e, &p)) < 0) {

@@ -449,8 +449,10 @@ static void test_loaded_latency(void)
         "               {\"name\": \"far\", \"runtime_ns\": 2e6, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 200}],"
         " \"objects\": [{\"site\": \"0x1\", \"size\": 1048576}, {\"site\": \"0x2\", \"size\": 1048576}],"
         " \"windows\": [{\"phase\": 0, \"t_ns\": [1e6, 2e6], \"stats\": ["
-        "   [0, 0, 100, 20000, 100, 20000, 0], [1, 0, 100, 20000, 100, 20000, 0],"
-        "   [0, 1, 100, 40000, 100, 40000, 0], [1, 1, 100, 40000, 100, 40000, 0]]}]}";
+        "   [0, 0, 100, 10000, 100, 10000, 0], [1, 0, 100, 10000, 100, 10000, 0],"
+        "   [0, 1, 100, 20000, 100, 20000, 0], [1, 1, 100, 20000, 100, 20000, 0]]}]}";
+    /* Each memory load waits its device's idle latency (100 and 200 ns):
+     * without a curve there is no queue to scale (queue_by_load). */
     char flat[2048], curve[2048];
     snprintf(flat, sizeof flat, fmt, "");
     snprintf(curve, sizeof curve, fmt, ", \"loaded_latency\": [[0.5, 150], [0.9, 400]]");
@@ -1384,6 +1386,67 @@ static void test_queueing_carried(void)
     far_each("queueing", js, 1e8, &a, &b);
     CHECK_NEAR(a, 1.3e8, 0.03);
     CHECK(b > 2.5e8); /* object 1 on the far device: its channels */
+}
+
+/* A device without a loaded-latency curve whose run's memory loads waited
+ * beyond its idle latency queued for its channels; the queue shrinks with
+ * the load a placement puts there (queue_by_load, Kingman: the wait
+ * beyond idle latency grows as u / (1 - u)). Two objects of 100 sampled
+ * memory loads each (period 1000: 1e5 lines, 6.4 MB). near (20 GB/s,
+ * 100 ns): each load waits 100 ns, 10 ms of latency cost per object, run
+ * 70 ms. far (0.256 GB/s, 200 ns): each waits 400 ns, W = 2 idle
+ * latencies, 40 ms per object, run 100 ms, its channels 2 x 25 ms = 50 ms
+ * busy: u = 0.5, unbound (time ratio 1.43 < 1.1 x 2), so q = (W - 1) (1 -
+ * u) / u = 1 and far's latency is 1 / (1 - u) idle latencies. The fit
+ * through (20 ms, 70 ms) and (80 ms, 100 ms): k = 0.5, C = 60 ms. Object 0
+ * alone on far: 25 ms of far channels, its idle cost 20 ms, so t = 60 +
+ * 0.5 (10 + 20 / (1 - 25 / t)): t^2 - 100 t + 1625 = 0, t = 50 +
+ * sqrt(875) = 79.58 ms. All on far: t^2 - 130 t + 3000 = 0, t = 100 ms,
+ * the run. Carried at the run's 2 idle latencies instead: 60 + 0.5 (10 +
+ * 40) = 85 ms. The queue is what far waited beyond the phase's own wait,
+ * which the least loaded run shows (near, u = 0.01): with near's loads at
+ * 1.5 idle latencies (15 ms per object, run 55 ms) and far's at 3 (60 ms,
+ * W / W0 = 2, q = 1 again), k = 0.5 and C = 40 ms, far's unloaded cost is
+ * 30 ms per object and object 0 alone there gives t = 40 + 0.5 (15 + 30 /
+ * (1 - 25 / t)): t^2 - 87.5 t + 1187.5 = 0, t = 70.71 ms (with all of
+ * far's wait as queue, q = 2, it would be 68.89 ms). */
+static void test_queue_by_load(void)
+{
+    const char *js =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 7e7, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 1e8, \"period\": 1000, \"bandwidth_gbs\": 0.256, \"read_latency_ns\": 200}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 67108864}, {\"site\": \"0x2\", \"size\": 67108864}],"
+        " \"windows\": [{\"phase\": 0, \"t_ns\": [7e7, 1e8], \"stats\": ["
+        "   [0, 0, 100, 10000, 100, 10000, 0, 100, 0, 0], [1, 0, 100, 10000, 100, 10000, 0, 100, 0, 0],"
+        "   [0, 1, 100, 40000, 100, 40000, 0, 100, 0, 0], [1, 1, 100, 40000, 100, 40000, 0, 100, 0, 0]]}]}";
+    hm_estimator_t *e;
+    hm_est_state_t *st = open_default(&e, "queue by load", js, 7e7);
+    if (st) {
+        double t = 0;
+        CHECK_EQ_INT(hm_est_state_move(st, -1, 0, 1, 100, &t), 0);
+        CHECK_NEAR(t, 7.958e7, 1e-3);
+        CHECK_EQ_INT(hm_est_state_move(st, -1, 1, 1, 100, &t), 0);
+        CHECK_NEAR(t, 1e8, 1e-6);
+        hm_est_state_close(st);
+    }
+    hm_estimator_close(e);
+    const char *js0 =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 5.5e7, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 1e8, \"period\": 1000, \"bandwidth_gbs\": 0.256, \"read_latency_ns\": 200}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 67108864}, {\"site\": \"0x2\", \"size\": 67108864}],"
+        " \"windows\": [{\"phase\": 0, \"t_ns\": [5.5e7, 1e8], \"stats\": ["
+        "   [0, 0, 100, 15000, 100, 15000, 0, 100, 0, 0], [1, 0, 100, 15000, 100, 15000, 0, 100, 0, 0],"
+        "   [0, 1, 100, 60000, 100, 60000, 0, 100, 0, 0], [1, 1, 100, 60000, 100, 60000, 0, 100, 0, 0]]}]}";
+    st = open_default(&e, "queue beyond the phase's wait", js0, 5.5e7);
+    if (st) {
+        double t = 0;
+        CHECK_EQ_INT(hm_est_state_move(st, -1, 0, 1, 100, &t), 0);
+        CHECK_NEAR(t, 7.071e7, 1e-3);
+        hm_est_state_close(st);
+    }
+    hm_estimator_close(e);
 }
 
 /* A bound run's channel time is at most its time. Both runs are bound by
@@ -2591,6 +2654,7 @@ int main(void)
     test_steep_fit();
     test_store_scatter_excess();
     test_queueing_carried();
+    test_queue_by_load();
     test_channel_within_run();
     test_bursts();
     test_dirty_lines_posted();
