@@ -1663,6 +1663,8 @@ static void latency_terms(hm_estimator_t *e, const prep_t *p, int c, const runs_
         double llf = ll_factor(e, src, Tc[src] > 0 ? fmin(1.0, tau[src] / Tc[src]) : 0);
         double w, q = queue_factor(e, p, c, r, d, &w);
         if (src == d && q > 0) {
+            HM_DEBUG("estimate: class %s run %s: waits %.3f x the phase's own latency, queue factor q %.4g",
+                     e->phase_name[m->cls_phase[c]], e->dev_name[d], w, q);
             m->kq[(size_t)c * D + d] = q;
             llf = w; /* 1 + q u / (1 - u) at the run's own utilisation */
         }
