@@ -201,6 +201,22 @@ const hm_objtab_entry_t *hm__objtab_next(const hm_objtab_t *t, uint64_t addr)
 
 size_t hm__objtab_count(const hm_objtab_t *t) { return t->count; }
 
+size_t hm__objtab_list(const hm_objtab_t *t, hm_objtab_entry_t *out, uint32_t *stack)
+{
+    size_t k = 0, depth = 0;
+    uint32_t n = t->root;
+    while (n || depth) {
+        while (n) {
+            stack[depth++] = n;
+            n = t->n[n].l;
+        }
+        n = stack[--depth];
+        out[k++] = t->n[n].e;
+        n = t->n[n].r;
+    }
+    return k;
+}
+
 size_t hm__objtab_footprint(const hm_objtab_t *t) { return sizeof *t + (size_t)t->cap * sizeof(node_t); }
 
 int hm__objtab_remove(hm_objtab_t *t, uint64_t addr, hm_objtab_entry_t *out)

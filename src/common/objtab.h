@@ -59,6 +59,11 @@ const hm_objtab_entry_t *hm__objtab_overlap(const hm_objtab_t *t, uint64_t addr,
  * as the loop body does not insert or remove). */
 const hm_objtab_entry_t *hm__objtab_next(const hm_objtab_t *t, uint64_t addr);
 size_t hm__objtab_count(const hm_objtab_t *t);
+/* Copies every live entry, in address order, to out (room for
+ * hm__objtab_count() entries); O(n), where n next() calls take O(n log n).
+ * stack is scratch of as many uint32_t (a path from the root is never
+ * longer than the count). Returns the number copied. */
+size_t hm__objtab_list(const hm_objtab_t *t, hm_objtab_entry_t *out, uint32_t *stack);
 /* Bytes of memory the table holds (for tests of its footprint). */
 size_t hm__objtab_footprint(const hm_objtab_t *t);
 

@@ -623,12 +623,110 @@ static void rec_forget(recent_t *rec, uint64_t lo, uint64_t len)
             rec->recent[x].size = 0;
 }
 
-/* Allocation tracking of one run while it is read. */
+/* Lookups in the table after its last change before its sorted copy is
+ * built: a fixed part, plus one per 8 live objects (copying the table
+ * costs about as much as that many lookups in it, so a program that changes
+ * its objects all along pays at most about twice what the table alone
+ * would cost it). */
+#define SNAP_AFTER 64
+
+/* A live object as the sorted copy of the table holds it. */
+typedef struct {
+    uint64_t addr, ext, last; /* start, size (1 for a zero-size entry), last byte (saturated) */
+    int obj;
+} snap_ent_t;
+
+/* Allocation tracking of one run while it is read. Behind the recent
+ * ranges, a sorted copy of the table (starts apart, for a binary search
+ * that stays in cache) answers lookups once the table has stayed unchanged
+ * for a while (SNAP_AFTER): a program with thousands of small objects
+ * (a sparse matrix's rows) allocates them first and then reads them for
+ * millions of samples, each a walk down the table's tree otherwise. Any
+ * change to the table or to an object's name drops the copy. */
 typedef struct {
     hm_objtab_t *tab;
     alloc_t *allocs;
     size_t nalloc, cap;
+    uint64_t *s_addr;         /* the copy's starts, ascending */
+    snap_ent_t *s_ent;
+    hm_objtab_entry_t *s_tmp; /* scratch of a build */
+    uint32_t *s_stack;
+    size_t s_n, s_cap;
+    int s_valid;
+    uint64_t s_misses;        /* lookups in the table since it last changed */
 } track_t;
+
+static void track_free(track_t *k)
+{
+    free(k->allocs);
+    free(k->s_addr);
+    free(k->s_ent);
+    free(k->s_tmp);
+    free(k->s_stack);
+    hm__objtab_close(k->tab);
+}
+
+/* The table or an object's name changes at [lo, lo + len): the ranges that
+ * hold its addresses are forgotten, and the sorted copy dropped. */
+static void track_changed(track_t *k, recent_t *rec, uint64_t lo, uint64_t len)
+{
+    rec_forget(rec, lo, len);
+    k->s_valid = 0;
+    k->s_misses = 0;
+}
+
+/* Builds the sorted copy of the table; on want of memory there is none and
+ * lookups go on in the table. */
+static void snap_build(track_t *k)
+{
+    size_t n = hm__objtab_count(k->tab);
+    if (n > k->s_cap) {
+        size_t c = n + n / 2;
+        free(k->s_addr);
+        free(k->s_ent);
+        free(k->s_tmp);
+        free(k->s_stack);
+        k->s_addr = malloc(c * sizeof *k->s_addr);
+        k->s_ent = malloc(c * sizeof *k->s_ent);
+        k->s_tmp = malloc(c * sizeof *k->s_tmp);
+        k->s_stack = malloc(c * sizeof *k->s_stack);
+        k->s_cap = c;
+        if (!k->s_addr || !k->s_ent || !k->s_tmp || !k->s_stack) {
+            free(k->s_addr);
+            free(k->s_ent);
+            free(k->s_tmp);
+            free(k->s_stack);
+            k->s_addr = NULL, k->s_ent = NULL, k->s_tmp = NULL, k->s_stack = NULL;
+            k->s_cap = 0;
+            k->s_misses = 0;
+            return;
+        }
+    }
+    k->s_n = hm__objtab_list(k->tab, k->s_tmp, k->s_stack);
+    for (size_t i = 0; i < k->s_n; i++) {
+        const hm_objtab_entry_t *e = &k->s_tmp[i];
+        uint64_t ext = e->size ? e->size : 1;
+        k->s_addr[i] = e->addr;
+        k->s_ent[i] = (snap_ent_t){e->addr, ext, e->addr + (ext - 1) < e->addr ? UINT64_MAX : e->addr + (ext - 1),
+                                   k->allocs[e->id].obj};
+    }
+    k->s_valid = 1;
+}
+
+/* The copy's last object starting at or below @p a, or -1. */
+static inline ptrdiff_t snap_floor(const track_t *k, uint64_t a)
+{
+    const uint64_t *base = k->s_addr;
+    size_t n = k->s_n;
+    if (!n)
+        return -1;
+    while (n > 1) {
+        size_t half = n / 2;
+        base = base[half] <= a ? base + half : base;
+        n -= half;
+    }
+    return *base <= a ? base - k->s_addr : -1;
+}
 
 /* Applies one non-sample record: phase markers and counters are kept,
  * allocations, frees and names update the live objects. */
@@ -662,14 +760,14 @@ static int track_event(run_t *r, track_t *k, recent_t *rec, const hm_record_t *e
         if (hm__objtab_insert(k->tab, a->addr, a->size, k->nalloc) < 0)
             return -ENOMEM;
         /* The remembered ranges of what it replaced overlap it too. */
-        rec_forget(rec, a->addr, a->size);
+        track_changed(k, rec, a->addr, a->size);
         k->nalloc++;
         live_add(os, o, a->size, 1);
     } else if (ev->kind == HM_REC_FREE) {
         hm_objtab_entry_t ent;
         if (hm__objtab_remove(k->tab, ev->u.alloc.addr, &ent) == 0) {
             os->v[k->allocs[ent.id].obj].live -= k->allocs[ent.id].size;
-            rec_forget(rec, ent.addr, ent.size);
+            track_changed(k, rec, ent.addr, ent.size);
         }
     } else if (ev->kind == HM_REC_SITE) {
         /* Written before the site's first allocation: the entry is made
@@ -692,7 +790,7 @@ static int track_event(run_t *r, track_t *k, recent_t *rec, const hm_record_t *e
             os->v[al->obj].live -= al->size;
             os->v[al->obj].allocations--;
             al->obj = o;
-            rec_forget(rec, ent->addr, ent->size);
+            track_changed(k, rec, ent->addr, ent->size);
             live_add(os, o, al->size, 1);
         }
     }
@@ -725,8 +823,9 @@ static int buf_grow(run_t *r, size_t more)
 }
 
 /* The object at @p a when its slot does not hold it: from the recent
- * ranges, else from the table; the range found goes into the slot. */
-static int find_obj(const track_t *k, recent_t *rec, uint64_t a)
+ * ranges, else from the table (or its sorted copy, which gives the same
+ * range); the range found goes into the slot. */
+static int find_obj(track_t *k, recent_t *rec, uint64_t a)
 {
     range_t *sl = &rec->slot[(a >> SLOT_SHIFT) % SLOTS];
     if (!sl->size)
@@ -737,6 +836,28 @@ static int find_obj(const track_t *k, recent_t *rec, uint64_t a)
             return sl->obj;
         }
     range_t g;
+    if (!k->s_valid && ++k->s_misses >= SNAP_AFTER + hm__objtab_count(k->tab) / 8)
+        snap_build(k);
+    if (k->s_valid) {
+        /* As the table's path below: the object holding a; else the free
+         * part of its page around it, up to the next object, and just a
+         * when the object below it ends inside its page. */
+        ptrdiff_t f = snap_floor(k, a);
+        if (f >= 0 && k->s_ent[f].last >= a) {
+            g = (range_t){k->s_ent[f].addr, k->s_ent[f].ext, k->s_ent[f].obj};
+        } else {
+            uint64_t lo = a & ~(uint64_t)4095, hi = lo + 4096;
+            size_t nx = (size_t)(f + 1);
+            if (nx < k->s_n && k->s_ent[nx].addr < hi)
+                hi = k->s_ent[nx].addr;
+            if (a > lo && f >= 0 && k->s_ent[f].last >= lo)
+                lo = a;
+            g = (range_t){lo, hi > lo ? hi - lo : 1, -1};
+        }
+        rec->recent[rec->next++ % RECENT] = g;
+        *sl = g;
+        return g.obj;
+    }
     const hm_objtab_entry_t *ent = hm__objtab_find(k->tab, a);
     if (ent) {
         /* A zero-size entry covers its first byte. */
@@ -873,8 +994,7 @@ static int walk_run(run_t *r)
         while (rc == 0 && ei < nev)
             rc = track_event(r, &k, &rec, &evs[ei++]);
     }
-    free(k.allocs);
-    hm__objtab_close(k.tab);
+    track_free(&k);
     return rc;
 }
 

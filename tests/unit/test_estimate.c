@@ -1770,6 +1770,100 @@ static void test_fit_below_fastest(void)
  * device: the streaming windows take their far channel time, the chasing
  * ones their near time: 2 x 12.8 + 2 x 2.5 = 30.6 ms. Timed as one class,
  * the instance's summed channel time (25.6 ms) hid the chasing half. */
+/* Many small objects, sampled at random, with the objects changing in
+ * between (some freed and allocated again from another site, one named):
+ * every sample counts for the object that held its address then, whether
+ * the lookup went through the allocation table or through the sorted copy
+ * of it that summary building makes once the table has stayed unchanged for
+ * a while (more than SNAP_AFTER = 64 + 512 / 8 lookups here per stretch). The
+ * expected counts come from the addresses written. */
+#define SM_BASE 0x300000000ull
+#define SM_N 512
+#define SM_SIZE 192 /* 256 bytes apart: 64 untracked bytes after each */
+static uint32_t sm_hash(uint32_t x)
+{
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x;
+}
+
+/* Classes: 0 site 0x51, 1 site 0x52, 2 site 0x53, 3 site 0x52 named "hot", 4 untracked. */
+static void write_small_run(const char *path, const char *dev, uint64_t end_time, double want[5])
+{
+    const char *argv[] = {"./small.sim", NULL};
+    hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", 1000, dev, NULL, argv, NULL};
+    hm_trace_writer_t *w;
+    CHECK_EQ_INT(hm_trace_writer_open(&w, path, &m), 0);
+    int cls[SM_N];
+    uint64_t t = 100;
+    for (int i = 0; i < SM_N; i++) {
+        cls[i] = i & 1;
+        hm_alloc_t a = {t++, SM_BASE + (uint64_t)i * 256, SM_SIZE, cls[i] ? 0x52 : 0x51, 0};
+        CHECK_EQ_INT(hm_trace_write_alloc(w, &a), 0);
+    }
+    memset(want, 0, 5 * sizeof *want);
+    for (uint32_t j = 0; j < 9000; j++) {
+        if (j == 3000) {
+            /* Every eighth object freed and allocated again from site 0x53. */
+            for (int i = 0; i < SM_N; i += 8) {
+                CHECK_EQ_INT(hm_trace_write_free(w, t++, SM_BASE + (uint64_t)i * 256, 0), 0);
+                hm_alloc_t a = {t++, SM_BASE + (uint64_t)i * 256, SM_SIZE, 0x53, 0};
+                CHECK_EQ_INT(hm_trace_write_alloc(w, &a), 0);
+                cls[i] = 2;
+            }
+        }
+        if (j == 6000) {
+            CHECK_EQ_INT(hm_trace_write_name(w, t++, SM_BASE + 256, "hot"), 0);
+            cls[1] = 3;
+        }
+        uint32_t i = j >= 6000 && j % 10 == 0 ? 1 : sm_hash(j) % SM_N, off = sm_hash(j + 77777) % 256;
+        hm_sample_t s = {t, SM_BASE + (uint64_t)i * 256 + off, 0x1234, 0, 100, (uint16_t)HM_DSRC_MAKE_MEM(0),
+                         HM_ACCESS_LOAD};
+        t += 1000;
+        CHECK_EQ_INT(hm_trace_write_sample(w, &s), 0);
+        want[off < SM_SIZE ? cls[i] : 4] += 1;
+    }
+    hm_trace_end_t end = {end_time, 0};
+    CHECK_EQ_INT(hm_trace_writer_close(w, &end), 0);
+}
+
+static void test_many_small_objects(void)
+{
+    char *p1 = path_of("small-slow.hmt"), *p2 = path_of("small-fast.hmt");
+    double want[5], want2[5];
+    write_small_run(p1, "slow", 20000000, want);
+    write_small_run(p2, "fast", 10000000, want2);
+    const char *paths[] = {p1, p2};
+    hm_estimator_t *e = NULL;
+    int rc = hm_estimator_open(&e, paths, 2, NULL);
+    if (rc < 0)
+        fprintf(stderr, "open small: %s: %s\n", hm_strerror(rc), hm_errdetail());
+    CHECK_EQ_INT(rc, 0);
+    if (e) {
+        static const uint64_t site[4] = {0x51, 0x52, 0x53, 0x52};
+        static const char *const name[4] = {NULL, NULL, NULL, "hot"};
+        for (int c = 0; c < 5; c++) {
+            int o = c < 4 ? hm_estimator_find_object(e, site[c], name[c]) : hm_estimator_nobjects(e) - 1;
+            CHECK(o >= 0);
+            hm_est_object_t ob = {0};
+            if (o >= 0)
+                CHECK_EQ_INT(hm_estimator_object(e, o, &ob), 0);
+            if (c < 4)
+                CHECK(ob.site == site[c] && (name[c] ? ob.name && !strcmp(ob.name, name[c]) : !ob.name));
+            CHECK_EQ_U64((uint64_t)ob.samples, (uint64_t)want[c]);
+        }
+        /* Each class holds samples, so a miscount shows. */
+        for (int c = 0; c < 5; c++)
+            CHECK(want[c] >= 100);
+    }
+    hm_estimator_close(e);
+    free(p1);
+    free(p2);
+}
+
 static void test_regimes(void)
 {
     const char *js =
@@ -2664,6 +2758,7 @@ int main(void)
     test_all_bound_face_value();
     test_fit_below_fastest();
     test_regimes();
+    test_many_small_objects();
     test_device_order();
     test_regime_by_mix();
     test_summary_figures();

@@ -105,6 +105,21 @@ static void random_ops(hm_objtab_t *t, int nops, uint64_t space, uint64_t maxsiz
         seen++;
     }
     CHECK_EQ_U64(seen, nref);
+    /* The listing gives the same entries in the same order. */
+    size_t cnt = hm__objtab_count(t);
+    hm_objtab_entry_t *all = calloc(cnt + 1, sizeof *all);
+    uint32_t *stack = calloc(cnt + 1, sizeof *stack);
+    CHECK(all && stack);
+    CHECK_EQ_U64(hm__objtab_list(t, all, stack), cnt);
+    size_t i = 0;
+    for (const hm_objtab_entry_t *e = hm__objtab_next(t, 0); e && i < cnt; e = hm__objtab_next(t, e->addr + 1), i++) {
+        CHECK_EQ_U64(all[i].addr, e->addr);
+        CHECK_EQ_U64(all[i].size, e->size);
+        CHECK_EQ_U64(all[i].id, e->id);
+    }
+    CHECK_EQ_U64(i, cnt);
+    free(all);
+    free(stack);
 }
 
 static size_t hook_live, hook_calls;
