@@ -1864,6 +1864,66 @@ static void test_many_small_objects(void)
     free(p2);
 }
 
+/* A block in the middle of a run that does not decode: summary building
+ * (the runs read on worker threads when there are CPUs for them) fails with
+ * HM_ECORRUPT and a detail naming the file and the block, frees what it
+ * built (ASan's leak check) and does not hang (the test's timeout), with the
+ * payload's checksum wrong, and with the checksum made right again over a
+ * broken zstd frame, which only the decompression can catch. */
+static void corrupt_block(const char *path, uint32_t blk, int fix_checksum)
+{
+    hm_trace_t *t;
+    CHECK_EQ_INT(hm_trace_open(&t, path), 0);
+    CHECK(hm_trace_nblocks(t) > blk);
+    hm_block_info_t b;
+    CHECK_EQ_INT(hm_trace_block_info(t, blk, &b), 0);
+    hm_trace_close(t);
+    FILE *f = fopen(path, "r+b");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    size_t len = 48 + b.compressed_bytes;
+    uint8_t *buf = malloc(len);
+    CHECK(buf && fseek(f, (long)b.offset, SEEK_SET) == 0 && fread(buf, 1, len, f) == len);
+    /* Past the frame header: bytes of the compressed blocks. */
+    for (size_t i = 48 + 16; i < len; i += 7)
+        buf[i] ^= 0x5a;
+    if (fix_checksum) {
+        uint64_t sum = hm__hash64(buf + 48, b.compressed_bytes, hm__hash64(buf, 40, 0));
+        memcpy(buf + 40, &sum, 8);
+    }
+    CHECK(fseek(f, (long)b.offset, SEEK_SET) == 0 && fwrite(buf, 1, len, f) == len);
+    fclose(f);
+    free(buf);
+}
+
+static void test_corrupt_block_mid_run(void)
+{
+    run_spec_t slow = SLOW, fast = FAST;
+    slow.n1 = slow.n2 = fast.n1 = fast.n2 = 100000; /* 3 blocks a run, threads worth starting */
+    for (int fix = 0; fix < 2; fix++) {
+        char *p1 = path_of("corrupt-slow.hmt"), *p2 = path_of("corrupt-fast.hmt");
+        write_run(p1, &slow);
+        write_run(p2, &fast);
+        corrupt_block(p2, 1, fix);
+        const char *paths[] = {p1, p2};
+        hm_estimator_t *e = NULL;
+        int rc = hm_estimator_open(&e, paths, 2, NULL);
+        CHECK_EQ_INT(rc, HM_ECORRUPT);
+        CHECK(e == NULL);
+        const char *d = hm_errdetail();
+        CHECK(strstr(d, p2) != NULL);
+        CHECK(strstr(d, "block 1 at offset") != NULL);
+        CHECK(strstr(d, fix ? "zstd" : "checksum mismatch") != NULL);
+        CHECK(strchr(d, '\n') == NULL);
+        if (!strstr(d, p2) || !strstr(d, fix ? "zstd" : "checksum"))
+            fprintf(stderr, "corrupt block (checksum %s): %s\n", fix ? "fixed" : "wrong", d);
+        hm_estimator_close(e);
+        free(p1);
+        free(p2);
+    }
+}
+
 static void test_regimes(void)
 {
     const char *js =
@@ -2759,6 +2819,7 @@ int main(void)
     test_fit_below_fastest();
     test_regimes();
     test_many_small_objects();
+    test_corrupt_block_mid_run();
     test_device_order();
     test_regime_by_mix();
     test_summary_figures();
