@@ -2,7 +2,10 @@
  * writer and reads it back with the batch reader (hm_trace_read_block) and
  * the record iterator (hm_trace_next), reporting records/s, MB/s and
  * compressed bytes per sample. Also writes small synthetic traces for the
- * demo (--synth).
+ * demo (--synth). --read TRACE times an existing trace instead: zstd
+ * decompression of its blocks alone, and the sample scan summary building
+ * reads (hm_trace_batch_begin/_next), in CPU time per sample, medians of
+ * --runs, printed as one JSON object.
  *
  * The stream imitates PEBS-style load sampling of a loop nest: five arrays
  * streamed with stride 8 (each sample lands a variable number of elements
@@ -284,6 +287,39 @@ static int read_next(const char *path, double *secs, uint64_t *nrec)
     return rc;
 }
 
+/* The samples of every block a batch at a time (hm_trace_batch_begin and
+ * _next: the columns summary building reads), as the estimator reads them. */
+static int read_scan(const char *path, uint64_t *ns, uint64_t *check)
+{
+    hm_trace_t *t;
+    int rc = hm_trace_open(&t, path);
+    if (rc < 0)
+        return rc;
+    uint64_t n = 0, sum = 0;
+    for (uint32_t b = 0; b < hm_trace_nblocks(t) && rc >= 0; b++) {
+        hm_event_list_t el;
+        hm_sample_batch_t bt;
+        if ((rc = hm_trace_batch_begin(t, b, &el)) < 0)
+            break;
+        while ((rc = hm_trace_batch_next(t, &bt)) > 0) {
+            for (uint32_t i = 0; i < bt.n; i++)
+                sum += bt.addr[i] ^ bt.time[i] ^ bt.weight[i] ^ bt.dsrc[i] ^ bt.access[i];
+            n += bt.n;
+        }
+    }
+    hm_trace_close(t);
+    *ns = n;
+    *check = sum;
+    return rc;
+}
+
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -300,14 +336,15 @@ static void usage(void)
 {
     fprintf(stderr, "usage: bench_trace_io [--samples N] [--runs R] [--file PATH] [--next-samples N] [--block RECORDS]\n"
                     "                      [--threads N]\n"
-                    "       bench_trace_io --synth PATH [--samples N]\n");
+                    "       bench_trace_io --synth PATH [--samples N]\n"
+                    "       bench_trace_io --read TRACE [--runs R]\n");
 }
 
 int main(int argc, char **argv)
 {
     uint64_t n = 100000000, next_n = 20000000;
     int runs = 3, threads = 2;
-    const char *file = NULL, *synth = NULL;
+    const char *file = NULL, *synth = NULL, *readp = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         uint64_t x;
@@ -318,6 +355,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--threads") && v && hm__parse_u64(v, &x) == 0 && x <= 64) threads = (int)x, i++;
         else if (!strcmp(a, "--block") && v && hm__parse_u64(v, &x) == 0 && x <= UINT32_MAX) block_records = (uint32_t)x, i++;
         else if (!strcmp(a, "--synth") && v) synth = v, i++;
+        else if (!strcmp(a, "--read") && v) readp = v, i++;
         else {
             usage();
             return 2;
@@ -330,6 +368,32 @@ int main(int argc, char **argv)
             fprintf(stderr, "hetmem: %s: %s: %s\n", synth, hm_strerror(rc), hm_errdetail());
             return 1;
         }
+        return 0;
+    }
+    if (readp) {
+        /* An existing trace: zstd alone and the sample scan, in CPU time of
+         * this thread, per sample. */
+        double zc[99], sc[99], z;
+        uint64_t ns = 0, check = 0;
+        int rc = 0;
+        for (int r = 0; r < runs && rc == 0; r++) {
+            double c0 = thread_cpu_s();
+            if ((rc = read_zstd_only(readp, &z)) < 0)
+                break;
+            double c1 = thread_cpu_s();
+            if ((rc = read_scan(readp, &ns, &check)) < 0)
+                break;
+            zc[r] = c1 - c0;
+            sc[r] = thread_cpu_s() - c1;
+        }
+        if (rc < 0) {
+            fprintf(stderr, "hetmem: %s: %s: %s\n", readp, hm_strerror(rc), hm_errdetail());
+            return 1;
+        }
+        double zm = median(zc, runs), sm = median(sc, runs);
+        printf("{\"trace\": \"%s\", \"samples\": %" PRIu64 ", \"runs\": %d, \"zstd_ns_per_sample\": %.2f, "
+               "\"scan_ns_per_sample\": %.2f, \"checksum\": \"%016" PRIx64 "\"}\n",
+               readp, ns, runs, zm * 1e9 / (double)(ns ? ns : 1), sm * 1e9 / (double)(ns ? ns : 1), check);
         return 0;
     }
     uint64_t wall0 = hm__now_ns();

@@ -654,6 +654,7 @@ typedef struct {
     size_t s_n, s_cap;
     int s_valid;
     uint64_t s_misses;        /* lookups in the table since it last changed */
+    int err;                  /* -ENOMEM once a copy could not be made (said after the batch) */
 } track_t;
 
 static void track_free(track_t *k)
@@ -675,8 +676,9 @@ static void track_changed(track_t *k, recent_t *rec, uint64_t lo, uint64_t len)
     k->s_misses = 0;
 }
 
-/* Builds the sorted copy of the table; on want of memory there is none and
- * lookups go on in the table. */
+/* Builds the sorted copy of the table. On want of memory there is none,
+ * the lookup goes on in the table, and k->err makes the walk fail after the
+ * batch (the per-sample loop keeps no test for it). */
 static void snap_build(track_t *k)
 {
     size_t n = hm__objtab_count(k->tab);
@@ -699,6 +701,7 @@ static void snap_build(track_t *k)
             k->s_addr = NULL, k->s_ent = NULL, k->s_tmp = NULL, k->s_stack = NULL;
             k->s_cap = 0;
             k->s_misses = 0;
+            k->err = -ENOMEM;
             return;
         }
     }
@@ -987,6 +990,8 @@ static int walk_run(run_t *r)
             }
             if (rc == 0)
                 r->nbuf = (size_t)(out - r->buf);
+            if (rc == 0 && HM_UNLIKELY(k.err))
+                rc = k.err;
         }
         if (rc == 0 && got < 0)
             rc = hm__errf(got, "%s: %s%s%s", r->path, hm_strerror(got), *hm_errdetail() ? ": " : "", hm_errdetail());
