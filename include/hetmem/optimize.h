@@ -115,6 +115,64 @@ int hm_optimize_reference(hm_estimator_t *e, const hm_optimize_opts_t *opts, hm_
 /** Frees what a result owns and zeroes it; NULL-safe. */
 void hm_optimize_result_free(hm_optimize_result_t *res);
 
+/**
+ * Measures a placement for hm_optimize_refine(): runs @p pick (its
+ * placement_json and state) and writes the measured time to *measured_ns.
+ * @p round counts from 1. Returns 0, or a negative value that stops the
+ * loop and is returned by hm_optimize_refine() (the callback says why).
+ */
+typedef int (*hm_optimize_measure_fn)(void *ctx, int round, const hm_optimize_result_t *pick, double *measured_ns);
+
+/** One measured round of hm_optimize_refine(). */
+typedef struct {
+    double predicted_ns;      /**< the search's estimate of its pick, before the run (model calibrated on the earlier rounds) */
+    double measured_ns;       /**< the run's time */
+    hm_estimate_t calibrated; /**< the pick on the model calibrated on every round (in sample: its own run is one) */
+    hm_est_calibration_t cal; /**< the calibration once this round's run was added */
+    char *placement_json;     /**< the pick (owned by the refine result) */
+} hm_optimize_round_t;
+
+/** Why hm_optimize_refine() returned the placement it did. */
+typedef enum {
+    HM_OPT_KEEP_MEASURED = 0, /**< the best measured round: the last search's pick is that placement or a measured
+                               *   one, or its 95% interval does not lie below the best measured time */
+    HM_OPT_KEEP_SEARCH = 1    /**< the last search's pick, unmeasured: its whole 95% interval lies below the best
+                               *   measured time */
+} hm_optimize_keep_t;
+
+/** Result of hm_optimize_refine(). Free with hm_optimize_refine_free(). */
+typedef struct {
+    hm_optimize_result_t result; /**< the returned placement; its estimate is the calibrated model's */
+    hm_optimize_keep_t why;
+    int returned_round;          /**< 1..nrounds: the measured round returned; 0: the last search's pick */
+    int best_round;              /**< the round with the least measured time (the first of equals) */
+    int last_round;              /**< the round whose placement the last search picked again; 0: a new one */
+    hm_estimate_t last;          /**< the last search's pick on the calibrated model */
+    int nrounds;
+    hm_optimize_round_t *rounds; /**< [nrounds], owned */
+} hm_optimize_refine_t;
+
+/**
+ * The measured refinement loop (docs/optimizer.md, "--refine"): @p rounds
+ * times, search (hm_optimize_run()), measure the pick with @p measure, and
+ * calibrate @p e's default model on every run so far
+ * (hm_estimator_calibrate()); then search once more. A measurement beats
+ * a prediction: the placement returned is the measured round with the
+ * least time, unless the last search's pick is a placement not measured
+ * whose 95% interval's upper end (the calibrated model's, hm_estimate_t
+ * hi_ns) lies below that time (HM_OPT_KEEP_SEARCH). @p e stays calibrated
+ * on the rounds' runs (any earlier calibration of @p e is dropped first:
+ * the first search is the uncalibrated model's). Errors: those of hm_optimize_run() and
+ * hm_estimator_calibrate(), HM_EUSAGE (@p rounds < 1, no @p measure, a
+ * model other than the default), or what @p measure returned. On success
+ * *out holds the result; the caller frees it with hm_optimize_refine_free().
+ */
+int hm_optimize_refine(hm_estimator_t *e, const hm_optimize_opts_t *opts, int rounds, hm_optimize_measure_fn measure,
+                       void *ctx, hm_optimize_refine_t *out);
+
+/** Frees what a refine result owns and zeroes it; NULL-safe. */
+void hm_optimize_refine_free(hm_optimize_refine_t *r);
+
 #ifdef __cplusplus
 }
 #endif

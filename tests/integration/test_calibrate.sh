@@ -85,7 +85,25 @@ fi
 n=$(jq '[.rules[] | select(.device == "mcdram")] | length' final.json)
 [ "$n" -le 2 ] && ok "$n objects on mcdram (2 MiB)" || fail "$n objects on mcdram"
 "$H" optimize ddr.hmt mcdram.hmt --capacity mcdram=2M --refine 1 > opt.txt 2>&1 && grep -q "^  refine:" opt.txt \
-  && grep -qE "^ +1 +[0-9.]+ +[0-9.]+ " opt.txt && ok "human output has the round" || fail "human output: $(cat opt.txt)"
+  && grep -qE "^ +1 +[0-9.]+ +[0-9.]+ " opt.txt && grep -q "^  returned: " opt.txt \
+  && ok "human output has the round and what was returned" || fail "human output: $(cat opt.txt)"
+# The placement returned (docs/optimizer.md, --refine): the best measured
+# round, or the last search's unmeasured pick when its whole 95% interval
+# is below that round's time. -o writes it; the predicted runtime is the
+# calibrated model's estimate of it, and a measured round's is given too.
+kept=$(jq -r .refine.returned.kept opt.json); k=$(jq -r .refine.returned.round opt.json)
+if [ "$kept" = measured ]; then
+  [ "$(jq -S . final.json)" = "$(jq -S . "$(jq -r ".refine.rounds[$k - 1].placement" opt.json)")" ] \
+    && ok "-o wrote round $k's placement, the one returned" || fail "-o is not round $k's placement"
+  near "$(jq -r .predicted_runtime_s opt.json)" "$(jq -r ".refine.rounds[$k - 1].calibrated_s" opt.json)" 1e-12 "the predicted runtime is the calibrated model's estimate of round $k's placement"
+  near "$(jq -r .refine.returned.measured_s opt.json)" "$(jq -r ".refine.rounds[$k - 1].measured_s" opt.json)" 1e-12 "its measured time is given"
+  near "$(jq -r .refine.returned.predicted_before_run_s opt.json)" "$(jq -r ".refine.rounds[$k - 1].predicted_s" opt.json)" 1e-12 "and its prediction before the run"
+elif [ "$kept" = search ]; then
+  jq -e '.refine.last_search.round == null and .refine.last_search.ci_s[1] < ([.refine.rounds[].measured_s] | min)' opt.json >/dev/null \
+    && ok "the unmeasured pick returned lies below every measured round" || fail "search kept: $(jq -c .refine opt.json)"
+else
+  fail "refine.returned: $(jq -c .refine.returned opt.json)"
+fi
 
 # validate --calibrate 1: rows for 0 and 1 runs.
 "$H" validate -m knl-mcdram --placements 2 --calibrate 1 -j 2 --json v.json -- "$S" "${ARGS[@]}" > v.txt 2> v.err \

@@ -685,6 +685,195 @@ static void test_split_beats_devices(void)
     }
 }
 
+/* The refinement loop (hm_optimize_refine) on one class of the default
+ * model, with a stub in place of the runs. Twenty instances of one mix of
+ * three 128 MiB objects, 45%, 35% and 20% of the sampled load misses,
+ * 100,000 misses (6.4 MB) a run each: near (20 GB/s) moves them in 0.32
+ * ms, far (15 GB/s) in 0.4267 ms, every run bound by its channels. With a
+ * share s of the traffic on far (w = 1) the class takes max(s x 8.533,
+ * (1 - s) x 6.4) ms, and its spread is 2 s (1 - s) (8.533 - 6.4) ms. near
+ * holds two objects (256 MiB), so the search's fallback is far, and the
+ * feasible shares on far are the objects left there: 1 (8.533 ms, spread
+ * 0), 0.45 (object 0 alone: 3.84 ms, spread 1.056), 0.35 (object 1:
+ * 4.16, 0.9707), 0.2 (object 2: 5.12, 0.6827), 0.55 (4.693, 1.056), 0.65
+ * (5.547, 0.9707), 0.8 (6.827, 0.6827). A calibration moves an estimate t
+ * by beta x spread, capped at mix_cap x t (docs/estimator.md). */
+static char *refine_summary(void)
+{
+    static const int share[3] = {45, 35, 20};
+    size_t cap = 65536, len = 0;
+    char *js = malloc(cap);
+    if (!js)
+        abort();
+    len += (size_t)snprintf(js + len, cap - len,
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 6.4e6, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
+        "               {\"name\": \"far\", \"runtime_ns\": 8.5333333e6, \"period\": 1000, \"bandwidth_gbs\": 15, \"read_latency_ns\": 100}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 134217728}, {\"site\": \"0x2\", \"size\": 134217728},"
+        " {\"site\": \"0x3\", \"size\": 134217728}], \"windows\": [");
+    for (int w = 0; w < 20; w++) {
+        len += (size_t)snprintf(js + len, cap - len, "%s{\"phase\": 0, \"region\": %d, \"t_ns\": [0.32e6, 0.42666667e6], \"stats\": [",
+                                w ? ", " : "", w);
+        for (int d = 0; d < 2; d++)
+            for (int o = 0; o < 3; o++) {
+                int m = share[o], lat = d ? 36 : 30;
+                len += (size_t)snprintf(js + len, cap - len, "%s[%d, %d, %d, %d, %d, %d, 0, %d]", d || o ? ", " : "", o, d,
+                                        m, lat * m, m, lat * m, m);
+            }
+        len += (size_t)snprintf(js + len, cap - len, "]}");
+    }
+    snprintf(js + len, cap - len, "]}");
+    CHECK(len + 8 < cap);
+    return js;
+}
+
+/* The stub of the runs: a measured time per set of objects left on far
+ * (bit o for object o), and which sets were run. */
+typedef struct {
+    hm_estimator_t *e;
+    double truth[8];
+    int ran[4], nran;
+} refine_stub_t;
+
+static int far_mask(hm_estimator_t *e, const hm_est_state_t *s)
+{
+    int mask = 0;
+    for (int o = 0; o < 3; o++) {
+        int pct = 0, i = hm_estimator_find_object(e, 0x1ull + (uint64_t)o, NULL);
+        if (i >= 0 && hm_est_state_device(s, -1, i, &pct) == 1 && pct == 100)
+            mask |= 1 << o;
+    }
+    return mask;
+}
+
+static int refine_run(void *ctx, int round, const hm_optimize_result_t *pick, double *ns)
+{
+    refine_stub_t *st = ctx;
+    int m = far_mask(st->e, pick->state);
+    CHECK_EQ_INT(round, st->nran + 1);
+    if (st->nran < 4)
+        st->ran[st->nran++] = m;
+    *ns = st->truth[m];
+    return *ns > 0 ? 0 : HM_ENOTFOUND; /* a placement the case did not expect */
+}
+
+static void test_refine(void)
+{
+    char *js = refine_summary();
+    hm_estimator_t *e = NULL;
+    CHECK_EQ_INT(hm_estimator_parse_summary(&e, "refine", js), 0);
+    free(js);
+    if (!e)
+        return;
+    uint64_t cap[2] = {256ull << 20, HM_OPT_UNLIMITED};
+    /* Anneal: the exhaustive search's bound assumes single moves' savings
+     * add up, which a calibrated mix term breaks here (from all on far
+     * every single move is slower, two are faster). Seven feasible
+     * placements: 2000 calls find the best. */
+    hm_optimize_opts_t o = {.algo = HM_OPT_ANNEAL, .model = HM_EST_DEFAULT, .capacity = cap, .seed = 1, .budget = 2000};
+    hm_optimize_result_t r;
+    CHECK_EQ_INT(hm_optimize_run(e, &o, &r), 0);
+    CHECK_EQ_INT(far_mask(e, r.state), 1);
+    CHECK_NEAR(r.estimate.runtime_ns, 3.84e6, 1e-4);
+    CHECK_NEAR(r.estimate.spread_ns, 1.056e6, 1e-4);
+    hm_optimize_result_free(&r);
+    hm_optimize_refine_t rf;
+
+    /* 1. The last search picks a round measured slower: the best measured
+     * round is returned. Round 1 picks object 0 on far (3.84 ms), measured
+     * 8.0 ms: beta = 4.16 / 1.056 = 3.939, mix_cap = 4.16 / 3.84 = 1.083.
+     * Calibrated, object 2 on far is 5.12 + 3.939 x 0.6827 = 7.809 ms,
+     * below object 1's 4.16 + 3.824 = 7.984, object 0's 8.0 and all on
+     * far's 8.533: round 2 picks it, measured 8.3 ms. On both runs
+     * (relative errors b = 4.16 / 8.0 and 3.18 / 8.3 against a = 1.056 /
+     * 8.0 and 0.6827 / 8.3) beta = sum a b / sum a^2 = 4.140, mix_cap still
+     * 1.083: object 2 on far 5.12 + 2.827 = 7.947 ms, object 0 on far
+     * 3.84 + min(4.372, 1.083 x 3.84 = 4.16) = 8.0 ms (the cap holds it at
+     * its run), object 1 8.179, all on far 8.533. The last search picks
+     * object 2 on far again, which ran in 8.3 ms; round 1 ran in 8.0 and is
+     * returned, estimated at 8.0 ms. (The last search's pick, returned
+     * before, is 0.3 ms slower.) */
+    refine_stub_t st = {.e = e};
+    st.truth[1] = 8.0e6;
+    st.truth[4] = 8.3e6;
+    CHECK_EQ_INT(hm_optimize_refine(e, &o, 2, refine_run, &st, &rf), 0);
+    CHECK_EQ_INT(st.nran, 2);
+    CHECK_EQ_INT(st.ran[0], 1);
+    CHECK_EQ_INT(st.ran[1], 4);
+    CHECK_EQ_INT(rf.nrounds, 2);
+    if (rf.nrounds == 2) {
+        CHECK_NEAR(rf.rounds[0].predicted_ns, 3.84e6, 1e-4);
+        CHECK_NEAR(rf.rounds[1].predicted_ns, 7.809e6, 1e-3);
+        CHECK_NEAR(rf.rounds[1].cal.mix, 4.140, 1e-3);
+        CHECK_NEAR(rf.rounds[0].calibrated.runtime_ns, 8.0e6, 1e-4);
+        CHECK_NEAR(rf.rounds[1].calibrated.runtime_ns, 7.947e6, 1e-3);
+    }
+    CHECK_NEAR(rf.last.runtime_ns, 7.947e6, 1e-3);
+    CHECK_EQ_INT(rf.last_round, 2);
+    CHECK_EQ_INT(rf.best_round, 1);
+    CHECK_EQ_INT(rf.returned_round, 1);
+    CHECK_EQ_INT(rf.why, HM_OPT_KEEP_MEASURED);
+    if (rf.result.state)
+        CHECK_EQ_INT(far_mask(e, rf.result.state), 1);
+    CHECK_NEAR(rf.result.estimate.runtime_ns, 8.0e6, 1e-4);
+    CHECK(rf.result.placement_json && rf.nrounds && !strcmp(rf.result.placement_json, rf.rounds[0].placement_json));
+    hm_optimize_refine_free(&rf);
+
+    /* 2. The last search's pick is not measured and faster by its estimate,
+     * but not confidently: one round, as above (8.0 ms); the last search
+     * picks object 2 on far at 7.809 ms, whose spread 0.6827 ms gives a
+     * model-error half-width of 0.6117 x 0.6827 = 0.418 ms alone (the
+     * interval's h_m, docs/estimator.md): its interval reaches 8.227 ms,
+     * above the measured 8.0. Round 1 is returned. */
+    memset(&st, 0, sizeof st);
+    st.e = e;
+    st.truth[1] = 8.0e6;
+    CHECK_EQ_INT(hm_optimize_refine(e, &o, 1, refine_run, &st, &rf), 0);
+    CHECK_EQ_INT(st.nran, 1);
+    CHECK_NEAR(rf.last.runtime_ns, 7.809e6, 1e-3);
+    CHECK(rf.last.hi_ns >= 7.809e6 + 0.6117 * 0.6827e6 * 0.999);
+    CHECK_EQ_INT(rf.last_round, 0);
+    CHECK_EQ_INT(rf.returned_round, 1);
+    CHECK_EQ_INT(rf.why, HM_OPT_KEEP_MEASURED);
+    if (rf.result.state)
+        CHECK_EQ_INT(far_mask(e, rf.result.state), 1);
+    hm_optimize_refine_free(&rf);
+
+    /* 3. The last search's pick is confidently faster: round 1 (object 0
+     * on far) measured 10.0 ms: beta = 6.16 / 1.056 = 5.833, mix_cap 1.604;
+     * object 2 on far becomes 5.12 + 3.982 = 9.102 ms, object 1 9.822, and
+     * all on far keeps its run's 8.533 ms (no spread, so no model error:
+     * its interval is the sampling error's, well under the 1.467 ms to
+     * 10.0). The last search picks all on far, never run, and it is
+     * returned. */
+    memset(&st, 0, sizeof st);
+    st.e = e;
+    st.truth[1] = 10.0e6;
+    CHECK_EQ_INT(hm_optimize_refine(e, &o, 1, refine_run, &st, &rf), 0);
+    CHECK_NEAR(rf.last.runtime_ns, 8.5333e6, 1e-4);
+    CHECK(rf.last.spread_ns < 1e-6 * rf.last.runtime_ns);
+    CHECK(rf.last.hi_ns < 10.0e6);
+    CHECK_EQ_INT(rf.last_round, 0);
+    CHECK_EQ_INT(rf.returned_round, 0);
+    CHECK_EQ_INT(rf.why, HM_OPT_KEEP_SEARCH);
+    if (rf.result.state)
+        CHECK_EQ_INT(far_mask(e, rf.result.state), 7);
+    CHECK_NEAR(rf.result.estimate.runtime_ns, 8.5333e6, 1e-4);
+    hm_optimize_refine_free(&rf);
+
+    /* A run that fails stops the loop with its error; bad arguments. */
+    memset(&st, 0, sizeof st);
+    st.e = e;
+    CHECK_EQ_INT(hm_optimize_refine(e, &o, 1, refine_run, &st, &rf), HM_ENOTFOUND);
+    CHECK(rf.nrounds == 0 && rf.result.state == NULL);
+    CHECK_EQ_INT(hm_optimize_refine(e, &o, 0, refine_run, &st, &rf), HM_EUSAGE);
+    CHECK_EQ_INT(hm_optimize_refine(e, &o, 1, NULL, &st, &rf), HM_EUSAGE);
+    hm_optimize_opts_t lin = o;
+    lin.model = HM_EST_LINEAR;
+    CHECK_EQ_INT(hm_optimize_refine(e, &lin, 1, refine_run, &st, &rf), HM_EUSAGE);
+    hm_estimator_close(e);
+}
+
 int main(void)
 {
     test_optimum(10, 2, 1, 0.25);
@@ -696,6 +885,7 @@ int main(void)
     CHECK(greedy_short >= 2);
     test_fractional();
     test_split_beats_devices();
+    test_refine();
     test_determinism();
     test_no_effect_stays();
     test_phased();

@@ -198,7 +198,9 @@ typedef struct {
     int ndev;
     uint64_t *caps; /* per device, HM_OPT_UNLIMITED for none */
     hm_optimize_result_t res, ref[4], greedy;
-    hm_cli_calib_t cr;
+    hm_optimize_refine_t rf; /* --refine: the rounds and which placement was returned (res is its result) */
+    char (*rtrace)[PATH_MAX + 32]; /* --refine: each round's simulated trace */
+    int run_failed;                /* --refine: a round's run failed (said why) */
     json_t *rounds; /* --refine: one entry per round */
     char rdir[PATH_MAX];
 } opt_t;
@@ -381,10 +383,29 @@ static int opt_search(opt_t *o)
     return 0;
 }
 
-/* Refinement: each round's placement run in the simulator and added as a
- * calibration run; the search then runs again on the calibrated model.
- * The runs stay in o->rdir for hetmem estimate --calibrate. 0 or -1 (said
- * why). */
+/* A --refine round's run: the pick written to o->rdir and run with
+ * hetmem sim --placement (the traces' machine, command and period). 0, or
+ * HM_ECHILD with o->run_failed set (said why). */
+static int opt_measure(void *ctx, int round, const hm_optimize_result_t *pick, double *ns)
+{
+    opt_t *o = ctx;
+    char pf[PATH_MAX + 32];
+    int rc;
+    snprintf(pf, sizeof pf, "%s/refine-%d.json", o->rdir, round);
+    if ((rc = write_file(pf, pick->placement_json)) < 0)
+        hm_cli_fail(pf, rc);
+    else if (hm_cli_sim_placement(o->traces[0], pf, o->rdir, round, o->allowed_exit, o->rtrace[round - 1],
+                                  sizeof o->rtrace[round - 1], ns) == 0)
+        return 0;
+    o->run_failed = 1;
+    return HM_ECHILD;
+}
+
+/* Refinement (hm_optimize_refine): each round's pick run in the simulator
+ * and added as a calibration run, the search run again on the calibrated
+ * model; o->res becomes the placement returned (the best measured round,
+ * or the last search's pick when its 95% interval lies below it). The runs
+ * stay in o->rdir for hetmem estimate --calibrate. 0 or -1 (said why). */
 static int opt_refine(opt_t *o)
 {
     const char *td = getenv("TMPDIR");
@@ -393,32 +414,54 @@ static int opt_refine(opt_t *o)
         hm_cli_failf("temporary directory", "%s: %s", o->rdir, strerror(errno));
         return -1;
     }
+    o->rtrace = hm__xcalloc(o->refine, sizeof *o->rtrace);
+    int rc = hm_optimize_refine(o->e, &o->opts, (int)o->refine, opt_measure, o, &o->rf);
+    if (o->run_failed)
+        return -1; /* opt_measure said why */
+    if (rc < 0) {
+        hm_cli_failf(hm_optimize_algo_name(o->opts.algo), "refine: %s", *hm_errdetail() ? hm_errdetail() : hm_strerror(rc));
+        return -1;
+    }
+    o->res = o->rf.result;
+    memset(&o->rf.result, 0, sizeof o->rf.result);
     o->rounds = json_array();
-    for (int k = 1; k <= (int)o->refine; k++) {
-        char pf[PATH_MAX + 32], tr[PATH_MAX + 32];
-        double ns, pred = o->res.estimate.runtime_ns;
-        hm_est_calibration_t cal;
-        int rc;
-        snprintf(pf, sizeof pf, "%s/refine-%d.json", o->rdir, k);
-        if ((rc = write_file(pf, o->res.placement_json)) < 0) {
-            hm_cli_fail(pf, rc);
-            return -1;
-        }
-        if (hm_cli_sim_placement(o->traces[0], pf, o->rdir, k, o->allowed_exit, tr, sizeof tr, &ns) != 0 ||
-            hm_cli_calib_add(&o->cr, o->e, tr, pf, ns) != 0 || hm_cli_calib_fit("optimize", &o->cr, o->e, &cal) != 0)
-            return -1;
-        json_array_append_new(o->rounds, json_pack("{s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:s, s:s}", "round", k,
-                                                   "predicted_s", s_of(pred), "measured_s", s_of(ns), "error",
-                                                   (pred - ns) / ns, "overlap", cal.overlap, "mix", cal.mix, "mix_cap",
-                                                   cal.mix_cap, "placement", pf, "trace", tr));
-        hm_optimize_result_free(&o->res);
-        memset(&o->res, 0, sizeof o->res);
-        if ((rc = hm_optimize_run(o->e, &o->opts, &o->res)) < 0) {
-            hm_cli_fail(hm_optimize_algo_name(o->opts.algo), rc);
-            return -1;
-        }
+    for (int k = 0; k < o->rf.nrounds; k++) {
+        const hm_optimize_round_t *r = &o->rf.rounds[k];
+        char pf[PATH_MAX + 32];
+        snprintf(pf, sizeof pf, "%s/refine-%d.json", o->rdir, k + 1);
+        json_array_append_new(
+            o->rounds, json_pack("{s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:[f,f], s:b, s:s, s:s}", "round", k + 1,
+                                 "predicted_s", s_of(r->predicted_ns), "measured_s", s_of(r->measured_ns), "error",
+                                 (r->predicted_ns - r->measured_ns) / r->measured_ns, "overlap", r->cal.overlap, "mix",
+                                 r->cal.mix, "mix_cap", r->cal.mix_cap, "calibrated_s", s_of(r->calibrated.runtime_ns),
+                                 "calibrated_ci_s", s_of(r->calibrated.lo_ns), s_of(r->calibrated.hi_ns), "returned",
+                                 o->rf.returned_round == k + 1, "placement", pf, "trace", o->rtrace[k]));
     }
     return 0;
+}
+
+/* Why the refined result is the placement it is, in one sentence. */
+static void opt_refine_why(const opt_t *o, char *buf, size_t len)
+{
+    const hm_optimize_refine_t *r = &o->rf;
+    const hm_optimize_round_t *b = &r->rounds[r->best_round - 1];
+    char last[96];
+    if (r->last_round)
+        snprintf(last, sizeof last, "round %d's placement, measured %.6f s", r->last_round,
+                 s_of(r->rounds[r->last_round - 1].measured_ns));
+    else
+        snprintf(last, sizeof last, "not measured, predicted %.6f s (95%%: %.6f .. %.6f)", s_of(r->last.runtime_ns),
+                 s_of(r->last.lo_ns), s_of(r->last.hi_ns));
+    if (r->why == HM_OPT_KEEP_SEARCH)
+        snprintf(buf, len, "the last search's pick (%s): its whole 95%% interval is below the best measured round's "
+                           "%.6f s (round %d)", last, s_of(b->measured_ns), r->best_round);
+    else if (r->last_round == r->best_round)
+        snprintf(buf, len, "round %d's placement, measured %.6f s, the fastest measured; the last search picked it "
+                           "again", r->best_round, s_of(b->measured_ns));
+    else
+        snprintf(buf, len, "round %d's placement, measured %.6f s, the fastest measured; the last search's pick (%s) "
+                           "%s", r->best_round, s_of(b->measured_ns), last,
+                 r->last_round ? "ran slower" : "is not confidently faster (its 95% interval reaches that time)");
 }
 
 /* References: same model, phasing and capacities. Greedy joins them as a
@@ -507,10 +550,25 @@ static int opt_print_json(const opt_t *o)
                           s_of(o->greedy.estimate.runtime_ns), "speedup_vs_default", t > 0 ? t_def / t : 0,
                           "speedup_vs_first_touch", t > 0 ? t_ft / t : 0, "gap_closed", opt_gap(o), "placement",
                           pl ? pl : json_null(), "figures_note", hm_estimator_figures_note(o->e));
-    if (j && o->rounds)
-        json_object_set_new(j, "refine", json_pack("{s:s, s:f, s:f, s:O}", "dir", o->rdir, "overlap",
+    if (j && o->rounds) {
+        const hm_optimize_refine_t *r = &o->rf;
+        char why[512];
+        opt_refine_why(o, why, sizeof why);
+        json_t *ret = r->returned_round
+                          ? json_pack("{s:i, s:s, s:f, s:f, s:s}", "round", r->returned_round, "kept", "measured",
+                                      "measured_s", s_of(r->rounds[r->returned_round - 1].measured_ns),
+                                      "predicted_before_run_s", s_of(r->rounds[r->returned_round - 1].predicted_ns),
+                                      "why", why)
+                          : json_pack("{s:n, s:s, s:n, s:n, s:s}", "round", "kept", "search", "measured_s",
+                                      "predicted_before_run_s", "why", why);
+        json_t *last = json_pack("{s:f, s:[f,f], s:o}", "predicted_s", s_of(r->last.runtime_ns), "ci_s",
+                                 s_of(r->last.lo_ns), s_of(r->last.hi_ns), "round",
+                                 r->last_round ? json_integer(r->last_round) : json_null());
+        json_object_set_new(j, "refine", json_pack("{s:s, s:f, s:f, s:O, s:i, s:o, s:o}", "dir", o->rdir, "overlap",
                                                    hm_estimator_overlap(o->e), "mix", hm_estimator_mix(o->e),
-                                                   "rounds", o->rounds));
+                                                   "rounds", o->rounds, "best_round", r->best_round, "last_search",
+                                                   last, "returned", ret));
+    }
     char *txt = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     if (!txt) {
         json_decref(j);
@@ -561,17 +619,26 @@ static void opt_print_table(const opt_t *o)
     printf("  %-26s %.1f%% of all-slowest -> %s\n", "gap closed", 100 * opt_gap(o),
            opts->algo != HM_OPT_GREEDY ? "best of greedy and first touch" : "first touch");
     if (o->rounds) {
+        const hm_optimize_refine_t *r = &o->rf;
+        char why[512];
         printf("\n  refine: each round's placement run in the simulator, then the model calibrated on it\n");
-        printf("  %5s %14s %14s %9s %9s %9s\n", "round", "predicted (s)", "measured (s)", "error", "overlap", "mix");
-        size_t i;
-        json_t *x;
-        json_array_foreach(o->rounds, i, x)
-            printf("  %5d %14.6f %14.6f %8.2f%% %9.4f %+9.4f\n", (int)json_integer_value(json_object_get(x, "round")),
-                   json_real_value(json_object_get(x, "predicted_s")),
-                   json_real_value(json_object_get(x, "measured_s")),
-                   100 * json_real_value(json_object_get(x, "error")), json_real_value(json_object_get(x, "overlap")),
-                   json_real_value(json_object_get(x, "mix")));
-        printf("  the placement below is the search's on the calibrated model; runs kept in %s\n", o->rdir);
+        printf("  %5s %14s %14s %9s %9s %9s %16s\n", "round", "predicted (s)", "measured (s)", "error", "overlap", "mix",
+               "calibrated (s)");
+        for (int k = 0; k < r->nrounds; k++) {
+            const hm_optimize_round_t *x = &r->rounds[k];
+            printf("  %5d %14.6f %14.6f %8.2f%% %9.4f %+9.4f %16.6f%s\n", k + 1, s_of(x->predicted_ns),
+                   s_of(x->measured_ns), 100 * (x->predicted_ns - x->measured_ns) / x->measured_ns, x->cal.overlap,
+                   x->cal.mix, s_of(x->calibrated.runtime_ns), r->returned_round == k + 1 ? "  <- returned" : "");
+        }
+        char again[32] = "-";
+        if (r->last_round)
+            snprintf(again, sizeof again, "(round %d's)", r->last_round);
+        printf("  %5s %14.6f %14s %9s %9s %9s %16s%s\n", "last", s_of(r->last.runtime_ns), again, "", "", "", "",
+               r->returned_round ? "" : "  <- returned");
+        opt_refine_why(o, why, sizeof why);
+        printf("  returned: %s\n", why);
+        printf("  predicted runtime above: the calibrated model's estimate of it%s; runs kept in %s\n",
+               r->returned_round ? " (in sample: its own run is among the calibration runs)" : "", o->rdir);
     }
     print_objects(stdout, e, res, opts->phased);
     if (o->out)
@@ -581,7 +648,8 @@ static void opt_print_table(const opt_t *o)
 static void opt_free(opt_t *o)
 {
     json_decref(o->rounds);
-    hm_cli_calib_free(&o->cr);
+    hm_optimize_refine_free(&o->rf);
+    free(o->rtrace);
     hm_optimize_result_free(&o->res);
     hm_optimize_result_free(&o->greedy);
     for (int k = 0; k < 4; k++)
@@ -600,7 +668,7 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
     int status = opt_options(&o, cmd, argc, argv);
     if (status < 0) {
         status = HM_EXIT_RUNTIME;
-        if (opt_open(&o) == 0 && opt_search(&o) == 0 && (!o.refine || opt_refine(&o) == 0) &&
+        if (opt_open(&o) == 0 && (o.refine ? opt_refine(&o) : opt_search(&o)) == 0 &&
             opt_references(&o) == 0) {
             if (o.src_names)
                 o.res.placement_json = by_source(o.e, o.res.placement_json);
