@@ -1,4 +1,4 @@
-"""Placement search under capacities (ctypes over libhetmem's hm_optimize_run).
+"""Placement search under capacities (ctypes over libhetmem's hm_optimize_run and hm_optimize_refine).
 
     from hetmem.estimate import Estimator
     from hetmem.optimize import optimize
@@ -6,15 +6,18 @@
     r = optimize(est, "exhaustive", capacity={"mcdram": 64 << 20})
     r["runtime_s"], r["placement"]
 
+refine() is the measured loop of hetmem optimize --refine with a caller's
+measure(placement, round) -> seconds (a run on hardware, a simulation).
+
 The C library does the search (include/hetmem/optimize.h, docs/optimizer.md);
 errors raise HetmemError with the library's one-line detail.
 """
 import ctypes
 import json
 
-from .estimate import HetmemError, _check, _lib, _model, _Estimate
+from .estimate import HetmemError, _Calibration, _check, _lib, _model, _Estimate
 
-__all__ = ["optimize", "reference", "ALGOS", "REFERENCES", "UNLIMITED", "HetmemError"]
+__all__ = ["optimize", "reference", "refine", "ALGOS", "REFERENCES", "UNLIMITED", "HetmemError"]
 
 ALGOS = ("rl", "greedy", "anneal", "exhaustive", "random")
 REFERENCES = ("default", "slowest", "fastest", "first_touch")
@@ -34,6 +37,20 @@ class _Result(ctypes.Structure):
                 ("episodes", ctypes.c_uint64)]
 
 
+class _Round(ctypes.Structure):
+    _fields_ = [("predicted_ns", ctypes.c_double), ("measured_ns", ctypes.c_double), ("calibrated", _Estimate),
+                ("cal", _Calibration), ("placement_json", ctypes.c_char_p)]
+
+
+class _Refine(ctypes.Structure):
+    _fields_ = [("result", _Result), ("why", ctypes.c_int), ("returned_round", ctypes.c_int),
+                ("best_round", ctypes.c_int), ("last_round", ctypes.c_int), ("last", _Estimate),
+                ("nrounds", ctypes.c_int), ("rounds", ctypes.POINTER(_Round))]
+
+
+_Measure = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(_Result),
+                            ctypes.POINTER(ctypes.c_double))
+
 _proto_done = False
 
 
@@ -48,6 +65,11 @@ def _olib():
             fn.restype, fn.argtypes = ctypes.c_int, args
         lib.hm_optimize_result_free.restype = None
         lib.hm_optimize_result_free.argtypes = [ctypes.POINTER(_Result)]
+        lib.hm_optimize_refine.restype = ctypes.c_int
+        lib.hm_optimize_refine.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Opts), ctypes.c_int, _Measure,
+                                           ctypes.c_void_p, ctypes.POINTER(_Refine)]
+        lib.hm_optimize_refine_free.restype = None
+        lib.hm_optimize_refine_free.argtypes = [ctypes.POINTER(_Refine)]
         _proto_done = True
     return lib
 
@@ -114,3 +136,65 @@ def reference(est, which, capacity=None, phased=False, model="default"):
     _check(lib, lib.hm_optimize_reference(est._h, ctypes.byref(o), REFERENCES.index(which), ctypes.byref(r)))
     del keep
     return _out(lib, r, est)
+
+
+def _est(e):
+    return {"runtime_s": e.runtime_ns / 1e9, "ci_s": (e.lo_ns / 1e9, e.hi_ns / 1e9)}
+
+
+def refine(est, measure, rounds=1, algo="anneal", capacity=None, phased=False, budget=0, time_s=0.0, seed=1,
+           split=False):
+    """The measured loop of hetmem optimize --refine (docs/optimizer.md):
+    `rounds` times, search, run the pick with measure(placement, round) ->
+    measured seconds, and calibrate the default model on every run so far;
+    then search once more. Returns the fastest measured round's placement
+    unless the last search's unmeasured pick lies below it across its whole
+    95% interval. `est` stays calibrated on the runs.
+
+    Returns optimize()'s dict for the placement returned (runtime_s and ci_s:
+    the calibrated model's estimate, in sample for a measured round) with
+    kept ("measured" or "search"), round (the round returned, or None),
+    measured_s (None for "search"), last (the last search's pick:
+    runtime_s, ci_s, round) and rounds (predicted_s before the run,
+    measured_s, calibrated_s, mix, overlap, placement). An exception in
+    measure stops the loop and is raised again.
+    """
+    lib = _olib()
+    o, keep = _opts(est, algo, capacity, phased, "default", budget, time_s, seed, split)
+    raised = []
+
+    def cb(_ctx, k, pick, out):
+        try:
+            txt = ctypes.cast(pick.contents.placement_json, ctypes.c_char_p).value.decode()
+            t = float(measure(json.loads(txt), k))
+            if not t > 0:
+                raise ValueError("measure returned %r for round %d: not a positive time in seconds" % (t, k))
+            out[0] = t * 1e9
+            return 0
+        except BaseException as x:  # stop the loop; raised again below
+            raised.append(x)
+            return -1016  # HM_ENOTIMPL stands for "the caller's measure failed"
+
+    fn = _Measure(cb)
+    r = _Refine()
+    rc = lib.hm_optimize_refine(est._h, ctypes.byref(o), int(rounds), fn, None, ctypes.byref(r))
+    del keep
+    if raised:
+        raise raised[0]
+    _check(lib, rc)
+    try:
+        rs = [r.rounds[k] for k in range(r.nrounds)]
+        out = {"rounds": [{"round": k + 1, "predicted_s": x.predicted_ns / 1e9, "measured_s": x.measured_ns / 1e9,
+                           "calibrated_s": x.calibrated.runtime_ns / 1e9, "mix": x.cal.mix, "overlap": x.cal.overlap,
+                           "placement": json.loads(x.placement_json.decode())} for k, x in enumerate(rs)],
+               "kept": "measured" if r.returned_round else "search",
+               "round": r.returned_round or None,
+               "measured_s": rs[r.returned_round - 1].measured_ns / 1e9 if r.returned_round else None,
+               "last": dict(_est(r.last), round=r.last_round or None)}
+        res = _Result()
+        ctypes.memmove(ctypes.byref(res), ctypes.byref(r.result), ctypes.sizeof(_Result))
+        ctypes.memset(ctypes.byref(r.result), 0, ctypes.sizeof(_Result))
+        out.update(_out(lib, res, est))
+        return out
+    finally:
+        lib.hm_optimize_refine_free(ctypes.byref(r))
