@@ -142,7 +142,9 @@ typedef enum {
 
 /** Result of hm_optimize_refine(). Free with hm_optimize_refine_free(). */
 typedef struct {
-    hm_optimize_result_t result; /**< the returned placement; its estimate is the calibrated model's */
+    hm_optimize_result_t result; /**< the returned placement; its estimate is the calibrated model's (its
+                                  *   state's assignment holds, but a measured round's state kept the
+                                  *   estimate of when it was searched: use result.estimate) */
     hm_optimize_keep_t why;
     int returned_round;          /**< 1..nrounds: the measured round returned; 0: the last search's pick */
     int best_round;              /**< the round with the least measured time (the first of equals) */

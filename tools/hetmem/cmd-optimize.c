@@ -65,7 +65,9 @@ const hm_cmd_t hm_cmd_optimize = {
     "--refine N runs the chosen placement with hetmem sim --placement (the traces' machine,\n"
     "command and sampling period), calibrates the default model on that measured run\n"
     "(docs/estimator.md, Calibration) and optimizes again, N times; each round's\n"
-    "predicted and measured times are printed, and its runs kept for estimate --calibrate.",
+    "predicted and measured times are printed, and its runs kept for estimate --calibrate.\n"
+    "It returns the fastest measured round's placement unless the last search's pick was\n"
+    "not run and its whole 95% interval lies below that time (docs/optimizer.md).",
     opt_opts, cmd_optimize};
 
 #define MAX_CAPS 16
