@@ -115,6 +115,10 @@ typedef struct {
     } u;
 } hm_record_t;
 
+/** The largest sampling period a trace holds: the header keeps it as a JSON
+ *  integer, which is signed 64-bit. */
+#define HM_TRACE_PERIOD_MAX ((uint64_t)INT64_MAX)
+
 /** Run metadata, stored as the JSON header. Strings are copied by the writer;
  *  in a reader's hm_trace_meta() they are owned by the handle. */
 typedef struct {
@@ -123,7 +127,7 @@ typedef struct {
     double clock_ns_per_unit;  /**< 1.0 for nanoseconds */
     const char *backend;       /**< "sim", "pebs", "ibs", "spe", "soft" */
     const char *event;         /**< sampled event, e.g. "mem-loads:ldlat=30" */
-    uint64_t period;           /**< sampling period (events per sample) */
+    uint64_t period;           /**< sampling period (events per sample), at most HM_TRACE_PERIOD_MAX */
     const char *device;        /**< device the data was bound to, or NULL */
     const char *machine_json;  /**< machine description (JSON text), or NULL */
     const char *const *argv;   /**< command line, NULL-terminated, or NULL */
@@ -143,7 +147,8 @@ typedef struct hm_trace_writer hm_trace_writer_t;
 
 /**
  * Creates @p path (truncating) and writes the header.
- * @return 0, or -errno / HM_E*. On success *out is owned by the caller and
+ * @return 0, or -errno / HM_E* (HM_ERANGE: a period over HM_TRACE_PERIOD_MAX,
+ *         and nothing is created). On success *out is owned by the caller and
  *         must be passed to hm_trace_writer_close().
  */
 int hm_trace_writer_open(hm_trace_writer_t **out, const char *path, const hm_trace_meta_t *meta);

@@ -28,7 +28,10 @@ void hm__errclear(void);
  * Disabled levels still type-check their arguments. */
 enum { HM_LOG_ERROR = 0, HM_LOG_WARN, HM_LOG_INFO, HM_LOG_DEBUG };
 extern int hm__log_level;
-void hm__log_init(void);
+/* Reads HETMEM_LOG: 0, or HM_ERANGE when it is set to no level (the level
+ * is then left as it was; the caller says so). */
+#define HM_LOG_LEVELS "error, warn, info or debug"
+int hm__log_init(void);
 void hm__logf(int level, const char *fmt, ...) HM_PRINTF(2, 3);
 #define HM_LOG(level, ...)                                                       \
     do {                                                                         \
@@ -72,8 +75,16 @@ int hm__parse_size(const char *s, uint64_t *out);
 int hm__signal_offset(const char *s, int *off);
 /* Human size "1.5 GiB" into buf. Returns buf. */
 char *hm__fmt_size(uint64_t bytes, char *buf, size_t len);
-/* Unsigned decimal or 0x-hex; rejects junk, sign and overflow. */
+/* Unsigned decimal or 0x-hex (never octal: "010" is 10); rejects junk,
+ * spaces, signs and overflow with HM_ERANGE. Allocation-free. */
 int hm__parse_u64(const char *s, uint64_t *out);
+/* The one parser of a bounded integer option or variable: hm__parse_u64's
+ * grammar, then min <= value <= max; else HM_ERANGE and *out untouched.
+ * hm__range_why() words the refusal ("not an integer from MIN to MAX")
+ * into buf, for messages "OPTION: 'VALUE' is ..." and "VAR=VALUE: ...".
+ * Allocation-free (the preload library reads its variables with it). */
+int hm__parse_u64_in(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+const char *hm__range_why(char *buf, size_t len, uint64_t min, uint64_t max);
 int hm__parse_double(const char *s, double *out);
 
 /* 64-bit hash (xxh3) for site ids and checksums. */

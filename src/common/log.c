@@ -26,15 +26,18 @@ void hm__errclear(void) { errdetail_[0] = '\0'; }
 
 const char *hm_errdetail(void) { return errdetail_; }
 
-void hm__log_init(void)
+int hm__log_init(void)
 {
     static const char *const names[] = {"error", "warn", "info", "debug"};
     const char *v = hm__env_get(HM_ENV_LOG);
     if (!v)
-        return;
+        return 0;
     for (int i = 0; i < (int)HM_ARRAY_LEN(names); i++)
-        if (strcmp(v, names[i]) == 0)
+        if (strcmp(v, names[i]) == 0) {
             hm__log_level = i;
+            return 0;
+        }
+    return HM_ERANGE;
 }
 
 void hm__logf(int level, const char *fmt, ...)

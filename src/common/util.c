@@ -42,15 +42,37 @@ int hm__open_input(const char *path, int *fd)
 
 int hm__parse_u64(const char *s, uint64_t *out)
 {
-    if (!s || !*s || *s == '-' || *s == '+' || isspace((unsigned char)*s))
+    /* Decimal, or hex after "0x"; never octal: "010" is ten, as a user
+     * writing a period or a count means it, not eight. Digits must follow
+     * the prefix at once (strtoull would take "0x -1"). */
+    if (!s)
+        return HM_ERANGE;
+    int hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+    const char *d = hex ? s + 2 : s;
+    if (!(hex ? isxdigit((unsigned char)*d) : isdigit((unsigned char)*d)))
         return HM_ERANGE;
     char *end;
     errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
+    unsigned long long v = strtoull(d, &end, hex ? 16 : 10);
     if (errno || *end)
         return HM_ERANGE;
     *out = v;
     return 0;
+}
+
+int hm__parse_u64_in(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+    uint64_t v;
+    if (hm__parse_u64(s, &v) != 0 || v < min || v > max)
+        return HM_ERANGE;
+    *out = v;
+    return 0;
+}
+
+const char *hm__range_why(char *buf, size_t len, uint64_t min, uint64_t max)
+{
+    snprintf(buf, len, "not an integer from %llu to %llu", (unsigned long long)min, (unsigned long long)max);
+    return buf;
 }
 
 int hm__parse_double(const char *s, double *out)

@@ -30,10 +30,7 @@
 #include "inst.h"
 #include "common/env.h"
 #include "placement/placement_int.h"
-
-#ifdef HM_HAVE_TRACE
-#include "hetmem/trace.h"
-#endif
+#include "hetmem/trace.h" /* HM_TRACE_PERIOD_MAX; the writer only with HM_HAVE_TRACE */
 
 /* A marker `hetmem sim` looks for in the binary before running it. */
 HM_API __attribute__((used)) const char hm_inst_marker[] = "hetmem-inst-runtime-v1";
@@ -388,8 +385,14 @@ void hm__inst_init(void)
     const char *tp = hm__env_get(HM_ENV_SIM_TRACE);
     uint64_t period = 1000;
     const char *ps = hm__env_get(HM_ENV_SIM_PERIOD);
-    if (ps && (hm__parse_u64(ps, &period) < 0 || period == 0))
-        period = 1000;
+    if (ps && hm__parse_u64_in(ps, 1, HM_TRACE_PERIOD_MAX, &period) != 0) {
+        char why[96], m[160];
+        snprintf(m, sizeof m, "%s=%.40s: %s", hm__env_name(HM_ENV_SIM_PERIOD), ps,
+                 hm__range_why(why, sizeof why, 1, HM_TRACE_PERIOD_MAX));
+        set_error("%s%s", m, NULL);
+        hm_sim_close(s);
+        goto out;
+    }
     if (tp && *tp) {
 #ifdef HM_HAVE_TRACE
         char **argv = NULL;

@@ -407,7 +407,7 @@ static void *collector(void *arg)
      * fill at 10 kHz, and long enough that the wakeups themselves stay
      * cheap: every timer interrupt costs tens of microseconds in a VM. */
     long tick_ns = hm__opt.backend == HM_BACKEND_SOFT
-        ? (long)(hm__opt.period * (HM_SOFTN / 4) < 20000000 ? hm__opt.period * (HM_SOFTN / 4) : 20000000)
+        ? (long)(hm__opt.period < 20000000 / (HM_SOFTN / 4) ? hm__opt.period * (HM_SOFTN / 4) : 20000000)
         : 20000000;
 #ifdef HM_TEST_HOOKS
     /* Test builds only: HETMEM_TEST_COLLECTOR_DELAY_MS=N makes the collector

@@ -30,6 +30,7 @@
 #include <sys/mman.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #include <unwind.h>
@@ -179,12 +180,31 @@ static void track(void *p, size_t size)
 
 /* ------------------------------------------------------------- options */
 
-static uint64_t env_u64(int id, uint64_t dflt)
+/* A variable the runtime cannot use: one line, as the CLI words an error,
+ * and the program is not started. Going on with a default would record or
+ * place otherwise than asked, with nothing to show for it. */
+__attribute__((noreturn)) static void env_refuse(int id, const char *v, const char *why)
+{
+    /* One writev: the line whole, however long the value, and nothing
+     * allocated. */
+    const char *name = hm__env_name(id);
+    struct iovec iov[] = {{(void *)"hetmem: ", 8}, {(void *)name, strlen(name)}, {(void *)"=", 1},
+                          {(void *)v, strlen(v)}, {(void *)": ", 2}, {(void *)why, strlen(why)}, {(void *)"\n", 1}};
+    ssize_t r = writev(2, iov, (int)(sizeof iov / sizeof iov[0]));
+    (void)r;
+    _exit(1);
+}
+
+/* An integer variable in [min, max] (hm__parse_u64_in), or dflt when unset. */
+static uint64_t env_int(int id, uint64_t min, uint64_t max, uint64_t dflt)
 {
     const char *v = hm__env_get(id);
     uint64_t x;
-    if (!v || hm__parse_size(v, &x) != 0)
+    char why[96];
+    if (!v)
         return dflt;
+    if (hm__parse_u64_in(v, min, max, &x) != 0)
+        env_refuse(id, v, hm__range_why(why, sizeof why, min, max));
     return x;
 }
 
@@ -192,10 +212,39 @@ static void env_str(int id, char *dst, size_t len)
 {
     const char *v = hm__env_get(id);
     dst[0] = '\0';
-    if (v) {
-        size_t n = strnlen(v, len - 1);
-        memcpy(dst, v, n);
-        dst[n] = '\0';
+    if (!v)
+        return;
+    size_t n = strnlen(v, len);
+    if (n == len) /* cut short it would name another file or device */
+        env_refuse(id, v, len == 256 ? "longer than 255 bytes" : "too long");
+    memcpy(dst, v, n);
+    dst[n] = '\0';
+}
+
+/* HETMEM_CAPACITY: "DEV=SIZE" items joined by commas, each size
+ * hm__parse_size's (hetmem run checks the names against the placement's
+ * devices before the run). */
+static void check_capacity(const char *v)
+{
+    char why[160];
+    for (const char *p = v; *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', n);
+        char size[64];
+        size_t sn = eq ? n - (size_t)(eq + 1 - p) : 0;
+        if (!eq || eq == p || sn == 0 || sn >= sizeof size) {
+            snprintf(why, sizeof why, "'%.*s' is not DEV=SIZE", (int)(n < 64 ? n : 64), p);
+            env_refuse(HM_ENV_CAPACITY, v, why);
+        }
+        memcpy(size, eq + 1, sn);
+        size[sn] = '\0';
+        uint64_t x;
+        if (hm__parse_size(size, &x) != 0) {
+            snprintf(why, sizeof why, "'%s' is not a size (%s)", size, HM_SIZE_GRAMMAR);
+            env_refuse(HM_ENV_CAPACITY, v, why);
+        }
+        p += n + (end ? 1 : 0);
     }
 }
 
@@ -209,46 +258,45 @@ static void read_opts(void)
     env_str(HM_ENV_SPOOL, hm__opt.spool_dir, sizeof hm__opt.spool_dir);
     hm__opt.record = hm__opt.spool_dir[0] != '\0';
     hm__opt.backend = -1;
-    char b[16];
-    env_str(HM_ENV_BACKEND, b, sizeof b);
+    const char *b = hm__env_get(HM_ENV_BACKEND);
     hm_backend_t be;
-    if (b[0] && hm_backend_parse(b, &be) == 0)
+    if (b && b[0] && hm_backend_parse(b, &be) == 0)
         hm__opt.backend = (int)be;
-    else if (!strcmp(b, "perf-sw"))
+    else if (b && !strcmp(b, "perf-sw"))
         hm__opt.backend = HM__BACKEND_PERFSW;
-    hm__opt.period = env_u64(HM_ENV_PERIOD, hm__opt.backend == HM_BACKEND_SOFT || hm__opt.backend == HM__BACKEND_PERFSW
-                                                  ? 1000000 : 4000);
-    if (!hm__opt.period)
-        hm__opt.period = 1000000;
-    hm__opt.min_size = env_u64(HM_ENV_MIN_SIZE, HM_MIN_OBJECT_SIZE);
+    else if (b && b[0])
+        env_refuse(HM_ENV_BACKEND, b, "not a sampling backend (soft, pebs, ibs, spe, perf-sw; empty for none)");
+    /* soft and perf-sw: nanoseconds; the others: events, the kernel's
+     * limit. Either way a trace holds at most 2^63-1. Without a backend
+     * nothing samples, and 0 says so (hetmem record -b none). */
+    int timed = hm__opt.backend == HM_BACKEND_SOFT || hm__opt.backend == HM__BACKEND_PERFSW;
+    hm__opt.period = env_int(HM_ENV_PERIOD, hm__opt.backend >= 0 ? 1 : 0, HM_TRACE_PERIOD_MAX, timed ? 1000000 : 4000);
+    const char *ms = hm__env_get(HM_ENV_MIN_SIZE);
+    hm__opt.min_size = HM_MIN_OBJECT_SIZE;
+    if (ms && hm__parse_size(ms, &hm__opt.min_size) != 0) {
+        char why[160];
+        snprintf(why, sizeof why, "not a size (%s)", HM_SIZE_GRAMMAR);
+        env_refuse(HM_ENV_MIN_SIZE, ms, why);
+    }
     const char *sm = hm__env_get(HM_ENV_SPOOL_MAX);
     hm__opt.spool_max = HM_SPOOL_MAX_DEFAULT;
-    if (sm && (hm__parse_size(sm, &hm__opt.spool_max) != 0 || hm__opt.spool_max < HM_SPOOL_MIN)) {
-        /* hetmem record and run refuse it before the run. */
-        hm__pdiag("%s=%s: not a size of at least 64K; using the default, 2G", hm__env_name(HM_ENV_SPOOL_MAX), sm);
-        hm__opt.spool_max = HM_SPOOL_MAX_DEFAULT;
-    }
-    hm__opt.events = env_u64(HM_ENV_EVENTS, 1) != 0;
-    hm__opt.depth = (int)env_u64(HM_ENV_DEPTH, 6);
-    if (hm__opt.depth < 1 || hm__opt.depth > 16)
-        hm__opt.depth = 6;
+    if (sm && (hm__parse_size(sm, &hm__opt.spool_max) != 0 || hm__opt.spool_max < HM_SPOOL_MIN))
+        env_refuse(HM_ENV_SPOOL_MAX, sm, "not a size of at least 64K (" HM_SIZE_GRAMMAR ")");
+    hm__opt.events = (int)env_int(HM_ENV_EVENTS, 0, 1, 1);
+    hm__opt.depth = (int)env_int(HM_ENV_DEPTH, 1, 16, 6);
     int off = 4;
     const char *so = hm__env_get(HM_ENV_SIGNAL_OFFSET);
     if (so && hm__signal_offset(so, &off) != 0) {
-        /* hetmem record refuses this before the run; a runtime preloaded
-         * by hand says why it does not sample instead of recording
-         * nothing in silence. */
-        if (hm__opt.backend == HM_BACKEND_SOFT) {
-            hm__pdiag("%s=%s: not an offset in 0..%d (SIGRTMIN+N must be a real-time signal); soft sampling off",
-                      hm__env_name(HM_ENV_SIGNAL_OFFSET), so, SIGRTMAX - SIGRTMIN);
-            hm__opt.backend = -1;
-        }
-        off = 4;
+        char why[96];
+        snprintf(why, sizeof why, "not an offset in 0..%d (SIGRTMIN+N must be a real-time signal)",
+                 SIGRTMAX - SIGRTMIN);
+        env_refuse(HM_ENV_SIGNAL_OFFSET, so, why);
     }
     hm__opt.sig = SIGRTMIN + off;
     hm__opt.null_handler = hm__env_get(HM_ENV_SOFT_NULL) != NULL;
     env_str(HM_ENV_PLACEMENT, hm__opt.placement, sizeof hm__opt.placement);
     env_str(HM_ENV_CAPACITY, hm__opt.capacity, sizeof hm__opt.capacity);
+    check_capacity(hm__opt.capacity);
     env_str(HM_ENV_BIND, hm__opt.bind, sizeof hm__opt.bind);
 }
 
@@ -275,7 +323,8 @@ __attribute__((constructor)) static void hm_preload_init(void)
     hm__guard++;
     hm__resolve();
     read_opts();
-    hm__log_init();
+    if (hm__log_init() != 0)
+        env_refuse(HM_ENV_LOG, hm__env_get(HM_ENV_LOG), "not a log level (" HM_LOG_LEVELS ")");
     dl_iterate_phdr(self_range, (void *)(uintptr_t)&hm_preload_init);
     pthread_key_create(&hm__thr_key, hm__thr_exit);
     hm__S.pid = hm__S.pid_now = getpid();

@@ -159,7 +159,14 @@ int hm_trace_writer_open(hm_trace_writer_t **out, const char *path, const hm_tra
     w->fd = -1;
     w->block_records = 65536;
     char *hdr = NULL;
-    int rc = build_header(meta, &hdr);
+    int rc;
+    /* Written as is it would read back negative, and the reader refuses it. */
+    if (meta && meta->period > HM_TRACE_PERIOD_MAX) {
+        rc = hm__errf(HM_ERANGE, "%s: sampling period %llu is over %llu", path, (unsigned long long)meta->period,
+                      (unsigned long long)HM_TRACE_PERIOD_MAX);
+        goto fail;
+    }
+    rc = build_header(meta, &hdr);
     if (rc < 0)
         goto fail;
     w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -125,13 +125,13 @@ bad() { # EXPECTED_RC PATTERN ARGS...
   else fail "expected exit $want and one line with '$pat', got $rc: $out"; fi
 }
 "$H" estimate ddr.hmt mcdram.hmt --placement "$pf" --save-summary sum.json >/dev/null
-bad 2 "--refine must be between" optimize ddr.hmt mcdram.hmt --capacity mcdram=2M --refine 0
+bad 2 "--refine: '0' is not an integer from 1 to 100" optimize ddr.hmt mcdram.hmt --capacity mcdram=2M --refine 0
 bad 2 "needs the traces" optimize --summary sum.json --capacity mcdram=2M --refine 1
 bad 1 "TRACE=PLACEMENT" estimate ddr.hmt mcdram.hmt --placement "$pf" --calibrate "$tr"
 bad 1 "$pf.nope" estimate ddr.hmt mcdram.hmt --placement "$pf" --calibrate "$tr=$pf.nope"
 "$H" sim -m knl-mcdram --placement "$pf" -o other.hmt -- "$S" --n 65536 --iters 4 >/dev/null || fail "sim of another command"
 bad 1 "not a run of the device traces' command" estimate ddr.hmt mcdram.hmt --placement "$pf" --calibrate "other.hmt=$pf"
-bad 2 "--calibrate must be between" validate -m knl-mcdram --calibrate 0 -- "$S"
+bad 2 "--calibrate: '0' is not an integer from 1 to 100" validate -m knl-mcdram --calibrate 0 -- "$S"
 
 [ $FAILS = 0 ] && echo "all passed" && exit 0
 echo "$FAILS failed"

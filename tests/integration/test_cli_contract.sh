@@ -168,10 +168,10 @@ if [ -x "$PS" ]; then
 fi
 
 # -- periods and signals that would wrap -------------------------------------
-cap_err "-p: 18446744073709602 microseconds does not fit" record -b soft -p 18446744073709602 -- /bin/true
+cap_err "-p: 18446744073709602 microseconds is over 9223372036854775" record -b soft -p 18446744073709602 -- /bin/true
 for v in 4294967296 31 -1 4K; do
   HETMEM_SIGNAL_OFFSET=$v "$H" record -b soft -o "$T/sig.hmt" -- /bin/true > /dev/null 2> "$T/err"; rc=$?
-  [ $rc = 1 ] && [ "$(wc -l < "$T/err")" = 1 ] && grep -qF "HETMEM_SIGNAL_OFFSET: '$v' is not an offset in 0..30" "$T/err" &&
+  [ $rc = 1 ] && [ "$(wc -l < "$T/err")" = 1 ] && grep -qF "hetmem: HETMEM_SIGNAL_OFFSET=$v: not an offset in 0..30" "$T/err" &&
     ok "refused: $(cat "$T/err")" || fail "HETMEM_SIGNAL_OFFSET=$v: exit $rc: $(cat "$T/err")"
 done
 if [ -e "$HETMEM_BUILD/lib/libhetmem_preload.so" ]; then

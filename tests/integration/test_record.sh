@@ -173,7 +173,7 @@ expect 2 "PERIOD must be at least 1" -- -b soft -p 0 -- true
 expect 2 "unknown backend 'foo'" -- -b foo -- true
 # Rates the sampler cannot sustain are refused with the reason, not run
 # (100 kHz used to starve the program); -F is for the soft backend only.
-expect 2 "outside 1..20000.*stall the program" -- -b soft -F 100000 -- true
+expect 2 "'100000' is not an integer from 1 to 20000.*stall the program" -- -b soft -F 100000 -- true
 expect 2 "faster than every 50 us" -- -b soft -p 20 -- true
 expect 2 "-F applies to the soft backend only; use -p for perf-sw" -- -b perf-sw -F 1000 -- true
 expect 1 "unknown memory device" -- -b soft --bind hbm7 -o "$WORK/no.hmt" -- true

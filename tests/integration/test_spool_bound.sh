@@ -60,7 +60,7 @@ for v in 1e3 0.5M 4K ""; do
   [ -z "$v" ] && continue
   for c in "record -b none -o $WORK/x.hmt" "run --placement $WORK/p.json"; do
     HETMEM_SPOOL_MAX=$v "$H" $c -- /bin/true > /dev/null 2> "$WORK/err"; rc=$?
-    [ $rc = 1 ] && [ "$(wc -l < "$WORK/err")" = 1 ] && grep -qF "hetmem: HETMEM_SPOOL_MAX: '$v' is not a size of at least 64K" "$WORK/err" &&
+    [ $rc = 1 ] && [ "$(wc -l < "$WORK/err")" = 1 ] && grep -qF "hetmem: HETMEM_SPOOL_MAX=$v: not a size of at least 64K" "$WORK/err" &&
       ok "refused: $(cat "$WORK/err")" || bad "HETMEM_SPOOL_MAX=$v ${c%% *}: exit $rc: $(cat "$WORK/err")"
   done
 done

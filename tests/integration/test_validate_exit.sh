@@ -32,7 +32,7 @@ distinct=$(j "$T/v.json" '[.rows[].placement] | unique | length')
 [ -n "$rows" ] && [ "$rows" -ge 2 ] && [ "$rows" = "$distinct" ] && ok "$rows rows, all distinct placements" \
   || fail "rows $rows, distinct $distinct"
 "$H" validate --machine "$M" --allow-exit 0 -- "$T/st.sim" > /dev/null 2> "$T/v3.err"
-[ $? = 2 ] && grep -q "between 1 and 255" "$T/v3.err" && ok "--allow-exit 0 is a usage error" || fail "--allow-exit 0: $(cat "$T/v3.err")"
+[ $? = 2 ] && grep -q "'0' is not an integer from 1 to 255" "$T/v3.err" && ok "--allow-exit 0 is a usage error" || fail "--allow-exit 0: $(cat "$T/v3.err")"
 
 # optimize --refine runs the program too: the same status refused with
 # the option named, and accepted with --allow-exit.

@@ -80,6 +80,30 @@ static void test_numbers(void)
     CHECK_EQ_INT(hm__parse_u64("-3", &v), HM_ERANGE);
     CHECK_EQ_INT(hm__parse_u64("12x", &v), HM_ERANGE);
     CHECK_EQ_INT(hm__parse_u64(" 1", &v), HM_ERANGE);
+    /* Decimal or 0x-hex, never octal: a leading zero is decimal. */
+    CHECK_EQ_INT(hm__parse_u64("010", &v), 0);
+    CHECK_EQ_U64(v, 10);
+    CHECK_EQ_INT(hm__parse_u64("09", &v), 0);
+    CHECK_EQ_U64(v, 9);
+    CHECK_EQ_INT(hm__parse_u64("0X1f", &v), 0);
+    CHECK_EQ_U64(v, 31);
+    CHECK_EQ_INT(hm__parse_u64("0x", &v), HM_ERANGE);
+    CHECK_EQ_INT(hm__parse_u64("0x-1", &v), HM_ERANGE);
+    CHECK_EQ_INT(hm__parse_u64("0x 1", &v), HM_ERANGE);
+    CHECK_EQ_INT(hm__parse_u64("+1", &v), HM_ERANGE);
+    CHECK_EQ_INT(hm__parse_u64("", &v), HM_ERANGE);
+    /* The bounded form: both ends included, a refusal leaves *out alone. */
+    v = 7;
+    CHECK_EQ_INT(hm__parse_u64_in("0", 1, 16, &v), HM_ERANGE);
+    CHECK_EQ_INT(hm__parse_u64_in("17", 1, 16, &v), HM_ERANGE);
+    CHECK_EQ_INT(hm__parse_u64_in("18446744073709551616", 1, UINT64_MAX, &v), HM_ERANGE);
+    CHECK_EQ_U64(v, 7);
+    CHECK_EQ_INT(hm__parse_u64_in("1", 1, 16, &v), 0);
+    CHECK_EQ_U64(v, 1);
+    CHECK_EQ_INT(hm__parse_u64_in("16", 1, 16, &v), 0);
+    CHECK_EQ_U64(v, 16);
+    char why[96];
+    CHECK_STR_EQ(hm__range_why(why, sizeof why, 1, 16), "not an integer from 1 to 16");
     double d;
     CHECK_EQ_INT(hm__parse_double("0.25", &d), 0);
     CHECK_NEAR(d, 0.25, 1e-12);

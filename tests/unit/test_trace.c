@@ -767,6 +767,24 @@ static void writer_errors(void)
     hm_trace_meta_t m = {0};
     m.machine_json = "{not json";
     CHECK_EQ_INT(hm_trace_writer_open(&w, tmp("x.hmt"), &m), HM_EBADJSON);
+    /* A period the header cannot hold (it would read back negative, and be
+     * refused) is refused before the file is made; the largest it holds
+     * reads back. */
+    m.machine_json = NULL;
+    m.period = HM_TRACE_PERIOD_MAX + 1;
+    CHECK_EQ_INT(hm_trace_writer_open(&w, tmp("big.hmt"), &m), HM_ERANGE);
+    CHECK(access(tmp("big.hmt"), F_OK) != 0);
+    m.period = HM_TRACE_PERIOD_MAX;
+    CHECK_EQ_INT(hm_trace_writer_open(&w, tmp("big.hmt"), &m), 0);
+    hm_trace_end_t e0 = {0, 0};
+    CHECK_EQ_INT(hm_trace_writer_close(w, &e0), 0);
+    hm_trace_t *bt;
+    int brc = hm_trace_open(&bt, tmp("big.hmt"));
+    CHECK_EQ_INT(brc, 0);
+    if (brc == 0) {
+        CHECK_EQ_U64(hm_trace_meta(bt)->period, HM_TRACE_PERIOD_MAX);
+        hm_trace_close(bt);
+    }
     CHECK_EQ_INT(hm_trace_writer_open(&w, tmp("x.hmt"), NULL), 0);
     CHECK_EQ_INT(hm_trace_writer_set_block_records(w, 0), HM_ERANGE);
     hm_sample_t s = {0};

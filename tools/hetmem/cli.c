@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,6 +281,16 @@ int hm_cli_u64(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_t *ou
     return 0;
 }
 
+int hm_cli_u64_in(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_t min, uint64_t max, const char *note,
+                  uint64_t *out)
+{
+    if (hm__parse_u64_in(s, min, max, out) == 0)
+        return 0;
+    char why[96];
+    return hm_cli_usage(cmd, "%s: '%s' is %s%s%s%s", opt, s, hm__range_why(why, sizeof why, min, max),
+                        note ? " (" : "", note ? note : "", note ? ")" : "");
+}
+
 int hm_cli_size(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_t *out)
 {
     if (hm__parse_size(s, out) != 0) {
@@ -417,11 +428,24 @@ int hm_cli_find_program(const char *name, char *out, size_t len)
     return -ENOENT;
 }
 
-int hm_cli_spool_max(void)
+int hm_cli_runtime_env(void)
 {
+    /* The runtime refuses these too, but only once the program is started
+     * (a record or run then fails without saying where); refused here,
+     * nothing runs. The words are the runtime's. */
     const char *v = getenv(hm__env_name(HM_ENV_SPOOL_MAX));
     uint64_t m;
-    if (!v || (hm__parse_size(v, &m) == 0 && m >= HM_SPOOL_MIN))
-        return 0;
-    return hm_cli_failf(hm__env_name(HM_ENV_SPOOL_MAX), "'%s' is not a size of at least 64K (%s)", v, HM_SIZE_GRAMMAR);
+    if (v && (hm__parse_size(v, &m) != 0 || m < HM_SPOOL_MIN)) {
+        fprintf(stderr, "hetmem: %s=%s: not a size of at least 64K (%s)\n", hm__env_name(HM_ENV_SPOOL_MAX), v,
+                HM_SIZE_GRAMMAR);
+        return HM_EXIT_RUNTIME;
+    }
+    v = getenv(hm__env_name(HM_ENV_SIGNAL_OFFSET));
+    int off;
+    if (v && hm__signal_offset(v, &off) != 0) {
+        fprintf(stderr, "hetmem: %s=%s: not an offset in 0..%d (SIGRTMIN+N must be a real-time signal)\n",
+                hm__env_name(HM_ENV_SIGNAL_OFFSET), v, SIGRTMAX - SIGRTMIN);
+        return HM_EXIT_RUNTIME;
+    }
+    return 0;
 }

@@ -102,15 +102,21 @@ int hm_cli_unmatched(const char *placement, char *rules, int strict);
 
 /* Parses numbers and sizes for an option, failing with a usage error. */
 int hm_cli_u64(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_t *out);
+/* An integer option in [min, max] (hm__parse_u64_in), else the usage error
+ * "OPT: 'S' is not an integer from MIN to MAX" with " (NOTE)" when note is
+ * not NULL. */
+int hm_cli_u64_in(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_t min, uint64_t max, const char *note,
+                  uint64_t *out);
 int hm_cli_size(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_t *out);
 /* A device capacity (the SIZE of --capacity DEV=SIZE): a size, of at least a
  * page when it has no unit, so that "mcdram=64" is not taken as 64 bytes. */
 int hm_cli_capacity(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_t *out);
 
-/* Checks HETMEM_SPOOL_MAX (record, run) before a run: unset, or a size of
- * at least HM_SPOOL_MIN. Else prints the one-line error naming it and its
- * value and returns HM_EXIT_RUNTIME; 0 when it is fine. */
-int hm_cli_spool_max(void);
+/* Checks the variables a user may set for the runtime of record and run
+ * before a run: HETMEM_SPOOL_MAX (unset, or a size of at least
+ * HM_SPOOL_MIN) and HETMEM_SIGNAL_OFFSET (hm__signal_offset). Else prints
+ * "hetmem: VAR=VALUE: why" and returns HM_EXIT_RUNTIME; 0 when fine. */
+int hm_cli_runtime_env(void);
 
 /* Loads a machine preset or JSON file (docs/machines.md) given to
  * --machine and returns its canonical JSON text in *json (malloc'd, the

@@ -270,10 +270,8 @@ static int cmd_estimate(const hm_cmd_t *cmd, int argc, char **argv)
             calib[ncal++] = arg;
             break;
         case OPT_WINDOWS:
-            if (hm_cli_u64(cmd, "--windows", arg, &windows))
+            if (hm_cli_u64_in(cmd, "--windows", arg, 1, 100000, NULL, &windows))
                 return HM_EXIT_USAGE;
-            if (windows < 1 || windows > 100000)
-                return hm_cli_usage(cmd, "--windows must be between 1 and 100000");
             break;
         case HM_CLI_HELP: return HM_EXIT_OK;
         default: return HM_EXIT_USAGE;

@@ -262,19 +262,15 @@ static int opt_options(opt_t *o, const hm_cmd_t *cmd, int argc, char **argv)
         case OPT_SPLIT: opts->split = 1; break;
         case OPT_SPLIT_STEP: {
             uint64_t st;
-            if (hm_cli_u64(cmd, "--split-step", arg, &st))
+            if (hm_cli_u64_in(cmd, "--split-step", arg, 1, 100, "a percentage", &st))
                 return HM_EXIT_USAGE;
-            if (st < 1 || st > 100)
-                return hm_cli_usage(cmd, "--split-step must be a percentage between 1 and 100");
             opts->split = 1;
             opts->split_step = (int)st;
             break;
         }
         case OPT_BUDGET:
-            if (hm_cli_u64(cmd, "--budget", arg, &opts->budget))
+            if (hm_cli_u64_in(cmd, "--budget", arg, 1, UINT64_MAX, "estimator calls", &opts->budget))
                 return HM_EXIT_USAGE;
-            if (opts->budget == 0)
-                return hm_cli_usage(cmd, "--budget must be at least 1 estimator call");
             break;
         case OPT_TIME:
             if (hm__parse_double(arg, &opts->time_s) < 0 || !(opts->time_s > 0))
@@ -292,17 +288,13 @@ static int opt_options(opt_t *o, const hm_cmd_t *cmd, int argc, char **argv)
         case OPT_POLICY: opts->policy_in = arg; break;
         case OPT_SAVE_POLICY: opts->policy_out = arg; break;
         case OPT_REFINE:
-            if (hm_cli_u64(cmd, "--refine", arg, &o->refine))
+            if (hm_cli_u64_in(cmd, "--refine", arg, 1, 100, "rounds", &o->refine))
                 return HM_EXIT_USAGE;
-            if (o->refine < 1 || o->refine > 100)
-                return hm_cli_usage(cmd, "--refine must be between 1 and 100 rounds");
             break;
         case OPT_ALLOW_EXIT: {
             uint64_t st;
-            if (hm_cli_u64(cmd, "--allow-exit", arg, &st))
+            if (hm_cli_u64_in(cmd, "--allow-exit", arg, 1, 255, "an exit status", &st))
                 return HM_EXIT_USAGE;
-            if (st < 1 || st > 255)
-                return hm_cli_usage(cmd, "--allow-exit must be between 1 and 255");
             o->allowed_exit[st] = 1;
             o->nallowed++;
             break;

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "common/env.h"
 #include "hetmem/record.h"
+#include "hetmem/trace.h"
 
 /* Fastest soft sampling rate (hetmem/record.h says why). */
 #define HM_SOFT_MAX_HZ (1000000000u / HM_RECORD_MIN_INTERVAL_NS)
@@ -98,9 +99,9 @@ static int backend_period(const hm_cmd_t *cmd, const char **bkp, int per_cpu, co
     /* -p is microseconds for a timed backend: a period whose nanoseconds
      * do not fit 64 bits would wrap (to a fast rate) before the check
      * below. The kernel refuses event periods with the top bit set. */
-    if (have_p && timed && period > UINT64_MAX / 1000)
-        return hm_cli_usage(cmd, "-p: %s microseconds does not fit in 64 bits of nanoseconds (at most %llu)", arg_p,
-                            (unsigned long long)(UINT64_MAX / 1000));
+    if (have_p && timed && period > HM_TRACE_PERIOD_MAX / 1000)
+        return hm_cli_usage(cmd, "-p: %s microseconds is over %llu (a trace holds the period in nanoseconds, at "
+                            "most 2^63-1)", arg_p, (unsigned long long)(HM_TRACE_PERIOD_MAX / 1000));
     if (have_p && !timed && period > (uint64_t)INT64_MAX)
         return hm_cli_usage(cmd, "-p: %s events is over the kernel's limit of 2^63-1", arg_p);
     if (timed && !none && *rt_period < HM_RECORD_MIN_INTERVAL_NS)
@@ -156,11 +157,10 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
             have_p = 1;
             break;
         case 'F':
-            if (hm_cli_u64(cmd, "-F", arg, &freq))
+            if (hm_cli_u64_in(cmd, "-F", arg, 1, HM_SOFT_MAX_HZ,
+                              "Hz; each soft sample costs a few microseconds of handler and decoding, so faster rates "
+                              "stall the program", &freq))
                 return HM_EXIT_USAGE;
-            if (!freq || freq > HM_SOFT_MAX_HZ)
-                return hm_cli_usage(cmd, "-F: %s Hz is outside 1..%u (each soft sample costs a few microseconds of "
-                                    "handler and decoding, so faster rates stall the program)", arg, HM_SOFT_MAX_HZ);
             break;
         case OPT_BIND: bind = arg; break;
         case OPT_MACHINE: machine = arg; break;
@@ -171,10 +171,8 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
                 return HM_EXIT_USAGE;
             break;
         case OPT_DEPTH:
-            if (hm_cli_u64(cmd, "--depth", arg, &depth))
+            if (hm_cli_u64_in(cmd, "--depth", arg, 1, 16, "frames", &depth))
                 return HM_EXIT_USAGE;
-            if (depth < 1 || depth > 16)
-                return hm_cli_usage(cmd, "--depth: %s is outside 1..16", arg);
             break;
         case HM_CLI_HELP: return HM_EXIT_OK;
         default: return HM_EXIT_USAGE;
@@ -182,17 +180,8 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     }
     if (p.ind >= argc)
         return hm_cli_usage(cmd, "missing command to record (hetmem record [options] -- CMD ARGS)");
-    if (hm_cli_spool_max() != 0)
+    if (hm_cli_runtime_env() != 0)
         return HM_EXIT_RUNTIME;
-    {
-        /* The runtime reads it too, but could only warn; refused here it
-         * stops the run before it records nothing. */
-        const char *so = getenv(hm__env_name(HM_ENV_SIGNAL_OFFSET));
-        int off;
-        if (so && hm__signal_offset(so, &off) != 0)
-            return hm_cli_failf(hm__env_name(HM_ENV_SIGNAL_OFFSET), "'%s' is not an offset in 0..%d (SIGRTMIN+N "
-                                "must be a real-time signal)", so, SIGRTMAX - SIGRTMIN);
-    }
     if (have_p && period == 0)
         return hm_cli_usage(cmd, "-p: PERIOD must be at least 1");
     if (have_p && freq)

@@ -301,7 +301,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
                             TABLE_OBJECTS);
     if (p.ind >= argc)
         return hm_cli_usage(cmd, "missing command to run (hetmem run --placement FILE -- CMD ARGS)");
-    if (hm_cli_spool_max() != 0)
+    if (hm_cli_runtime_env() != 0)
         return HM_EXIT_RUNTIME;
 
     /* The recorder checks everything before the run: the placement, its

@@ -21,6 +21,7 @@
 #include "common/env.h"
 #include "hetmem/placement.h"
 #include "hetmem/sim.h"
+#include "hetmem/trace.h"
 
 enum { OPT_DEVICE = 256, OPT_PLACEMENT, OPT_PERIOD, OPT_JSON, OPT_STRICT };
 
@@ -250,10 +251,9 @@ static int sim_options(simrun_t *s, const hm_cmd_t *cmd, int argc, char **argv)
         case OPT_JSON: s->jsonf = arg; break;
         case OPT_STRICT: s->strict = 1; break;
         case OPT_PERIOD:
-            if (hm_cli_u64(cmd, "--sample-period", arg, &s->period))
+            if (hm_cli_u64_in(cmd, "--sample-period", arg, 1, HM_TRACE_PERIOD_MAX,
+                              "a trace header holds at most 2^63-1", &s->period))
                 return HM_EXIT_USAGE;
-            if (s->period == 0)
-                return hm_cli_usage(cmd, "--sample-period must be at least 1");
             break;
         case HM_CLI_HELP: return HM_EXIT_OK;
         default: return HM_EXIT_USAGE;

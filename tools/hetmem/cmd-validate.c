@@ -482,22 +482,17 @@ static int val_options(val_t *v, const hm_cmd_t *cmd, int argc, char **argv)
         switch (key) {
         case OPT_MACHINE: v->machine = arg; break;
         case OPT_PLACEMENTS:
-            if (hm_cli_u64(cmd, "--placements", arg, &v->K))
+            if (hm_cli_u64_in(cmd, "--placements", arg, 1, 10000, NULL, &v->K))
                 return HM_EXIT_USAGE;
-            if (v->K < 1 || v->K > 10000)
-                return hm_cli_usage(cmd, "--placements must be between 1 and 10000");
             break;
         case OPT_PERIOD:
-            if (hm_cli_u64(cmd, "--period", arg, &v->period))
+            if (hm_cli_u64_in(cmd, "--period", arg, 1, HM_TRACE_PERIOD_MAX, "a trace header holds at most 2^63-1",
+                              &v->period))
                 return HM_EXIT_USAGE;
-            if (v->period < 1)
-                return hm_cli_usage(cmd, "--period must be at least 1");
             break;
         case 'j':
-            if (hm_cli_u64(cmd, "--jobs", arg, &v->jobs))
+            if (hm_cli_u64_in(cmd, "--jobs", arg, 1, 1024, NULL, &v->jobs))
                 return HM_EXIT_USAGE;
-            if (v->jobs < 1 || v->jobs > 1024)
-                return hm_cli_usage(cmd, "--jobs must be between 1 and 1024");
             break;
         case OPT_SEED:
             if (hm_cli_u64(cmd, "--seed", arg, &v->seed))
@@ -509,17 +504,13 @@ static int val_options(val_t *v, const hm_cmd_t *cmd, int argc, char **argv)
         case OPT_KEEP: v->keep = arg; break;
         case OPT_REUSE: v->reuse = 1; break;
         case OPT_CALIBRATE:
-            if (hm_cli_u64(cmd, "--calibrate", arg, &v->Kc))
+            if (hm_cli_u64_in(cmd, "--calibrate", arg, 1, 100, "runs", &v->Kc))
                 return HM_EXIT_USAGE;
-            if (v->Kc < 1 || v->Kc > 100)
-                return hm_cli_usage(cmd, "--calibrate must be between 1 and 100 runs");
             break;
         case OPT_ALLOW_EXIT: {
             uint64_t st;
-            if (hm_cli_u64(cmd, "--allow-exit", arg, &st))
+            if (hm_cli_u64_in(cmd, "--allow-exit", arg, 1, 255, "an exit status", &st))
                 return HM_EXIT_USAGE;
-            if (st < 1 || st > 255)
-                return hm_cli_usage(cmd, "--allow-exit must be between 1 and 255");
             allowed_exit[st] = 1;
             break;
         }
@@ -630,9 +621,10 @@ static int val_device_runs(val_t *v)
             return -1;
         }
         rec_backend = hm_backend_name(b);
-        if (b == HM_BACKEND_SOFT && v->period > UINT64_MAX / 1000) {
-            hm_cli_failf("validate", "--period: %llu microseconds does not fit in 64 bits of nanoseconds",
-                         (unsigned long long)v->period);
+        if (b == HM_BACKEND_SOFT && v->period > HM_TRACE_PERIOD_MAX / 1000) {
+            hm_cli_failf("validate", "--period: %llu microseconds is over %llu (a trace holds the period in "
+                         "nanoseconds, at most 2^63-1)", (unsigned long long)v->period,
+                         (unsigned long long)(HM_TRACE_PERIOD_MAX / 1000));
             return -1;
         }
         rec_period = b == HM_BACKEND_SOFT ? v->period * 1000 : v->period;

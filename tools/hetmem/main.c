@@ -63,7 +63,11 @@ static int help(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    hm__log_init();
+    if (hm__log_init() != 0) {
+        fprintf(stderr, "hetmem: %s=%s: not a log level (%s)\n", hm__env_name(HM_ENV_LOG), hm__env_get(HM_ENV_LOG),
+                HM_LOG_LEVELS);
+        return HM_EXIT_RUNTIME;
+    }
     if (argc < 2) {
         usage(stderr);
         return HM_EXIT_USAGE;
