@@ -232,8 +232,10 @@ typedef struct hm_est_calibration {
  *    value in [0, 1] whose least-squares beta leaves the smallest squared
  *    relative errors (the largest such, so that runs that cannot tell
  *    leave w = 1); fewer runs leave w = 1.
- * Every later estimate and state of @p e uses them; n = 0 puts w back to 1
- * and beta to 0, where every estimate is the uncalibrated one.
+ * Every later estimate and state of @p e uses them, states opened before
+ * the call included (such a state computes its terms again on its next
+ * move, estimate, runtime or copy); n = 0 puts w back to 1 and beta to 0,
+ * where every estimate is the uncalibrated one.
  * With @p out non-NULL, fills it. Not thread-safe with estimates on @p e.
  * Errors: HM_EUSAGE (n < 0, a time that is not a positive number),
  * HM_ENODEV (a placement's devices).
@@ -262,7 +264,9 @@ typedef struct hm_est_state hm_est_state_t;
 /**
  * An assignment of objects to devices, per phase label when @p phased is
  * non-zero (with migration cost at phase boundaries), that is re-estimated
- * incrementally. It starts with everything on the default device.
+ * incrementally. It starts with everything on the default device, and
+ * follows the estimator's calibration (hm_estimator_calibrate()) whenever
+ * it was made.
  * *out is owned by the caller (hm_est_state_close()).
  */
 int hm_est_state_open(hm_est_state_t **out, hm_estimator_t *e, hm_est_model_t model, int phased);

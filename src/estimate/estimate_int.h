@@ -88,6 +88,9 @@ typedef struct {
      * its spread between the device runs, at most mix_cap times its time;
      * 0 unless calibrated. */
     double mix, mix_cap;
+    /* Counts the calls of hm_estimator_calibrate: a state whose terms were
+     * computed under another count computes them again before it is used. */
+    uint64_t calib_gen;
 } hm__est_default_t;
 
 /* A placement of one object in one phase: pct percent of its pages on dev,

@@ -2010,6 +2010,7 @@ struct hm_est_state {
     double *t;               /* per class, current time */
     double mig;              /* migration time */
     double total;
+    uint64_t calib_gen;      /* the estimator's calib_gen its terms were computed under */
 };
 
 /* Fraction of object o's accesses on its slot's device (by sampled pages). */
@@ -2199,6 +2200,17 @@ static void recompute(hm_est_state_t *s)
     double mix;
     mix_factor(s, &mix);
     s->total += mix;
+    s->calib_gen = e->dm.calib_gen;
+}
+
+/* A state opened before its estimator was calibrated (again) holds the
+ * per-class times of the old overlap and mix term: computed again from its
+ * assignment, its estimates are those of a state opened now. The state is
+ * the caller's (never const in fact): the times are a cache of it. */
+static void calibrated(const hm_est_state_t *s)
+{
+    if (s->calib_gen != s->e->dm.calib_gen)
+        recompute((hm_est_state_t *)s);
 }
 
 /* A state in one allocation, its assignment left for the caller to fill
@@ -2257,6 +2269,7 @@ HM_API int hm_est_state_copy(hm_est_state_t *dst, const hm_est_state_t *src)
     hm__errclear();
     if (dst->e != src->e || dst->model != src->model || dst->phased != src->phased)
         return hm__errf(HM_EUSAGE, "states of different estimators, models or phasing");
+    calibrated(src);
     const hm_estimator_t *e = src->e;
     int C = nclass(src), D = e->ndev;
     memcpy(dst->a, src->a, (size_t)src->np * e->nobj * sizeof *dst->a);
@@ -2271,6 +2284,7 @@ HM_API int hm_est_state_copy(hm_est_state_t *dst, const hm_est_state_t *src)
     memcpy(dst->sp, src->sp, (size_t)C * sizeof(double));
     dst->mig = src->mig;
     dst->total = src->total;
+    dst->calib_gen = src->calib_gen;
     return 0;
 }
 
@@ -2285,6 +2299,7 @@ HM_API int hm_est_state_move(hm_est_state_t *s, int phase, int obj, int dev, int
         return hm__errf(HM_EUSAGE, "the untracked pseudo-object cannot be moved");
     if (phase >= 0 && !s->phased)
         return hm__errf(HM_EUSAGE, "a phase was given to a state without phases");
+    calibrated(s);
     if (pct == 0 || dev == s->def)
         dev = s->def, pct = 100;
     slot_t nw = {(int16_t)dev, (int16_t)pct};
@@ -2333,6 +2348,7 @@ HM_API int hm_est_state_move(hm_est_state_t *s, int phase, int obj, int dev, int
 
 HM_API double hm_est_state_runtime(const hm_est_state_t *s)
 {
+    calibrated(s);
     return s->total;
 }
 
@@ -2360,6 +2376,7 @@ static double spread(const hm_est_state_t *s)
 HM_API int hm_est_state_estimate(hm_est_state_t *s, hm_estimate_t *out)
 {
     hm__errclear();
+    calibrated(s);
     double var = 0;
     /* A blended split's classes count at their weights: the two
      * preparations draw on the same samples, so their variances average
@@ -2809,6 +2826,7 @@ HM_API int hm_estimator_calibrate(hm_estimator_t *e, hm_placement_t *const *pls,
             cap = fabs(t[i] - est[i]) / est[i];
     e->dm.mix = mix;
     e->dm.mix_cap = mix != 0 ? cap : 0;
+    e->dm.calib_gen++;
     if ((rc = calib_mean(e, pls, t, n, &after)) < 0)
         goto fail;
     free(est);
@@ -2819,6 +2837,7 @@ fail:
     free(est);
     e->dm.overlap = 1;
     e->dm.mix = e->dm.mix_cap = 0;
+    e->dm.calib_gen++;
     return rc;
 }
 

@@ -965,6 +965,21 @@ static void test_mix_samples(void)
     CHECK_NEAR(mixes_far("mix_samples too few", 20, 2, (const int (*)[4])cnt, 50000), 4.2667e6, 0.002);
 }
 
+/* The calibration tests' estimator: twenty instances of one mix, 60% of
+ * the misses on object 0 and 40% on object 1 (mixes_summary); NULL (and a
+ * failed check) when it cannot be made. */
+static hm_estimator_t *calib_estimator(const char *name)
+{
+    int cnt[20][4] = {{0}};
+    for (int i = 0; i < 20; i++)
+        cnt[i][0] = 60, cnt[i][1] = 40;
+    char *js = mixes_summary(20, 2, (const int (*)[4])cnt, 1000);
+    hm_estimator_t *e = NULL;
+    CHECK_EQ_INT(hm_estimator_parse_summary(&e, name, js), 0);
+    free(js);
+    return e;
+}
+
 /* The calibration tests' placements on the near/far summary: object 0 on
  * far, object 1 on far, everything on far; r0 and r1 the first two's
  * uncalibrated default-model estimates. */
@@ -1002,13 +1017,7 @@ static void calib_placements(hm_estimator_t *e, hm_placement_t **p0, hm_placemen
  * no calibration does (every estimate as before, to the last bit). */
 static void test_calibrate_overlap(void)
 {
-    int cnt[20][4] = {{0}};
-    for (int i = 0; i < 20; i++)
-        cnt[i][0] = 60, cnt[i][1] = 40;
-    char *js = mixes_summary(20, 2, (const int (*)[4])cnt, 1000);
-    hm_estimator_t *e = NULL;
-    CHECK_EQ_INT(hm_estimator_parse_summary(&e, "calibrate", js), 0);
-    free(js);
+    hm_estimator_t *e = calib_estimator("calibrate");
     if (!e)
         return;
     CHECK_NEAR(hm_estimator_overlap(e), 1, 0);
@@ -1078,13 +1087,7 @@ static void test_calibrate_overlap(void)
  * -0.512 ms. */
 static void test_calibrate_mix(void)
 {
-    int cnt[20][4] = {{0}};
-    for (int i = 0; i < 20; i++)
-        cnt[i][0] = 60, cnt[i][1] = 40;
-    char *js = mixes_summary(20, 2, (const int (*)[4])cnt, 1000);
-    hm_estimator_t *e = NULL;
-    CHECK_EQ_INT(hm_estimator_parse_summary(&e, "calibrate mix", js), 0);
-    free(js);
+    hm_estimator_t *e = calib_estimator("calibrate mix");
     if (!e)
         return;
     hm_placement_t *p0 = NULL, *p1 = NULL, *pf = NULL;
@@ -1131,6 +1134,62 @@ static void test_calibrate_mix(void)
     CHECK_NEAR(cal.mix, 0, 0);
     CHECK_EQ_INT(hm_estimator_estimate(e, p1, HM_EST_DEFAULT, &c1, NULL), 0);
     CHECK(c1.runtime_ns == r1.runtime_ns && c1.lo_ns == r1.lo_ns && c1.hi_ns == r1.hi_ns);
+    hm_placement_close(p0);
+    hm_placement_close(p1);
+    hm_placement_close(pf);
+    hm_estimator_close(e);
+}
+
+/* A state opened before a calibration sees it on its next use, as one
+ * opened after it does (the cases of test_calibrate_mix and
+ * test_calibrate_overlap): object 0 on far, 5.12 ms uncalibrated, is 4.608
+ * ms once calibrated on that run (beta = -0.5), through the state's
+ * runtime, its estimate (bit for bit the estimator's, interval included),
+ * its next move (object 1 alone on far: 3.456 ms, the cap) and a copy;
+ * a calibration with no run takes it back to 5.12 ms. With the channel
+ * overlap fitted to 0.5 on three runs, object 1 on far goes from 3.84 to
+ * 5.547 ms. Before, such a state kept the old terms: 5.12 ms after the
+ * calibration, and a move mixed old and new terms. */
+static void test_calibrate_open_states(void)
+{
+    hm_estimator_t *e = calib_estimator("calibrate open states");
+    if (!e)
+        return;
+    hm_placement_t *p0 = NULL, *p1 = NULL, *pf = NULL;
+    hm_estimate_t r0, r1;
+    calib_placements(e, &p0, &p1, &pf, &r0, &r1);
+    hm_est_state_t *st = NULL, *cp = NULL;
+    CHECK_EQ_INT(hm_est_state_open(&st, e, HM_EST_DEFAULT, 0), 0);
+    CHECK_EQ_INT(hm_est_state_open(&cp, e, HM_EST_DEFAULT, 0), 0);
+    if (!st || !cp)
+        goto out;
+    double m = -1;
+    CHECK_EQ_INT(hm_est_state_move(st, -1, 0, 1, 100, &m), 0);
+    CHECK_NEAR(m, 5.12e6, 1e-6);
+    double t = 4.608e6;
+    CHECK_EQ_INT(hm_estimator_calibrate(e, &p0, &t, 1, NULL), 0);
+    CHECK_NEAR(hm_est_state_runtime(st), 4.608e6, 1e-4);
+    hm_estimate_t se, ee;
+    CHECK_EQ_INT(hm_est_state_estimate(st, &se), 0);
+    CHECK_EQ_INT(hm_estimator_estimate(e, p0, HM_EST_DEFAULT, &ee, NULL), 0);
+    CHECK(se.runtime_ns == ee.runtime_ns && se.lo_ns == ee.lo_ns && se.hi_ns == ee.hi_ns);
+    CHECK_EQ_INT(hm_est_state_copy(cp, st), 0);
+    CHECK_NEAR(hm_est_state_runtime(cp), 4.608e6, 1e-4);
+    CHECK_EQ_INT(hm_est_state_move(st, -1, 0, 0, 100, &m), 0);
+    CHECK_EQ_INT(hm_est_state_move(st, -1, 1, 1, 100, &m), 0);
+    CHECK_NEAR(m, 3.456e6, 1e-4);
+    CHECK_EQ_INT(hm_estimator_calibrate(e, NULL, NULL, 0, NULL), 0);
+    CHECK_NEAR(hm_est_state_runtime(cp), 5.12e6, 1e-6);
+    CHECK(hm_est_state_runtime(st) == r1.runtime_ns);
+    /* The overlap: object 1 on far, then three runs fit w = 0.5. */
+    hm_placement_t *three[3] = {p0, p1, pf};
+    double meas[3] = {6.4e6, 5.5467e6, 8.5333e6};
+    CHECK_EQ_INT(hm_estimator_calibrate(e, three, meas, 3, NULL), 0);
+    CHECK_NEAR(hm_estimator_overlap(e), 0.5, 1e-4);
+    CHECK_NEAR(hm_est_state_runtime(st), 5.5467e6, 1e-4);
+out:
+    hm_est_state_close(st);
+    hm_est_state_close(cp);
     hm_placement_close(p0);
     hm_placement_close(p1);
     hm_placement_close(pf);
@@ -2800,6 +2859,7 @@ int main(void)
     test_mix_samples();
     test_calibrate_overlap();
     test_calibrate_mix();
+    test_calibrate_open_states();
     test_store_traffic_kept();
     test_store_hits_write_back();
     test_reuse_scaled_first();
