@@ -21,6 +21,11 @@ void hm__inst_foreign_thread(void) __attribute__((noreturn, cold));
 extern int hm__inst_busy;
 
 void hm__inst_init(void);
+/* The runtime's own heap (heap.c): every allocation made while
+ * hm__inst_busy is set comes from a private region, not the program's
+ * heap. 0 or -errno (the runtime then shares glibc's heap). */
+int hm__rtheap_init(void);
+int hm__rtheap_owns(const void *p);
 /* Per-block instruction counts, keyed by the coverage hook's return
  * address: open addressing, decoded once per block (blocks.c, with src/arch). */
 typedef struct {

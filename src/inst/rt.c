@@ -241,52 +241,6 @@ static void progress_tick(int sig)
     errno = saved;
 }
 
-/* The trace header holds the command as given, so its size follows the
- * program's path. Built on the program's heap, its JSON nodes and text
- * would leave holes of that size and move the program's later allocations
- * (and with them its cache sets and the pages a pages_percent rule picks):
- * the simulated time would depend on where the program was built. jansson
- * allocates the header in this scratch arena instead, a mapping of fixed
- * size that is unmapped afterwards; nothing in it is ever freed singly. */
-#define HM__SCRATCH_BYTES ((size_t)64 << 20) /* four times the header's maximum */
-static struct {
-    char *base;
-    size_t used;
-    json_malloc_t saved_malloc;
-    json_free_t saved_free;
-} scratch;
-
-static void *scratch_malloc(size_t n)
-{
-    n = (n + 15) & ~(size_t)15;
-    if (!scratch.base || n > HM__SCRATCH_BYTES - scratch.used)
-        return NULL;
-    void *p = scratch.base + scratch.used;
-    scratch.used += n;
-    return p;
-}
-
-static void scratch_free(void *p) { (void)p; }
-
-static int scratch_begin(void)
-{
-    void *b = mmap(NULL, HM__SCRATCH_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (b == MAP_FAILED)
-        return -errno;
-    scratch.base = b;
-    scratch.used = 0;
-    json_get_alloc_funcs(&scratch.saved_malloc, &scratch.saved_free);
-    json_set_alloc_funcs(scratch_malloc, scratch_free);
-    return 0;
-}
-
-static void scratch_end(void)
-{
-    json_set_alloc_funcs(scratch.saved_malloc, scratch.saved_free);
-    munmap(scratch.base, HM__SCRATCH_BYTES);
-    scratch.base = NULL;
-}
-
 static char *read_cmdline_argv(char ***argv_out)
 {
     int fd = open("/proc/self/cmdline", O_RDONLY);
@@ -350,13 +304,15 @@ void hm__inst_init(void)
     if (!machine || !rt.result)
         return; /* not under `hetmem sim`: run as a plain program */
     rt.pid = getpid();
+    /* From here on the runtime allocates from its own heap (heap.c): the
+     * program's allocations land where they would without the runtime,
+     * with or without a trace. */
+    hm__rtheap_init();
     hm__inst_busy = 1;
-    /* jansson seeds its hash tables from /dev/urandom by default, and the
-     * order in which a parsed object's nodes are freed follows the hash
-     * order. The runtime shares the heap with the program, so a random free
-     * order would reshuffle malloc's free lists and move the program's later
-     * allocations by a cache line or two from run to run. A fixed seed keeps
-     * the simulation bit-for-bit reproducible. */
+    /* jansson seeds its hash tables from /dev/urandom by default; a fixed
+     * seed keeps the runtime's own behaviour (the order of its frees, when
+     * its heap could not be reserved and it shares the program's) the same
+     * from run to run. */
     json_object_seed(0x686d73696dull);
     int rc = hm_sim_machine_load(&rt.m, machine);
     if (rc < 0) {
@@ -400,13 +356,7 @@ void hm__inst_init(void)
         hm_trace_meta_t meta = {"hetmem-sim " HETMEM_VERSION, "sim", 1.0, "sim", "loads+stores", period,
                                 devname && *devname ? devname : NULL, hm_sim_machine_json(rt.m),
                                 (const char *const *)argv, NULL};
-        rc = scratch_begin();
-        if (rc == 0) {
-            rc = hm_trace_writer_open(&rt.tw, tp, &meta);
-            scratch_end();
-        } else {
-            hm__errf(rc, "scratch space for the trace header");
-        }
+        rc = hm_trace_writer_open(&rt.tw, tp, &meta);
         free(argv);
         free(argbuf);
         if (rc < 0) {
@@ -507,11 +457,10 @@ extern void *__libc_stack_end;
 /* Site ids seen, with their frames and, once named, their source chain
  * (empty when the program has no line tables there): placements name
  * sites by it, and the report and the trace show it. Naming reads the
- * program's DWARF with libdw, whose allocations share the program's heap
- * and depend on the build path's length, so it is put off to the end of
- * the run (the report, the trace's site records) unless the placement has
- * a rule that names a site by its source line: the program's heap, and
- * with it the simulated run, then do not depend on where it was built.
+ * program's DWARF with libdw (its allocations come from the runtime's own
+ * heap), which is slow, so it is put off to the end of the run (the
+ * report, the trace's site records) unless the placement has a rule that
+ * names a site by its source line.
  * Open addressing; a site past the table's capacity has no source. */
 #define SITE_SRC_LEN 256
 static struct site_src {

@@ -42,10 +42,12 @@ simopt() {
   echo "  $n: predicted $pred s, simulated $meas s: $(jq -c .placement.rules $n.json)"
 }
 
-# The best whole-object placement: exhaustive proves it (all on DDR here).
+# The best whole-object placement by the model (exhaustive): all on DDR or
+# one array moved, within a few percent of its simulation. The splits
+# below must beat the faster of it and all on DDR.
 simopt whole --algo exhaustive
-wmeas=$meas
-near "$(jq .predicted_runtime_s whole.json)" "$tddr" 1e-6 "whole objects: all on DDR, the device run's time"
+near "$pred" "$meas" 0.05 "whole objects: predicted vs simulated"
+wmeas=$(awk -v a="$meas" -v b="$tddr" 'BEGIN { print (a < b ? a : b) }')
 for a in exhaustive anneal; do
   simopt split-$a --algo $a --split --budget 3000
   [ "$(jq '[.placement.rules[] | select(.pages_percent != null and .pages_percent < 100)] | length' split-$a.json)" -gt 0 ] \
