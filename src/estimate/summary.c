@@ -900,7 +900,7 @@ static int walk_run(run_t *r)
      * reads), and whether it missed L1; tables rather than branches on the
      * sample's kind, which follows no pattern. */
     uint16_t kind_row[32]; /* the row's offset in the histogram */
-    uint64_t kind_miss[32];
+    uint32_t kind_miss[32];
     for (unsigned t5 = 0; t5 < 32; t5++) {
         unsigned lv = t5 >> 2, load = t5 >> 1 & 1, store = t5 & 1;
         kind_row[t5] = (uint16_t)((load && lv >= HM_DSRC_L1 && lv <= HM_DSRC_L3 ? lv : 0) * 512);
@@ -909,6 +909,8 @@ static int walk_run(run_t *r)
     /* The kind's two parts from the data source's level and the access,
      * by table too. */
     uint8_t lv_part[256], acc_part[256];
+    uint32_t miss_o1[HM_TRACE_BATCH]; /* a batch's misses: object + 1 and page number */
+    uint64_t miss_pg[HM_TRACE_BATCH];
     for (unsigned v = 0; v < 256; v++) {
         lv_part[v] = (uint8_t)((v > 7 ? 7 : v) << 2);
         acc_part[v] = (uint8_t)((unsigned)(v == HM_ACCESS_LOAD) << 1 | (unsigned)(v == HM_ACCESS_STORE));
@@ -950,7 +952,7 @@ static int walk_run(run_t *r)
                 break;
             samp_t *out = r->buf + r->nbuf;
             uint32_t *hist = &r->hist[0][0];
-            uint64_t(*pages)[100] = r->pages;
+            uint32_t nm = 0;
             for (uint32_t i = 0; i < n; i++) {
                 uint64_t st = b_time[i];
                 if (HM_UNLIKELY(st >= et)) {
@@ -961,7 +963,6 @@ static int walk_run(run_t *r)
                     }
                     if (rc < 0)
                         break;
-                    pages = r->pages;
                 }
                 uint32_t wt = b_weight[i];
                 unsigned t5 = (unsigned)lv_part[HM_DSRC_LEVEL(b_dsrc[i])] | acc_part[b_access[i]];
@@ -972,8 +973,13 @@ static int walk_run(run_t *r)
                 uint32_t o1 = (uint32_t)(o + 1);
                 /* Pages of the accesses that reach memory: a pages_percent
                  * split moves those, whatever the cache hits do. Untracked
-                 * samples count in a row of their own, which nothing reads. */
-                pages[o1][(a >> 12) % 100] += kind_miss[t5];
+                 * samples count in a row of their own, which nothing reads.
+                 * Every sample is written to the list and only a miss
+                 * keeps its entry: the misses are counted after the batch,
+                 * and the hits, most samples, cost no page number. */
+                miss_o1[nm] = o1;
+                miss_pg[nm] = a >> 12;
+                nm += kind_miss[t5];
                 uint64_t dt = st - prev;
                 prev = st;
                 if (HM_UNLIKELY((dt >> 32) | (wt >> 16) | (o1 > SAMP_SHORT_OBJ))) {
@@ -990,6 +996,8 @@ static int walk_run(run_t *r)
             }
             if (rc == 0)
                 r->nbuf = (size_t)(out - r->buf);
+            for (uint32_t m = 0; m < nm; m++)
+                r->pages[miss_o1[m]][miss_pg[m] % 100]++;
             if (rc == 0 && HM_UNLIKELY(k.err))
                 rc = k.err;
         }
@@ -1057,6 +1065,9 @@ static int bin_run(run_t *r)
     }
     int w = 0;
     uint64_t st = 0;
+    /* The next window's start, or UINT64_MAX in the last window: one
+     * test a sample. */
+    uint64_t next = last > 0 ? bound[1] : UINT64_MAX;
     /* Locals: the cell stores could otherwise alias the run's fields. */
     const samp_t *buf = r->buf;
     const size_t nbuf = r->nbuf;
@@ -1071,10 +1082,11 @@ static int bin_run(run_t *r)
             i += 2;
         }
         st += dt;
-        if (w < last && st >= bound[w + 1]) {
+        if (st >= next) {
             while (w < last && st >= bound[w + 1])
                 w++;
             cw = hm__est_cell(e, w, 0, d);
+            next = w < last ? bound[w + 1] : UINT64_MAX;
         }
         uint32_t o1 = tag >> 5;
         unsigned t5 = tag & 31;

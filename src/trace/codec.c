@@ -641,14 +641,24 @@ static int parse_payload(payload_t *y, const uint8_t *raw, size_t raw_len, uint3
 }
 
 /* Time deltas into times, kept within [*cur, last]; non-zero when one is
- * out of range. */
+ * out of range. When no sum can wrap (times below 2^63, deltas below 2^42,
+ * at most 2^20 of them), the times only grow, so the last one alone says
+ * whether any passed last: the loop then carries only the sum. */
 static inline uint64_t times_from_deltas(uint64_t *restrict t, uint32_t m, uint64_t *cur, uint64_t last)
 {
-    uint64_t c = *cur, bad = 0;
-    for (uint32_t i = 0; i < m; i++) {
-        uint64_t nt = c + t[i];
-        bad |= (nt < c) | (nt > last);
-        t[i] = c = nt;
+    uint64_t c = *cur, bad = 0, orv = 0;
+    for (uint32_t i = 0; i < m; i++)
+        orv |= t[i];
+    if (last >> 63 == 0 && orv >> 42 == 0 && m <= (UINT32_C(1) << 20)) {
+        for (uint32_t i = 0; i < m; i++)
+            t[i] = c += t[i];
+        bad = c > last;
+    } else {
+        for (uint32_t i = 0; i < m; i++) {
+            uint64_t nt = c + t[i];
+            bad |= (nt < c) | (nt > last);
+            t[i] = c = nt;
+        }
     }
     *cur = c;
     return bad;
@@ -667,10 +677,11 @@ addr_replay(hm__addr_state_t *st, const uint8_t *restrict code, uint64_t *restri
     clk.hand = st->hand;
     const uint8_t *q = st->q;
     uint64_t bad = 0;
+    unsigned orc = 0; /* the codes or'ed: a mode past HM__ADDR_ABS sets a bit above it */
     for (uint32_t i = 0; i < m; i++) {
         unsigned k = code[i], j = k & (HM__ADDR_SLOTS - 1), mode = k >> 4;
         uint64_t v;
-        bad |= mode > HM__ADDR_ABS;
+        orc |= k;
         unsigned store = j;
         if (HM_LIKELY(mode <= HM__ADDR_STRIDE)) {
             v = last_a[j] + (stride[j] & (uint64_t)-(int64_t)mode) + ((uint64_t)hm__unzigzag(a[i]) << ash);
@@ -703,7 +714,8 @@ addr_replay(hm__addr_state_t *st, const uint8_t *restrict code, uint64_t *restri
     memcpy(st->ref, clk.ref, sizeof clk.ref);
     st->hand = clk.hand;
     st->q = q;
-    return bad;
+    _Static_assert(HM__ADDR_ABS == 3 && HM__ADDR_SLOTS == 16, "modes 0-3 in bits 4-5 of a code");
+    return bad | (orc >> 6);
 }
 
 int hm__block_decode(hm__cols_t *c, const uint8_t *raw, size_t raw_len, uint32_t ns,

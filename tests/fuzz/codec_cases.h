@@ -209,6 +209,39 @@ static size_t codec_cases(codec_case_t **out)
     b.b[2] = 1; /* time base 1: past the block's last time */
     cc_add(&cs, &n, "time-past-last", &b, 4, 0, 5, 5, 0);
 
+    /* Times: deltas that wrap past 2^64 back into the block's range (the
+     * last time alone would pass), and valid blocks whose deltas or times
+     * are too large for the decoder's short range check. */
+    {
+        static const uint8_t d2[2] = {0, 1};
+        const uint64_t wrap[2] = {0, UINT64_MAX}; /* sample 0's delta: 2^64 - 1 */
+        const uint64_t late = UINT64_C(1) << 63, gap = UINT64_C(1) << 50;
+        for (int k = 0; k < 4; k++) {
+            b.n = 0;
+            if (k == 0)
+                cc_col1(&b, 0, d2, 2, 1, wrap);
+            else
+                cc_col0(&b, k == 1 ? gap : 1);
+            cc_col0(&b, 0);
+            cc_col0(&b, 0);
+            cc_exc(&b, NULL, 0);
+            for (int j = 0; j < 5; j++)
+                cc_col0(&b, 0);
+            cc_u32(&b, 0);
+            if (k == 0) {
+                cc_add(&cs, &n, "time-wraps", &b, 2, 0, 5, 5, 0);
+            } else if (k == 1) {
+                cc_add(&cs, &n, "time-long-gaps", &b, 4, 0, 7, 7 + 4 * gap, 1);
+                cs[n - 1].last_time = 7 + 4 * gap;
+            } else if (k == 2) {
+                cc_add(&cs, &n, "time-past-2^63", &b, 3, 0, late + 5, late + 8, 1);
+                cs[n - 1].last_time = late + 8;
+            } else {
+                cc_add(&cs, &n, "time-past-2^63-past-last", &b, 3, 0, late + 5, late + 7, 0);
+            }
+        }
+    }
+
     /* Patches: index past the samples, repeated index, value too wide. */
     {
         static const uint8_t v4[4] = {1, 2, 3, 4};
