@@ -2617,6 +2617,10 @@ static void test_attribution_changes(void)
             if (op == 0 && nlive < AC_LIVE) {
                 /* An allocation, over whatever live ranges it overlaps. */
                 uint64_t a = base + (x >> 7) % 12000, sz = sizes[(x >> 3) % 6];
+                /* Now and then one over more than the cache's 512 blocks of
+                 * 64 KiB (32 MiB), across the other regions. */
+                if ((x >> 9) % 64 == 0)
+                    sz = (uint64_t)48 << 20;
                 int site = (int)((x >> 20) % AC_SITES);
                 hm_alloc_t al = {t++, a, sz, 0xa000 + (uint64_t)site, 0};
                 CHECK_EQ_INT(hm_trace_write_alloc(w, &al), 0);
