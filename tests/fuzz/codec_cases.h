@@ -234,10 +234,10 @@ static size_t codec_cases(codec_case_t **out)
                 cc_add(&cs, &n, "time-long-gaps", &b, 4, 0, 7, 7 + 4 * gap, 1);
                 cs[n - 1].last_time = 7 + 4 * gap;
             } else if (k == 2) {
-                cc_add(&cs, &n, "time-past-2^63", &b, 3, 0, late + 5, late + 8, 1);
+                cc_add(&cs, &n, "time-late", &b, 3, 0, late + 5, late + 8, 1);
                 cs[n - 1].last_time = late + 8;
             } else {
-                cc_add(&cs, &n, "time-past-2^63-past-last", &b, 3, 0, late + 5, late + 7, 0);
+                cc_add(&cs, &n, "time-late-past-last", &b, 3, 0, late + 5, late + 7, 0);
             }
         }
     }
