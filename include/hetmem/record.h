@@ -225,7 +225,7 @@ typedef struct {
     const char *machine;   /**< device figures for the trace header: a machine preset or JSON file, or
                                 NULL for the kernel's HMAT figures */
     uint64_t min_size;     /**< track allocations of at least this many bytes (default 64 KiB) */
-    unsigned depth;        /**< call-stack frames in a site id, 1..16 (default 6) */
+    unsigned depth;        /**< links of the call chain in a site id, 1..16 (0: HM_SITE_DEPTH, 4, the depth hetmem sim and hetmem run use; another depth gives ids only a recording or run with that depth gives) */
     int per_cpu;           /**< pebs, ibs, perf-sw: one event and ring per CPU, opened by the recorder
                                 (needs perf_event_paranoid <= 0 or CAP_PERFMON) */
     const char *preload;   /**< libhetmem_preload.so to inject, or NULL: next to the running program

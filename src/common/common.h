@@ -90,10 +90,30 @@ int hm__parse_double(const char *s, double *out);
 /* 64-bit hash (xxh3) for site ids and checksums. */
 uint64_t hm__hash64(const void *data, size_t len, uint64_t seed);
 
-/* Call-site id from return addresses (innermost first): each frame hashed as
- * (module basename, module-relative offset), so ids are stable across runs
- * and ASLR. Allocation-free (dladdr), safe inside an allocator interposer. */
-uint64_t hm__site_id(const uintptr_t *pcs, int n);
+/* How many links of an allocation's call chain name its site: one depth
+ * for hetmem sim, hetmem record and hetmem run (docs/record.md, "Call
+ * sites"), so that the three give a program's allocations the same ids.
+ * A link is one function of the program's own on the way to the
+ * allocator: an inlined function counts as one, as a frame does. */
+#define HM_SITE_DEPTH 4
+#define HM_SITE_DEPTH_MAX 16 /* the most HETMEM_DEPTH may ask for */
+/* Call-site id from the program's return addresses (innermost first, the
+ * allocator's and the standard library's frames already left out, see
+ * hm__site_skip()): the first @p depth links hashed, each frame's links
+ * from its source chain where the module has line information
+ * ("file:line:column function" per function of the program's own,
+ * inlined ones included), else the frame as (module basename, offset in
+ * module). So ids are stable across runs and ASLR, and one source program
+ * gives the same ids built natively or with hetmem-cc. A frame's links are
+ * looked up once (hm__srcloc_key(), libdw) and cached per pc; thread-safe.
+ * libdw allocates: hetmem sim calls this as the runtime, whose allocations
+ * come from its own heap (src/inst/heap.c). */
+uint64_t hm__site_id(const uintptr_t *pcs, int n, int depth);
+/* A site's record: the frames that hold its first @p depth links, one a
+ * line as hm__site_frame() writes them, the last one's locations cut to
+ * the links that count (so hm__frame_source() gives the site's source
+ * chain, the links its id hashes); returns the length written. */
+int hm__site_frames(const uintptr_t *pcs, int n, int depth, char *buf, size_t len);
 /* One frame as "module+0xoff symbol at LOCATIONS" into buf (the " at"
  * part when the module has line tables, as hm__srcloc() writes it; the
  * symbol when it has one); returns snprintf's count. */
@@ -118,6 +138,9 @@ const char *hm__source_link(const char *p, size_t *k);
  * and is not listed). Returns the length, or -1 when the file has no line
  * table there or libdw is not built in. */
 int hm__srcloc(const char *path, uint64_t off, char *buf, size_t len);
+/* hm__srcloc() with each link's line as "line:column" (column 0 where the
+ * compiler gave none): the text site ids hash (hm__site_id()). */
+int hm__srcloc_key(const char *path, uint64_t off, char *buf, size_t len);
 /* Where the global or static variable at module-relative offset off of the
  * ELF file at path is declared, from its DWARF: "file:line", file as a base
  * name (a Fortran COMMON block's first declaration in the first unit that
@@ -128,10 +151,20 @@ int hm__srcloc_data(const char *path, uint64_t off, char *buf, size_t len);
  * language's standard library rather than to the program: operator
  * new/delete, std:: and __gnu_cxx:: functions (templates such as
  * std::vector<T>::_M_default_append instantiated in the program), and any
- * frame inside libc, libstdc++, libgcc or libgfortran. Site ids skip such
- * frames, so two std::vector members allocated at different places are two
- * sites. Cached per pc (lock-free; safe inside an allocator interposer). */
+ * frame inside libc, libstdc++, libgcc or libgfortran; and the hetmem-cc
+ * runtime's wrappers (__wrap_malloc...) and malloc family (a function named
+ * malloc, calloc, realloc, free, memalign, aligned_alloc, posix_memalign,
+ * valloc or pvalloc) and _start, so that a hetmem-cc
+ * build recorded, or a native build, has the frames hetmem sim sees.
+ * Site ids skip such frames, so two std::vector members allocated at
+ * different places are two sites. Cached per pc (lock-free; safe inside an allocator interposer). */
 int hm__site_skip(uintptr_t pc);
+/* Whether the frame at return address pc is an allocator's entry point:
+ * operator new or new[], a hetmem-cc runtime wrapper (__wrap_malloc...), or
+ * a function of the malloc family's names.
+ * An allocation with no frame of the program's own is named by the first
+ * frame past these. */
+int hm__site_entry(uintptr_t pc);
 /* The rule of hm__site_skip() on a module basename and a (mangled) symbol
  * name, either of which may be NULL. */
 int hm__site_skip_name(const char *module, const char *sym);

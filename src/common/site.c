@@ -11,26 +11,144 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Site ids must be equal across runs despite ASLR, so each frame is hashed
- * as (module basename, offset in module), never as a raw address. The call
- * instruction's own address (return address - 1) is used, so that two calls
- * on adjacent lines never share an id through their return addresses. */
-uint64_t hm__site_id(const uintptr_t *pcs, int n)
+/* ---- site ids
+ *
+ * A site id hashes the first HM_SITE_DEPTH links of the allocating call's
+ * source chain, innermost first: a frame with line information gives one
+ * link per function of the program's own that the call sits in (its
+ * inlined functions, then the function of the frame), each its
+ * "file:line:column function" (file as a base name, as hm__srcloc_key()
+ * writes it); a frame without gives one link, (module basename, offset in
+ * module). Source links make the id a property of the source program: a
+ * native build and a hetmem-cc build of one program, whose code differs
+ * by the instrumentation (and so by every offset), give each allocation
+ * the same id, whichever of them inlined a function of the program's own
+ * into another. Module-relative offsets, where there is no line table,
+ * keep the id stable across runs and ASLR. The call instruction's own
+ * address (return address - 1) is looked up. */
+
+static const char *frame_path(Dl_info *info, uintptr_t pc);
+
+#define HM_LINK_SRC 0x736f75726365ull /* "source": a link named by its source, not its module */
+#define HM_LINKS_CACHED 8
+
+/* Frames' links, cached per pc (a DWARF lookup is slow). Writers hold the
+ * lock; a pc whose links do not fit is looked up every time. */
+static struct {
+    uintptr_t pc;
+    int n;
+    uint64_t key[HM_LINKS_CACHED][2];
+} hm_link_cache[1024];
+static pthread_mutex_t link_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The links of the frame at return address pc into key (up to max);
+ * returns their count (at least 1). */
+static int frame_links(uintptr_t pc, uint64_t (*key)[2], int max)
+{
+    Dl_info info;
+    uintptr_t a = pc ? pc - 1 : 0;
+    key[0][0] = 0;
+    key[0][1] = a;
+    if (!a || !dladdr((void *)a, &info) || !info.dli_fname)
+        return 1;
+    const char *base = strrchr(info.dli_fname, '/');
+    base = base ? base + 1 : info.dli_fname;
+    uint64_t off = a - (uintptr_t)info.dli_fbase;
+    char src[1024];
+    int n = 0;
+    if (hm__srcloc_key(frame_path(&info, pc), off, src, sizeof src) > 0) {
+        for (const char *p = src; p && n < max;) {
+            const char *end = strstr(p, " < ");
+            size_t k = end ? (size_t)(end - p) : strlen(p);
+            key[n][0] = HM_LINK_SRC;
+            key[n][1] = hm__hash64(p, k, HM_LINK_SRC);
+            n++;
+            p = end ? end + 3 : NULL;
+        }
+    }
+    if (n == 0) {
+        key[0][0] = hm__hash64(base, strlen(base), 0);
+        key[0][1] = off;
+        n = 1;
+    }
+    return n;
+}
+
+static int frame_links_cached(uintptr_t pc, uint64_t (*key)[2], int max)
+{
+    size_t h = (size_t)((pc * 0x9e3779b97f4a7c15ull) >> 54) % HM_ARRAY_LEN(hm_link_cache);
+    pthread_mutex_lock(&link_lock);
+    for (size_t i = 0; i < 8; i++) {
+        size_t j = (h + i) % HM_ARRAY_LEN(hm_link_cache);
+        if (hm_link_cache[j].pc == pc && hm_link_cache[j].n <= max) {
+            int n = hm_link_cache[j].n;
+            memcpy(key, hm_link_cache[j].key, sizeof key[0] * (size_t)n);
+            pthread_mutex_unlock(&link_lock);
+            return n;
+        }
+        if (!hm_link_cache[j].pc) {
+            uint64_t tmp[HM_SITE_DEPTH_MAX][2];
+            int n = frame_links(pc, tmp, HM_SITE_DEPTH_MAX);
+            if (n <= HM_LINKS_CACHED) {
+                hm_link_cache[j].pc = pc;
+                hm_link_cache[j].n = n;
+                memcpy(hm_link_cache[j].key, tmp, sizeof tmp[0] * (size_t)n);
+            }
+            pthread_mutex_unlock(&link_lock);
+            if (n > max)
+                n = max;
+            memcpy(key, tmp, sizeof tmp[0] * (size_t)n);
+            return n;
+        }
+    }
+    pthread_mutex_unlock(&link_lock);
+    return frame_links(pc, key, max);
+}
+
+uint64_t hm__site_id(const uintptr_t *pcs, int n, int depth)
 {
     uint64_t h = 0x9e3779b97f4a7c15ull;
-    for (int i = 0; i < n; i++) {
-        Dl_info info;
-        uintptr_t pc = pcs[i] ? pcs[i] - 1 : 0;
-        uint64_t key[2] = {0, pc};
-        if (pc && dladdr((void *)pc, &info) && info.dli_fname) {
-            const char *base = strrchr(info.dli_fname, '/');
-            base = base ? base + 1 : info.dli_fname;
-            key[0] = hm__hash64(base, strlen(base), 0);
-            key[1] = pc - (uintptr_t)info.dli_fbase;
-        }
-        h = hm__hash64(key, sizeof key, h);
+    int links = 0;
+    if (depth > HM_SITE_DEPTH_MAX)
+        depth = HM_SITE_DEPTH_MAX;
+    for (int i = 0; i < n && links < depth; i++) {
+        uint64_t key[HM_SITE_DEPTH_MAX][2];
+        int k = frame_links_cached(pcs[i], key, depth - links);
+        for (int j = 0; j < k; j++)
+            h = hm__hash64(key[j], sizeof key[j], h);
+        links += k;
     }
     return h;
+}
+
+int hm__site_frames(const uintptr_t *pcs, int n, int depth, char *buf, size_t len)
+{
+    size_t off = 0;
+    int links = 0;
+    if (!len)
+        return 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && links < depth && off + 1 < len; i++) {
+        if (i)
+            buf[off++] = '\n', buf[off] = 0;
+        int w = hm__site_frame(pcs[i], buf + off, len - off);
+        if (w < 0)
+            break;
+        /* The frame's links past the depth are not part of the site. */
+        char *at = strstr(buf + off, " at ");
+        int k = 1;
+        for (char *p = at ? at + 4 : NULL; p && (p = strstr(p, " < ")) != NULL; p += 3) {
+            if (k >= depth - links) {
+                *p = 0;
+                w = (int)(p - (buf + off));
+                break;
+            }
+            k++;
+        }
+        links += k;
+        off += (size_t)w < len - off ? (size_t)w : len - off - 1;
+    }
+    return (int)off;
 }
 
 /* The static symbol table (.symtab) of a module: what names functions that
@@ -258,6 +376,19 @@ int hm__source_has(const char *chain, const char *file_line)
     return 0;
 }
 
+/* The malloc family by name: glibc's are skipped with libc, and these are
+ * the hetmem-cc runtime's definitions in the program (src/inst/heap.c),
+ * between its wrappers and the preload when a hetmem-cc build is recorded. */
+static int alloc_fn(const char *sym)
+{
+    static const char *const names[] = {"malloc", "calloc", "realloc", "free", "memalign", "aligned_alloc",
+                                        "posix_memalign", "valloc", "pvalloc"};
+    for (size_t i = 0; i < HM_ARRAY_LEN(names); i++)
+        if (!strcmp(sym, names[i]))
+            return 1;
+    return 0;
+}
+
 int hm__site_skip_name(const char *module, const char *sym)
 {
     /* Runtime libraries: what they allocate is done for the caller. */
@@ -269,6 +400,11 @@ int hm__site_skip_name(const char *module, const char *sym)
                 return 1;
     if (!sym)
         return 0;
+    /* The hetmem-cc runtime's allocator wrappers (--wrap=malloc...), seen
+     * when a hetmem-cc build is recorded; and _start, below main, which a
+     * frame-pointer walk never reaches. */
+    if (!strncmp(sym, "__wrap_", 7) || !strcmp(sym, "_start") || alloc_fn(sym))
+        return 1;
     /* Itanium C++ ABI names: operator new/delete (_Znw, _Zna, _Zdl, _Zda);
      * functions in std:: (St, and the abbreviations Sa allocator, Sb
      * basic_string, Ss string, Si/So/Sd streams), const members (NK), and
@@ -298,6 +434,20 @@ static int site_skip_uncached(uintptr_t pc)
         sym = symtab_name(main_prog ? "/proc/self/exe" : info.dli_fname, (uintptr_t)info.dli_fbase, pc - 1);
     }
     return hm__site_skip_name(NULL, sym);
+}
+
+int hm__site_entry(uintptr_t pc)
+{
+    Dl_info info;
+    if (!pc || !dladdr((void *)(pc - 1), &info) || !info.dli_fname)
+        return 0;
+    const char *sym = info.dli_sname;
+    if (!sym) {
+        struct link_map *lm = NULL;
+        int main_prog = dladdr1((void *)(pc - 1), &info, (void **)&lm, RTLD_DL_LINKMAP) && lm && !lm->l_name[0];
+        sym = symtab_name(main_prog ? "/proc/self/exe" : info.dli_fname, (uintptr_t)info.dli_fbase, pc - 1);
+    }
+    return sym && (!strncmp(sym, "_Znw", 4) || !strncmp(sym, "_Zna", 4) || !strncmp(sym, "__wrap_", 7) || alloc_fn(sym));
 }
 
 int hm__site_skip(uintptr_t pc)

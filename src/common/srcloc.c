@@ -121,12 +121,15 @@ static int scope_chain(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *out, int max
     return 0;
 }
 
-static int locate(srcmod_t *m, uint64_t off, char *buf, size_t len)
+/* cols: each link as "file:line:column function" (the column 0 where
+ * the compiler gave none): the key site ids hash, which tells apart two
+ * calls on one line. */
+static int locate(srcmod_t *m, uint64_t off, char *buf, size_t len, int cols)
 {
     Dwarf_Addr addr = m->low + off, bias;
     Dwfl_Line *l = dwfl_module_getsrc(m->mod, addr);
-    int line = 0;
-    const char *file = l ? dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL) : NULL;
+    int line = 0, col = 0;
+    const char *file = l ? dwfl_lineinfo(l, NULL, &line, &col, NULL, NULL) : NULL;
     if (!file || line <= 0)
         return -1;
     Dwarf_Die *cu = dwfl_module_addrdie(m->mod, addr, &bias);
@@ -151,8 +154,13 @@ static int locate(srcmod_t *m, uint64_t off, char *buf, size_t len)
             const char *base = strrchr(file, '/');
             base = base ? base + 1 : file;
             const char *fn = die_name(&chain[i]);
-            int w = snprintf(buf + off_out, len - off_out, fn ? "%s%s:%d %s" : "%s%s:%d", links ? " < " : "", base,
-                             line, fn);
+            char lc[32];
+            if (cols)
+                snprintf(lc, sizeof lc, "%d:%d", line, col);
+            else
+                snprintf(lc, sizeof lc, "%d", line);
+            int w = snprintf(buf + off_out, len - off_out, fn ? "%s%s:%s %s" : "%s%s:%s", links ? " < " : "", base,
+                             lc, fn);
             if (w < 0 || (size_t)w >= len - off_out)
                 break;
             off_out += (size_t)w;
@@ -161,20 +169,23 @@ static int locate(srcmod_t *m, uint64_t off, char *buf, size_t len)
         if (tag == DW_TAG_subprogram)
             break;
         Dwarf_Attribute a;
-        Dwarf_Word cf, cl;
+        Dwarf_Word cf, cl, cc = 0;
         if (!files || !dwarf_attr(&chain[i], DW_AT_call_file, &a) || dwarf_formudata(&a, &cf) != 0 ||
             !dwarf_attr(&chain[i], DW_AT_call_line, &a) || dwarf_formudata(&a, &cl) != 0)
             break;
+        if (dwarf_attr(&chain[i], DW_AT_call_column, &a) && dwarf_formudata(&a, &cc) != 0)
+            cc = 0;
         const char *f = cf < nfiles ? dwarf_filesrc(files, cf, NULL, NULL) : NULL;
         if (!f)
             break;
         file = f;
         line = (int)cl;
+        col = (int)cc;
     }
     if (!links) { /* no scope: the line alone */
         const char *base = strrchr(file, '/');
         base = base ? base + 1 : file;
-        return snprintf(buf, len, "%s:%d", base, line);
+        return cols ? snprintf(buf, len, "%s:%d:%d", base, line, col) : snprintf(buf, len, "%s:%d", base, line);
     }
     return (int)off_out;
 }
@@ -228,14 +239,14 @@ static int locate_data(srcmod_t *m, uint64_t off, char *buf, size_t len)
 }
 #endif
 
-int hm__srcloc(const char *path, uint64_t off, char *buf, size_t len)
+static int srcloc(const char *path, uint64_t off, char *buf, size_t len, int cols)
 {
 #ifdef HM_HAVE_LIBDW
     if (!path || !len)
         return -1;
     pthread_mutex_lock(&lock);
     srcmod_t *m = mod_open(path);
-    int rc = m ? locate(m, off, buf, len) : -1;
+    int rc = m ? locate(m, off, buf, len, cols) : -1;
     pthread_mutex_unlock(&lock);
     if (rc < 0 || (size_t)rc >= len)
         return -1;
@@ -245,9 +256,14 @@ int hm__srcloc(const char *path, uint64_t off, char *buf, size_t len)
     (void)off;
     (void)buf;
     (void)len;
+    (void)cols;
     return -1;
 #endif
 }
+
+int hm__srcloc(const char *path, uint64_t off, char *buf, size_t len) { return srcloc(path, off, buf, len, 0); }
+
+int hm__srcloc_key(const char *path, uint64_t off, char *buf, size_t len) { return srcloc(path, off, buf, len, 1); }
 
 int hm__srcloc_data(const char *path, uint64_t off, char *buf, size_t len)
 {

@@ -35,7 +35,7 @@
 /* A marker `hetmem sim` looks for in the binary before running it. */
 HM_API __attribute__((used)) const char hm_inst_marker[] = "hetmem-inst-runtime-v1";
 
-#define SITE_DEPTH 4
+#define SITE_DEPTH HM_SITE_DEPTH /* one depth for sim, record and run (common.h) */
 #define SITE_WALK 16 /* frames walked to find SITE_DEPTH of the program's own */
 #define BULK_CALLOC_LIMIT (128u << 10) /* larger callocs get fresh zero pages */
 
@@ -452,8 +452,11 @@ extern void *__libc_stack_end;
  * from the frame-pointer chain (hetmem-cc builds keep frame pointers), the
  * allocator's and the standard library's own frames skipped
  * (hm__site_skip: std::vector's growth function is no site, its caller
- * is), the first SITE_DEPTH others hashed module-relative by hm__site_id.
- * Cached by the raw addresses walked, because dladdr is slow. */
+ * is), the first SITE_DEPTH links of the others' source chain hashed by
+ * hm__site_id, as hetmem record and hetmem run do (libdw reads the DWARF
+ * as the runtime, hm__inst_busy set: its allocations come from the
+ * runtime's own heap, heap.c, not the program's). Cached by the raw
+ * addresses walked. */
 /* Site ids seen, with their frames and, once named, their source chain
  * (empty when the program has no line tables there): placements name
  * sites by it, and the report and the trace show it. Naming reads the
@@ -514,20 +517,11 @@ static void site_name(struct site_src *e)
         return;
     e->named = 1;
     char frames[SITE_DEPTH * 640];
-    size_t off = 0;
     frames[0] = 0;
     if (e->global && hm__global_frame(e->pcs[0], e->global, frames, sizeof frames) < 0)
         frames[0] = 0;
-    for (int k = 0; !e->global && k < e->n && off < sizeof frames; k++) {
-        int w = hm__site_frame(e->pcs[k], frames + off, sizeof frames - off);
-        if (w < 0)
-            break;
-        off += (size_t)w;
-        if (off >= sizeof frames)
-            off = sizeof frames - 1;
-        if (off < sizeof frames - 1 && k + 1 < e->n)
-            frames[off++] = '\n', frames[off] = 0;
-    }
+    if (!e->global)
+        hm__site_frames(e->pcs, e->n, SITE_DEPTH, frames, sizeof frames);
     if (!hm__frame_source(frames, e->src, sizeof e->src))
         e->src[0] = 0;
 #ifdef HM_HAVE_TRACE
@@ -578,11 +572,14 @@ static uint64_t site_id(uintptr_t *fp)
     for (int k = 0; k < nraw && n < SITE_DEPTH; k++)
         if (!hm__site_skip(raw[k]))
             pcs[n++] = raw[k];
-    /* Only library frames (an allocation made while the runtime starts):
-     * the innermost ones, as they are. */
-    for (int k = 0; n == 0 && k < nraw && k < SITE_DEPTH; k++)
-        pcs[k] = raw[k], n = k + 1;
-    uint64_t site = hm__site_id(pcs, n);
+    /* Only library frames (libstdc++'s own operator new calls): the
+     * innermost one past the allocator, as it is (as hetmem record names
+     * it; a frame-pointer walk through a library is not to be trusted
+     * further). */
+    for (int k = 0; n == 0 && k < nraw; k++)
+        if (!hm__site_entry(raw[k]))
+            pcs[n++] = raw[k];
+    uint64_t site = hm__site_id(pcs, n, SITE_DEPTH);
     hm_site_cache[i].key = key;
     hm_site_cache[i].site = site;
     if (site_src_find(site))

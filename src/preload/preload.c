@@ -60,7 +60,7 @@ static _Unwind_Reason_Code bt_step(struct _Unwind_Context *ctx, void *arg)
         return _URC_END_OF_STACK;
     if (++b->walked > 64)
         return _URC_END_OF_STACK;
-    if (b->all ? (pc >= hm__S.self_lo && pc < hm__S.self_hi) : !own_frame(pc))
+    if (b->all ? (pc >= hm__S.self_lo && pc < hm__S.self_hi) || hm__site_entry(pc) : !own_frame(pc))
         return _URC_NO_REASON; /* ours and the libraries' frames do not name the site */
     b->pcs[b->n++] = pc;
     return b->n >= b->max ? _URC_END_OF_STACK : _URC_NO_REASON;
@@ -122,36 +122,26 @@ static void seen_publish(int j, uint64_t id, const char *frames)
     hm__spool_direct(HM_REC_SITE, hm__tid(), id, 0, 0, frames);
 }
 
+/* The site of the allocation being made: the program's own frames above
+ * the allocator (hm__site_id() takes the first hm__opt.depth links of
+ * their source chain), the same id hetmem sim gives it. */
 static uint64_t site_now(void)
 {
     bt_t b = {.n = 0, .max = hm__opt.depth};
     _Unwind_Backtrace(bt_step, &b);
-    if (b.n == 0) { /* only library frames: keep them as they are */
+    if (b.n == 0) { /* only library frames: the innermost one past the allocator, as it is */
         b.all = 1;
         b.walked = 0;
+        b.max = 1;
         _Unwind_Backtrace(bt_step, &b);
     }
-    uint64_t id = hm__site_id(b.pcs, b.n);
+    uint64_t id = hm__site_id(b.pcs, b.n, hm__opt.depth);
     /* First sighting of a site: its frames symbolized once. */
     int j = seen_claim(id);
     if (j < 0)
         return id;
     char frames[2048];
-    size_t off = 0;
-    for (int k = 0; k < b.n && off < sizeof frames - 1; k++) {
-        int w = hm__site_frame(b.pcs[k], frames + off, sizeof frames - off);
-        if (w < 0)
-            break;
-        off += (size_t)w;
-        if (off > sizeof frames - 1)
-            off = sizeof frames - 1;
-        if (off < sizeof frames - 1)
-            frames[off++] = '\n';
-    }
-    if (off > 0)
-        frames[off - 1] = '\0';
-    else
-        frames[0] = '\0';
+    hm__site_frames(b.pcs, b.n, hm__opt.depth, frames, sizeof frames);
     seen_publish(j, id, frames);
     return id;
 }
@@ -283,7 +273,7 @@ static void read_opts(void)
     if (sm && (hm__parse_size(sm, &hm__opt.spool_max) != 0 || hm__opt.spool_max < HM_SPOOL_MIN))
         env_refuse(HM_ENV_SPOOL_MAX, sm, "not a size of at least 64K (" HM_SIZE_GRAMMAR ")");
     hm__opt.events = (int)env_int(HM_ENV_EVENTS, 0, 1, 1);
-    hm__opt.depth = (int)env_int(HM_ENV_DEPTH, 1, 16, 6);
+    hm__opt.depth = (int)env_int(HM_ENV_DEPTH, 1, HM_SITE_DEPTH_MAX, HM_SITE_DEPTH);
     int off = 4;
     const char *so = hm__env_get(HM_ENV_SIGNAL_OFFSET);
     if (so && hm__signal_offset(so, &off) != 0) {

@@ -25,7 +25,7 @@
 #define DEFAULT_EVENTS 4000u       /* pebs/ibs/spe: events per sample */
 #define DEFAULT_INTERVAL 1000000u  /* soft, perf-sw: ns between samples (1 kHz) */
 #define DEFAULT_MIN_SIZE HM_MIN_OBJECT_SIZE
-#define DEFAULT_DEPTH 6u
+#define DEFAULT_DEPTH ((unsigned)HM_SITE_DEPTH) /* common.h: the one depth hetmem sim uses too */
 
 struct hm_recorder {
     char **argv;                 /* the command (copied) */

@@ -143,8 +143,8 @@ __attribute__((noinline, noipa)) static uintptr_t here(void) { return (uintptr_t
 static void test_sites(void)
 {
     uintptr_t a[2] = {here(), here()}; /* two call sites: different ids */
-    CHECK(hm__site_id(&a[0], 1) != hm__site_id(&a[1], 1));
-    CHECK_EQ_U64(hm__site_id(&a[0], 1), hm__site_id(&a[0], 1));
+    CHECK(hm__site_id(&a[0], 1, HM_SITE_DEPTH) != hm__site_id(&a[1], 1, HM_SITE_DEPTH));
+    CHECK_EQ_U64(hm__site_id(&a[0], 1, HM_SITE_DEPTH), hm__site_id(&a[0], 1, HM_SITE_DEPTH));
     char buf[256];
     hm__site_frame(a[0], buf, sizeof buf);
     CHECK(strstr(buf, "unit_test_common+0x") != NULL);

@@ -28,7 +28,7 @@ static const hm_cli_opt_t opts[] = {
                                         "(docs/machines.md), used instead of the kernel's HMAT figures", 0},
     {'o', "output", "FILE", "trace file (default hetmem.hmt); %r becomes the MPI/Slurm rank", 0},
     {OPT_MIN_SIZE, "min-size", "SIZE", "track allocations of at least SIZE bytes (default 64K)", 0},
-    {OPT_DEPTH, "depth", "N", "call-stack frames in a site id (default 6, max 16)", 0},
+    {OPT_DEPTH, "depth", "N", "links of the call chain in a site id (default 4, the depth hetmem sim and hetmem run use; max 16)", 0},
     {OPT_PER_CPU, "per-cpu", NULL, "PMU backends and perf-sw: one event and ring per CPU (pid -1), opened by hetmem; "
                                    "needs perf_event_paranoid <= 0 or CAP_PERFMON", 0},
     {0},
@@ -142,7 +142,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
 {
     hm_cli_t p;
     const char *arg, *bk = "auto", *bind = NULL, *out = "hetmem.hmt", *machine = NULL;
-    uint64_t period = 0, freq = 0, min_size = 64 * 1024, depth = 6;
+    uint64_t period = 0, freq = 0, min_size = 64 * 1024, depth = HM_SITE_DEPTH;
     int per_cpu = 0;
     int k, have_p = 0;
     const char *arg_p = NULL;
