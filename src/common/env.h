@@ -11,6 +11,7 @@
 #define HETMEM_COMMON_ENV_H
 
 #include <stdlib.h>
+#include <string.h>
 
 /* glibc's, declared here so that includers need not define _GNU_SOURCE. */
 extern char *secure_getenv(const char *name);
@@ -22,7 +23,7 @@ extern char *secure_getenv(const char *name);
     X(BACKEND, "HETMEM_BACKEND", "record, run", "sampling backend (soft, pebs, ibs, spe, perf-sw; empty: none)") \
     X(PERIOD, "HETMEM_PERIOD", "record", "sample period: ns (soft, perf-sw) or events (PMU)")       \
     X(MIN_SIZE, "HETMEM_MIN_SIZE", "record, run", "track allocations of at least this many bytes")  \
-    X(DEPTH, "HETMEM_DEPTH", "record", "call-stack frames hashed into a site id (1..16)")           \
+    X(DEPTH, "HETMEM_DEPTH", "record, run", "links of the call chain hashed into a site id (1..16, default 4)") \
     X(BIND, "HETMEM_BIND", "record", "device every page is bound to (--bind)")                      \
     X(PLACEMENT, "HETMEM_PLACEMENT", "run", "placement file to enforce")                           \
     X(CAPACITY, "HETMEM_CAPACITY", "run", "device capacities, DEV=BYTES,...")                       \
@@ -73,5 +74,23 @@ static inline const char *hm__env_name(int id) { return hm__env_vars[id].name; }
 /* Its value, or NULL when unset or when the process runs in secure-
  * execution mode. Allocation-free: safe inside the malloc interposer. */
 static inline const char *hm__env_get(int id) { return secure_getenv(hm__env_vars[id].name); }
+
+/* Whether environment entry e ("NAME=VALUE") sets one of the runtimes'
+ * settings: a variable of the table that a command sets (WHO is not
+ * "user"). hetmem record and hetmem run start their command with exactly
+ * the settings their options give and drop such an entry of the caller's
+ * environment (a stray HETMEM_PLACEMENT would bind a recording,
+ * HETMEM_EVENTS=0 empty its trace, HETMEM_SIM_MACHINE start the simulator
+ * in a recorded hetmem-cc program). */
+static inline int hm__env_is_setting(const char *e)
+{
+    const char *eq = strchr(e, '=');
+    size_t nl = eq ? (size_t)(eq - e) : strlen(e);
+    for (int i = 0; i < HM_ENV_COUNT; i++)
+        if (strcmp(hm__env_vars[i].who, "user") && !strncmp(e, hm__env_vars[i].name, nl) &&
+            hm__env_vars[i].name[nl] == 0)
+            return 1;
+    return 0;
+}
 
 #endif

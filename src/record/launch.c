@@ -70,8 +70,11 @@ int hm__exit_code(int st)
 }
 
 /* The child's environment: ours, with every NAME=... of set (and then
- * LD_PRELOAD=ld) replacing an entry of the same name. Only the array is
- * allocated; the strings are borrowed. */
+ * LD_PRELOAD=ld) replacing an entry of the same name, and without the
+ * runtime settings set does not give (hm__env_is_setting: the command's
+ * options decide them, never a variable left in the caller's
+ * environment; the CLI warns of each, hm_cli_env_settings). Only the
+ * array is allocated; the strings are borrowed. */
 static char **child_env(char *const set[], char *ld)
 {
     size_t n = 0, k = 0;
@@ -87,6 +90,8 @@ static char **child_env(char *const set[], char *ld)
         int replaced = !strncmp(*e, "LD_PRELOAD=", nl);
         for (char *const *x = set; x && *x && !replaced; x++)
             replaced = !strncmp(*e, *x, nl);
+        if (!replaced && hm__env_is_setting(*e))
+            replaced = 1;
         if (!replaced)
             env[o++] = *e;
     }

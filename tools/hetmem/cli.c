@@ -449,3 +449,13 @@ int hm_cli_runtime_env(void)
     }
     return 0;
 }
+
+void hm_cli_env_settings(const char *cmd)
+{
+    extern char **environ;
+    for (char **e = environ; e && *e; e++)
+        if (hm__env_is_setting(*e))
+            fprintf(stderr, "hetmem: warning: %.*s in the environment is ignored (hetmem %s sets the runtime's "
+                            "settings from its own options)\n",
+                    (int)strcspn(*e, "="), *e, cmd);
+}

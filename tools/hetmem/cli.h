@@ -100,6 +100,12 @@ int hm_cli_usage(const hm_cmd_t *cmd, const char *fmt, ...) HM_PRINTF(2, 3);
  * an error, else 0. */
 int hm_cli_unmatched(const char *placement, char *rules, int strict);
 
+/* One "hetmem: warning: NAME in the environment is ignored (...)" line
+ * for each runtime setting in our environment (hm__env_is_setting), which
+ * hetmem record and hetmem run do not pass to their command: its options
+ * decide them. */
+void hm_cli_env_settings(const char *cmd);
+
 /* Parses numbers and sizes for an option, failing with a usage error. */
 int hm_cli_u64(const hm_cmd_t *cmd, const char *opt, const char *s, uint64_t *out);
 /* An integer option in [min, max] (hm__parse_u64_in), else the usage error

@@ -218,6 +218,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     if (bind && !hm_recorder_has_figures(r))
         fprintf(stderr, "hetmem: record: no device figures here (the kernel gives no HMAT figures and no --machine "
                 "was given): estimates from this trace will have no bandwidth terms (docs/record.md)\n");
+    hm_cli_env_settings("record");
     hm_record_result_t t;
     rc = hm_recorder_run(r, &t);
     hm_recorder_close(r);

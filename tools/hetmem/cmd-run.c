@@ -326,6 +326,7 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
     ctx.objs = json_array();
     ctx.nodes = json_object(); /* device -> its nodes, built once */
     ctx.sites = (sites_t){json_object(), NULL, 0, 0};
+    hm_cli_env_settings("run");
     hm_record_result_t res;
     rc = hm_recorder_run(rec, &res);
     json_t *objs = ctx.objs, *devs = rc < 0 ? NULL : report_devices(rec, ctx.nodes), *unmatched = json_array();
