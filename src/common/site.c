@@ -80,8 +80,8 @@ static int frame_links_cached(uintptr_t pc, uint64_t (*key)[2], int max)
     pthread_mutex_lock(&link_lock);
     for (size_t i = 0; i < 8; i++) {
         size_t j = (h + i) % HM_ARRAY_LEN(hm_link_cache);
-        if (hm_link_cache[j].pc == pc && hm_link_cache[j].n <= max) {
-            int n = hm_link_cache[j].n;
+        if (hm_link_cache[j].pc == pc) {
+            int n = hm_link_cache[j].n < max ? hm_link_cache[j].n : max;
             memcpy(key, hm_link_cache[j].key, sizeof key[0] * (size_t)n);
             pthread_mutex_unlock(&link_lock);
             return n;
