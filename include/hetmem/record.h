@@ -173,7 +173,9 @@ enum {
     HM_PLACED_MOVED = 2,   /**< moved at a phase change */
     HM_PLACED_PHASE = 4,   /**< placed by a phase's rules */
     HM_PLACED_UNBOUND = 8, /**< left to first touch */
-    HM_PLACED_GLOBAL = 16  /**< a global array, not an allocation */
+    HM_PLACED_GLOBAL = 16, /**< a global array, not an allocation */
+    HM_PLACED_FAILED = 32  /**< the kernel refused the bind (mbind): the pages keep the policy they had, and
+                                @c device is NULL; hetmem run exits 1 */
 };
 
 /** One object placed by a placement run (hm_record_opts_t.placement), as

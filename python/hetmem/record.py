@@ -35,7 +35,7 @@ class _Device(ctypes.Structure):
 
 _PLACED = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_Placement))
 # Flags of a placement (HM_PLACED_* in hetmem/record.h).
-_FLAGS = (("spilled", 1), ("moved", 2), ("phase_rule", 4), ("unbound", 8), ("global", 16))
+_FLAGS = (("spilled", 1), ("moved", 2), ("phase_rule", 4), ("unbound", 8), ("global", 16), ("failed", 32))
 
 
 class _Opts(ctypes.Structure):
@@ -147,7 +147,7 @@ def run(argv, placement, capacity=None, min_size=0, preload=None, on_message=Non
     device of the placement to its bytes (default: its nodes' memory).
     Returns a dict: placements (one dict per object placed: addr, size,
     site, name, phase, requested, device, nodes, bound_bytes, source and the
-    flags spilled, moved, phase_rule, unbound, global), devices (name,
+    flags spilled, moved, phase_rule, unbound, global, failed), devices (name,
     capacity, peak, at_exit, processes, nodes), unmatched_rules, status,
     exit_code, wall_s, unwritten and spool_limit_reached."""
     lib = _lib()

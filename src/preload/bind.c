@@ -19,6 +19,7 @@
 #include "hetmem/placement.h"
 #include "hetmem/record.h"
 #include "hetmem/trace.h"
+#include "common/env.h"
 #include "common/objtab.h"
 #include "placement/placement_int.h"
 #include "os/os.h"
@@ -204,12 +205,17 @@ static void report(const obj_t *o, int want, int flags, const char *phase, uint6
     hm__spool_direct(HM_SPOOL_PLACE, (uint32_t)(flags | (o->global ? HM_PLACED_GLOBAL : 0)), o->addr, o->size, o->site, m);
 }
 
+/* A refused bind is reported (HM_PLACED_FAILED; hetmem run then exits 1)
+ * rather than ending the program: the allocation is made already, and the
+ * program's work would be lost with it. The first refusal of a process
+ * says why; the report counts the others. */
 static int mbind_range(uint64_t a, uint64_t len, int dev, int move)
 {
     if (dev < 0 || !len)
         return 0;
     int r = hm__os_mbind((void *)(uintptr_t)a, (size_t)len, B.mask[dev], move);
-    if (r)
+    static int told;
+    if (r && !__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
         hm__pdiag("mbind(%#llx, %llu, %s) failed: %s", (unsigned long long)a, (unsigned long long)len,
                   B.dname[dev], strerror(-r));
     return r;
@@ -250,9 +256,9 @@ static void place(obj_t *o, int move)
         goto charge; /* nothing moves */
     /* A global's pages may hold data already (initialised data, or written
      * by constructors): they move with it from the start. */
-    int mv = move || o->global;
+    int mv = move || o->global, refused = 0;
     if (dev >= 0 && (pl.pages_percent >= 100 || (flags & HM_PLACED_SPILLED))) {
-        mbind_range(base, pages * B.pg, dev, mv);
+        refused = mbind_range(base, pages * B.pg, dev, mv) != 0;
     } else if (dev >= 0) {
         /* Page split: runs of pages going to the same device, one mbind each. */
         int def = pl.default_device;
@@ -261,7 +267,7 @@ static void place(obj_t *o, int move)
         for (uint64_t v = base + B.pg; v <= base + pages * B.pg; v += B.pg) {
             int dv = v < base + pages * B.pg ? hm_placement_page_device(&pl, v) : -2;
             if (dv != run_dev) {
-                mbind_range(run_start, v - run_start, run_dev == pl.device ? dev : def, mv);
+                refused |= mbind_range(run_start, v - run_start, run_dev == pl.device ? dev : def, mv) != 0;
                 run_start = v;
                 run_dev = dv;
             }
@@ -273,6 +279,14 @@ static void place(obj_t *o, int move)
             o->rest_dev = (int16_t)def;
             o->rest = rest;
         }
+    }
+    if (refused) { /* not where asked: charged nowhere, reported as failed */
+        flags |= HM_PLACED_FAILED;
+        if (o->rest_dev >= 0)
+            B.used[o->rest_dev] -= o->rest;
+        o->rest = 0;
+        o->rest_dev = -1;
+        dev = -1;
     }
     if (move && old != dev)
         flags |= HM_PLACED_MOVED;
@@ -358,10 +372,17 @@ void hm__bind_init(void)
     if (hm__objtab_open_with(&B.t, tab_alloc, tab_free) != 0)
         B.t = NULL;
     hm_os_info_t *info = NULL;
+    char why[400];
+    /* A binding or a placement asked for and not applied would leave the
+     * program running on other memory than asked, with nothing to show
+     * for it: the program does not start (hetmem run and record check the
+     * same before they start it, so this is a file changed or gone since,
+     * or the runtime started by hand). */
     if (hm__opt.bind[0] || hm__opt.placement[0]) {
         info = malloc(sizeof *info);
         if (!info)
-            return;
+            hm__env_refuse(hm__opt.placement[0] ? HM_ENV_PLACEMENT : HM_ENV_BIND,
+                           hm__opt.placement[0] ? hm__opt.placement : hm__opt.bind, strerror(ENOMEM));
         hm__os_probe(info);
     }
     if (hm__opt.bind[0]) {
@@ -369,23 +390,23 @@ void hm__bind_init(void)
         int r = hm__os_resolve_device(info, hm__opt.bind, &m);
         if (!r)
             r = hm__os_set_mempolicy_bind(m);
-        if (r)
-            hm__pdiag("--bind %s: %s %s", hm__opt.bind, hm_strerror(r), hm_errdetail());
+        if (r) {
+            snprintf(why, sizeof why, "%s%s%s", hm_strerror(r), *hm_errdetail() ? ": " : "", hm_errdetail());
+            hm__env_refuse(HM_ENV_BIND, hm__opt.bind, why);
+        }
     }
     if (hm__opt.placement[0]) {
         int r = hm_placement_load(&B.pl, hm__opt.placement, NULL, 0);
         if (r) {
-            hm__pdiag("placement %s: %s %s; running unbound", hm__opt.placement, hm_strerror(r), hm_errdetail());
-            goto out;
+            snprintf(why, sizeof why, "%s%s%s", hm_strerror(r), *hm_errdetail() ? ": " : "", hm_errdetail());
+            hm__env_refuse(HM_ENV_PLACEMENT, hm__opt.placement, why);
         }
         for (B.ndev = 0; B.ndev < MAXDEV && hm_placement_device_name(B.pl, B.ndev); B.ndev++) {
             const char *n = hm_placement_device_name(B.pl, B.ndev);
             B.dname[B.ndev] = n;
             if ((r = hm__os_resolve_device(info, n, &B.mask[B.ndev])) != 0) {
-                hm__pdiag("placement %s: %s; running unbound", hm__opt.placement, hm_errdetail());
-                hm_placement_close(B.pl);
-                B.pl = NULL;
-                goto out;
+                snprintf(why, sizeof why, "%s%s%s", hm_strerror(r), *hm_errdetail() ? ": " : "", hm_errdetail());
+                hm__env_refuse(HM_ENV_PLACEMENT, hm__opt.placement, why);
             }
             for (int k = 0; k < info->nnodes; k++)
                 if (B.mask[B.ndev] >> info->nodes[k].id & 1)
@@ -394,7 +415,6 @@ void hm__bind_init(void)
         parse_capacity();
         B.active = B.t != NULL;
     }
-out:
     free(info);
 }
 

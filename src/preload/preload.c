@@ -173,7 +173,7 @@ static void track(void *p, size_t size)
 /* A variable the runtime cannot use: one line, as the CLI words an error,
  * and the program is not started. Going on with a default would record or
  * place otherwise than asked, with nothing to show for it. */
-__attribute__((noreturn)) static void env_refuse(int id, const char *v, const char *why)
+__attribute__((noreturn)) void hm__env_refuse(int id, const char *v, const char *why)
 {
     /* One writev: the line whole, however long the value, and nothing
      * allocated. */
@@ -194,7 +194,7 @@ static uint64_t env_int(int id, uint64_t min, uint64_t max, uint64_t dflt)
     if (!v)
         return dflt;
     if (hm__parse_u64_in(v, min, max, &x) != 0)
-        env_refuse(id, v, hm__range_why(why, sizeof why, min, max));
+        hm__env_refuse(id, v, hm__range_why(why, sizeof why, min, max));
     return x;
 }
 
@@ -206,7 +206,7 @@ static void env_str(int id, char *dst, size_t len)
         return;
     size_t n = strnlen(v, len);
     if (n == len) /* cut short it would name another file or device */
-        env_refuse(id, v, len == 256 ? "longer than 255 bytes" : "too long");
+        hm__env_refuse(id, v, len == 256 ? "longer than 255 bytes" : "too long");
     memcpy(dst, v, n);
     dst[n] = '\0';
 }
@@ -225,14 +225,14 @@ static void check_capacity(const char *v)
         size_t sn = eq ? n - (size_t)(eq + 1 - p) : 0;
         if (!eq || eq == p || sn == 0 || sn >= sizeof size) {
             snprintf(why, sizeof why, "'%.*s' is not DEV=SIZE", (int)(n < 64 ? n : 64), p);
-            env_refuse(HM_ENV_CAPACITY, v, why);
+            hm__env_refuse(HM_ENV_CAPACITY, v, why);
         }
         memcpy(size, eq + 1, sn);
         size[sn] = '\0';
         uint64_t x;
         if (hm__parse_size(size, &x) != 0) {
             snprintf(why, sizeof why, "'%s' is not a size (%s)", size, HM_SIZE_GRAMMAR);
-            env_refuse(HM_ENV_CAPACITY, v, why);
+            hm__env_refuse(HM_ENV_CAPACITY, v, why);
         }
         p += n + (end ? 1 : 0);
     }
@@ -255,7 +255,7 @@ static void read_opts(void)
     else if (b && !strcmp(b, "perf-sw"))
         hm__opt.backend = HM__BACKEND_PERFSW;
     else if (b && b[0])
-        env_refuse(HM_ENV_BACKEND, b, "not a sampling backend (soft, pebs, ibs, spe, perf-sw; empty for none)");
+        hm__env_refuse(HM_ENV_BACKEND, b, "not a sampling backend (soft, pebs, ibs, spe, perf-sw; empty for none)");
     /* soft and perf-sw: nanoseconds; the others: events, the kernel's
      * limit. Either way a trace holds at most 2^63-1. Without a backend
      * nothing samples, and 0 says so (hetmem record -b none). */
@@ -266,12 +266,12 @@ static void read_opts(void)
     if (ms && hm__parse_size(ms, &hm__opt.min_size) != 0) {
         char why[160];
         snprintf(why, sizeof why, "not a size (%s)", HM_SIZE_GRAMMAR);
-        env_refuse(HM_ENV_MIN_SIZE, ms, why);
+        hm__env_refuse(HM_ENV_MIN_SIZE, ms, why);
     }
     const char *sm = hm__env_get(HM_ENV_SPOOL_MAX);
     hm__opt.spool_max = HM_SPOOL_MAX_DEFAULT;
     if (sm && (hm__parse_size(sm, &hm__opt.spool_max) != 0 || hm__opt.spool_max < HM_SPOOL_MIN))
-        env_refuse(HM_ENV_SPOOL_MAX, sm, "not a size of at least 64K (" HM_SIZE_GRAMMAR ")");
+        hm__env_refuse(HM_ENV_SPOOL_MAX, sm, "not a size of at least 64K (" HM_SIZE_GRAMMAR ")");
     hm__opt.events = (int)env_int(HM_ENV_EVENTS, 0, 1, 1);
     hm__opt.depth = (int)env_int(HM_ENV_DEPTH, 1, HM_SITE_DEPTH_MAX, HM_SITE_DEPTH);
     int off = 4;
@@ -280,7 +280,7 @@ static void read_opts(void)
         char why[96];
         snprintf(why, sizeof why, "not an offset in 0..%d (SIGRTMIN+N must be a real-time signal)",
                  SIGRTMAX - SIGRTMIN);
-        env_refuse(HM_ENV_SIGNAL_OFFSET, so, why);
+        hm__env_refuse(HM_ENV_SIGNAL_OFFSET, so, why);
     }
     hm__opt.sig = SIGRTMIN + off;
     hm__opt.null_handler = hm__env_get(HM_ENV_SOFT_NULL) != NULL;
@@ -314,7 +314,7 @@ __attribute__((constructor)) static void hm_preload_init(void)
     hm__resolve();
     read_opts();
     if (hm__log_init() != 0)
-        env_refuse(HM_ENV_LOG, hm__env_get(HM_ENV_LOG), "not a log level (" HM_LOG_LEVELS ")");
+        hm__env_refuse(HM_ENV_LOG, hm__env_get(HM_ENV_LOG), "not a log level (" HM_LOG_LEVELS ")");
     dl_iterate_phdr(self_range, (void *)(uintptr_t)&hm_preload_init);
     pthread_key_create(&hm__thr_key, hm__thr_exit);
     hm__S.pid = hm__S.pid_now = getpid();

@@ -55,6 +55,10 @@ extern hm__opts_t hm__opt;
 
 /* Writes a runtime diagnostic to stderr with write(2). */
 void hm__pdiag(const char *fmt, ...) HM_PRINTF(1, 2);
+/* Writes "hetmem: VAR=VALUE: why" (VAR: common/env.h's id) and ends the
+ * process with status 1: a setting the runtime cannot apply is never
+ * replaced by a default, and the program does not start. */
+__attribute__((noreturn)) void hm__env_refuse(int id, const char *v, const char *why);
 
 /* Event stream (collector.c): queued on the calling thread, drained by the
  * collector into the spool. Strings are copied (truncated to 80 bytes). */

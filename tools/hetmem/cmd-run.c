@@ -166,7 +166,7 @@ static void print_sites(json_t *sites, unsigned long long nobj)
 /* What the placement callback builds: the first `keep` events one by one,
  * and every event in its site's totals. */
 typedef struct {
-    uint64_t keep, seen;
+    uint64_t keep, seen, failed;
     json_t *objs, *nodes;
     sites_t sites;
 } run_t;
@@ -189,8 +189,11 @@ static void on_placement(void *vctx, const hm_record_placement_t *e)
                               (json_int_t)e->bound_bytes, "nodes", nd);
         if (e->source)
             json_object_set_new(o, "source", json_string(e->source));
+        if (e->flags & HM_PLACED_FAILED)
+            json_object_set_new(o, "failed", json_true());
         json_array_append_new(c->objs, o);
     }
+    c->failed += (e->flags & HM_PLACED_FAILED) != 0;
     site_t *x = site_add(&c->sites, site, tok(e->name), tok(e->phase), e->requested, tok(e->device), e->flags, nd,
                          e->size, e->bound_bytes);
     if (e->source && !json_object_get(x->entry, "source"))
@@ -378,6 +381,11 @@ static int run(const hm_cmd_t *cmd, int argc, char **argv)
             (double)res.wall_ns / 1e9);
     if (hm_cli_unmatched(place, rules, strict) && hm_recorder_exit_code(res.status) == 0)
         return HM_EXIT_RUNTIME;
+    /* The program ran, but not with the placement asked for. */
+    if (ctx.failed && hm_recorder_exit_code(res.status) == 0)
+        return hm_cli_failf("run", "%llu object placement%s could not be bound: the kernel refused mbind (the runtime's "
+                            "line above says why); %s kept the pages' former policy",
+                            (unsigned long long)ctx.failed, ctx.failed == 1 ? "" : "s", ctx.failed == 1 ? "it" : "they");
     /* The objects were placed, but the report lacks some: not a success. */
     return run_status(&res);
 }
@@ -391,5 +399,8 @@ const hm_cmd_t hm_cmd_run = {
     "first N placement events one by one and totals all of them per allocation\n"
     "site; without --report, stderr gets a table with one line per placement, or\n"
     "the totals per site when there are more than 50. The exit status is the\n"
-    "command's.",
+    "command's, or 1 when it succeeded but an object could not be bound (the\n"
+    "kernel refused mbind) or the report is incomplete. A placement the runtime\n"
+    "cannot load or whose devices it cannot resolve stops the command before\n"
+    "its main, with status 1.",
     opts, run};
