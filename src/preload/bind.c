@@ -288,7 +288,7 @@ static void place(obj_t *o, int move)
         o->rest_dev = -1;
         dev = -1;
     }
-    if (move && old != dev)
+    if (move && old != dev && !refused)
         flags |= HM_PLACED_MOVED;
 charge:
     o->dev = (int16_t)dev;

@@ -29,9 +29,13 @@ grep -q '^hetmem: run: 1 object placement could not be bound: the kernel refused
 grep -q '^hetmem-preload\[[0-9]*\]: mbind(.*node1) failed: ' "$WORK/m.err" && ok "the runtime says why" ||
   bad "no reason from the runtime: '$(cat "$WORK/m.err")'"
 grep -q '^vector ' "$WORK/m.out" && ok "the program ran to its end" || bad "program output: $(cat "$WORK/m.out")"
-r=$(jq -c '[.objects[] | select(.failed) | {name, requested, device, bound_bytes}]' "$WORK/m.out.json" 2> /dev/null)
-[ "$r" = '[{"name":"matrix","requested":"node1","device":null,"bound_bytes":0}]' ] &&
-  ok "report: matrix's placement on node1 failed, nothing bound" || bad "report failed events: ${r:-none}"
+r=$(jq -c '[.objects[] | select(.failed) | {name, requested, device, bound_bytes, moved}]' "$WORK/m.out.json" 2> /dev/null)
+[ "$r" = '[{"name":"matrix","requested":"node1","device":null,"bound_bytes":0,"moved":false}]' ] &&
+  ok "report: matrix's placement on node1 failed, nothing bound or moved" || bad "report failed events: ${r:-none}"
+# Without --report, the table on stderr says so too.
+HETMEM_SYSFS_ROOT="$ROOT" "$H" run --placement "$WORK/m.json" -- "$WORK/bindcheck" > /dev/null 2> "$WORK/t.err"
+grep -q '^0x[0-9a-f]* *matrix .* node1 *(failed) *bind failed ' "$WORK/t.err" && ok "table: matrix (failed)" ||
+  bad "table: $(grep matrix "$WORK/t.err")"
 # The same tree with a placement this machine can apply: no error.
 echo '{"default": "node0", "rules": [{"name": "matrix", "device": "node0"}]}' > "$WORK/ok.json"
 HETMEM_SYSFS_ROOT="$ROOT" "$H" run --placement "$WORK/ok.json" -- "$WORK/bindcheck" > /dev/null 2> "$WORK/ok.err" &&

@@ -129,14 +129,15 @@ static void print_objects(json_t *objs)
         hm__fmt_size((uint64_t)json_integer_value(json_object_get(o, "size")), sz, sizeof sz);
         const char *nm = json_string_value(json_object_get(o, "name"));
         const char *dv = json_string_value(json_object_get(o, "device"));
-        char note[32];
-        snprintf(note, sizeof note, "%s%s%s", json_is_true(json_object_get(o, "global")) ? "global " : "",
+        char note[48];
+        int failed = json_is_true(json_object_get(o, "failed"));
+        snprintf(note, sizeof note, "%s%s%s%s", json_is_true(json_object_get(o, "global")) ? "global " : "",
                  json_is_true(json_object_get(o, "spilled")) ? "spilled " : "",
-                 json_is_true(json_object_get(o, "moved")) ? "moved" : "");
+                 json_is_true(json_object_get(o, "moved")) ? "moved " : "", failed ? "bind failed" : "");
         const char *src = json_string_value(json_object_get(o, "source"));
         fprintf(stderr, "%-18s %-10s %-12s %-10s %-10s %-22s %s\n", json_string_value(json_object_get(o, "site")),
-                nm ? nm : "-", sz, json_string_value(json_object_get(o, "requested")), dv ? dv : "(unbound)",
-                note[0] ? note : "-", src ? src : "-");
+                nm ? nm : "-", sz, json_string_value(json_object_get(o, "requested")),
+                dv ? dv : failed ? "(failed)" : "(unbound)", note[0] ? note : "-", src ? src : "-");
     }
 }
 
