@@ -180,6 +180,7 @@ def main():
     ap.add_argument("--build", default=os.path.join(TOP, "build"))
     ap.add_argument("--machine", default="ddr5")
     ap.add_argument("--json")
+    ap.add_argument("--min-size", help="hetmem sim --min-size (default: hetmem's, 64K)")
     a = ap.parse_args()
     known = apps()
     if a.app not in known:
@@ -204,7 +205,8 @@ def main():
         out = os.path.join(tmp, "sim.json")
         values = {}
         for what, cmd in (("native", [native] + given),
-                          ("sim", [hetmem, "sim", "-m", a.machine, "--json", out, "--", sim] + given)):
+                          ("sim", [hetmem, "sim", "-m", a.machine, "--json", out]
+                           + (["--min-size", a.min_size] if a.min_size else []) + ["--", sim] + given)):
             wd = os.path.join(tmp, what)
             os.mkdir(wd)
             for x, y in zip(args, given):

@@ -99,6 +99,16 @@ void hm_sim_store_range(hm_sim_t *s, uint64_t addr, uint64_t len, uint64_t ip);
 
 /** An allocation; places its pages (placement rules, capacity, spill). */
 void hm_sim_alloc(hm_sim_t *s, uint64_t addr, uint64_t size, uint64_t site);
+/** An allocation the runtime does not place (smaller than hetmem run's
+ *  --min-size, which leaves such allocations in the program's heap): its
+ *  bytes stay on the default device (on the one device of a device run),
+ *  whatever the placement says, also on a page it shares with a placed
+ *  object. It is kept for the core model (index chases), cannot be named,
+ *  and its traffic is reported as untracked. */
+void hm_sim_alloc_unplaced(hm_sim_t *s, uint64_t addr, uint64_t size);
+/** 1 if the live allocation starting at @p addr is placed, 0 if it is not
+ *  (hm_sim_alloc_unplaced), HM_ENOTFOUND if there is none. */
+int hm_sim_placed_at(const hm_sim_t *s, uint64_t addr);
 /** Frees the allocation starting at @p addr; returns 0 or HM_ENOTFOUND. */
 int hm_sim_free(hm_sim_t *s, uint64_t addr);
 /** Names the live allocation holding @p addr and places it again; 0 or HM_ENOTFOUND. */

@@ -5,7 +5,10 @@
 # expander), and the estimator's traces feed hetmem optimize with DDR capped
 # at a quarter of the tracked footprint; the chosen placement is estimated
 # and then simulated, next to all data on DDR and all on CXL. The size is
-# smaller than the benches' (-s 20 instead of 30) to keep the demo short.
+# smaller than the benches' (-s 20 instead of 30) to keep the demo short;
+# its per-element arrays (8,000 doubles, 62.5 KiB) are then under the
+# default --min-size of 64K, so every run passes --min-size 32K, as
+# hetmem record and hetmem run would need on hardware.
 set -euo pipefail
 w="$DEMO_WORK/lulesh"
 mkdir -p "$w"
@@ -19,8 +22,8 @@ fi
 args=(-s 20 -i 10)
 declare -A rt
 for dev in ddr cxl; do
-  echo "\$ hetmem sim -m cxl --device $dev -o lulesh.$dev.hmt -- lulesh.sim ${args[*]}"
-  hetmem sim -m cxl --device "$dev" -o "$w/lulesh.$dev.hmt" --json "$w/lulesh.$dev.json" \
+  echo "\$ hetmem sim -m cxl --min-size 32K --device $dev -o lulesh.$dev.hmt -- lulesh.sim ${args[*]}"
+  hetmem sim -m cxl --min-size 32K --device "$dev" -o "$w/lulesh.$dev.hmt" --json "$w/lulesh.$dev.json" \
     -- "$app" "${args[@]}" > "$w/lulesh.$dev.out" 2>&1
   grep -E 'Final Origin Energy|MaxRelDiff|simulated runtime' "$w/lulesh.$dev.out"
   rt[$dev]=$(jq -r '.runtime_s' "$w/lulesh.$dev.json")
@@ -39,8 +42,8 @@ pred=$(jq -r '.models.default.runtime_s' "$w/est.json")
 lin=$(jq -r '.models.linear.runtime_s' "$w/est.json")
 echo "  default model $pred s, linear model $lin s"
 echo
-echo "\$ hetmem sim -m cxl --placement best.json -- lulesh.sim ${args[*]}"
-hetmem sim -m cxl --placement "$w/best.json" --json "$w/best.sim.json" -- "$app" "${args[@]}" \
+echo "\$ hetmem sim -m cxl --min-size 32K --placement best.json -- lulesh.sim ${args[*]}"
+hetmem sim -m cxl --min-size 32K --placement "$w/best.json" --json "$w/best.sim.json" -- "$app" "${args[@]}" \
   > "$w/best.sim.out" 2>&1
 grep -E 'Final Origin Energy|simulated runtime' "$w/best.sim.out"
 rt[best]=$(jq -r '.runtime_s' "$w/best.sim.json")

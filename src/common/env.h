@@ -22,7 +22,7 @@ extern char *secure_getenv(const char *name);
     X(SPOOL, "HETMEM_SPOOL", "record, run", "spool folder the preload writes to (set: runtime records)") \
     X(BACKEND, "HETMEM_BACKEND", "record, run", "sampling backend (soft, pebs, ibs, spe, perf-sw; empty: none)") \
     X(PERIOD, "HETMEM_PERIOD", "record", "sample period: ns (soft, perf-sw) or events (PMU)")       \
-    X(MIN_SIZE, "HETMEM_MIN_SIZE", "record, run", "track allocations of at least this many bytes")  \
+    X(MIN_SIZE, "HETMEM_MIN_SIZE", "record, run, sim", "track allocations of at least this many bytes")  \
     X(DEPTH, "HETMEM_DEPTH", "record, run", "links of the call chain hashed into a site id (1..16, default 4)") \
     X(BIND, "HETMEM_BIND", "record", "device every page is bound to (--bind)")                      \
     X(PLACEMENT, "HETMEM_PLACEMENT", "run", "placement file to enforce")                           \

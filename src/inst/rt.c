@@ -56,6 +56,7 @@ static struct {
     int trace_err;
     int progress;
     pid_t pid;
+    uint64_t min_size; /* smaller allocations are not placed nor traced, as under hetmem run */
 } rt;
 
 /* Diagnostics are written with write(2): no stdio inside an interposer. */
@@ -330,6 +331,14 @@ void hm__inst_init(void)
     }
     if (rc < 0) {
         set_error("%s: %s", hm_strerror(rc), hm_errdetail());
+        goto out;
+    }
+    rt.min_size = HM_MIN_OBJECT_SIZE;
+    const char *ms = hm__env_get(HM_ENV_MIN_SIZE);
+    if (ms && hm__parse_size(ms, &rt.min_size) != 0) {
+        char m[160];
+        snprintf(m, sizeof m, "%s=%.40s", hm__env_name(HM_ENV_MIN_SIZE), ms);
+        set_error("%s: not a size (bytes, or with K, M or G)", m, NULL);
         goto out;
     }
     hm_sim_t *s;
@@ -611,6 +620,13 @@ static void on_alloc(void *p, uint64_t size, uintptr_t *fp)
     if (!p || !hm__inst_sim || hm__inst_busy)
         return;
     hm__inst_busy = 1;
+    if (size < rt.min_size) {
+        /* hetmem run leaves these in the program's heap and hetmem record
+         * does not track them: no site, no placement, no trace record. */
+        hm_sim_alloc_unplaced(hm__inst_sim, (uintptr_t)p, size);
+        hm__inst_busy = 0;
+        return;
+    }
     uint64_t site = site_id(fp);
     hm_sim_alloc(hm__inst_sim, (uintptr_t)p, size, site);
 #ifdef HM_HAVE_TRACE
@@ -627,7 +643,8 @@ static void on_free(void *p)
     if (!p || !hm__inst_sim || hm__inst_busy)
         return;
     hm__inst_busy = 1;
-    if (hm_sim_free(hm__inst_sim, (uintptr_t)p) == 0) {
+    int placed = hm_sim_placed_at(hm__inst_sim, (uintptr_t)p);
+    if (hm_sim_free(hm__inst_sim, (uintptr_t)p) == 0 && placed == 1) {
 #ifdef HM_HAVE_TRACE
         if (rt.tw)
             hm_trace_write_free(rt.tw, hm_sim_now_ns(hm__inst_sim), (uintptr_t)p, 0);

@@ -18,6 +18,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "common/objtab.h"
 #include "sim_int.h"
 
 static inline double core_now(const hm_sim_t *s)
@@ -233,8 +234,33 @@ static inline __attribute__((always_inline)) int lookup(const hm__cache_t *c, ui
     return 0;
 }
 
-/* Device of the page holding byte address @p addr and the object's group
- * (UINT32_MAX: memory outside any tracked allocation). */
+/* Device and group of a byte on a page outside the allocation that placed
+ * the page (its owner, entry @p e): the allocation holding the byte decides
+ * (hetmem run gives each placed object pages of its own, so its
+ * neighbours' placements do not reach it). A line start in no allocation
+ * (malloc's header before a block: prefetches and write-backs look lines
+ * up by their start) goes with the first allocation in the rest of its
+ * line. A line of no allocation (the free end of the page, which the
+ * prefetcher may reach before the next allocation is made there) is where
+ * the page is, untracked. The page is counted once, for its owner, in the
+ * devices' capacity. */
+static __attribute__((noinline)) int shared_device(hm_sim_t *s, uint64_t addr, uint64_t e, uint32_t *group)
+{
+    const hm_objtab_entry_t *ent = hm__objtab_find(s->live, addr);
+    if (!ent)
+        ent = hm__objtab_overlap(s->live, addr, (addr | (((uint64_t)1 << s->line_shift) - 1)) - addr + 1);
+    if (ent) {
+        const hm__alloc_t *a = &s->allocs[ent->id];
+        *group = a->group;
+        return hm_placement_page_device(&a->place, addr & ~(((uint64_t)1 << HM_SIM_PAGE_SHIFT) - 1));
+    }
+    *group = UINT32_MAX;
+    return HM_PE_DEV(e);
+}
+
+/* Device of byte address @p addr and its object's group (UINT32_MAX:
+ * memory outside any tracked allocation): its page's device, which its
+ * owner placed. */
 static inline int line_device(hm_sim_t *s, uint64_t addr, uint32_t *group)
 {
     uint64_t *pe = hm__sim_page_ptr(s, addr);
@@ -245,7 +271,10 @@ static inline int line_device(hm_sim_t *s, uint64_t addr, uint32_t *group)
             if (!(e & HM_PE_RESIDENT))
                 hm__sim_resident_add(s, HM_PE_DEV(e));
         }
-        *group = s->allocs[HM_PE_ALLOC(e) - 1].group;
+        const hm__alloc_t *a = &s->allocs[HM_PE_ALLOC(e) - 1];
+        if (HM_UNLIKELY(addr - a->addr >= a->size))
+            return shared_device(s, addr, e, group);
+        *group = a->group;
         return HM_PE_DEV(e);
     }
     *group = UINT32_MAX;
@@ -517,8 +546,14 @@ static inline double idx_check(hm_sim_t *s, uint64_t addr, unsigned size, uint64
             return 0;
         const hm__alloc_t *a = &s->allocs[HM_PE_ALLOC(e) - 1];
         off = addr - a->addr;
-        if (off >= a->size)
-            return 0;
+        if (off >= a->size) {
+            /* a page shared with the object that placed it */
+            const hm_objtab_entry_t *ent = hm__objtab_find(s->live, addr);
+            if (!ent)
+                return 0;
+            a = &s->allocs[ent->id];
+            off = addr - a->addr;
+        }
         s->idx_obj_base = a->addr;
         s->idx_obj_size = a->size;
     }

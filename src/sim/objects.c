@@ -2,8 +2,13 @@
  *
  * Pages are placed when an allocation is made, as an OS places them on
  * first touch under a memory policy: a radix map from virtual page to
- * (allocation, device). Pages shared by several small allocations keep the
- * device they got first and are owned by the most recent allocation. A
+ * (allocation, device). A page shared by several allocations belongs to
+ * the first, which placed it, until it is freed (then to one still on the
+ * page); a byte of such a page outside its owner's range takes the device
+ * of the allocation that holds it (core.c's line_device), as hetmem run
+ * gives each placed object pages of its own. Allocations the runtime does not
+ * place (hm_sim_alloc_unplaced: under hetmem run's --min-size) stay on the
+ * default device. A
  * device holds at most capacity/cores bytes for this thread; pages beyond
  * that spill to the default device and are counted. What a device is
  * reported to hold (its peak) counts a page from its first touch on, on
@@ -81,26 +86,25 @@ static int64_t live_find(const hm_sim_t *s, uint64_t addr)
 
 /* ---- page placement */
 
-/* Places the pages of allocation @p idx by its hm_place_t. With
- * @p keep_shared, pages owned by another allocation keep their device.
- * With @p migrate, a page of this allocation that changes device is copied
+/* Places page @p pg (its entry @p e) of allocation @p idx by its
+ * hm_place_t. With @p keep_shared, a page owned by another allocation keeps
+ * its device. With @p migrate, a page of this allocation that changes device is copied
  * as move_pages() would if the allocation has touched it (the others are
  * not yet populated: nothing to copy): its lines are read from the old
  * device and written to the new one, and *end gets the time the copy
  * completes. */
-static void place_pages_at(hm_sim_t *s, uint32_t idx, int keep_shared, int migrate, double t, double *end)
+static void place_page(hm_sim_t *s, uint32_t idx, uint64_t pg, uint64_t *e, int keep_shared, int migrate, double t,
+                       double *end)
 {
     hm__alloc_t *a = &s->allocs[idx];
     hm__group_t *g = &s->groups[a->group];
-    uint64_t first = a->addr >> HM_SIM_PAGE_SHIFT, last = (a->addr + a->size - 1) >> HM_SIM_PAGE_SHIFT;
-    for (uint64_t pg = first; pg <= last; pg++) {
-        uint64_t *e = page_slot(s, pg);
-        if (!e)
-            continue;
+    /* A page already placed for another object stays its (line_device
+     * gives this object's bytes there its own device). */
+    if (*e && keep_shared && HM_PE_ALLOC(*e) != idx + 1)
+        return;
+    {
         int dev;
-        if (*e && keep_shared && HM_PE_ALLOC(*e) != idx + 1) {
-            dev = HM_PE_DEV(*e); /* page already holds another object */
-        } else {
+        {
             if (*e)
                 s->dev[HM_PE_DEV(*e)].used_pages--;
             dev = hm_placement_page_device(&a->place, pg << HM_SIM_PAGE_SHIFT);
@@ -137,6 +141,17 @@ static void place_pages_at(hm_sim_t *s, uint32_t idx, int keep_shared, int migra
     }
 }
 
+static void place_pages_at(hm_sim_t *s, uint32_t idx, int keep_shared, int migrate, double t, double *end)
+{
+    hm__alloc_t *a = &s->allocs[idx];
+    uint64_t first = a->addr >> HM_SIM_PAGE_SHIFT, last = (a->addr + a->size - 1) >> HM_SIM_PAGE_SHIFT;
+    for (uint64_t pg = first; pg <= last; pg++) {
+        uint64_t *e = page_slot(s, pg);
+        if (e)
+            place_page(s, idx, pg, e, keep_shared, migrate, t, end);
+    }
+}
+
 static void place_pages(hm_sim_t *s, uint32_t idx, int keep_shared)
 {
     double end = 0;
@@ -145,10 +160,10 @@ static void place_pages(hm_sim_t *s, uint32_t idx, int keep_shared)
 
 static void match(hm_sim_t *s, hm__alloc_t *a, const char *name)
 {
-    if (!s->pl) {
+    if (!s->pl || a->unplaced) {
         memset(&a->place, 0, sizeof a->place);
         a->place.rule = -1;
-        a->place.device = a->place.default_device = s->fixed_device;
+        a->place.device = a->place.default_device = s->fixed_device >= 0 ? s->fixed_device : s->def;
         a->place.pages_percent = 100;
         return;
     }
@@ -161,7 +176,25 @@ void hm_sim_set_site_source(hm_sim_t *s, hm_sim_site_source_fn fn)
     s->site_source = fn;
 }
 
+static void alloc_at(hm_sim_t *s, uint64_t addr, uint64_t size, uint64_t site, int unplaced);
+
 void hm_sim_alloc(hm_sim_t *s, uint64_t addr, uint64_t size, uint64_t site)
+{
+    alloc_at(s, addr, size, site, 0);
+}
+
+void hm_sim_alloc_unplaced(hm_sim_t *s, uint64_t addr, uint64_t size)
+{
+    alloc_at(s, addr, size, 0, 1);
+}
+
+int hm_sim_placed_at(const hm_sim_t *s, uint64_t addr)
+{
+    int64_t i = live_find(s, addr);
+    return i < 0 ? HM_ENOTFOUND : !s->allocs[i].unplaced;
+}
+
+static void alloc_at(hm_sim_t *s, uint64_t addr, uint64_t size, uint64_t site, int unplaced)
 {
     hm__sim_drain(s);
     if (!size || s->hot.done)
@@ -200,7 +233,9 @@ void hm_sim_alloc(hm_sim_t *s, uint64_t addr, uint64_t size, uint64_t site)
     }
     a->site = site;
     a->live = 1;
+    a->unplaced = unplaced;
     a->group = hm__sim_group(s, site, NULL);
+    s->groups[a->group].unplaced |= unplaced;
     match(s, a, NULL);
     hm__group_t *g = &s->groups[a->group];
     g->allocs++;
@@ -232,6 +267,14 @@ int hm_sim_free(hm_sim_t *s, uint64_t addr)
             if (*e & HM_PE_RESIDENT)
                 s->dev[HM_PE_DEV(*e)].resident_pages--;
             *e = 0;
+            /* A live allocation still on the page (only its first or last
+             * page can be shared) takes it over on its own device. */
+            const hm_objtab_entry_t *o;
+            if ((pg == first || pg == last) && s->live &&
+                (o = hm__objtab_overlap(s->live, pg << HM_SIM_PAGE_SHIFT, (uint64_t)1 << HM_SIM_PAGE_SHIFT))) {
+                double end = 0;
+                place_page(s, (uint32_t)o->id, pg, e, 0, 0, 0, &end);
+            }
         }
     }
     a->live = 0;
@@ -244,13 +287,13 @@ int hm_sim_name(hm_sim_t *s, uint64_t addr, const char *name)
 {
     hm__errclear();
     hm__sim_drain(s);
-    uint64_t e = hm__sim_page_entry(s, addr);
-    if (!e || !name)
+    const hm_objtab_entry_t *ent = s->live ? hm__objtab_find(s->live, addr) : NULL;
+    if (!ent || !name)
         return HM_ENOTFOUND;
-    uint32_t idx = HM_PE_ALLOC(e) - 1;
+    uint32_t idx = (uint32_t)ent->id;
     hm__alloc_t *a = &s->allocs[idx];
-    if (!a->live || addr < a->addr || addr >= a->addr + a->size)
-        return HM_ENOTFOUND;
+    if (a->unplaced)
+        return HM_ENOTFOUND; /* as hetmem_name() under hetmem run */
     hm__group_t *old = &s->groups[a->group];
     old->allocs--;
     old->bytes_allocated -= a->size;

@@ -62,8 +62,14 @@ char *hm_sim_report(hm_sim_t *s)
     }
     json_object_set_new(r, "devices", dv);
     json_t *ob = json_array();
+    uint64_t other_r = s->other_lines_read, other_w = s->other_lines_written;
     for (uint32_t g = 0; g < s->ngroups; g++) {
         const hm__group_t *x = &s->groups[g];
+        if (x->unplaced) {
+            other_r += x->lines_read;
+            other_w += x->lines_written;
+            continue;
+        }
         if (!x->allocs && !x->lines_read && !x->lines_written)
             continue; /* left empty when its only allocation was named */
         json_t *o = json_object();
@@ -94,8 +100,8 @@ char *hm_sim_report(hm_sim_t *s)
     }
     json_object_set_new(r, "phases", ph);
     json_t *oth = json_object();
-    json_object_set_new(oth, "bytes_read", u64(s->other_lines_read * line));
-    json_object_set_new(oth, "bytes_written", u64(s->other_lines_written * line));
+    json_object_set_new(oth, "bytes_read", u64(other_r * line));
+    json_object_set_new(oth, "bytes_written", u64(other_w * line));
     json_object_set_new(r, "untracked", oth);
     json_object_set_new(r, "migrated_bytes", u64(s->migrated_pages << HM_SIM_PAGE_SHIFT));
     json_t *un = json_array();

@@ -100,12 +100,14 @@ typedef struct {
     uint64_t allocs, bytes_allocated;
     uint64_t lines_read, lines_written;
     uint64_t spilled_bytes;
+    int unplaced;        /* the allocations the runtime does not place: reported as untracked */
 } hm__group_t;
 
 typedef struct {
     uint64_t addr, size, site;
     uint32_t group;
     int live;
+    int unplaced;        /* below the runtime's min size: stays on the default device */
     hm_place_t place;
 } hm__alloc_t;
 

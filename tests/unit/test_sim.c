@@ -6,6 +6,7 @@
 #include "check.h"
 #include "common/common.h"
 #include "hetmem/sim.h"
+#include "sim/sim_int.h"
 
 /* Round figures: 1 core, so the thread has the whole device. */
 static const char *machine_json =
@@ -320,6 +321,84 @@ static void test_direct_mapped(void)
     }
 }
 
+/* Bytes read from device @p d so far (the report would end the run). */
+static uint64_t dev_read(hm_sim_t *s, int d)
+{
+    hm__sim_drain(s);
+    return s->dev[d].lines_read * 64;
+}
+
+static void load_lines(hm_sim_t *s, uint64_t lo, uint64_t hi)
+{
+    for (uint64_t a = lo; a < hi; a += 64)
+        hm_sim_load(s, a, 8, 0, 0);
+}
+
+/* A (ddr, the default) has page 0x40000 and the first half of 0x40001; B
+ * (hbm) the second half of 0x40001, which A placed first, and 0x40002. C
+ * (hbm) places page 0x40003; U, unplaced, shares it. */
+static void shared_layout(hm_sim_t *s)
+{
+    hm_sim_alloc(s, 0x40000000, 0x1800, 0xa);
+    hm_sim_alloc(s, 0x40001800, 0x1800, 0xb);
+    hm_sim_alloc(s, 0x40003000, 0x800, 0xc);
+    hm_sim_alloc_unplaced(s, 0x40003800, 0x800);
+}
+
+/* Pages shared by objects (glibc puts neighbours on one page): hetmem run
+ * gives each placed object pages of its own, so each object's bytes come
+ * from its own device, whoever placed the page first; an unplaced
+ * allocation (under --min-size: left in the program's heap) stays on the
+ * default device, also on a page a placed object owns; a freed owner hands
+ * the page to the allocation still on it, on that one's device. Each step
+ * loads 32 lines (2 KiB) not loaded before: no cache hits, no prefetcher. */
+static void test_shared_pages(void)
+{
+    hm_sim_machine_t *m = machine();
+    hm_placement_t *pl = NULL;
+    int rc = hm_placement_parse(&pl, "p.json",
+                                "{\"rules\": [{\"site\": \"0xb\", \"device\": \"hbm\"}, {\"site\": \"0xc\", \"device\": \"hbm\"}]}",
+                                hm_sim_machine_device_names(m), hm_sim_machine_ndevices(m));
+    CHECK_EQ_INT(rc, 0);
+    hm_sim_t *s;
+    if (!m || !pl || hm_sim_open(&s, m, pl, -1) < 0) {
+        CHECK(0 && "machine, placement or hm_sim_open failed");
+        return;
+    }
+    shared_layout(s);
+    CHECK_EQ_INT(hm_sim_placed_at(s, 0x40003800), 0);
+    CHECK_EQ_INT(hm_sim_placed_at(s, 0x40003000), 1);
+    CHECK_EQ_INT(hm_sim_placed_at(s, 0x40003808), HM_ENOTFOUND);
+    load_lines(s, 0x40001800, 0x40002000); /* B on the page A placed: hbm */
+    CHECK_EQ_U64(dev_read(s, 1), 2048);
+    CHECK_EQ_U64(dev_read(s, 0), 0);
+    load_lines(s, 0x40001000, 0x40001800); /* A on it: ddr */
+    CHECK_EQ_U64(dev_read(s, 0), 2048);
+    load_lines(s, 0x40003800, 0x40004000); /* U on C's page: ddr */
+    CHECK_EQ_U64(dev_read(s, 0), 4096);
+    CHECK_EQ_U64(dev_read(s, 1), 2048);
+    hm_sim_close(s);
+    /* The same steps, then A and C freed: B takes page 0x40001 over on
+     * hbm, U page 0x40003 on ddr; placed pages: B's two on hbm, U's one
+     * on ddr. */
+    if (hm_sim_open(&s, m, pl, -1) == 0) {
+        shared_layout(s);
+        CHECK_EQ_INT(hm_sim_free(s, 0x40000000), 0);
+        CHECK_EQ_INT(hm_sim_free(s, 0x40003000), 0);
+        load_lines(s, 0x40001800, 0x40002000);
+        load_lines(s, 0x40003800, 0x40004000);
+        CHECK_EQ_U64(dev_read(s, 1), 2048);
+        CHECK_EQ_U64(dev_read(s, 0), 2048);
+        CHECK_EQ_U64(hm__sim_page_entry(s, 0x40001000) >> 32 & 0xff, 2); /* device + 1 */
+        CHECK_EQ_U64(hm__sim_page_entry(s, 0x40003000) >> 32 & 0xff, 1);
+        CHECK_EQ_U64(s->dev[1].used_pages, 2);
+        CHECK_EQ_U64(s->dev[0].used_pages, 1);
+        hm_sim_close(s);
+    }
+    hm_placement_close(pl);
+    hm_sim_machine_close(m);
+}
+
 int main(void)
 {
     test_chase(0, 100);
@@ -327,6 +406,7 @@ int main(void)
     test_mlp();
     test_bandwidth();
     test_placement();
+    test_shared_pages();
     test_peak();
     test_bad_machines();
     test_presets();

@@ -23,7 +23,7 @@
 #include "hetmem/sim.h"
 #include "hetmem/trace.h"
 
-enum { OPT_DEVICE = 256, OPT_PLACEMENT, OPT_PERIOD, OPT_JSON, OPT_STRICT };
+enum { OPT_DEVICE = 256, OPT_PLACEMENT, OPT_PERIOD, OPT_JSON, OPT_STRICT, OPT_MIN_SIZE };
 
 static const hm_cli_opt_t sim_opts[] = {
     {'m', "machine", "MACHINE", "machine preset (ddr4, ddr5, knl-mcdram, spr-hbm, cxl, optane, cxl3, spr-hbm-cxl) or JSON file",
@@ -34,6 +34,7 @@ static const hm_cli_opt_t sim_opts[] = {
     {OPT_PERIOD, "sample-period", "N", "sample loads and stores with a mean period of N, jittered (default 1000)", 0},
     {OPT_JSON, "json", "FILE", "write the summary as JSON to FILE ('-': to stdout, and the program's own output to stderr)", 0},
     {OPT_STRICT, "strict", NULL, "a placement rule that matches nothing is an error, not a warning", 0},
+    {OPT_MIN_SIZE, "min-size", "SIZE", "place and trace allocations of at least SIZE bytes, as hetmem run and record do; smaller ones stay on the default device (default 64K)", 0},
     {0},
 };
 
@@ -222,6 +223,7 @@ static void fixed_env_free(char **env)
 typedef struct {
     const char *machine, *device, *placement, *trace, *jsonf;
     uint64_t period;
+    uint64_t min_size;
     int strict;
     char **prog_argv;  /* the program and its arguments (the caller's argv) */
     int pargc;
@@ -250,6 +252,10 @@ static int sim_options(simrun_t *s, const hm_cmd_t *cmd, int argc, char **argv)
         case 'o': s->trace = arg; break;
         case OPT_JSON: s->jsonf = arg; break;
         case OPT_STRICT: s->strict = 1; break;
+        case OPT_MIN_SIZE:
+            if (hm_cli_size(cmd, "--min-size", arg, &s->min_size))
+                return HM_EXIT_USAGE;
+            break;
         case OPT_PERIOD:
             if (hm_cli_u64_in(cmd, "--sample-period", arg, 1, HM_TRACE_PERIOD_MAX,
                               "a trace header holds at most 2^63-1", &s->period))
@@ -335,6 +341,8 @@ static int sim_settings(simrun_t *s)
         setenv(hm__env_name(HM_ENV_SIM_TRACE), s->trace, 1);
     snprintf(per, sizeof per, "%llu", (unsigned long long)s->period);
     setenv(hm__env_name(HM_ENV_SIM_PERIOD), per, 1);
+    snprintf(per, sizeof per, "%llu", (unsigned long long)s->min_size);
+    setenv(hm__env_name(HM_ENV_MIN_SIZE), per, 1);
     setenv(hm__env_name(HM_ENV_SIM_PROGRESS), isatty(2) ? "1" : "0", 1);
     setenv(hm__env_name(HM_ENV_SIM_ARGV0), s->prog_argv[0], 1);
     return 0;
@@ -487,7 +495,7 @@ static void sim_free(simrun_t *s)
 
 static int cmd_sim(const hm_cmd_t *cmd, int argc, char **argv)
 {
-    simrun_t s = {.period = 1000};
+    simrun_t s = {.period = 1000, .min_size = 64 * 1024};
     int status = sim_options(&s, cmd, argc, argv);
     if (status < 0) {
         status = HM_EXIT_RUNTIME;
