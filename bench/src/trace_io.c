@@ -99,7 +99,7 @@ static int write_trace(const char *path, uint64_t n, int events, double *secs)
 {
     static const char *const argv[] = {"./stream-app", "--size", "1G", NULL};
     hm_trace_meta_t m = {"hetmem-bench 0.1.0", "sim", 1.0, "sim", "mem-loads:ldlat=3", 1000, "ddr",
-                         "{\"name\":\"synthetic\",\"devices\":[\"ddr\",\"hbm\"]}", argv, NULL};
+                         "{\"name\":\"synthetic\",\"devices\":[\"ddr\",\"hbm\"]}", argv, NULL, 0};
     const size_t pool = 1u << 20;
     hm_sample_t *s = hm__xmalloc(pool * sizeof *s);
     gen_t g = {{0x243f6a8885a308d3ULL}, 1000, 0};

@@ -133,6 +133,7 @@ typedef struct {
     const char *const *argv;   /**< command line, NULL-terminated, or NULL */
     const char *host_json;     /**< identity of the recording machine (JSON object text:
                                     docs/trace-format.md, "host"), or NULL */
+    uint64_t min_size;         /**< smallest allocation tracked, in bytes (--min-size); 0: not said */
 } hm_trace_meta_t;
 
 /** End-of-run record. */

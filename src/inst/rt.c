@@ -364,7 +364,7 @@ void hm__inst_init(void)
         char *argbuf = read_cmdline_argv(&argv);
         hm_trace_meta_t meta = {"hetmem-sim " HETMEM_VERSION, "sim", 1.0, "sim", "loads+stores", period,
                                 devname && *devname ? devname : NULL, hm_sim_machine_json(rt.m),
-                                (const char *const *)argv, NULL};
+                                (const char *const *)argv, NULL, rt.min_size};
         rc = hm_trace_writer_open(&rt.tw, tp, &meta);
         free(argv);
         free(argbuf);

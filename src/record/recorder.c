@@ -399,6 +399,7 @@ HM_API int hm_recorder_open(hm_recorder_t **out, const hm_record_opts_t *o, char
     meta.argv = (const char *const *)r->argv;
     meta.machine_json = machine_json;
     meta.host_json = host_json;
+    meta.min_size = r->min_size;
     r->figures = machine_json != NULL;
     rc = hm_trace_writer_open(&r->w, r->path, &meta);
     free(host_json);

@@ -227,6 +227,8 @@ static int load_header(hm_trace_t *t)
     m->clock_ns_per_unit = json_is_number(v) ? json_number_value(v) : 1.0;
     v = json_object_get(t->hdr, "period");
     m->period = json_is_integer(v) ? (uint64_t)json_integer_value(v) : 0;
+    v = json_object_get(t->hdr, "min_size");
+    m->min_size = json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
     v = json_object_get(t->hdr, "machine");
     /* A value just parsed always dumps: NULL is for want of memory. */
     if (v && !json_is_null(v) && !(t->machine_text = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY)))

@@ -91,6 +91,8 @@ static int build_header(const hm_trace_meta_t *m, char **out)
     json_object_set_new(h, "event", json_str_or_null(m ? m->event : NULL));
     json_object_set_new(h, "period", json_integer(m ? (json_int_t)m->period : 0));
     json_object_set_new(h, "device", json_str_or_null(m ? m->device : NULL));
+    if (m && m->min_size)
+        json_object_set_new(h, "min_size", json_integer((json_int_t)(m->min_size > INT64_MAX ? INT64_MAX : m->min_size)));
     json_t *machine = json_null();
     if (m && m->machine_json) {
         json_decref(machine);

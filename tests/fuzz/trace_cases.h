@@ -49,7 +49,7 @@ static int tc_write_good(const char *path, int with_end)
 {
     static const char *const argv[] = {"./app", "-n", "10", NULL};
     hm_trace_meta_t m = {"test", "sim", 1.0, "sim", "loads", 97, "ddr",
-                         "{\"name\":\"toy\",\"devices\":[\"ddr\",\"hbm\"]}", argv, NULL};
+                         "{\"name\":\"toy\",\"devices\":[\"ddr\",\"hbm\"]}", argv, NULL, 0};
     hm_trace_writer_t *w;
     int rc = hm_trace_writer_open(&w, path, &m);
     if (rc < 0)

@@ -28,6 +28,34 @@ a=$("$H" trace info "$T/def.trace" | sed -n 's/^records .* alloc \([0-9]*\),.*/\
 [ "$a" = 1 ] && ok "default --min-size: 1 allocation traced" || fail "default --min-size: '$a' allocations traced"
 a=$("$H" trace info "$T/one.trace" | sed -n 's/^records .* alloc \([0-9]*\),.*/\1/p')
 [ "$a" = 16385 ] && ok "--min-size 1: 16385 allocations traced" || fail "--min-size 1: '$a' allocations traced"
+# The header says from which size allocations were tracked; hetmem
+# optimize --refine simulates with it (trace-format.md).
+"$H" trace info "$T/one.trace" | grep -q '^objects .*(tracked from 1 B)$' && ok "trace header: min_size 1" ||
+  fail "trace header of a --min-size 1 run: $("$H" trace info "$T/one.trace" | grep '^objects')"
+[ "$("$H" trace info --json "$T/def.trace" | jq .header.min_size)" = 65536 ] && ok "trace header: min_size 65536 by default" ||
+  fail "trace header: min_size $("$H" trace info --json "$T/def.trace" | jq .header.min_size)"
+# optimize --refine runs its placement at the traces' --min-size: with
+# traces of --min-size 1 runs, the round's measured time is that of
+# hetmem sim --min-size 1 with the same placement (under the default it
+# would leave the blocks on slow).
+for d in slow nvm; do
+  "$H" sim -m "$M" --device $d --min-size 1 -o "$T/$d.hmt" -- "${args[@]}" > /dev/null || fail "trace on $d"
+done
+if "$H" optimize "$T/slow.hmt" "$T/nvm.hmt" --capacity slow=64K --refine 1 --json -o "$T/best.json" > "$T/opt.json" 2> "$T/opt.err"; then
+  pf=$(jq -r '.refine.rounds[0].placement' "$T/opt.json")
+  sim "$T/again.json" --min-size 1 --placement "$pf" -- "${args[@]}" || fail "placement $pf again"
+  near "$(jq -r '.refine.rounds[0].measured_s' "$T/opt.json")" "$(j "$T/again.json" .runtime_s)" 1e-9 \
+    "--refine measured its round at the traces' --min-size"
+else
+  fail "optimize --refine 1: $(cat "$T/opt.err")"
+fi
+# hetmem validate --min-size runs its device runs and placements so.
+if "$H" validate -m "$M" --placements 2 --min-size 1 --keep "$T/val" -j 2 -- "${args[@]}" > "$T/val.txt" 2>&1; then
+  [ "$("$H" trace info --json "$T/val/dev-nvm.hmt" | jq .header.min_size)" = 1 ] && ok "validate --min-size 1: device runs so" ||
+    fail "validate --min-size 1: device run's min_size $("$H" trace info --json "$T/val/dev-nvm.hmt" | jq .header.min_size)"
+else
+  fail "validate --min-size 1: $(tail -3 "$T/val.txt")"
+fi
 # A bad size is refused before anything runs.
 out=$("$H" sim -m "$M" --min-size 12x -- "${args[@]}" 2>&1)
 [ $? = 2 ] && [[ "$out" == *"--min-size"*"12x"* ]] && ok "bad --min-size refused: $out" || fail "bad --min-size: $out"

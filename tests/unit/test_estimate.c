@@ -45,7 +45,7 @@ typedef struct {
 static void write_run(const char *path, const run_spec_t *r)
 {
     const char *argv[] = {r->argv0 ? r->argv0 : "./app.sim", "--size", "tiny", NULL};
-    hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", r->period ? r->period : 1000, r->device, NULL, argv, NULL};
+    hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", r->period ? r->period : 1000, r->device, NULL, argv, NULL, 0};
     hm_trace_writer_t *w;
     CHECK_EQ_INT(hm_trace_writer_open(&w, path, &m), 0);
     hm_trace_write_site(w, 0xa, "app.sim+0x10 alloc_a");
@@ -1853,7 +1853,7 @@ static uint32_t sm_hash(uint32_t x)
 static void write_small_run(const char *path, const char *dev, uint64_t end_time, double want[5])
 {
     const char *argv[] = {"./small.sim", NULL};
-    hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", 1000, dev, NULL, argv, NULL};
+    hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", 1000, dev, NULL, argv, NULL, 0};
     hm_trace_writer_t *w;
     CHECK_EQ_INT(hm_trace_writer_open(&w, path, &m), 0);
     int cls[SM_N];
@@ -2113,7 +2113,7 @@ static void test_hit_figures(void)
         snprintf(nm, sizeof nm, "hits-%s.hmt", devs[d]);
         paths[d] = path_of(nm);
         const char *argv[] = {"./app.sim", NULL};
-        hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", 1000, devs[d], NULL, argv, NULL};
+        hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", 1000, devs[d], NULL, argv, NULL, 0};
         hm_trace_writer_t *w;
         CHECK_EQ_INT(hm_trace_writer_open(&w, paths[d], &m), 0);
         hm_trace_write_site(w, 0xa, "app.sim+0x10 alloc_a");
@@ -2499,7 +2499,7 @@ static void test_attribution(void)
     for (int run = 0; run < 2; run++) {
         paths[run] = path_of(run ? "attr-fast.hmt" : "attr-slow.hmt");
         const char *argv[] = {"./app.sim", NULL};
-        hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", 1000, run ? "fast" : "slow", NULL, argv, NULL};
+        hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", 1000, run ? "fast" : "slow", NULL, argv, NULL, 0};
         hm_trace_writer_t *w;
         CHECK_EQ_INT(hm_trace_writer_open(&w, paths[run], &m), 0);
         CHECK_EQ_INT(hm_trace_writer_set_block_records(w, 3000), 0);
@@ -2603,7 +2603,7 @@ static void test_attribution_changes(void)
     for (int run = 0; run < 2; run++) {
         paths[run] = path_of(run ? "chg-fast.hmt" : "chg-slow.hmt");
         const char *argv[] = {"./app.sim", NULL};
-        hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", 1000, run ? "fast" : "slow", NULL, argv, NULL};
+        hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", 1000, run ? "fast" : "slow", NULL, argv, NULL, 0};
         hm_trace_writer_t *w;
         CHECK_EQ_INT(hm_trace_writer_open(&w, paths[run], &m), 0);
         CHECK_EQ_INT(hm_trace_writer_set_block_records(w, 2000), 0);
@@ -2711,7 +2711,7 @@ static void test_long_samples(void)
     for (int run = 0; run < 2; run++) {
         paths[run] = path_of(run ? "long-fast.hmt" : "long-slow.hmt");
         const char *argv[] = {"./app.sim", NULL};
-        hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", 1000, run ? "fast" : "slow", NULL, argv, NULL};
+        hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", 1000, run ? "fast" : "slow", NULL, argv, NULL, 0};
         hm_trace_writer_t *w;
         CHECK_EQ_INT(hm_trace_writer_open(&w, paths[run], &m), 0);
         for (int k = 0; k < LS_OBJ; k++) {

@@ -87,7 +87,7 @@ static void write_run(const char *path, const char *dev, int slow)
     const char *machine = "{\"name\": \"m\", \"devices\": [{\"name\": \"slow\", \"read_latency_ns\": 300, "
                           "\"read_bandwidth_gbs\": 20}, {\"name\": \"fast\", \"read_latency_ns\": 100, "
                           "\"read_bandwidth_gbs\": 80}]}";
-    hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", 1000, dev, machine, argv, NULL};
+    hm_trace_meta_t m = {"unit", "sim", 1.0, "sim", "loads", 1000, dev, machine, argv, NULL, 0};
     hm_trace_writer_t *w;
     CHECK_EQ_INT(hm_trace_writer_open(&w, path, &m), 0);
     if (!w)

@@ -164,7 +164,7 @@ static void round_trip(uint32_t n, uint32_t block)
     for (uint32_t i = 0; i < n; i++)
         random_record(&in[i], &t);
     static const char *const argv[] = {"prog", "--flag", "\xe2\x82\xac", NULL};
-    hm_trace_meta_t m = {"unit", "CLOCK_MONOTONIC", 1.0, "soft", "ev", 1000, NULL, "{\"x\":[1,2]}", argv, NULL};
+    hm_trace_meta_t m = {"unit", "CLOCK_MONOTONIC", 1.0, "soft", "ev", 1000, NULL, "{\"x\":[1,2]}", argv, NULL, 65536};
     hm_trace_writer_t *w;
     CHECK_EQ_INT(hm_trace_writer_open(&w, path, &m), 0);
     if (block)
@@ -191,6 +191,7 @@ static void round_trip(uint32_t n, uint32_t block)
     CHECK_STR_EQ(rm->producer, "unit");
     CHECK_STR_EQ(rm->backend, "soft");
     CHECK_EQ_U64(rm->period, 1000);
+    CHECK_EQ_U64(rm->min_size, 65536); /* "min_size" in the header */
     CHECK(rm->device == NULL);
     CHECK_STR_EQ(rm->machine_json, "{\"x\":[1,2]}");
     CHECK(rm->argv && rm->argv[2] && strcmp(rm->argv[2], "\xe2\x82\xac") == 0 && !rm->argv[3]);
@@ -701,7 +702,7 @@ static void header_ranges(void)
                          "{\"name\":\"m\",\"cores\":8,\"devices\":[{\"name\":\"ddr\",\"read_latency_ns\":110,"
                          "\"write_latency_ns\":120,\"read_bandwidth_gbs\":100,\"write_bandwidth_gbs\":200,"
                          "\"capacity\":4096,\"loaded_latency\":[[0.5,200]]}]}",
-                         argv, "{\"name\":\"h\",\"cpu\":\"c\",\"nodes\":[{\"name\":\"node0\"}],\"bound_nodes\":[20]}"};
+                         argv, "{\"name\":\"h\",\"cpu\":\"c\",\"nodes\":[{\"name\":\"node0\"}],\"bound_nodes\":[20]}", 0};
     hm_trace_writer_t *w;
     CHECK_EQ_INT(hm_trace_writer_open(&w, good, &m), 0);
     hm_sample_t smp = {5, 0x1000, 0, 1, 0, 0, 0};

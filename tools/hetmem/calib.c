@@ -154,7 +154,7 @@ int hm_cli_sim_placement(const char *ref, const char *placement, const char *dir
         return hm_cli_failf(ref, "%s", hm_strerror(rc));
     const hm_trace_meta_t *m = hm_trace_meta(r);
     int status = HM_EXIT_RUNTIME;
-    char mfile[PATH_MAX], log[PATH_MAX], rep[PATH_MAX], per[32], self[PATH_MAX];
+    char mfile[PATH_MAX], log[PATH_MAX], rep[PATH_MAX], per[32], ms[32], self[PATH_MAX];
     char **argv = NULL;
     if (!m->machine_json || !m->argv || !m->argv[0] || !m->backend || strcmp(m->backend, "sim")) {
         hm_cli_failf(ref, "--refine runs the program in the simulator: the traces must be simulated runs "
@@ -179,8 +179,10 @@ int hm_cli_sim_placement(const char *ref, const char *placement, const char *dir
     snprintf(log, sizeof log, "%s/refine-%d.log", dir, round);
     snprintf(rep, sizeof rep, "%s/refine-%d.report.json", dir, round);
     snprintf(per, sizeof per, "%llu", (unsigned long long)(m->period ? m->period : 1000));
-    const char *head[] = {self,   "sim", "-m",  mfile, "--placement",     placement, "-o",
-                          trace,  "--json", rep, "--sample-period", per,       "--"};
+    /* The traces' --min-size (64K, the default, when they do not say). */
+    snprintf(ms, sizeof ms, "%llu", (unsigned long long)(m->min_size ? m->min_size : 64 * 1024));
+    const char *head[] = {self,  "sim",   "-m", mfile, "--placement",     placement, "-o",         trace,
+                          "--json", rep, "--sample-period", per, "--min-size", ms, "--"};
     size_t nh = sizeof head / sizeof *head, na = 0;
     while (m->argv[na])
         na++;

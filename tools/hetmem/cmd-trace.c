@@ -359,9 +359,12 @@ static int run_info(const hm_cmd_t *cmd, int argc, char **argv)
             printf(" (exit %d)\n", WEXITSTATUS(ws));
         printf("%-10s %" PRIu64 " (%" PRIu64 " loads, %" PRIu64 " stores)\n", "samples",
                st.records[HM_REC_SAMPLE], st.loads, st.stores);
-        printf("%-10s %" PRIu64 " allocations (%s), %" PRIu64 " frees, %zu allocation sites\n", "objects",
+        printf("%-10s %" PRIu64 " allocations (%s), %" PRIu64 " frees, %zu allocation sites", "objects",
                st.records[HM_REC_ALLOC], hm__fmt_size(alloc_bytes, ab, sizeof ab), st.records[HM_REC_FREE],
                distinct);
+        if (m->min_size)
+            printf(" (tracked from %s)", hm__fmt_size(m->min_size, ab, sizeof ab));
+        printf("\n");
         printf("%-10s", "records");
         for (int k = 1; k <= 8; k++)
             printf(" %s %" PRIu64 "%s", kind_names[k], st.records[k], k < 8 ? "," : "\n");

@@ -30,7 +30,7 @@
 
 extern char **environ;
 
-enum { OPT_MACHINE = 'm', OPT_PLACEMENTS = 256, OPT_PERIOD, OPT_SEED, OPT_JSON, OPT_PLOT, OPT_REAL, OPT_KEEP, OPT_REUSE, OPT_ALLOW_EXIT, OPT_CALIBRATE };
+enum { OPT_MACHINE = 'm', OPT_PLACEMENTS = 256, OPT_PERIOD, OPT_SEED, OPT_JSON, OPT_PLOT, OPT_REAL, OPT_KEEP, OPT_REUSE, OPT_ALLOW_EXIT, OPT_CALIBRATE, OPT_MIN_SIZE };
 
 static const hm_cli_opt_t val_opts[] = {
     {OPT_MACHINE, "machine", "MACHINE", "machine preset or JSON file (simulated runs; with --real: devices and figures)", HM_OPT_REQUIRED},
@@ -44,6 +44,7 @@ static const hm_cli_opt_t val_opts[] = {
     {OPT_KEEP, "keep", "DIR", "keep traces, placements and reports in DIR", 0},
     {OPT_REUSE, "reuse", NULL, "with --keep: reuse device runs already in DIR (dev-DEVICE.hmt of this program, device and period)", 0},
     {OPT_ALLOW_EXIT, "allow-exit", "N", "exit status N (1-255) also means success (for programs that return one when they finish); repeatable", HM_OPT_REPEAT},
+    {OPT_MIN_SIZE, "min-size", "SIZE", "place and trace allocations of at least SIZE bytes in every run (hetmem sim, record and run --min-size; default 64K)", 0},
     {OPT_CALIBRATE, "calibrate", "K", "also run K placements outside the scored ones and give the default model's error calibrated on 0..K of them", 0},
     {0},
 };
@@ -405,7 +406,7 @@ static int rm_rf(const char *dir)
 /* Whether @p path is a complete trace of @p prog on device @p dev of the
  * machine described by @p mjson, sampled every @p period accesses: a device
  * run that --reuse may take as it is. */
-static int reusable(const char *path, const char *mjson, const char *dev, uint64_t period, char **prog)
+static int reusable(const char *path, const char *mjson, const char *dev, uint64_t period, uint64_t min_size, char **prog)
 {
     hm_trace_t *t;
     if (hm_trace_open(&t, path) < 0)
@@ -413,7 +414,7 @@ static int reusable(const char *path, const char *mjson, const char *dev, uint64
     const hm_trace_meta_t *m = hm_trace_meta(t);
     hm_trace_stats_t st;
     hm_trace_stats(t, &st);
-    int ok = st.has_end && m->period == period && m->device && !strcmp(m->device, dev) && m->argv &&
+    int ok = st.has_end && m->period == period && m->min_size == min_size && m->device && !strcmp(m->device, dev) && m->argv &&
              (!mjson || (m->machine_json && !strcmp(m->machine_json, mjson)));
     for (int i = 0; ok && (prog[i] || m->argv[i]); i++)
         ok = prog[i] && m->argv[i] && !strcmp(prog[i], m->argv[i]);
@@ -443,7 +444,8 @@ static int one_thread(void)
 /* One validation: its options, then what each step builds. */
 typedef struct {
     const char *machine, *jsonf, *plot, *keep;
-    uint64_t K, period, jobs, seed, Kc, NT;
+    uint64_t K, period, jobs, seed, Kc, NT, min_size;
+    char min_size_s[24]; /* min_size in decimal, for the hetmem sim runs */
     int real, reuse;
     char **prog;
     char self[PATH_MAX];  /* this program, for the hetmem sim children */
@@ -503,6 +505,10 @@ static int val_options(val_t *v, const hm_cmd_t *cmd, int argc, char **argv)
         case OPT_REAL: v->real = 1; break;
         case OPT_KEEP: v->keep = arg; break;
         case OPT_REUSE: v->reuse = 1; break;
+        case OPT_MIN_SIZE:
+            if (hm_cli_size(cmd, "--min-size", arg, &v->min_size))
+                return HM_EXIT_USAGE;
+            break;
         case OPT_CALIBRATE:
             if (hm_cli_u64_in(cmd, "--calibrate", arg, 1, 100, "runs", &v->Kc))
                 return HM_EXIT_USAGE;
@@ -638,7 +644,7 @@ static int val_device_runs(val_t *v)
         snprintf(tr, sizeof tr, "%s/dev-%s.hmt", v->dir, v->devs[d]);
         snprintf(rep, sizeof rep, "%s/dev-%s.json", v->dir, v->devs[d]);
         v->traces[d] = hm__xstrdup(tr);
-        if (v->reuse && reusable(tr, v->mjson, v->devs[d], v->period, v->prog))
+        if (v->reuse && reusable(tr, v->mjson, v->devs[d], v->period, v->min_size, v->prog))
             continue;
         job_t *j = &v->dj[ndj++];
         if (v->real) {
@@ -649,10 +655,11 @@ static int val_device_runs(val_t *v)
             j->rec.period = rec_period;
             j->rec.bind = v->devs[d];
             j->rec.machine = v->figures ? v->mpath : NULL;
+            j->rec.min_size = v->min_size;
             j->argv = vec_cat(hm__xcalloc(1, sizeof(char *)), v->prog);
         } else {
             j->argv = vec(v->self, "sim", "-m", v->mpath, "--device", v->devs[d], "-o", tr, "--sample-period", per,
-                          "--json", rep, "--", NULL);
+                          "--min-size", v->min_size_s, "--json", rep, "--", NULL);
             j->argv = vec_cat(j->argv, v->prog);
             snprintf(j->rep, sizeof j->rep, "%s", rep);
         }
@@ -724,9 +731,11 @@ static int val_placement_runs(val_t *v)
             /* As `hetmem run --placement FILE`. */
             j->api = 1;
             j->rec.placement = j->own = hm__xstrdup(pf);
+            j->rec.min_size = v->min_size;
             j->argv = vec_cat(hm__xcalloc(1, sizeof(char *)), v->prog);
         } else {
-            j->argv = vec(v->self, "sim", "-m", v->mpath, "--placement", pf, "--json", rep, "--", NULL);
+            j->argv = vec(v->self, "sim", "-m", v->mpath, "--placement", pf, "--min-size", v->min_size_s, "--json", rep,
+                          "--", NULL);
             j->argv = vec_cat(j->argv, v->prog);
             snprintf(j->rep, sizeof j->rep, "%s", rep);
         }
@@ -1014,10 +1023,11 @@ static void val_free(val_t *v, int status)
 
 static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
 {
-    val_t v = {.K = 12, .period = 1000, .seed = 1};
+    val_t v = {.K = 12, .period = 1000, .seed = 1, .min_size = 64 * 1024};
     int status = val_options(&v, cmd, argc, argv);
     if (status >= 0)
         return status;
+    snprintf(v.min_size_s, sizeof v.min_size_s, "%llu", (unsigned long long)v.min_size);
     ssize_t sl = readlink("/proc/self/exe", v.self, sizeof v.self - 1);
     if (sl <= 0)
         return hm_cli_failf("/proc/self/exe", "%s", strerror(errno));
