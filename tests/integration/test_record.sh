@@ -111,6 +111,13 @@ fi
 "$WORK/trace_attr" "$WORK/crash.hmt" > "$WORK/crash.attr" || bad "crash trace unreadable"
 grep -q "^end 1 11 " "$WORK/crash.attr" && ok "crash trace closed with wait status 11 (SIGSEGV)" || bad "crash trace end: $(grep ^end "$WORK/crash.attr")"
 grep -q "about to crash" "$WORK/crash.out" || bad "crash program output lost"
+# The header says from which size allocations were tracked (--min-size:
+# what hetmem optimize --refine simulates with).
+[ "$("$H" trace info --json "$WORK/x.hmt" | jq .header.min_size)" = 65536 ] && ok "header min_size 65536 by default" \
+  || bad "header min_size: $("$H" trace info --json "$WORK/x.hmt" | jq .header.min_size)"
+"$H" record -b soft --min-size 4K -o "$WORK/m.hmt" -- true 2>/dev/null
+[ "$("$H" trace info --json "$WORK/m.hmt" | jq .header.min_size)" = 4096 ] && ok "header min_size 4096 with --min-size 4K" \
+  || bad "header min_size with --min-size 4K: $("$H" trace info --json "$WORK/m.hmt" | jq .header.min_size)"
 # trace info decodes the stored wait status (it printed "exit status 768").
 "$H" trace info "$WORK/x.hmt" | grep -q "(exit 3)$" && ok "trace info: exit 3" \
   || bad "trace info: $("$H" trace info "$WORK/x.hmt" | grep duration)"
