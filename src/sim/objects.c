@@ -102,43 +102,38 @@ static void place_page(hm_sim_t *s, uint32_t idx, uint64_t pg, uint64_t *e, int 
      * gives this object's bytes there its own device). */
     if (*e && keep_shared && HM_PE_ALLOC(*e) != idx + 1)
         return;
-    {
-        int dev;
-        {
-            if (*e)
-                s->dev[HM_PE_DEV(*e)].used_pages--;
-            dev = hm_placement_page_device(&a->place, pg << HM_SIM_PAGE_SHIFT);
-            hm__device_t *d = &s->dev[dev];
-            if (dev != s->def && d->cap_pages && d->used_pages >= d->cap_pages) {
-                d->spilled_pages++;
-                g->spilled_bytes += 1u << HM_SIM_PAGE_SHIFT;
-                dev = s->def;
-            }
-            s->dev[dev].used_pages++;
-            int old = *e ? HM_PE_DEV(*e) : -1;
-            /* A populated page that changes device is resident on the new
-             * one and no longer on the old. */
-            if ((*e & HM_PE_RESIDENT) && old != dev) {
-                s->dev[old].resident_pages--;
-                hm__sim_resident_add(s, dev);
-            }
-            if (migrate && old >= 0 && old != dev && HM_PE_ALLOC(*e) == idx + 1 && (*e & HM_PE_TOUCHED)) {
-                uint64_t l0 = (pg << HM_SIM_PAGE_SHIFT) >> s->line_shift;
-                uint64_t nl = (1u << HM_SIM_PAGE_SHIFT) >> s->line_shift;
-                for (uint64_t l = l0; l < l0 + nl; l++) {
-                    double done = hm__device_read(&s->dev[old], l, t);
-                    hm__device_write(&s->dev[dev], l, done);
-                    if (done > *end)
-                        *end = done;
-                }
-                g->lines_read += nl;
-                g->lines_written += nl;
-                s->migrated_pages++;
-            }
-        }
-        uint64_t touched = HM_PE_ALLOC(*e) == idx + 1 ? *e & HM_PE_TOUCHED : 0;
-        *e = ((uint64_t)idx + 1) | ((uint64_t)(dev + 1) << 32) | touched | (*e & HM_PE_RESIDENT);
+    if (*e)
+        s->dev[HM_PE_DEV(*e)].used_pages--;
+    int dev = hm_placement_page_device(&a->place, pg << HM_SIM_PAGE_SHIFT);
+    hm__device_t *d = &s->dev[dev];
+    if (dev != s->def && d->cap_pages && d->used_pages >= d->cap_pages) {
+        d->spilled_pages++;
+        g->spilled_bytes += 1u << HM_SIM_PAGE_SHIFT;
+        dev = s->def;
     }
+    s->dev[dev].used_pages++;
+    int old = *e ? HM_PE_DEV(*e) : -1;
+    /* A populated page that changes device is resident on the new
+     * one and no longer on the old. */
+    if ((*e & HM_PE_RESIDENT) && old != dev) {
+        s->dev[old].resident_pages--;
+        hm__sim_resident_add(s, dev);
+    }
+    if (migrate && old >= 0 && old != dev && HM_PE_ALLOC(*e) == idx + 1 && (*e & HM_PE_TOUCHED)) {
+        uint64_t l0 = (pg << HM_SIM_PAGE_SHIFT) >> s->line_shift;
+        uint64_t nl = (1u << HM_SIM_PAGE_SHIFT) >> s->line_shift;
+        for (uint64_t l = l0; l < l0 + nl; l++) {
+            double done = hm__device_read(&s->dev[old], l, t);
+            hm__device_write(&s->dev[dev], l, done);
+            if (done > *end)
+                *end = done;
+        }
+        g->lines_read += nl;
+        g->lines_written += nl;
+        s->migrated_pages++;
+    }
+    uint64_t touched = HM_PE_ALLOC(*e) == idx + 1 ? *e & HM_PE_TOUCHED : 0;
+    *e = ((uint64_t)idx + 1) | ((uint64_t)(dev + 1) << 32) | touched | (*e & HM_PE_RESIDENT);
 }
 
 static void place_pages_at(hm_sim_t *s, uint32_t idx, int keep_shared, int migrate, double t, double *end)
