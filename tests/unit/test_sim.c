@@ -108,22 +108,33 @@ static void test_bandwidth(void)
     hm_sim_machine_close(m);
 }
 
+/* The machine() of this file with placement @p json; NULL (and a failed
+ * check) when either does not load. */
+static hm_sim_t *open_placed(hm_sim_machine_t *m, const char *json, hm_placement_t **pl)
+{
+    *pl = NULL;
+    int rc = hm_placement_parse(pl, "p.json", json, hm_sim_machine_device_names(m), hm_sim_machine_ndevices(m));
+    CHECK_EQ_INT(rc, 0);
+    hm_sim_t *s;
+    if (!m || !*pl || hm_sim_open(&s, m, *pl, -1) < 0) {
+        CHECK(0 && "machine, placement or hm_sim_open failed");
+        return NULL;
+    }
+    return s;
+}
+
 /* Placement: page interleave, capacity with spill, naming moves pages,
  * frees give capacity back. */
 static void test_placement(void)
 {
     hm_sim_machine_t *m = machine();
-    hm_placement_t *pl = NULL;
-    int rc = hm_placement_parse(&pl, "p.json",
-                                "{\"rules\": [{\"site\": \"0x11\", \"pages_percent\": 25, \"device\": \"hbm\"},"
-                                "             {\"name\": \"hot\", \"device\": \"hbm\"}]}",
-                                hm_sim_machine_device_names(m), hm_sim_machine_ndevices(m));
-    CHECK_EQ_INT(rc, 0);
-    hm_sim_t *s;
-    if (!m || !pl || hm_sim_open(&s, m, pl, -1) < 0) {
-        CHECK(0 && "machine, placement or hm_sim_open failed");
+    hm_placement_t *pl;
+    hm_sim_t *s = open_placed(m,
+                              "{\"rules\": [{\"site\": \"0x11\", \"pages_percent\": 25, \"device\": \"hbm\"},"
+                              "             {\"name\": \"hot\", \"device\": \"hbm\"}]}",
+                              &pl);
+    if (!s)
         return;
-    }
     /* 100 pages from a page-aligned address: 25 on hbm. */
     hm_sim_alloc(s, 0x40000000, 100 * 4096, 0x11);
     /* 512 KiB named "hot": fits in hbm's remaining 1 MiB - 100 KiB. */
@@ -355,16 +366,10 @@ static void shared_layout(hm_sim_t *s)
 static void test_shared_pages(void)
 {
     hm_sim_machine_t *m = machine();
-    hm_placement_t *pl = NULL;
-    int rc = hm_placement_parse(&pl, "p.json",
-                                "{\"rules\": [{\"site\": \"0xb\", \"device\": \"hbm\"}, {\"site\": \"0xc\", \"device\": \"hbm\"}]}",
-                                hm_sim_machine_device_names(m), hm_sim_machine_ndevices(m));
-    CHECK_EQ_INT(rc, 0);
-    hm_sim_t *s;
-    if (!m || !pl || hm_sim_open(&s, m, pl, -1) < 0) {
-        CHECK(0 && "machine, placement or hm_sim_open failed");
+    hm_placement_t *pl;
+    hm_sim_t *s = open_placed(m, "{\"rules\": [{\"site\": \"0xb\", \"device\": \"hbm\"}, {\"site\": \"0xc\", \"device\": \"hbm\"}]}", &pl);
+    if (!s)
         return;
-    }
     shared_layout(s);
     CHECK_EQ_INT(hm_sim_placed_at(s, 0x40003800), 0);
     CHECK_EQ_INT(hm_sim_placed_at(s, 0x40003000), 1);

@@ -180,7 +180,7 @@ int hm_cli_sim_placement(const char *ref, const char *placement, const char *dir
     snprintf(rep, sizeof rep, "%s/refine-%d.report.json", dir, round);
     snprintf(per, sizeof per, "%llu", (unsigned long long)(m->period ? m->period : 1000));
     /* The traces' --min-size (64K, the default, when they do not say). */
-    snprintf(ms, sizeof ms, "%llu", (unsigned long long)(m->min_size ? m->min_size : 64 * 1024));
+    snprintf(ms, sizeof ms, "%llu", (unsigned long long)(m->min_size ? m->min_size : HM_MIN_OBJECT_SIZE));
     const char *head[] = {self,  "sim",   "-m", mfile, "--placement",     placement, "-o",         trace,
                           "--json", rep, "--sample-period", per, "--min-size", ms, "--"};
     size_t nh = sizeof head / sizeof *head, na = 0;

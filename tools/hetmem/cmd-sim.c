@@ -495,7 +495,7 @@ static void sim_free(simrun_t *s)
 
 static int cmd_sim(const hm_cmd_t *cmd, int argc, char **argv)
 {
-    simrun_t s = {.period = 1000, .min_size = 64 * 1024};
+    simrun_t s = {.period = 1000, .min_size = HM_MIN_OBJECT_SIZE};
     int status = sim_options(&s, cmd, argc, argv);
     if (status < 0) {
         status = HM_EXIT_RUNTIME;

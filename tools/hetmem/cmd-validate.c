@@ -1023,7 +1023,7 @@ static void val_free(val_t *v, int status)
 
 static int cmd_validate(const hm_cmd_t *cmd, int argc, char **argv)
 {
-    val_t v = {.K = 12, .period = 1000, .seed = 1, .min_size = 64 * 1024};
+    val_t v = {.K = 12, .period = 1000, .seed = 1, .min_size = HM_MIN_OBJECT_SIZE};
     int status = val_options(&v, cmd, argc, argv);
     if (status >= 0)
         return status;
