@@ -88,8 +88,8 @@ static TUNE_CONST tunable_t tunables[T_COUNT] = {
     [T_SATURATED] = {"saturated", 0.95, "share", "fitted",
                      "with every run bound, a reference run this busy on its channels measured only queueing"},
     [T_STREAM_PASSES] = {"stream_passes", 2, "misses/line/instance", "fitted",
-                         "an object missed at most this often per line and instance is swept: all its misses are "
-                         "traffic"},
+                         "an object missed at most this often per line and instance (or allocation) is swept: all "
+                         "its misses are traffic"},
     [T_STREAMED] = {"streamed", 0.02, "share", "fitted",
                     "an object whose cache hits waited for memory this often in some run is streamed"},
     [T_STORE_HITS_PER_LINE] = {"store_hits_per_line", 8, "stores/line", "hardware",
@@ -124,6 +124,7 @@ static TUNE_CONST tunable_t tunables[T_COUNT] = {
 typedef enum {
     R_STREAMED_HITS,     /* waiting cache hits make an object streamed */
     R_SWEPT,             /* few misses per line make an object swept */
+    R_FRESH_ALLOCS,      /* each allocation of an object is a pass of fresh lines */
     R_DIRTY_LINES,       /* store hits dirty lines that are written back */
     R_POSTED_WB,         /* those write-backs are shared by a phase's regimes */
     R_TRAFFIC_IN_RUN,    /* no run's channels were busy longer than it ran */
@@ -154,7 +155,7 @@ typedef enum {
 
 #ifdef HM_EST_MUTATION
 static const char *const rule_names[R_COUNT] = {
-    "streamed_hits", "swept", "dirty_lines", "posted_writebacks", "traffic_in_run", "store_excess",
+    "streamed_hits", "swept", "fresh_allocations", "dirty_lines", "posted_writebacks", "traffic_in_run", "store_excess",
     "bound_by_latency", "bound_by_bandwidth", "bound_by_unsampled", "unsampled_traffic", "c_at_most_fastest",
     "k_at_most_1", "bound_runs_no_k",
     "store_floor", "saturated_reference", "queueing_carried", "queue_by_load", "channel_in_run", "window_profile",
@@ -1020,6 +1021,7 @@ typedef struct {
     double *lmiss, *lmem, *smiss; /* load misses, loads memory served, store misses */
     double *hwait, *shit;        /* cache hits that waited for memory, store hits */
     double *ninst;               /* (c): instances (stretches between phase markers) */
+    double *omiss;               /* (o): sampled misses over all classes and runs (fresh allocations) */
     /* (c, o), bytes: the loads' traffic up to one pass over the object per
      * instance (or what its loads took from memory, if more), the loads'
      * traffic beyond that, the reads of its store misses, its store misses
@@ -1056,13 +1058,14 @@ static int sum_windows(hm_estimator_t *e, prep_t *p)
     p->hwait = calloc(cod, sizeof(double));
     p->shit = calloc(cod, sizeof(double));
     p->ninst = calloc((size_t)C, sizeof(double));
+    p->omiss = calloc((size_t)O, sizeof(double));
     p->lbase = calloc(co, sizeof(double));
     p->lexc = calloc(co, sizeof(double));
     p->rfo = calloc(co, sizeof(double));
     p->sexc = calloc(co, sizeof(double));
     p->dirt = calloc(co, sizeof(double));
     if (!p->T || !p->raw || !p->nsamp || !p->nmiss || !p->lmiss || !p->lmem || !p->smiss || !p->hwait || !p->shit ||
-        !p->ninst || !p->lbase || !p->lexc || !p->rfo || !p->sexc || !p->dirt)
+        !p->ninst || !p->omiss || !p->lbase || !p->lexc || !p->rfo || !p->sexc || !p->dirt)
         return -ENOMEM;
     for (int c = 0; c < C; c++) {
         for (int j = m->cls_woff[c]; j < m->cls_woff[c + 1]; j++) {
@@ -1092,7 +1095,7 @@ static int sum_windows(hm_estimator_t *e, prep_t *p)
 static void prep_free(prep_t *p)
 {
     double **all[] = {&p->T, &p->raw, &p->nsamp, &p->nmiss, &p->lmiss, &p->lmem, &p->smiss, &p->hwait,
-                      &p->shit, &p->ninst, &p->lbase, &p->lexc, &p->rfo, &p->sexc, &p->dirt};
+                      &p->shit, &p->ninst, &p->omiss, &p->lbase, &p->lexc, &p->rfo, &p->sexc, &p->dirt};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
         free(*all[i]);
         *all[i] = NULL;
@@ -1111,15 +1114,29 @@ static void prep_free(prep_t *p)
  * only the loads that reached memory are. Store misses (a store sample
  * says only that it missed L1) count at the same share, and each reads
  * the line and later writes it back. An object with no missing loads
- * counts all its store misses. */
+ * counts all its store misses.
+ *
+ * A pass over an object is one miss per line of it, per instance of the
+ * class, or per allocation of it where it is allocated anew more often
+ * than that (a temporary array freed and allocated again every time step
+ * brings fresh lines each time: its first touches come from memory, as a
+ * sweep's do). The allocations go to the classes in the share of the
+ * object's misses that fall there (counted once over the copies of a
+ * blended class: by their weights). */
 static void object_traffic(hm_estimator_t *e, prep_t *p)
 {
     hm__est_default_t *m = &e->dm;
     int C = m->ncls, D = e->ndev, O = e->nobj;
     const double lb = TUNE(T_LINE_BYTES);
+    for (int o = 0; o < O; o++) {
+        p->omiss[o] = 0;
+        for (int c = 0; c < C; c++)
+            for (int d = 0; d < D; d++)
+                p->omiss[o] += m->cls_w[c] * (p->lmiss[ix3(e, c, o, d)] + p->smiss[ix3(e, c, o, d)]);
+    }
     for (int c = 0; c < C; c++)
         for (int o = 0; o < O; o++) {
-            double rd = 0, sm = 0, ld = 0, sh = 0, wshare = 0;
+            double rd = 0, sm = 0, ld = 0, sh = 0, wshare = 0, cm = 0;
             size_t co = (size_t)c * O + o;
             for (int d = 0; d < D; d++) {
                 size_t i = ix3(e, c, o, d);
@@ -1128,6 +1145,7 @@ static void object_traffic(hm_estimator_t *e, prep_t *p)
                 sm += p->smiss[i] / D;
                 ld += p->lmiss[i] / D;
                 sh += p->shit[i] / D;
+                cm += p->lmiss[i] + p->smiss[i];
                 double hits = p->lmiss[i] - (p->lmem[i] - p->hwait[i]);
                 if (hits > 0 && p->hwait[i] / hits > wshare)
                     wshare = p->hwait[i] / hits;
@@ -1138,11 +1156,13 @@ static void object_traffic(hm_estimator_t *e, prep_t *p)
              * instance, and some of whose loads reach memory, is swept, not
              * reused: its cache hits are lines a prefetcher brought in
              * time. */
-            double lines = (double)e->obj[o].size / lb;
-            if (RULE(R_SWEPT) && lines > 0 && rd > 0 && ld + sm <= TUNE(T_STREAM_PASSES) * p->ninst[c] * lines)
+            double lines = (double)e->obj[o].size / lb, passes = p->ninst[c];
+            if (RULE(R_FRESH_ALLOCS) && p->omiss[o] > 0)
+                passes = fmax(passes, (double)e->obj[o].allocations * cm / p->omiss[o]);
+            if (RULE(R_SWEPT) && lines > 0 && rd > 0 && ld + sm <= TUNE(T_STREAM_PASSES) * passes * lines)
                 rho = 1;
             m->bytes[co] = rho * (ld + sm) * lb;
-            double first = fmin(rho * ld, fmax(rd, p->ninst[c] * lines)); /* one pass, or what reached memory */
+            double first = fmin(rho * ld, fmax(rd, passes * lines)); /* one pass, or what reached memory */
             p->lbase[co] = first * lb;
             p->lexc[co] = (rho * ld - first) * lb;
             p->rfo[co] = rho * sm * lb;
@@ -1150,7 +1170,7 @@ static void object_traffic(hm_estimator_t *e, prep_t *p)
              * beyond one pass per instance revisited lines that L1 had
              * lost, most likely to L2 (a scatter over more lines than L1
              * holds). */
-            p->sexc[co] = ld > 0 ? 0 : fmax(0.0, rho * sm - p->ninst[c] * lines) * lb;
+            p->sexc[co] = ld > 0 ? 0 : fmax(0.0, rho * sm - passes * lines) * lb;
             /* Stores that hit L1 dirty lines that loads brought in (a
              * read-modify-write sweep: u[i] = f(u[i], ...)); each such line
              * is written back once, however many stores hit it. Those
@@ -1168,8 +1188,8 @@ static void object_traffic(hm_estimator_t *e, prep_t *p)
             m->wbytes[co] = (rho * sm + dirty) * lb;
             p->dirt[co] = dirty * lb;
             HM_DEBUG("estimate: class %s object %d: memory share %.3f, waiting hits %.3f -> traffic share %.3f, "
-                     "lines dirtied by store hits %.4g", e->phase_name[m->cls_phase[c]], o, ld > 0 ? rd / ld : 1.0,
-                     wshare, rho, dirty);
+                     "lines dirtied by store hits %.4g, passes %.4g", e->phase_name[m->cls_phase[c]], o,
+                     ld > 0 ? rd / ld : 1.0, wshare, rho, dirty, passes);
         }
 }
 

@@ -582,6 +582,17 @@ static void test_cache_hits_traffic(void)
     CHECK_NEAR(hits_far("6", 0, "1048576"), a, 0.02);
     CHECK_NEAR(hits_far("0", 0, "12800000"), a, 0.02);
     CHECK_NEAR(hits_far("0", 0, "21333312"), as, 0.02);
+    /* An object allocated anew brings fresh lines each time (a temporary
+     * freed and allocated again every time step): a pass is one miss per
+     * line per allocation. 1 MiB is 16,384 lines; its 500,000 misses in the
+     * one class (all of them: the allocations all go there) are 30.5
+     * passes over one allocation (reused: a), 500,000 / (40 x 16,384) = 0.76
+     * over 40 (swept: as). The line at stream_passes 2: 16 allocations are
+     * 262,144 lines, 1.91 passes (swept), 15 are 245,760, 2.03 (reused). */
+    CHECK_NEAR(hits_far("0", 0, "1048576, \"allocations\": 1"), a, 0.02);
+    CHECK_NEAR(hits_far("0", 0, "1048576, \"allocations\": 40"), as, 0.02);
+    CHECK_NEAR(hits_far("0", 0, "1048576, \"allocations\": 16"), as, 0.02);
+    CHECK_NEAR(hits_far("0", 0, "1048576, \"allocations\": 15"), a, 0.02);
 }
 
 /* Instances of one phase with different traffic mixes are timed apart: 20
