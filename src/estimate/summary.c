@@ -1309,6 +1309,15 @@ static int open_runs(build_t *b, const char *const *paths)
                                 paths[j], paths[i], r->meta->device);
             if (!same_argv(runs[j].meta->argv, r->meta->argv))
                 return hm__errf(HM_EMISMATCH, "%s and %s are runs of different command lines", paths[j], paths[i]);
+            /* Runs that tracked objects from different sizes hold different
+             * objects (and a placement moves different data in each). A
+             * trace without the key (older writers) is taken as it is. */
+            if (runs[j].meta->min_size && r->meta->min_size && runs[j].meta->min_size != r->meta->min_size)
+                return hm__errf(HM_EMISMATCH,
+                                "%s and %s track objects from different sizes (%llu and %llu bytes): record or "
+                                "simulate them with the same --min-size",
+                                paths[j], paths[i], (unsigned long long)runs[j].meta->min_size,
+                                (unsigned long long)r->meta->min_size);
         }
         /* Runs of different machines: their times and figures do not
          * combine into one machine's estimate. */

@@ -87,6 +87,8 @@ bad 2 "--placement FILE is required" estimate "$T/slow.hmt" "$T/fast.hmt"
 bad 2 "unknown model" estimate --model cubic "$T/slow.hmt" "$T/fast.hmt" --placement "$T/a.json"
 "$H" sim -m "$M" --device fast -o "$T/other.hmt" -- "$P" 4194304 4 >/dev/null
 bad 1 "different command lines" estimate "$T/slow.hmt" "$T/other.hmt" --placement "$T/a.json"
+"$H" sim -m "$M" --device fast --min-size 4K -o "$T/fast4k.hmt" -- "$P" "${ARGS[@]}" >/dev/null || fail "sim --min-size 4K"
+bad 1 "track objects from different sizes (65536 and 4096 bytes)" estimate "$T/slow.hmt" "$T/fast4k.hmt" --placement "$T/a.json"
 bad 1 "validation needs at least two" validate --machine ddr4 -- "$P" "${ARGS[@]}"
 bad 2 "no program given" validate --machine "$M"
 
