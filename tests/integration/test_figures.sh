@@ -112,8 +112,11 @@ grep -q "^hetmem: optimize: device figures lacking" "$WORK/opt.err" && [ "$(jq -
 
 # validate --real --machine FILE: the file's devices, and its figures in
 # the device runs and the estimates.
-"$H" validate --real --machine "$WORK/m.json" --placements 1 --keep "$WORK/val" -- "$P" 2 > "$WORK/val.out" 2> "$WORK/val.err" \
+# -j asks for runs side by side, which --real does not do: said, not dropped.
+"$H" validate --real -j 4 --machine "$WORK/m.json" --placements 1 --keep "$WORK/val" -- "$P" 2 > "$WORK/val.out" 2> "$WORK/val.err" \
   || bad "validate --real --machine: $(cat "$WORK/val.err")"
+grep -q "^hetmem: warning: --jobs 4 ignored with --real" "$WORK/val.err" && ok "validate --real says it ignores -j 4" \
+  || bad "validate --real -j 4: $(cat "$WORK/val.err")"
 [ "$(jq -r .header.host.figures < <("$H" trace info --json "$WORK/val/dev-node0.hmt"))" = "machine file $WORK/m.json" ] \
   && ! grep -q "figures lacking" "$WORK/val.err" && ok "validate --real --machine: device runs carry the file's figures" \
   || bad "validate --real --machine: $(cat "$WORK/val.err")"

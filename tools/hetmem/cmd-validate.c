@@ -535,6 +535,9 @@ static int val_options(val_t *v, const hm_cmd_t *cmd, int argc, char **argv)
     if (!v->real && openmp_program(v->prog[0]) && !one_thread())
         return hm_cli_failf(v->prog[0], "is an OpenMP program and the simulator runs one thread: run it with "
                                         "OMP_NUM_THREADS=1 (OMP_NUM_THREADS=1 hetmem validate ...), or build it without -fopenmp");
+    if (v->real && v->jobs > 1)
+        fprintf(stderr, "hetmem: warning: --jobs %llu ignored with --real: runs on this machine's devices run one at "
+                        "a time\n", (unsigned long long)v->jobs);
     if (!v->jobs) {
         long nc = sysconf(_SC_NPROCESSORS_ONLN);
         v->jobs = nc > 0 ? (uint64_t)nc : 1;
