@@ -116,7 +116,9 @@ int hm__rtheap_init(void)
     return -errno;
 }
 
-int hm__rtheap_owns(const void *p) { return (const char *)p >= heap.base && (const char *)p < heap.end; }
+/* Whether p lies in the runtime's region (a free or realloc of a block
+ * that came from it). */
+static int rtheap_owns(const void *p) { return (const char *)p >= heap.base && (const char *)p < heap.end; }
 
 /* A block for @p n bytes aligned to @p al (a power of two), or NULL when
  * the region cannot hold it; *fresh: never used before (zero-filled). */
@@ -231,7 +233,7 @@ HM_API __attribute__((weak)) void *malloc(size_t n)
 
 HM_API __attribute__((weak)) void free(void *p)
 {
-    if (hm__rtheap_owns(p))
+    if (rtheap_owns(p))
         heap_free(p);
     else
         next.free(p);
@@ -260,7 +262,7 @@ HM_API __attribute__((weak)) void *realloc(void *old, size_t n)
 {
     if (!old)
         return malloc(n);
-    if (!hm__rtheap_owns(old))
+    if (!rtheap_owns(old))
         return next.realloc(old, n);
     if (n == 0) {
         heap_free(old);

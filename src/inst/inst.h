@@ -25,7 +25,6 @@ void hm__inst_init(void);
  * hm__inst_busy is set comes from a private region, not the program's
  * heap. 0 or -errno (the runtime then shares glibc's heap). */
 int hm__rtheap_init(void);
-int hm__rtheap_owns(const void *p);
 /* Per-block instruction counts, keyed by the coverage hook's return
  * address: open addressing, decoded once per block (blocks.c, with src/arch). */
 typedef struct {
