@@ -123,6 +123,7 @@ static TUNE_CONST tunable_t tunables[T_COUNT] = {
  * a unit test to fail). */
 typedef enum {
     R_STREAMED_HITS,     /* waiting cache hits make an object streamed */
+    R_BLEND_STREAMED,    /* a waiting share near streamed is blended by its probability */
     R_SWEPT,             /* few misses per line make an object swept */
     R_FRESH_ALLOCS,      /* each allocation of an object is a pass of fresh lines */
     R_DIRTY_LINES,       /* store hits dirty lines that are written back */
@@ -155,7 +156,7 @@ typedef enum {
 
 #ifdef HM_EST_MUTATION
 static const char *const rule_names[R_COUNT] = {
-    "streamed_hits", "swept", "fresh_allocations", "dirty_lines", "posted_writebacks", "traffic_in_run", "store_excess",
+    "streamed_hits", "blend_streamed", "swept", "fresh_allocations", "dirty_lines", "posted_writebacks", "traffic_in_run", "store_excess",
     "bound_by_latency", "bound_by_bandwidth", "bound_by_unsampled", "unsampled_traffic", "c_at_most_fastest",
     "k_at_most_1", "bound_runs_no_k",
     "store_floor", "saturated_reference", "queueing_carried", "queue_by_load", "channel_in_run", "window_profile",
@@ -1136,7 +1137,7 @@ static void object_traffic(hm_estimator_t *e, prep_t *p)
     }
     for (int c = 0; c < C; c++)
         for (int o = 0; o < O; o++) {
-            double rd = 0, sm = 0, ld = 0, sh = 0, wshare = 0, cm = 0;
+            double rd = 0, sm = 0, ld = 0, sh = 0, wshare = 0, cm = 0, nh = 0;
             size_t co = (size_t)c * O + o;
             for (int d = 0; d < D; d++) {
                 size_t i = ix3(e, c, o, d);
@@ -1147,11 +1148,19 @@ static void object_traffic(hm_estimator_t *e, prep_t *p)
                 sh += p->shit[i] / D;
                 cm += p->lmiss[i] + p->smiss[i];
                 double hits = p->lmiss[i] - (p->lmem[i] - p->hwait[i]);
-                if (hits > 0 && p->hwait[i] / hits > wshare)
-                    wshare = p->hwait[i] / hits;
+                if (hits > 0 && (p->hwait[i] / hits > wshare || (p->hwait[i] / hits == wshare && hits / e->period[d] > nh)))
+                    wshare = p->hwait[i] / hits, nh = hits / e->period[d]; /* ties: the run with more hits */
             }
-            int streamed = RULE(R_STREAMED_HITS) && wshare >= TUNE(T_STREAMED);
-            double rho = streamed ? 1.0 : ld > 0 ? fmin(1.0, rd / ld) : 1.0;
+            /* The waiting share is a sampled ratio: near `streamed` the
+             * test is blended by the probability that the object's true
+             * share lies above it (binomial error of the run's nh sampled
+             * hits), and its traffic share is the blend of the two sides. */
+            double ps = 0, w0 = TUNE(T_STREAMED);
+            if (RULE(R_STREAMED_HITS))
+                ps = RULE(R_BLEND_STREAMED) && nh > 0 ? step_or_phi(wshare - w0, sqrt(w0 * (1 - w0) / nh), 0)
+                                                      : wshare >= w0;
+            double mshare = ld > 0 ? fmin(1.0, rd / ld) : 1.0;
+            double rho = ps + (1 - ps) * mshare;
             /* An object whose lines miss L1 at most stream_passes times per
              * instance, and some of whose loads reach memory, is swept, not
              * reused: its cache hits are lines a prefetcher brought in
@@ -1183,7 +1192,7 @@ static void object_traffic(hm_estimator_t *e, prep_t *p)
              * counted). The swept rule alone does not say the lines left
              * the caches: a small array read and written once per sweep
              * stays in them. */
-            double rw = streamed ? 1.0 : ld > 0 ? fmin(1.0, rd / ld) : 0.0;
+            double rw = ps + (1 - ps) * (ld > 0 ? fmin(1.0, rd / ld) : 0.0);
             double dirty = RULE(R_DIRTY_LINES) ? fmin(rw * ld, sh / TUNE(T_STORE_HITS_PER_LINE)) : 0;
             m->wbytes[co] = (rho * sm + dirty) * lb;
             p->dirt[co] = dirty * lb;

@@ -571,15 +571,24 @@ static void test_cache_hits_traffic(void)
     double aw = hits_far("0", 0, "134217728");
     CHECK(aw > 1.5 * a);
     CHECK_NEAR(aw, as, 0.02);
-    /* The two lines drawn (streamed 0.02, stream_passes 2), from either
-     * side. Of the far run's 400 + hw cache hits, hw waited: 10 of 410
-     * (2.4%) make a stream, 6 of 406 (1.5%) do not; the waits change
-     * nothing else, so the object costs as the stream (as) or as the cached
-     * one (a). The object's 500,000 misses over 200,000 lines (12.8 MB) are
-     * 2.5 passes in its one instance: reused, not swept (a); over 333,333
-     * lines (21.3 MB), 1.5 passes: swept (as). */
-    CHECK_NEAR(hits_far("10", 0, "1048576"), as, 0.02);
-    CHECK_NEAR(hits_far("6", 0, "1048576"), a, 0.02);
+    /* The line at streamed (0.02), blended (blend_streamed): of the far
+     * run's 400 + hw cache hits, hw waited, a share sampled with binomial
+     * error sigma = sqrt(0.02 x 0.98 / n) at the line, and the object is
+     * streamed with p = Phi((share - 0.02) / sigma); its traffic share is
+     * p + (1 - p) x 0.2 (its loads' memory share, 100 of 500). Both runs
+     * are bound, so object 0 alone on far takes its share of the far run's
+     * traffic: 7.68 ms x 500 rho / (500 rho + 100) (object 1's 100 misses
+     * all count): 3.84 ms at rho 0.2 (a), 6.4 ms at 1 (as). 30 of 430
+     * (z = +7.4) is as; 10 of 410 (2.44%, sigma 0.006914, z = +0.635):
+     * p = 0.7373, rho = 0.7898, 6.1282 ms; 6 of 406 (1.48%, sigma
+     * 0.006948, z = -0.752): p = 0.2262, rho = 0.3809, 5.0360 ms. A step
+     * would give as and a. */
+    CHECK_NEAR(hits_far("30", 0, "1048576"), as, 0.02);
+    CHECK_NEAR(hits_far("10", 0, "1048576"), 6.1282e6, 1e-3);
+    CHECK_NEAR(hits_far("6", 0, "1048576"), 5.0360e6, 1e-3);
+    /* The line at stream_passes (2): the object's 500,000 misses over
+     * 200,000 lines (12.8 MB) are 2.5 passes in its one instance: reused,
+     * not swept (a); over 333,333 lines (21.3 MB), 1.5 passes: swept (as). */
     CHECK_NEAR(hits_far("0", 0, "12800000"), a, 0.02);
     CHECK_NEAR(hits_far("0", 0, "21333312"), as, 0.02);
     /* An object allocated anew brings fresh lines each time (a temporary
