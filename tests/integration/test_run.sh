@@ -133,10 +133,10 @@ key = ('site', 'name', 'phase', 'requested', 'device', 'global')
 grp = {}
 for o in a['objects']:
     g = grp.setdefault(tuple(o[k] for k in key), dict({k: o[k] for k in key}, nodes=o['nodes'], placements=0, bytes=0,
-                                                    bound_bytes=0, spilled=0, moved=0,
+                                                    bound_bytes=0, spilled=0, moved=0, failed=0,
                                                     **({'source': o['source']} if 'source' in o else {})))
     g['placements'] += 1; g['bytes'] += o['size']; g['bound_bytes'] += o['bound_bytes']
-    g['spilled'] += o['spilled']; g['moved'] += o['moved']
+    g['spilled'] += o['spilled']; g['moved'] += o['moved']; g['failed'] += o.get('failed', False)
 tot = lambda f: sum(x[f] for x in d['sites'])
 noaddr = lambda l: [{k: v for k, v in o.items() if k != 'addr'} for o in l]
 # A phase boundary re-places the live objects in record order, the same

@@ -32,6 +32,9 @@ grep -q '^vector ' "$WORK/m.out" && ok "the program ran to its end" || bad "prog
 r=$(jq -c '[.objects[] | select(.failed) | {name, requested, device, bound_bytes, moved}]' "$WORK/m.out.json" 2> /dev/null)
 [ "$r" = '[{"name":"matrix","requested":"node1","device":null,"bound_bytes":0,"moved":false}]' ] &&
   ok "report: matrix's placement on node1 failed, nothing bound or moved" || bad "report failed events: ${r:-none}"
+r=$(jq -c '[.sites[] | select(.failed > 0) | {name, requested, device, placements, failed, bound_bytes}]' "$WORK/m.out.json" 2> /dev/null)
+[ "$r" = '[{"name":"matrix","requested":"node1","device":null,"placements":1,"failed":1,"bound_bytes":0}]' ] &&
+  ok "report: matrix's site totals count the failed bind" || bad "report failed site totals: ${r:-none}"
 # Without --report, the table on stderr says so too.
 HETMEM_SYSFS_ROOT="$ROOT" "$H" run --placement "$WORK/m.json" -- "$WORK/bindcheck" > /dev/null 2> "$WORK/t.err"
 grep -q '^0x[0-9a-f]* *matrix .* node1 *(failed) *bind failed ' "$WORK/t.err" && ok "table: matrix (failed)" ||

@@ -60,7 +60,7 @@ static json_t *device_nodes(json_t *cache, const char *dev, uint64_t mask)
  * with the events. */
 typedef struct {
     json_t *entry; /* the tuple and its nodes; the totals are added at the end */
-    uint64_t placements, bytes, bound_bytes, spilled, moved;
+    uint64_t placements, bytes, bound_bytes, spilled, moved, failed;
 } site_t;
 
 typedef struct {
@@ -98,6 +98,7 @@ static site_t *site_add(sites_t *ss, const char *site, const char *name, const c
     x->bound_bytes += bound;
     x->spilled += (flags & HM_PLACED_SPILLED) != 0;
     x->moved += (flags & HM_PLACED_MOVED) != 0;
+    x->failed += (flags & HM_PLACED_FAILED) != 0;
     return x;
 }
 
@@ -112,6 +113,7 @@ static json_t *sites_finish(sites_t *ss)
         json_object_set_new(x->entry, "bound_bytes", json_integer((json_int_t)x->bound_bytes));
         json_object_set_new(x->entry, "spilled", json_integer((json_int_t)x->spilled));
         json_object_set_new(x->entry, "moved", json_integer((json_int_t)x->moved));
+        json_object_set_new(x->entry, "failed", json_integer((json_int_t)x->failed));
         json_array_append_new(a, x->entry);
     }
     json_decref(ss->index);
@@ -145,8 +147,8 @@ static void print_sites(json_t *sites, unsigned long long nobj)
 {
     fprintf(stderr, "hetmem: run: %llu object placements, more than %d: totals per site instead of one line per "
             "object (--report FILE lists them one by one)\n", nobj, TABLE_OBJECTS);
-    fprintf(stderr, "%-18s %-10s %-10s %10s %-12s %-10s %-10s %8s %8s\n", "site", "name", "phase", "placements",
-            "bytes", "requested", "device", "spilled", "moved");
+    fprintf(stderr, "%-18s %-10s %-10s %10s %-12s %-10s %-10s %8s %8s %8s\n", "site", "name", "phase", "placements",
+            "bytes", "requested", "device", "spilled", "moved", "failed");
     for (size_t i = 0; i < json_array_size(sites); i++) {
         json_t *o = json_array_get(sites, i);
         char sz[32];
@@ -154,12 +156,13 @@ static void print_sites(json_t *sites, unsigned long long nobj)
         const char *nm = json_string_value(json_object_get(o, "name"));
         const char *ph = json_string_value(json_object_get(o, "phase"));
         const char *dv = json_string_value(json_object_get(o, "device"));
-        fprintf(stderr, "%-18s %-10s %-10s %10lld %-12s %-10s %-10s %8lld %8lld%s\n",
+        long long nf = (long long)json_integer_value(json_object_get(o, "failed"));
+        fprintf(stderr, "%-18s %-10s %-10s %10lld %-12s %-10s %-10s %8lld %8lld %8lld%s\n",
                 json_string_value(json_object_get(o, "site")), nm ? nm : "-", ph ? ph : "-",
                 (long long)json_integer_value(json_object_get(o, "placements")), sz,
-                json_string_value(json_object_get(o, "requested")), dv ? dv : "(unbound)",
+                json_string_value(json_object_get(o, "requested")), dv ? dv : nf ? "(failed)" : "(unbound)",
                 (long long)json_integer_value(json_object_get(o, "spilled")),
-                (long long)json_integer_value(json_object_get(o, "moved")),
+                (long long)json_integer_value(json_object_get(o, "moved")), nf,
                 json_is_true(json_object_get(o, "global")) ? " global" : "");
     }
 }
