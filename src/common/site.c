@@ -32,14 +32,21 @@ static const char *frame_path(Dl_info *info, uintptr_t pc);
 #define HM_LINK_SRC 0x736f75726365ull /* "source": a link named by its source, not its module */
 #define HM_LINKS_CACHED 8
 
-/* Frames' links, cached per pc (a DWARF lookup is slow). Writers hold the
- * lock; a pc whose links do not fit is looked up every time. */
+/* Frames' links, cached per pc (a DWARF lookup is slow). The lock guards
+ * the table only: a lookup runs outside it (it takes the source-location
+ * lock, so the two are never held together), and a fork waits for it
+ * (pthread_atfork), so that a child never starts with it held by a thread
+ * it does not have. A pc whose links do not fit is looked up every time. */
 static struct {
     uintptr_t pc;
     int n;
     uint64_t key[HM_LINKS_CACHED][2];
 } hm_link_cache[1024];
 static pthread_mutex_t link_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t link_once = PTHREAD_ONCE_INIT;
+static void link_lock_take(void) { pthread_mutex_lock(&link_lock); }
+static void link_lock_give(void) { pthread_mutex_unlock(&link_lock); }
+static void link_atfork(void) { pthread_atfork(link_lock_take, link_lock_give, link_lock_give); }
 
 /* The links of the frame at return address pc into key (up to max);
  * returns their count (at least 1). */
@@ -77,6 +84,7 @@ static int frame_links(uintptr_t pc, uint64_t (*key)[2], int max)
 static int frame_links_cached(uintptr_t pc, uint64_t (*key)[2], int max)
 {
     size_t h = (size_t)((pc * 0x9e3779b97f4a7c15ull) >> 54) % HM_ARRAY_LEN(hm_link_cache);
+    pthread_once(&link_once, link_atfork);
     pthread_mutex_lock(&link_lock);
     for (size_t i = 0; i < 8; i++) {
         size_t j = (h + i) % HM_ARRAY_LEN(hm_link_cache);
@@ -86,23 +94,33 @@ static int frame_links_cached(uintptr_t pc, uint64_t (*key)[2], int max)
             pthread_mutex_unlock(&link_lock);
             return n;
         }
-        if (!hm_link_cache[j].pc) {
-            uint64_t tmp[HM_SITE_DEPTH_MAX][2];
-            int n = frame_links(pc, tmp, HM_SITE_DEPTH_MAX);
-            if (n <= HM_LINKS_CACHED) {
-                hm_link_cache[j].pc = pc;
-                hm_link_cache[j].n = n;
-                memcpy(hm_link_cache[j].key, tmp, sizeof tmp[0] * (size_t)n);
-            }
-            pthread_mutex_unlock(&link_lock);
-            if (n > max)
-                n = max;
-            memcpy(key, tmp, sizeof tmp[0] * (size_t)n);
-            return n;
-        }
+        if (!hm_link_cache[j].pc)
+            break;
     }
     pthread_mutex_unlock(&link_lock);
-    return frame_links(pc, key, max);
+    uint64_t tmp[HM_SITE_DEPTH_MAX][2];
+    int n = frame_links(pc, tmp, HM_SITE_DEPTH_MAX);
+    if (n <= HM_LINKS_CACHED) {
+        /* Into the first free slot of its probe run, unless another thread
+         * cached the pc meanwhile (the same links). */
+        pthread_mutex_lock(&link_lock);
+        for (size_t i = 0; i < 8; i++) {
+            size_t j = (h + i) % HM_ARRAY_LEN(hm_link_cache);
+            if (hm_link_cache[j].pc == pc)
+                break;
+            if (!hm_link_cache[j].pc) {
+                hm_link_cache[j].n = n;
+                memcpy(hm_link_cache[j].key, tmp, sizeof tmp[0] * (size_t)n);
+                hm_link_cache[j].pc = pc;
+                break;
+            }
+        }
+        pthread_mutex_unlock(&link_lock);
+    }
+    if (n > max)
+        n = max;
+    memcpy(key, tmp, sizeof tmp[0] * (size_t)n);
+    return n;
 }
 
 uint64_t hm__site_id(const uintptr_t *pcs, int n, int depth)

@@ -28,6 +28,13 @@ typedef struct {
 static srcmod_t mods[8];
 static unsigned nmods_next;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* A fork waits for a lookup in progress (the modules' libdw state), so
+ * that a child never starts with the lock held by a thread it does not
+ * have. */
+static pthread_once_t lock_once = PTHREAD_ONCE_INIT;
+static void lock_take(void) { pthread_mutex_lock(&lock); }
+static void lock_give(void) { pthread_mutex_unlock(&lock); }
+static void lock_atfork(void) { pthread_atfork(lock_take, lock_give, lock_give); }
 static const Dwfl_Callbacks callbacks = {
     .find_elf = NULL,
     .find_debuginfo = dwfl_standard_find_debuginfo,
@@ -244,6 +251,7 @@ static int srcloc(const char *path, uint64_t off, char *buf, size_t len, int col
 #ifdef HM_HAVE_LIBDW
     if (!path || !len)
         return -1;
+    pthread_once(&lock_once, lock_atfork);
     pthread_mutex_lock(&lock);
     srcmod_t *m = mod_open(path);
     int rc = m ? locate(m, off, buf, len, cols) : -1;
@@ -270,6 +278,7 @@ int hm__srcloc_data(const char *path, uint64_t off, char *buf, size_t len)
 #ifdef HM_HAVE_LIBDW
     if (!path || !len)
         return -1;
+    pthread_once(&lock_once, lock_atfork);
     pthread_mutex_lock(&lock);
     srcmod_t *m = mod_open(path);
     int rc = m ? locate_data(m, off, buf, len) : -1;

@@ -1,7 +1,11 @@
 /* Common helpers: error table, sizes, numbers, JSON error details, site ids. */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -150,6 +154,61 @@ static void test_sites(void)
     CHECK(strstr(buf, "unit_test_common+0x") != NULL);
 }
 
+/* Site ids across fork: one thread looks up the links of fresh return
+ * addresses (each a DWARF lookup, under the source-location lock, then
+ * cached under the link lock) while the main thread forks; each child
+ * looks one up too and exits. A lock inherited held by a thread the child
+ * does not have would block the child forever: each child must exit, and
+ * one still running after a minute (a lookup takes milliseconds) counts as
+ * blocked. */
+static int fork_stop;
+static void *lookup_loop(void *arg)
+{
+    uintptr_t base = (uintptr_t)arg;
+    for (unsigned k = 0; !__atomic_load_n(&fork_stop, __ATOMIC_RELAXED); k++) {
+        uintptr_t pc = base + 1 + (k % 4000) * 4;
+        (void)hm__site_id(&pc, 1, HM_SITE_DEPTH);
+    }
+    return NULL;
+}
+
+static void test_sites_fork(void)
+{
+    pthread_t t;
+    uintptr_t base = (uintptr_t)&test_sites;
+    CHECK_EQ_INT(pthread_create(&t, NULL, lookup_loop, (void *)base), 0);
+    int blocked = 0, bad = 0;
+    for (int i = 0; i < 40; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            uintptr_t pc = base + 3 + (uintptr_t)i * 8;
+            char buf[256];
+            (void)hm__site_id(&pc, 1, HM_SITE_DEPTH);
+            hm__site_frame(pc, buf, sizeof buf);
+            _exit(0);
+        }
+        CHECK(pid > 0);
+        if (pid < 0)
+            break;
+        int st = 0;
+        pid_t w = 0;
+        for (int ms = 0; ms < 60000 && (w = waitpid(pid, &st, WNOHANG)) == 0; ms++)
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+        if (w == 0) {
+            blocked++;
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            break;
+        } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            bad++;
+        }
+    }
+    __atomic_store_n(&fork_stop, 1, __ATOMIC_RELAXED);
+    pthread_join(t, NULL);
+    CHECK_EQ_INT(blocked, 0);
+    CHECK_EQ_INT(bad, 0);
+}
+
 int main(void)
 {
     test_errors();
@@ -157,5 +216,6 @@ int main(void)
     test_numbers();
     test_json();
     test_sites();
+    test_sites_fork();
     return check_done();
 }
