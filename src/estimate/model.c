@@ -1148,8 +1148,11 @@ static void object_traffic(hm_estimator_t *e, prep_t *p)
                 sh += p->shit[i] / D;
                 cm += p->lmiss[i] + p->smiss[i];
                 double hits = p->lmiss[i] - (p->lmem[i] - p->hwait[i]);
-                if (hits > 0 && (p->hwait[i] / hits > wshare || (p->hwait[i] / hits == wshare && hits / e->period[d] > nh)))
-                    wshare = p->hwait[i] / hits, nh = hits / e->period[d]; /* ties: the run with more hits */
+                if (!(hits > 0))
+                    continue;
+                double ws = p->hwait[i] / hits, n = hits / e->period[d]; /* n: sampled hits */
+                if (ws > wshare || (ws == wshare && n > nh)) /* ties: the run with more hits */
+                    wshare = ws, nh = n;
             }
             /* The waiting share is a sampled ratio: near `streamed` the
              * test is blended by the probability that the object's true
@@ -1192,7 +1195,7 @@ static void object_traffic(hm_estimator_t *e, prep_t *p)
              * counted). The swept rule alone does not say the lines left
              * the caches: a small array read and written once per sweep
              * stays in them. */
-            double rw = ps + (1 - ps) * (ld > 0 ? fmin(1.0, rd / ld) : 0.0);
+            double rw = ps + (1 - ps) * (ld > 0 ? mshare : 0.0);
             double dirty = RULE(R_DIRTY_LINES) ? fmin(rw * ld, sh / TUNE(T_STORE_HITS_PER_LINE)) : 0;
             m->wbytes[co] = (rho * sm + dirty) * lb;
             p->dirt[co] = dirty * lb;

@@ -578,8 +578,8 @@ static void test_cache_hits_traffic(void)
      * p + (1 - p) x 0.2 (its loads' memory share, 100 of 500). Both runs
      * are bound, so object 0 alone on far takes its share of the far run's
      * traffic: 7.68 ms x 500 rho / (500 rho + 100) (object 1's 100 misses
-     * all count): 3.84 ms at rho 0.2 (a), 6.4 ms at 1 (as). 30 of 430
-     * (z = +7.4) is as; 10 of 410 (2.44%, sigma 0.006914, z = +0.635):
+     * all count): 3.84 ms at rho 0.2, 6.4 ms at 1 (as). a is 0 of 400
+     * (z = -2.89, p = 0.0019, 3.856 ms); 30 of 430 (z = +7.4) is as; 10 of 410 (2.44%, sigma 0.006914, z = +0.635):
      * p = 0.7373, rho = 0.7898, 6.1282 ms; 6 of 406 (1.48%, sigma
      * 0.006948, z = -0.752): p = 0.2262, rho = 0.3809, 5.0360 ms. A step
      * would give as and a. */
