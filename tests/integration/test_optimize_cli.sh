@@ -112,6 +112,49 @@ jq -e '((.gap_closed - (.references.all_slowest_s - .predicted_runtime_s) /
 grep -q "gap closed .*107.4% of all-slowest -> best of greedy and first touch" "$T/gx.txt" \
   && ok "human output: $(grep 'gap closed' "$T/gx.txt" | sed 's/  */ /g')" || fail "human output: $(grep 'gap closed' "$T/gx.txt")"
 
+# --pick upper: of the search's placement and greedy's, the one whose 95%
+# interval ends lower. Three objects, each alone in its window (linear
+# model: an object's gain is its window's ddr - hbm time, its variance
+# gain^2 / its sampled misses): a 5 MiB saving 10 ms (10000 misses), and two
+# of 4 MiB saving 7 ms each (4 misses each, or 10000 in the second file).
+# With 8 MiB of hbm, greedy takes a (its best gain per byte; b no longer
+# fits): 60 - 10 = 50 ms, +- 1.96 x 10 / sqrt(10000) = 0.196 ms. The search
+# (exhaustive) takes b and c: 60 - 14 = 46 ms, +- 1.96 x sqrt(2 x 7^2 / 4)
+# = 9.70 ms with 4 misses each (up to 55.70 ms: greedy's ends lower), or
+# +- 1.96 x sqrt(2 x 0.07^2) = 0.194 ms with 10000 (up to 46.19 ms: the
+# search's does).
+pick_summary() {
+  cat > "$2" <<J
+{"format": "hetmem-estimate-summary", "version": 1, "default": 0,
+ "devices": [{"name": "ddr", "runtime_ns": 60000000, "period": 1000, "capacity": 17179869184, "bandwidth_gbs": 5, "read_latency_ns": 130},
+             {"name": "hbm", "runtime_ns": 36000000, "period": 1000, "capacity": 268435456, "bandwidth_gbs": 20, "read_latency_ns": 150}],
+ "phases": ["(no phase)"],
+ "objects": [{"site": "0xa", "name": "a", "size": 5242880, "allocations": 1},
+             {"site": "0xb", "name": "b", "size": 4194304, "allocations": 1},
+             {"site": "0xc", "name": "c", "size": 4194304, "allocations": 1}],
+ "windows": [{"phase": 0, "instructions": 1000000, "t_ns": [20000000, 10000000], "stats": [[0, 0, 10000, 1800000, 10000], [0, 1, 10000, 2100000, 10000]]},
+             {"phase": 0, "instructions": 1000000, "t_ns": [20000000, 13000000], "stats": [[1, 0, $1, 720, $1], [1, 1, $1, 840, $1]]},
+             {"phase": 0, "instructions": 1000000, "t_ns": [20000000, 13000000], "stats": [[2, 0, $1, 720, $1], [2, 1, $1, 840, $1]]}]}
+J
+}
+pick_summary 4 "$T/pick4.json"
+pick_summary 10000 "$T/pick10k.json"
+pick() { "$H" optimize --summary "$1" --capacity hbm=8M --model linear --algo exhaustive "${@:2}" --json 2>"$T/err"; }
+pick "$T/pick4.json" | jq -e '([.placement.rules[].name] | sort) == ["b", "c"] and (.predicted_runtime_s - 0.046 | fabs) < 1e-9
+  and has("pick") | not' >/dev/null && ok "pick: by default the search's placement (b, c: 46 ms)"   || fail "pick: default: $(pick "$T/pick4.json" | head -c 300) $(cat "$T/err")"
+pick "$T/pick4.json" --pick upper | jq -e '[.placement.rules[].name] == ["a"] and (.predicted_runtime_s - 0.05 | fabs) < 1e-9
+  and .pick.picked == "greedy" and (.pick.search_s - 0.046 | fabs) < 1e-9 and (.pick.search_ci_s[1] - 0.0557015 | fabs) < 1e-6
+  and (.pick.greedy_ci_s[1] - 0.050196 | fabs) < 1e-6 and (.references.greedy_s - 0.05 | fabs) < 1e-9' >/dev/null \
+  && ok "pick upper: greedy's placement (a: 50 ms, up to 50.196 ms, below the search's 55.70 ms)" \
+  || fail "pick upper: $(pick "$T/pick4.json" --pick upper | head -c 600) $(cat "$T/err")"
+pick "$T/pick10k.json" --pick upper | jq -e '([.placement.rules[].name] | sort) == ["b", "c"] and .pick.picked == "search"
+  and ((.pick.search_ci_s[1] - 0.046194) | fabs) < 1e-6' >/dev/null \
+  && ok "pick upper: the search's placement where its interval ends lower (46.194 ms)" \
+  || fail "pick upper, 10000 misses: $(pick "$T/pick10k.json" --pick upper | head -c 600) $(cat "$T/err")"
+"$H" optimize --summary "$T/pick4.json" --capacity hbm=8M --model linear --algo exhaustive --pick upper > "$T/pick.txt" 2>&1
+grep -q "greedy's placement: its 95% interval ends at 0.050196 s, below exhaustive's 0.055702 s" "$T/pick.txt" \
+  && ok "pick upper: the table says which and why" || fail "pick upper table: $(cat "$T/pick.txt")"
+
 # expect RC PATTERN ARGS...: exit status and one stderr line, nothing else
 expect() {
   local rc=$1 pat=$2; shift 2
@@ -137,6 +180,8 @@ expect 2 "at least 2" "$S" --capacity hbm=8M
 expect 1 "nosuch.json" --summary "$T/nosuch.json" --capacity hbm=8M
 expect 1 "hold the footprint" --summary "$S" --capacity ddr=1M --capacity hbm=8M
 expect 2 "need --algo rl" --summary "$S" --capacity hbm=8M --algo greedy --policy "$T/x"
+expect 2 "expected estimate or upper, got 'lowest'" --summary "$S" --capacity hbm=8M --pick lowest
+expect 2 "--refine returns a measured round" "$T/a.hmt" "$T/b.hmt" --capacity hbm=8M --pick upper --refine 1
 # Two objects of 8388608T (2^63 bytes each) used to wrap to 0 bytes and be
 # placed on a 256 MiB device.
 jq '.objects[0].size = "8388608T" | .objects[1].size = "8388608T"' "$S" > "$T/huge.json"

@@ -17,7 +17,7 @@
 enum {
     OPT_CAPACITY = 256, OPT_ALGO, OPT_MODEL, OPT_PHASES, OPT_SPLIT, OPT_BUDGET, OPT_TIME, OPT_SEED,
     OPT_JSON, OPT_SUMMARY, OPT_POLICY, OPT_SAVE_POLICY, OPT_MACHINE, OPT_BY_SOURCE, OPT_REFINE,
-    OPT_ALLOW_EXIT, OPT_SPLIT_STEP
+    OPT_ALLOW_EXIT, OPT_SPLIT_STEP, OPT_PICK
 };
 
 static const hm_cli_opt_t opt_opts[] = {
@@ -39,6 +39,9 @@ static const hm_cli_opt_t opt_opts[] = {
     {OPT_MACHINE, "machine", "MACHINE", "device figures from this machine preset or JSON file instead of the traces'", 0},
     {OPT_POLICY, "policy", "FILE", "rl: start from this saved policy", 0},
     {OPT_SAVE_POLICY, "save-policy", "FILE", "rl: save the trained policy", 0},
+    {OPT_PICK, "pick", "estimate|upper",
+     "return the search's placement (estimate, the default), or of it and greedy's the one whose 95% interval "
+     "ends lower (upper: the lowest estimate of many is the likeliest to be an underestimate)", 0},
     {OPT_REFINE, "refine", "N",
      "N rounds of: run the chosen placement in the simulator, calibrate on it, optimize again (simulated traces)", 0},
     {OPT_ALLOW_EXIT, "allow-exit", "N",
@@ -190,6 +193,8 @@ typedef struct {
     const char *cap_dev[MAX_CAPS]; /* owned */
     uint64_t cap_val[MAX_CAPS];
     int ncaps, json, src_names;
+    int pick_upper;   /* --pick upper */
+    int picked_greedy; /* --pick upper chose greedy's placement: o->res and o->greedy were swapped */
     uint64_t refine;
     unsigned char allowed_exit[256]; /* --allow-exit: statuses of a --refine round that mean success */
     int nallowed;
@@ -287,6 +292,12 @@ static int opt_options(opt_t *o, const hm_cmd_t *cmd, int argc, char **argv)
         case OPT_MACHINE: o->machine = arg; break;
         case OPT_POLICY: opts->policy_in = arg; break;
         case OPT_SAVE_POLICY: opts->policy_out = arg; break;
+        case OPT_PICK:
+            if (!strcmp(arg, "upper"))
+                o->pick_upper = 1;
+            else if (strcmp(arg, "estimate"))
+                return hm_cli_usage(cmd, "--pick: expected estimate or upper, got '%s'", arg);
+            break;
         case OPT_REFINE:
             if (hm_cli_u64_in(cmd, "--refine", arg, 1, 100, "rounds", &o->refine))
                 return HM_EXIT_USAGE;
@@ -313,6 +324,8 @@ static int opt_options(opt_t *o, const hm_cmd_t *cmd, int argc, char **argv)
         return hm_cli_usage(cmd, "--machine applies to traces; a summary carries its own device figures");
     if (o->refine && o->summary)
         return hm_cli_usage(cmd, "--refine runs the traces' program: it needs the traces, not a summary");
+    if (o->pick_upper && o->refine)
+        return hm_cli_usage(cmd, "--pick upper chooses among predictions; --refine returns a measured round");
     if (o->nallowed && !o->refine)
         return hm_cli_usage(cmd, "--allow-exit applies to the runs of --refine");
     if (o->refine && opts->model != HM_EST_DEFAULT)
@@ -480,6 +493,36 @@ static int opt_references(opt_t *o)
     return 0;
 }
 
+/* --pick upper: of the search's placement and greedy's, the one whose 95%
+ * interval ends lower. The search returns the lowest estimate of the many
+ * it tried, and the lowest of many estimates is the likeliest to be an
+ * underestimate (the optimizer's curse: Smith and Winkler, Management
+ * Science 52(3), 2006); an estimate's interval says how far it may be off.
+ * Greedy's placement is the one other candidate that every search computes
+ * (a reference), so the choice costs nothing. o->res becomes greedy's
+ * placement and estimate, o->greedy the search's (the search's statistics
+ * stay in o->res). */
+static void opt_pick(opt_t *o)
+{
+    if (!o->pick_upper || o->opts.algo == HM_OPT_GREEDY || !(o->greedy.estimate.hi_ns < o->res.estimate.hi_ns))
+        return;
+    hm_optimize_result_t t = o->res;
+    o->res.state = o->greedy.state, o->res.placement_json = o->greedy.placement_json;
+    o->res.estimate = o->greedy.estimate;
+    o->greedy.state = t.state, o->greedy.placement_json = t.placement_json, o->greedy.estimate = t.estimate;
+    o->picked_greedy = 1;
+}
+
+static const hm_estimate_t *greedy_est(const opt_t *o)
+{
+    return o->picked_greedy ? &o->res.estimate : &o->greedy.estimate;
+}
+
+static const hm_estimate_t *search_est(const opt_t *o)
+{
+    return o->picked_greedy ? &o->greedy.estimate : &o->res.estimate;
+}
+
 /* -o FILE: the placement, checked to load as one of these devices. 0 or
  * -1 (said why). */
 static int opt_write(opt_t *o)
@@ -512,8 +555,8 @@ static double opt_gap(const opt_t *o)
 {
     double t = o->res.estimate.runtime_ns, t_slow = o->ref[HM_OPT_REF_SLOWEST].estimate.runtime_ns;
     double best = o->ref[HM_OPT_REF_FIRST_TOUCH].estimate.runtime_ns;
-    if (o->opts.algo != HM_OPT_GREEDY && o->greedy.estimate.runtime_ns < best)
-        best = o->greedy.estimate.runtime_ns;
+    if (o->opts.algo != HM_OPT_GREEDY && greedy_est(o)->runtime_ns < best)
+        best = greedy_est(o)->runtime_ns;
     return t_slow - best > 0 ? (t_slow - t) / (t_slow - best) : 1;
 }
 
@@ -541,9 +584,17 @@ static int opt_print_json(const opt_t *o)
                           "references", "all_default_s", s_of(t_def), "first_touch_s", s_of(t_ft),
                           "all_slowest_s", s_of(o->ref[HM_OPT_REF_SLOWEST].estimate.runtime_ns), "all_fastest_s",
                           s_of(o->ref[HM_OPT_REF_FASTEST].estimate.runtime_ns), "greedy_s",
-                          s_of(o->greedy.estimate.runtime_ns), "speedup_vs_default", t > 0 ? t_def / t : 0,
+                          s_of(greedy_est(o)->runtime_ns), "speedup_vs_default", t > 0 ? t_def / t : 0,
                           "speedup_vs_first_touch", t > 0 ? t_ft / t : 0, "gap_closed", opt_gap(o), "placement",
                           pl ? pl : json_null(), "figures_note", hm_estimator_figures_note(o->e));
+    if (j && o->pick_upper && opts->algo != HM_OPT_GREEDY) {
+        const hm_estimate_t *se = search_est(o), *ge = greedy_est(o);
+        json_object_set_new(j, "pick", json_pack("{s:s, s:s, s:f, s:[f,f], s:f, s:[f,f]}", "rule", "upper", "picked",
+                                                 o->picked_greedy ? "greedy" : "search", "search_s",
+                                                 s_of(se->runtime_ns), "search_ci_s", s_of(se->lo_ns), s_of(se->hi_ns),
+                                                 "greedy_s", s_of(ge->runtime_ns), "greedy_ci_s", s_of(ge->lo_ns),
+                                                 s_of(ge->hi_ns)));
+    }
     if (j && o->rounds) {
         const hm_optimize_refine_t *r = &o->rf;
         char why[512];
@@ -600,12 +651,22 @@ static void opt_print_table(const opt_t *o)
            s_of(res->estimate.hi_ns));
     if (opts->phased)
         printf("  %-26s %.6f s\n", "of which migration", s_of(res->estimate.migration_ns));
+    if (o->pick_upper && opts->algo != HM_OPT_GREEDY) {
+        const hm_estimate_t *se = search_est(o), *ge = greedy_est(o);
+        if (o->picked_greedy)
+            printf("  %-26s greedy's placement: its 95%% interval ends at %.6f s, below %s's %.6f s (predicted %.6f s)\n",
+                   "pick (--pick upper)", s_of(ge->hi_ns), hm_optimize_algo_name(opts->algo), s_of(se->hi_ns),
+                   s_of(se->runtime_ns));
+        else
+            printf("  %-26s %s's placement: its 95%% interval ends at %.6f s, not above greedy's %.6f s\n",
+                   "pick (--pick upper)", hm_optimize_algo_name(opts->algo), s_of(se->hi_ns), s_of(ge->hi_ns));
+    }
     char lab[64];
     snprintf(lab, sizeof lab, "all in %s (default)", dn ? dn : "?");
     printf("  %-26s %.6f s  -> %.3fx\n", lab, s_of(t_def), t > 0 ? t_def / t : 0);
     printf("  %-26s %.6f s  -> %.3fx\n", "first touch", s_of(t_ft), t > 0 ? t_ft / t : 0);
-    printf("  %-26s %.6f s  -> %.3fx\n", "greedy", s_of(o->greedy.estimate.runtime_ns),
-           t > 0 ? o->greedy.estimate.runtime_ns / t : 0);
+    printf("  %-26s %.6f s  -> %.3fx\n", "greedy", s_of(greedy_est(o)->runtime_ns),
+           t > 0 ? greedy_est(o)->runtime_ns / t : 0);
     printf("  %-26s %.6f s  (no capacity limit)\n", "all on the slowest device",
            s_of(o->ref[HM_OPT_REF_SLOWEST].estimate.runtime_ns));
     printf("  %-26s %.6f s  (no capacity limit)\n", "all on the fastest device",
@@ -664,6 +725,7 @@ static int cmd_optimize(const hm_cmd_t *cmd, int argc, char **argv)
         status = HM_EXIT_RUNTIME;
         if (opt_open(&o) == 0 && (o.refine ? opt_refine(&o) : opt_search(&o)) == 0 &&
             opt_references(&o) == 0) {
+            opt_pick(&o);
             if (o.src_names)
                 o.res.placement_json = by_source(o.e, o.res.placement_json);
             if ((!o.out || opt_write(&o) == 0) && (o.json ? opt_print_json(&o) == 0 : (opt_print_table(&o), 1)))
