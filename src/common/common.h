@@ -210,6 +210,15 @@ uint64_t hm__global_site(const char *name);
 /* Monotonic clock, nanoseconds. */
 uint64_t hm__now_ns(void);
 
+/* Allocates the pages under [p, p + n) that are not yet there, in one call
+ * (MADV_POPULATE_WRITE, Linux 5.14), for a buffer about to be written
+ * whole: first touch would otherwise take a page fault per 4 KiB page.
+ * Only the whole pages inside the range; the contents are unchanged.
+ * Advice: where the kernel lacks it, pages come on first touch as before.
+ * Returns 0, or -errno of madvise (-EINVAL on a kernel without it), which
+ * callers may ignore. */
+int hm__prefault(void *p, size_t n);
+
 /* Memory that never returns NULL: on exhaustion the process ends with one
  * line on stderr and exit status 1 (hm__oom). Only for the CLI (tools/) and
  * for code whose callers document that choice; the library's public entry

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -172,6 +173,21 @@ uint64_t hm__now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int hm__prefault(void *p, size_t n)
+{
+#ifdef MADV_POPULATE_WRITE
+    const uintptr_t pg = 4096;
+    uintptr_t a = ((uintptr_t)p + pg - 1) & ~(pg - 1), b = ((uintptr_t)p + n) & ~(pg - 1);
+    if (b > a && madvise((void *)a, b - a, MADV_POPULATE_WRITE) < 0)
+        return -errno;
+    return 0;
+#else
+    (void)p;
+    (void)n;
+    return -EINVAL;
+#endif
 }
 
 void hm__oom(size_t n)

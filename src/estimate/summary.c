@@ -68,6 +68,7 @@ static samp_t *samp_map(size_t n, size_t *cap)
     if (bytes >= SAMP_HUGE)
         madvise(p, bytes, MADV_HUGEPAGE); /* advice only: without it, 4 KiB pages */
 #endif
+    (void)hm__prefault(p, bytes); /* after the advice, so that the pages it takes are huge */
     *cap = bytes / sizeof(samp_t);
     return p;
 }
@@ -1048,6 +1049,7 @@ static int bin_run(run_t *r)
     /* This run's cells, first touched by a write: a read of a page never
      * written maps the shared zero page, and the write that follows then
      * copies it and flushes every thread's TLB. */
+    (void)hm__prefault(cw, (size_t)e->nwin * (size_t)O * sizeof *cw);
     memset(cw, 0, (size_t)e->nwin * (size_t)O * sizeof *cw);
     /* Offset of each object's cell in a window (o1: the run's object + 1,
      * 0 untracked), without a branch on whether it is tracked. */

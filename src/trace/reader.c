@@ -40,6 +40,7 @@ struct hm_trace {
     size_t ccap;
     uint8_t *raw;
     size_t rawcap;
+    size_t max_c, max_raw;        /* the largest block's compressed and raw bytes (index) */
     hm__cols_t cols;
     hm_block_t blk;
     int64_t decoded;              /* block held in cols, or -1 */
@@ -334,6 +335,8 @@ static int load_index(hm_trace_t *t)
         prev_last = b->last_time;
         nrec += b->records;
         nsamp += b->samples;
+        t->max_c = b->compressed_bytes > t->max_c ? b->compressed_bytes : t->max_c;
+        t->max_raw = b->raw_bytes > t->max_raw ? b->raw_bytes : t->max_raw;
     }
     if (expect != off) {
         hm__errf(rc, "index at offset %llu: blocks end at %llu", (unsigned long long)off,
@@ -450,6 +453,10 @@ int hm_trace_block_info(const hm_trace_t *t, uint32_t i, hm_block_info_t *out)
     return 0;
 }
 
+/* A buffer of at least @p need bytes, to be written whole by each block.
+ * Sized by the caller for the largest block of the index at once: a buffer
+ * grown block by block would take fresh pages, each faulted in on first
+ * touch, at every step. */
 static int grow(uint8_t **p, size_t *cap, size_t need)
 {
     if (need <= *cap)
@@ -461,6 +468,7 @@ static int grow(uint8_t **p, size_t *cap, size_t need)
         return -ENOMEM;
     }
     *cap = need;
+    (void)hm__prefault(*p, need);
     return 0;
 }
 
@@ -476,8 +484,8 @@ static int load_raw(hm_trace_t *t, uint32_t i)
      * survives. */
     t->decoded = -1;
     t->scanning = 0;
-    if (grow(&t->cbuf, &t->ccap, HM__TR_BLOCK_HDR_BYTES + clen) < 0 ||
-        grow(&t->raw, &t->rawcap, rlen + HM__RAW_PAD) < 0)
+    if (grow(&t->cbuf, &t->ccap, HM__TR_BLOCK_HDR_BYTES + (clen > t->max_c ? clen : t->max_c)) < 0 ||
+        grow(&t->raw, &t->rawcap, (rlen > t->max_raw ? rlen : t->max_raw) + HM__RAW_PAD) < 0)
         return hm__errf(-ENOMEM, "block %u at offset %llu", i, boff);
     if ((rc = read_at(t, t->cbuf, HM__TR_BLOCK_HDR_BYTES + clen, b->offset, "block")) < 0)
         return rc;

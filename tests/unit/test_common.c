@@ -1,9 +1,11 @@
-/* Common helpers: error table, sizes, numbers, JSON error details, site ids. */
+/* Common helpers: error table, sizes, numbers, JSON error details, site ids,
+ * prefaulting. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -209,8 +211,41 @@ static void test_sites_fork(void)
     CHECK_EQ_INT(bad, 0);
 }
 
+/* hm__prefault allocates exactly the whole pages inside its range, in a
+ * fresh mapping (mincore: resident or not), and leaves what a buffer holds
+ * as it was. */
+static void test_prefault(void)
+{
+    const size_t pg = 4096, np = 8;
+    unsigned char *m = mmap(NULL, np * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(m != MAP_FAILED);
+    if (m == MAP_FAILED)
+        return;
+    /* From the middle of page 1 to the middle of page 5: pages 2, 3, 4. */
+    int rc = hm__prefault(m + pg + 100, 4 * pg);
+    unsigned char in[8];
+    CHECK_EQ_INT(mincore(m, np * pg, in), 0);
+    if (rc == -EINVAL) {
+        fprintf(stderr, "test_prefault: this kernel has no MADV_POPULATE_WRITE; residency not checked\n");
+    } else {
+        CHECK_EQ_INT(rc, 0);
+        for (size_t i = 0; i < np; i++)
+            CHECK_EQ_INT(in[i] & 1, i >= 2 && i <= 4);
+    }
+    CHECK_EQ_INT(hm__prefault(m + 10, 100), 0); /* no whole page inside: nothing to do */
+    for (size_t i = 0; i < np * pg; i++)
+        m[i] = (unsigned char)(i * 7 + 3);
+    CHECK(hm__prefault(m, np * pg) == 0 || rc == -EINVAL);
+    int same = 1;
+    for (size_t i = 0; i < np * pg; i++)
+        same &= m[i] == (unsigned char)(i * 7 + 3);
+    CHECK(same);
+    munmap(m, np * pg);
+}
+
 int main(void)
 {
+    test_prefault();
     test_errors();
     test_sizes();
     test_numbers();
