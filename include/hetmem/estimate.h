@@ -31,7 +31,7 @@
  * serve as synthetic instances. Its shape (docs/estimator.md):
  * @code
  * { "format": "hetmem-estimate-summary", "version": 1,
- *   "default": 0,
+ *   "default": 0, "core_ghz": 2.0,
  *   "devices": [ {"name": "ddr", "runtime_ns": 1.52e10, "period": 1000,
  *                 "capacity": 1481763717, "bandwidth_gbs": 1.32, "write_bandwidth_gbs": 1.32,
  *                 "read_latency_ns": 130}, ... ],
@@ -40,7 +40,9 @@
  *   "windows": [ {"phase": 1, "region": 3, "instructions": 1049881, "t_ns": [759230, 361022],
  *                 "stats": [ [OBJ, DEV, SAMPLES, WEIGHT_SUM, L1_MISSES, MEMORY_WEIGHT, STORE_MISSES, MEMORY_LOADS, HIT_WAITS, STORE_HITS], ... ] }, ... ] }
  * @endcode
- * "bandwidth_gbs" and "write_bandwidth_gbs" (default: the read figure) are
+ * "core_ghz" (optional) is the core clock the latency weights (core cycles)
+ * count in; without it they are taken as ns. "bandwidth_gbs" and
+ * "write_bandwidth_gbs" (default: the read figure) are
  * the traced thread's share of the device (GB/s = bytes per ns); "runtime_ns" the measured runtime of the run with all data on the
  * device; per window "t_ns" that run's time in the window, and "region" the
  * stretch between two phase markers it lies in (optional: without it a new
@@ -141,9 +143,18 @@ int hm_estimator_device_lacks(const hm_estimator_t *e, int dev);
 /**
  * One sentence naming the device figures the estimator lacks and what the
  * default model does without them (docs/estimator.md, "Device figures"), or
- * NULL when every device has its bandwidth and latency. Owned by the handle.
+ * NULL when every device has its bandwidth and latency and the core clock
+ * is given or was not needed (hm_estimator_core_ghz()). Owned by the handle.
  */
 const char *hm_estimator_figures_note(const hm_estimator_t *e);
+/**
+ * The core clock of the runs' machine in GHz (the machine description's
+ * core.freq_ghz, or a summary's "core_ghz"), 0 when not given. Latency
+ * weights are core cycles; the default model compares them with a
+ * device's idle latency (ns) through it (docs/estimator.md, "Device
+ * figures").
+ */
+double hm_estimator_core_ghz(const hm_estimator_t *e);
 
 /** Phase labels (innermost phase names; label 0 is "(no phase)"). */
 int hm_estimator_nphases(const hm_estimator_t *e);

@@ -91,6 +91,9 @@ typedef struct {
     /* Counts the calls of hm_estimator_calibrate: a state whose terms were
      * computed under another count computes them again before it is used. */
     uint64_t calib_gen;
+    /* Latency costs were taken as ns for want of the core clock (the
+     * weights are core cycles): hm__est_figures_note() names the clock. */
+    int clock_needed;
 } hm__est_default_t;
 
 /* A placement of one object in one phase: pct percent of its pages on dev,
@@ -115,6 +118,7 @@ struct hm_estimator {
     int ndev, def, ref;
     char **dev_name;
     double *runtime_ns, *period, *bw, *wbw, *lat_ns; /* bw, wbw: read and write bytes per ns for this thread (0: unknown) */
+    double core_ghz;      /* core clock of the runs' machine, GHz (0: not given): latency weights are core cycles */
     uint64_t *cap;
     /* loaded latency per device: ll_n points (utilisation, ns) after (0, lat_ns) */
     int *ll_n;

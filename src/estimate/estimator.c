@@ -121,6 +121,10 @@ static void names_lacking(const hm_estimator_t *e, int bit, char *buf, size_t le
             off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? ", " : "", e->dev_name[d]);
 }
 
+/* The note names the core clock only where the default model needed it
+ * (hm__est_prepare() has run): runs with latency costs, whose weights
+ * (core cycles) it compares with the devices' latencies and the runs'
+ * times (ns). */
 int hm__est_figures_note(hm_estimator_t *e)
 {
     free(e->fig_note);
@@ -128,19 +132,25 @@ int hm__est_figures_note(hm_estimator_t *e)
     char bw[256], lat[256];
     names_lacking(e, HM_EST_LACKS_BANDWIDTH, bw, sizeof bw);
     names_lacking(e, HM_EST_LACKS_LATENCY, lat, sizeof lat);
-    if (!bw[0] && !lat[0])
+    int clk = e->dm.clock_needed && !(e->core_ghz > 0);
+    if (!bw[0] && !lat[0] && !clk)
         return 0;
     char *s = NULL;
-    if (asprintf(&s, "device figures lacking:%s%s%s%s%s: the default model then %s%s%s (give --machine FILE, "
-                 "docs/estimator.md)",
-                 bw[0] ? " read bandwidth of " : "", bw, bw[0] && lat[0] ? ";" : "", lat[0] ? " read latency of " : "",
-                 lat, bw[0] ? "has no channel-time bound, no traffic beyond the samples and no migration cost there" : "",
-                 bw[0] && lat[0] ? ", and " : "",
-                 lat[0] ? "takes the latency ratio to those devices as 1" : "") < 0)
+    if (asprintf(&s, "%s%s%s%s%s%s%s%s%s%s%s%s (give --machine FILE, docs/estimator.md)",
+                 bw[0] || lat[0] ? "device figures lacking:" : "", bw[0] ? " read bandwidth of " : "", bw,
+                 bw[0] && lat[0] ? ";" : "", lat[0] ? " read latency of " : "", lat,
+                 bw[0] || lat[0] ? ": the default model then " : "",
+                 bw[0] ? "has no channel-time bound, no traffic beyond the samples and no migration cost there" : "",
+                 bw[0] && lat[0] ? ", and " : "", lat[0] ? "takes the latency ratio to those devices as 1" : "",
+                 clk ? (bw[0] || lat[0] ? "; core clock lacking: " : "core clock lacking (the machine's core.freq_ghz): ")
+                     : "",
+                 clk ? "the samples' latency weights (core cycles) are taken as ns" : "") < 0)
         return -ENOMEM;
     e->fig_note = s;
     return 0;
 }
+
+HM_API double hm_estimator_core_ghz(const hm_estimator_t *e) { return e->core_ghz; }
 HM_API int hm_estimator_nphases(const hm_estimator_t *e) { return e->nphase; }
 HM_API const char *hm_estimator_phase_name(const hm_estimator_t *e, int p)
 {
@@ -193,6 +203,8 @@ HM_API int hm_estimator_save(const hm_estimator_t *e, const char *path)
         json_array_append_new(devs, dv);
     }
     json_object_set_new(root, "devices", devs);
+    if (e->core_ghz > 0)
+        json_object_set_new(root, "core_ghz", json_real(e->core_ghz));
     json_t *ph = json_array();
     for (int p = 0; p < e->nphase; p++)
         json_array_append_new(ph, json_string(e->phase_name[p]));
@@ -303,6 +315,10 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
     e->ndev = (int)json_array_size(devs);
     if ((rc = hm__est_alloc_devices(e)) < 0)
         goto fail;
+    if ((rc = hm__json_get_double(root, "core_ghz", 0, &e->core_ghz, what)) < 0)
+        goto fail;
+    if (!(e->core_ghz >= 0) || !(e->core_ghz <= 1e3))
+        BAD("%s: \"core_ghz\" must be between 0 (not given) and 1000", what);
     for (int d = 0; d < e->ndev; d++) {
         json_t *x = json_array_get(devs, (size_t)d);
         char where[64];
@@ -457,7 +473,7 @@ static int from_json(hm_estimator_t **out, const char *what, json_t *root)
     for (int o = 0; o < e->nobj; o++)
         for (int w = 0; w < e->nwin; w++)
             e->obj[o].samples += hm__est_cell(e, w, o, e->ref)->n;
-    if ((rc = hm__est_figures_note(e)) < 0 || (rc = hm__est_prepare(e)) < 0)
+    if ((rc = hm__est_prepare(e)) < 0 || (rc = hm__est_figures_note(e)) < 0)
         goto fail;
     json_decref(root);
     *out = e;

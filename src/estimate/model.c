@@ -1068,6 +1068,12 @@ static int sum_windows(hm_estimator_t *e, prep_t *p)
     if (!p->T || !p->raw || !p->nsamp || !p->nmiss || !p->lmiss || !p->lmem || !p->smiss || !p->hwait || !p->shit ||
         !p->ninst || !p->omiss || !p->lbase || !p->lexc || !p->rfo || !p->sexc || !p->dirt)
         return -ENOMEM;
+    /* Latency weights are core cycles: in ns through the core clock, the
+     * unit of the devices' latencies and of the runs' times, which the fit
+     * of C and k (k <= 1: a miss adds at most its latency) and the idle
+     * part of a latency (latency_terms) compare them with. Without the
+     * clock they are taken as ns, and the figures note says so. */
+    const double cyc_ns = e->core_ghz > 0 ? 1 / e->core_ghz : 1;
     for (int c = 0; c < C; c++) {
         for (int j = m->cls_woff[c]; j < m->cls_woff[c + 1]; j++) {
             int w = m->cls_win[j];
@@ -1078,7 +1084,8 @@ static int sum_windows(hm_estimator_t *e, prep_t *p)
                 for (int o = 0; o < O; o++) {
                     const hm__est_cell_t *x = hm__est_cell(e, w, o, d);
                     size_t i = ix3(e, c, o, d);
-                    p->raw[i] += x->x * e->period[d];
+                    p->raw[i] += x->x * e->period[d] * cyc_ns;
+                    m->clock_needed |= x->x > 0 && !(e->core_ghz > 0);
                     p->nsamp[i] += x->n;
                     p->nmiss[i] += x->m;
                     p->lmiss[i] += (x->m - x->sm) * e->period[d];
@@ -1686,12 +1693,13 @@ static void latency_terms(hm_estimator_t *e, const prep_t *p, int c, const runs_
         /* Measured latencies carry the run's own load: unloaded, they are
          * what a placement's load then raises again. Taken from another
          * run, only the idle latency of each load that reached memory
-         * changes with the device: that part of the cost (at most the loads
-         * times the run's idle latency) is scaled by the ratio of
-         * latencies, while the wait beyond it (behind the phase's own
-         * write-backs and bursts, which an unbound run still shows) is the
-         * phase's, not the device's, and is carried over as it is
-         * (test_queueing_carried). */
+         * changes with the device: that part of the unloaded cost (at most
+         * the loads times the run's idle latency) is scaled by the ratio of
+         * latencies, and stays unloaded (the placement's load is applied to
+         * it later, as to every term), while the wait beyond it (behind the
+         * phase's own write-backs and bursts, which an unbound run still
+         * shows) is the phase's, not the device's, and is carried over as
+         * it is (test_queueing_carried, test_queueing_carried_clock). */
         double llf = ll_factor(e, src, Tc[src] > 0 ? fmin(1.0, tau[src] / Tc[src]) : 0);
         double w, q = queue_factor(e, p, c, r, d, &w);
         if (src == d && q > 0) {
@@ -1705,7 +1713,7 @@ static void latency_terms(hm_estimator_t *e, const prep_t *p, int c, const runs_
             double l = p->raw[is] * scale / llf;
             if (RULE(R_QUEUEING_CARRIED) && src != d && scale > 0) {
                 double a = p->raw[is] / llf, idle = fmin(a, p->lmem[is] * e->lat_ns[src]);
-                l = idle * scale * llf + (a - idle);
+                l = idle * scale + (a - idle);
             }
             m->lat[ix3(e, c, o, d)] = l;
             m->latsum[(size_t)c * D + d] += l;

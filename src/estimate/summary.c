@@ -384,6 +384,17 @@ static json_t *machine_device(json_t *m, const char *name)
     return NULL;
 }
 
+/* The core clock a machine description gives (core.freq_ghz, GHz), 0 when
+ * none (or for want of memory to parse it again). */
+static double machine_clock(const char *machine_json)
+{
+    json_t *m = machine_json ? json_loads(machine_json, 0, NULL) : NULL;
+    json_t *g = json_object_get(json_object_get(m, "core"), "freq_ghz");
+    double v = json_is_number(g) && json_number_value(g) > 0 && json_number_value(g) <= 1e3 ? json_number_value(g) : 0;
+    json_decref(m);
+    return v;
+}
+
 /* Device figures of run @p d, from a machine description (the trace's, or
  * the --machine one): the entry named as the run's device, else, for a
  * recorded run bound to NUMA nodes (host.bound_nodes), the entries of those
@@ -1343,6 +1354,12 @@ static int open_runs(build_t *b, const char *const *paths)
         if ((rc = device_figures(e, i, b->opts && b->opts->machine_json ? b->opts->machine_json : r->meta->machine_json,
                                  r->meta->device, r->meta->host_json)) < 0)
             return rc;
+        /* The core clock: --machine's, else the runs' own machine's (a
+         * machine file that describes the devices need not give it). */
+        if (i == 0)
+            e->core_ghz = b->opts && b->opts->machine_json ? machine_clock(b->opts->machine_json) : 0;
+        if (!(e->core_ghz > 0))
+            e->core_ghz = machine_clock(r->meta->machine_json);
         if (!(r->os = calloc(1, sizeof *r->os)))
             return -ENOMEM;
     }
@@ -1565,8 +1582,8 @@ HM_API int hm_estimator_open(hm_estimator_t **out, const char *const *paths, int
     if ((rc = for_runs(b.runs, n, bin_run, BIN_PER_THREAD)) < 0)
         goto out;
     page_counts(&b);
-    if ((rc = sort_objects(b.e, &b.os, n)) < 0 || (rc = hm__est_figures_note(b.e)) < 0 ||
-        (rc = hm__est_prepare(b.e)) < 0)
+    if ((rc = sort_objects(b.e, &b.os, n)) < 0 || (rc = hm__est_prepare(b.e)) < 0 ||
+        (rc = hm__est_figures_note(b.e)) < 0)
         goto out;
     *out = b.e;
     b.e = NULL; /* the caller's now; the rest is scratch */

@@ -172,6 +172,8 @@ static void probe_cpu(hm_os_info_t *o)
                 snprintf(o->model, sizeof o->model, "%s", val);
             else if (!strcmp(key, "cpu family"))
                 o->family = atoi(val);
+            else if (!strcmp(key, "cpu MHz") && atof(val) > 0 && atof(val) < 1e6)
+                o->core_ghz = atof(val) / 1e3;
             else if (!strcmp(key, "model"))
                 o->model_num = atoi(val);
             else if (!strcmp(key, "flags"))
@@ -184,6 +186,11 @@ static void probe_cpu(hm_os_info_t *o)
         }
     }
     free(buf);
+    /* The nominal clock where cpufreq gives it (kHz): "cpu MHz" is the
+     * clock of the moment, which a governor moves. */
+    long long khz;
+    if (hm__os_read_int("/sys/devices/system/cpu/cpu0/cpufreq/base_frequency", &khz) == 0 && khz > 0 && khz < 1000000000)
+        o->core_ghz = (double)khz / 1e6;
     if (!o->arch[0])
         snprintf(o->arch, sizeof o->arch, "%s", o->vendor[0] && strncmp(o->vendor, "ARM", 3) ? "x86_64" : "unknown");
     long long v;

@@ -55,6 +55,7 @@ typedef struct hm_os_info {
     char vendor[32];         /* "GenuineIntel", "AuthenticAMD", "ARM" */
     char model[96];
     int family, model_num;
+    double core_ghz;         /* nominal core clock: cpufreq base_frequency, else cpuinfo "cpu MHz"; 0 unknown */
     int paranoid;            /* kernel.perf_event_paranoid, -100 when unreadable */
     int hypervisor;          /* cpuinfo flags has "hypervisor" */
     int nnodes;

@@ -111,6 +111,15 @@ int hm__rec_describe(const struct hm_os_info *o, uint64_t bind_mask, const char 
     } else if ((machine = hmat_machine(o))) {
         figures = "hmat";
     }
+    /* The core clock turns the samples' latency weights (core cycles) into
+     * the ns of the device figures (docs/estimator.md, "Device figures"):
+     * this machine's, where the description does not give one. */
+    json_t *core = machine ? json_object_get(machine, "core") : NULL;
+    if (machine && o->core_ghz > 0 && !json_is_number(json_object_get(core, "freq_ghz"))) {
+        if (!json_is_object(core))
+            json_object_set_new(machine, "core", core = json_object());
+        json_object_set_new(core, "freq_ghz", json_real(o->core_ghz));
+    }
     /* Strings from procfs need not be UTF-8: json_string() refuses them,
      * so such a name is kept as "" rather than lost with the whole key. */
     json_t *hn = json_string(o->hostname), *cpu = json_string(o->model);

@@ -15,7 +15,7 @@ ok() { echo "ok: $*"; }
 # (i % 5 + 1) MiB and saves (7 * i % 11 + 1) ms of 20 ms on "hbm".
 summary() {
   awk -v n="$1" 'BEGIN {
-    printf "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0, \"devices\": [";
+    printf "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0, \"core_ghz\": 1, \"devices\": [";
     printf "{\"name\": \"ddr\", \"runtime_ns\": %d, \"period\": 1000, \"capacity\": 17179869184, \"bandwidth_gbs\": 5, \"read_latency_ns\": 130},", n * 20e6;
     fast = 0; for (i = 0; i < n; i++) fast += 20e6 - (7 * i % 11 + 1) * 1e6;
     printf "{\"name\": \"hbm\", \"runtime_ns\": %d, \"period\": 1000, \"capacity\": 268435456, \"bandwidth_gbs\": 20, \"read_latency_ns\": 150}],", fast;
@@ -63,7 +63,7 @@ cmp -s "$T/r1.json" "$T/r2.json" && ok "rl: same seed, same placement" || fail "
 # --phases: two objects, each hot in one phase, room for one: the phased
 # placement moves them at the boundary and beats every static one
 cat > "$T/ph.json" <<'J'
-{"format": "hetmem-estimate-summary", "version": 1, "default": 0,
+{"format": "hetmem-estimate-summary", "version": 1, "default": 0, "core_ghz": 1,
  "devices": [{"name": "ddr", "runtime_ns": 82000000, "period": 1000, "capacity": 17179869184, "bandwidth_gbs": 5, "read_latency_ns": 130},
              {"name": "hbm", "runtime_ns": 22000000, "period": 1000, "capacity": 268435456, "bandwidth_gbs": 20, "read_latency_ns": 150}],
  "phases": ["(no phase)", "one", "two"],
@@ -125,7 +125,7 @@ grep -q "gap closed .*107.4% of all-slowest -> best of greedy and first touch" "
 # search's does).
 pick_summary() {
   cat > "$2" <<J
-{"format": "hetmem-estimate-summary", "version": 1, "default": 0,
+{"format": "hetmem-estimate-summary", "version": 1, "default": 0, "core_ghz": 1,
  "devices": [{"name": "ddr", "runtime_ns": 60000000, "period": 1000, "capacity": 17179869184, "bandwidth_gbs": 5, "read_latency_ns": 130},
              {"name": "hbm", "runtime_ns": 36000000, "period": 1000, "capacity": 268435456, "bandwidth_gbs": 20, "read_latency_ns": 150}],
  "phases": ["(no phase)"],

@@ -1450,11 +1450,13 @@ static void test_store_scatter_excess(void)
  * (bound) and make no latency cost. The near run takes 100 ms, 50 of them
  * object 0's latency cost (k = 1, C 50 ms). Object 0 alone on the far
  * device (idle 400 ns) waits 400 + 400 ns per load: 50 + 80 = 130 ms.
- * Scaling its whole cost by the ratio of latencies charged 50 + 200 ms. */
+ * Scaling its whole cost by the ratio of latencies charged 50 + 200 ms.
+ * The weights are core cycles, here of a 1 GHz core (core_ghz 1: a cycle
+ * is a ns). */
 static void test_queueing_carried(void)
 {
     const char *js =
-        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0, \"core_ghz\": 1,"
         " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 1e8, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
         "               {\"name\": \"far\", \"runtime_ns\": 3e8, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 400}],"
         " \"objects\": [{\"site\": \"0x1\", \"size\": 6400000}, {\"site\": \"0x2\", \"size\": 704643072}],"
@@ -1465,6 +1467,55 @@ static void test_queueing_carried(void)
     far_each("queueing", js, 1e8, &a, &b);
     CHECK_NEAR(a, 1.3e8, 0.03);
     CHECK(b > 2.5e8); /* object 1 on the far device: its channels */
+}
+
+/* Latency weights are core cycles and device latencies ns: the core clock
+ * relates them. test_queueing_carried's runs on a 2 GHz core, object 0's
+ * near loads weighing 1,600 cycles (800 ns) each: its cost, 80 ms, fits
+ * in the near run's 100 ms, so k = 1 and C = 20 ms, and alone on far it
+ * costs 10 x 4 (idle, scaled) + 70 (the wait) = 110 ms: 130 ms in all.
+ * Read as ns (no clock), the cost would be 160 ms, more than the run:
+ * k = 100 / 160 = 0.625, C = 0, and object 0 alone on far 0.625 x (10 x
+ * 4 + 150) = 118.75 ms; the note then says the clock lacks. With a
+ * loaded-latency curve on near (100 ns idle, 200 ns at full load) its
+ * run, 67.52% busy (object 1's 10.5 M store misses, a read and a
+ * write-back of 64 B each, and object 0's 6.4 MB: 1350.4 MB at 20 GB/s
+ * over 100 ms), waited 1.6752 idle latencies: object 0's unloaded cost is
+ * 80 / 1.6752 = 47.755 ms, of which 10 ms idle, so alone on far it costs
+ * 10 x 4 + 37.755 = 77.755 ms, 97.755 ms in all with C (the idle part
+ * charged at near's load again, 10 x 4 x 1.6752 + 37.755, gave 124.76
+ * ms). */
+static void test_queueing_carried_clock(void)
+{
+    const char *fmt =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0%s,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 1e8, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100%s},"
+        "               {\"name\": \"far\", \"runtime_ns\": 3e8, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 400}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 6400000}, {\"site\": \"0x2\", \"size\": 704643072}],"
+        " \"windows\": [{\"phase\": 0, \"t_ns\": [1e8, 3e8], \"stats\": ["
+        "   [0, 0, 100, 160000, 100, 160000, 0, 100, 0], [1, 0, 10500, 0, 10500, 0, 10500, 0, 0],"
+        "   [0, 1, 100, 320000, 100, 320000, 0, 100, 0], [1, 1, 10500, 0, 10500, 0, 10500, 0, 0]]}]}";
+    char js[2048];
+    double a, b;
+    hm_estimator_t *e = NULL;
+    snprintf(js, sizeof js, fmt, ", \"core_ghz\": 2", "");
+    far_each("queueing, 2 GHz", js, 1e8, &a, &b);
+    CHECK_NEAR(a, 1.3e8, 1e-3);
+    CHECK_EQ_INT(hm_estimator_parse_summary(&e, "queueing clock", js), 0);
+    CHECK(e && hm_estimator_figures_note(e) == NULL && hm_estimator_core_ghz(e) == 2);
+    hm_estimator_close(e);
+    snprintf(js, sizeof js, fmt, "", "");
+    far_each("queueing, no clock", js, 1e8, &a, &b);
+    CHECK_NEAR(a, 1.1875e8, 1e-3);
+    e = NULL;
+    CHECK_EQ_INT(hm_estimator_parse_summary(&e, "queueing clock", js), 0);
+    const char *note = e ? hm_estimator_figures_note(e) : NULL;
+    CHECK(note && strstr(note, "core clock lacking") && strstr(note, "taken as ns"));
+    CHECK(e && hm_estimator_core_ghz(e) == 0);
+    hm_estimator_close(e);
+    snprintf(js, sizeof js, fmt, ", \"core_ghz\": 2", ", \"loaded_latency\": [[1, 200]]");
+    far_each("queueing, loaded near", js, 1e8, &a, &b);
+    CHECK_NEAR(a, 9.7755e7, 1e-3);
 }
 
 /* A device without a loaded-latency curve whose run's memory loads waited
@@ -1543,7 +1594,7 @@ static void test_queue_by_load(void)
 static void test_channel_within_run(void)
 {
     const char *js =
-        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0, \"core_ghz\": 1,"
         " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 1.2e7, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
         "               {\"name\": \"far\", \"runtime_ns\": 4e7, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 200}],"
         " \"objects\": [{\"site\": \"0x1\", \"size\": 1048576}, {\"site\": \"0x2\", \"size\": 268435456}],"
@@ -1794,7 +1845,7 @@ static void test_store_floor(void)
 static void test_all_bound_face_value(void)
 {
     const char *js =
-        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0, \"core_ghz\": 1,"
         " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 1e7, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100},"
         "               {\"name\": \"far\", \"runtime_ns\": 3.4e7, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 200}],"
         " \"objects\": [{\"site\": \"0x1\", \"size\": 67108864}, {\"site\": \"0x2\", \"size\": 268435456}],"
@@ -2892,6 +2943,7 @@ int main(void)
     test_steep_fit();
     test_store_scatter_excess();
     test_queueing_carried();
+    test_queueing_carried_clock();
     test_queue_by_load();
     test_channel_within_run();
     test_bursts();

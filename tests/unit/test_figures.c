@@ -165,7 +165,20 @@ static void test_hmat_header(void)
     CHECK_STR_EQ(jstr(h, "figures"), "machine file lab.json");
     CHECK_STR_EQ(jstr(h, "name"), "cxl-lab-07");
     CHECK_STR_EQ(jstr(m, "name"), "lab");
+    /* The core clock the file lacks is the host's (cpuinfo "cpu MHz" 2100);
+     * one the file gives is kept. */
+    CHECK(fabs(jnum(json_object_get(m, "core"), "freq_ghz") - 2.1) < 1e-9);
     json_decref(h);
+    json_decref(m);
+    free(host);
+    free(machine);
+    CHECK_EQ_INT(hm__rec_describe(info, 1,
+                                  "{\"name\":\"lab\",\"core\":{\"freq_ghz\":3,\"rob\":512},\"devices\":[{\"name\":"
+                                  "\"ddr\",\"read_latency_ns\":90}]}",
+                                  "lab.json", &host, &machine),
+                 0);
+    m = json_loads(machine, 0, NULL);
+    CHECK(jnum(json_object_get(m, "core"), "freq_ghz") == 3 && jnum(json_object_get(m, "core"), "rob") == 512);
     json_decref(m);
     free(host);
     free(machine);
@@ -179,6 +192,7 @@ static void test_hmat_header(void)
     const hm_trace_meta_t *rm = hm_trace_meta(t);
     CHECK(rm->host_json && strstr(rm->host_json, "\"cxl-lab-07\"") && strstr(rm->host_json, "\"bound_nodes\":[2]"));
     CHECK(rm->machine_json && strstr(rm->machine_json, "\"read_bandwidth_gbs\":52"));
+    CHECK(rm->machine_json && strstr(rm->machine_json, "\"freq_ghz\":2.1")); /* HMAT figures, the host's clock */
     hm_trace_close(t);
     free(p);
     free(info);
@@ -293,8 +307,10 @@ static void test_mixed_machines(void)
     hm_estimator_close(e);
     /* A recorded run's machine name only names its figures' source: runs
      * of one host with figures from two files are one machine's. */
-    const char *fa = "{\"name\":\"a\",\"devices\":[{\"name\":\"ddr\",\"read_latency_ns\":90,\"read_bandwidth_gbs\":9}]}";
-    const char *fb = "{\"name\":\"b\",\"devices\":[{\"name\":\"cxl\",\"read_latency_ns\":300,\"read_bandwidth_gbs\":3}]}";
+    const char *fa = "{\"name\":\"a\",\"core\":{\"freq_ghz\":2},\"devices\":[{\"name\":\"ddr\",\"read_latency_ns\":90,"
+                     "\"read_bandwidth_gbs\":9}]}";
+    const char *fb = "{\"name\":\"b\",\"core\":{\"freq_ghz\":2},\"devices\":[{\"name\":\"cxl\",\"read_latency_ns\":300,"
+                     "\"read_bandwidth_gbs\":3}]}";
     CHECK_EQ_INT(open_pair(&e, "files", "ddr", "soft", fa, host_json, "cxl", "soft", fb, host_json2, NULL), 0);
     CHECK(hm_estimator_figures_note(e) == NULL);
     hm_estimator_close(e);

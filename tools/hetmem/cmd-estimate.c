@@ -109,7 +109,9 @@ static json_t *figures_json(const hm_estimator_t *e, const char *machine)
     }
     char src[4200];
     snprintf(src, sizeof src, "%s%s", machine ? "--machine " : "traces", machine ? machine : "");
-    return json_pack("{s:s, s:o, s:s?}", "source", src, "lacking", lack, "note", hm_estimator_figures_note(e));
+    double ghz = hm_estimator_core_ghz(e);
+    return json_pack("{s:s, s:o, s:o, s:s?}", "source", src, "lacking", lack, "core_ghz",
+                     ghz > 0 ? json_real(ghz) : json_null(), "note", hm_estimator_figures_note(e));
 }
 
 /* The interval's two half-widths (docs/estimator.md, "The interval"). */
