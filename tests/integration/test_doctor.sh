@@ -27,6 +27,12 @@ txt=$(HETMEM_SYSFS_ROOT=$F/skx-2s-ddr "$H" doctor)
 has "$txt" "pebs   yes  mem-loads:ldlat=30,mem-stores" skx
 has "$txt" "no CPU-less NUMA node" skx
 has "$txt" "no HMAT latency/bandwidth" skx
+has "$txt" "clock    unknown" skx
+
+# The nominal core clock record writes (cpuinfo "cpu MHz" 2100.000 here).
+r=$(HETMEM_SYSFS_ROOT=$F/hmat-ddr-cxl "$H" doctor --json | jq_py 'print(d["cpu"]["core_ghz"])')
+[ "$r" = "2.1" ]; check $? "hmat-ddr-cxl core_ghz: got '$r'"
+has "$(HETMEM_SYSFS_ROOT=$F/hmat-ddr-cxl "$H" doctor)" "clock    2.1 GHz nominal" hmat-ddr-cxl
 
 # Arm with SPE but paranoid 3: SPE refused with the sysctl remedy; soft is x86-only.
 txt=$(HETMEM_SYSFS_ROOT=$F/graviton3-spe "$H" doctor)

@@ -88,9 +88,10 @@ static json_t *hmat_json(const hm_os_hmat_t *h)
 static int print_json(const hm_os_info_t *o, const backends_t *b, const gap_t *g, int ng)
 {
     json_t *root = json_object();
-    json_object_set_new(root, "cpu", json_pack("{s:s,s:s,s:i,s:i,s:s,s:b}", "vendor", o->vendor, "model", o->model,
+    json_object_set_new(root, "cpu", json_pack("{s:s,s:s,s:i,s:i,s:s,s:b,s:o}", "vendor", o->vendor, "model", o->model,
                                                "family", o->family, "model_number", o->model_num, "arch", o->arch,
-                                               "virtual_machine", o->hypervisor));
+                                               "virtual_machine", o->hypervisor, "core_ghz",
+                                               o->core_ghz > 0 ? json_real(o->core_ghz) : json_null()));
     json_object_set_new(root, "perf_event_paranoid", o->paranoid == -100 ? json_null() : json_integer(o->paranoid));
     json_t *pm = json_array();
     for (int i = 0; i < o->npmus; i++)
@@ -156,6 +157,10 @@ static int print_human(const hm_os_info_t *o, const backends_t *b, const gap_t *
 {
     printf("CPU      %s %s (family %d, model %d, %s)%s\n", o->vendor[0] ? o->vendor : "unknown",
            o->model[0] ? o->model : "", o->family, o->model_num, o->arch, o->hypervisor ? ", virtual machine" : "");
+    if (o->core_ghz > 0)
+        printf("clock    %.3g GHz nominal (record writes it as the machine's core.freq_ghz)\n", o->core_ghz);
+    else
+        printf("clock    unknown (no cpufreq base_frequency nor cpuinfo \"cpu MHz\"): give core.freq_ghz in --machine\n");
     if (o->paranoid == -100)
         printf("perf     kernel.perf_event_paranoid unreadable\n");
     else
