@@ -40,7 +40,7 @@ struct hm_trace {
     size_t ccap;
     uint8_t *raw;
     size_t rawcap;
-    size_t max_c, max_raw;        /* the largest block's compressed and raw bytes (index) */
+    size_t max_c, max_raw;        /* the largest block's compressed and raw bytes: every block's are at most these */
     hm__cols_t cols;
     hm_block_t blk;
     int64_t decoded;              /* block held in cols, or -1 */
@@ -484,8 +484,8 @@ static int load_raw(hm_trace_t *t, uint32_t i)
      * survives. */
     t->decoded = -1;
     t->scanning = 0;
-    if (grow(&t->cbuf, &t->ccap, HM__TR_BLOCK_HDR_BYTES + (clen > t->max_c ? clen : t->max_c)) < 0 ||
-        grow(&t->raw, &t->rawcap, (rlen > t->max_raw ? rlen : t->max_raw) + HM__RAW_PAD) < 0)
+    if (grow(&t->cbuf, &t->ccap, HM__TR_BLOCK_HDR_BYTES + t->max_c) < 0 ||
+        grow(&t->raw, &t->rawcap, t->max_raw + HM__RAW_PAD) < 0)
         return hm__errf(-ENOMEM, "block %u at offset %llu", i, boff);
     if ((rc = read_at(t, t->cbuf, HM__TR_BLOCK_HDR_BYTES + clen, b->offset, "block")) < 0)
         return rc;
