@@ -5,8 +5,12 @@
  * realloc'd object. Everything is freed before exit.
  * Then CYCLES alloc/free pairs of 64-128 KiB objects, 16 live at a time,
  * and one object named "last". PAUSE_US, when given, is slept after each
- * round (a long soak at a bounded number of objects).
- * Usage: churn ROUNDS [CYCLES [PAUSE_US]] */
+ * round (a long soak at a bounded number of objects). With "kill" after
+ * them, the process kills itself with SIGKILL once the cycles are done,
+ * before "last" and before freeing the ring (a process killed with no
+ * chance to finish, at a point that does not depend on timing).
+ * Usage: churn ROUNDS [CYCLES [PAUSE_US [kill]]] */
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +57,8 @@ int main(int argc, char **argv)
             return 1;
         q[0] = 1;
     }
+    if (argc > 4 && !strcmp(argv[4], "kill"))
+        raise(SIGKILL);
     for (int i = 0; i < 16; i++)
         free(ring[i]);
     char *last = malloc(2u << 20);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 static volatile int stop;
+static _Atomic unsigned made; /* tracked objects the workers allocated */
 
 /* Distinct call sites: the site id hashes the return addresses. */
 #define SITE(k) __attribute__((noinline)) static void *site##k(size_t n) { void *p = malloc(n); __asm__ volatile("" ::: "memory"); return p; }
@@ -29,8 +30,10 @@ static void *worker(void *arg)
     unsigned k = (unsigned)(size_t)arg;
     while (!stop) {
         void *p = sites[k++ % 8]((64 << 10) + (k % 16) * 4096);
-        if (p)
+        if (p) {
             memset(p, 1, 4096);
+            made++;
+        }
         free(p);
     }
     return NULL;
@@ -51,6 +54,13 @@ int main(int argc, char **argv)
         pthread_create(&th[i], NULL, worker, (void *)i);
     if (!strcmp(argv[1], "signal")) {
         signal(SIGALRM, on_alarm);
+        /* The alarm is armed once the workers have allocated (a loaded
+         * machine may not run them in the first 150 ms), and fires in the
+         * middle of their allocations. */
+        for (unsigned i = 0; made < 64; i++) {
+            void *p = malloc(16 + i % 512);
+            free(p);
+        }
         struct itimerval it = {{0, 0}, {0, 150000}};
         setitimer(ITIMER_REAL, &it, NULL);
         for (unsigned i = 0;; i++) {
