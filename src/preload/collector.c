@@ -438,6 +438,19 @@ static void *collector(void *arg)
      * interrupted malloc or this very lock: decoding samples allocates and
      * takes the loader's locks. If the lock's holder never comes back, the
      * leaving thread stops waiting for us (hm__finish) and exits anyway. */
+#ifdef HM_TEST_HOOKS
+    /* Test builds only: HETMEM_TEST_COLLECTOR_FINAL_CPU_MS=N makes the last
+     * round take N ms of this thread's CPU time first, as a collector
+     * starved on a loaded machine, or decoding a large backlog, would. */
+    const char *fv = secure_getenv("HETMEM_TEST_COLLECTOR_FINAL_CPU_MS");
+    if (fv && atol(fv) > 0) {
+        struct timespec c0, c;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+        do
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c);
+        while ((c.tv_sec - c0.tv_sec) * 1000 + (c.tv_nsec - c0.tv_nsec) / 1000000 < atol(fv));
+    }
+#endif
     pthread_mutex_lock(&hm__S.drain_lock);
     drain_all(1);
     write_stats();
@@ -503,6 +516,41 @@ static void write_stats(void)
     }
 }
 
+/* Waits for the collector to end after it was told to stop; 0 once it
+ * has, -1 when it gives up. A collector that waits on a lock (an _exit
+ * from a signal handler that interrupted its holder) never will; one that
+ * is starved of CPU on a loaded machine still moves, if slowly, and
+ * giving up on it would lose what it had left to write. So the wait ends
+ * when the collector's thread has used no CPU time for a whole second,
+ * after at least 2 s, and after 120 s in any case. */
+static int join_collector(void)
+{
+    clockid_t cid;
+    int have_cpu = pthread_getcpuclockid(hm__S.collector, &cid) == 0;
+    double start = hm__now_ns() / 1e9, moved = start, last_cpu = -1;
+    for (;;) {
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_nsec += 200000000;
+        if (dl.tv_nsec >= 1000000000)
+            dl.tv_sec++, dl.tv_nsec -= 1000000000;
+        if (pthread_timedjoin_np(hm__S.collector, NULL, &dl) == 0)
+            return 0;
+        double now = hm__now_ns() / 1e9;
+        struct timespec c;
+        /* A clock that cannot be read (the thread is ending) counts as
+         * moving: the next join takes it. */
+        if (!have_cpu || clock_gettime(cid, &c) != 0)
+            moved = have_cpu ? now : moved;
+        else if ((double)c.tv_sec + 1e-9 * (double)c.tv_nsec > last_cpu + 1e-3) {
+            last_cpu = (double)c.tv_sec + 1e-9 * (double)c.tv_nsec;
+            moved = now;
+        }
+        if (now - start >= 120 || (now - start >= 2 && now - moved >= 1))
+            return -1;
+    }
+}
+
 /* Stops the collector and writes everything out. Called at exit and
  * before exec. */
 void hm__finish(int final)
@@ -513,22 +561,22 @@ void hm__finish(int final)
     /* Bounded waits: _exit may come from a signal handler, or from a thread
      * that interrupted the lock's holder; losing the last tick of data is
      * better than never exiting. */
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += 2;
     if (atomic_load(&hm__S.running)) {
         /* The collector drains, writes the statistics and flushes on its
          * way out: nothing that allocates or decodes runs here. */
         atomic_store(&hm__S.stop, 1);
         atomic_store(&hm__S.wake, 1);
         syscall(SYS_futex, &hm__S.wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-        if (pthread_timedjoin_np(hm__S.collector, NULL, &dl) != 0)
+        if (join_collector() != 0)
             hm__pdiag("collector did not stop; the last samples are lost");
         else
             atomic_store(&hm__S.running, 0);
         hm__guard--;
         return;
     }
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 2;
     if (pthread_mutex_timedlock(&hm__S.drain_lock, &dl) != 0) {
         hm__pdiag("spool busy at exit; the last samples are lost");
         hm__guard--;

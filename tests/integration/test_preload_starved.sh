@@ -42,4 +42,18 @@ if OMP_NUM_THREADS=4 starved threads "$WORK/threads" 3000; then
   [ "$ALLOCS" -gt 0 ] && [ "$ALLOCS" = "$FREES" ] && ok "threads: $ALLOCS allocations, $FREES frees, all matched" \
     || bad "threads: $ALLOCS allocations, $FREES frees"
 fi
+
+# A collector slow to finish at exit (its last round takes 3 s of its own
+# CPU time, as on a loaded machine) is waited for while it moves: the exit
+# once gave up on it after 2 s of wall time and lost the last records.
+HETMEM_PRELOAD="$HOOKS" HETMEM_TEST_COLLECTOR_FINAL_CPU_MS=3000 HETMEM_VERBOSE=1 timeout 300 \
+  "$H" record -b soft -F 200 -o "$WORK/slow.hmt" -- "$WORK/churn" 0 1000 > /dev/null 2> "$WORK/slow.err" \
+  || bad "slow exit: record failed: $(tail -3 "$WORK/slow.err")"
+grep -q "collector did not stop" "$WORK/slow.err" && bad "slow exit: $(grep "collector did not stop" "$WORK/slow.err")"
+if "$WORK/trace_attr" "$WORK/slow.hmt" > "$WORK/slow.attr"; then
+  read -r _ allocs _ frees < <(grep '^allocs' "$WORK/slow.attr")
+  [ "${allocs:-0}" -gt 1000 ] && [ "$allocs" = "$frees" ] && grep -q "soft: back" "$WORK/slow.err" &&
+    ok "slow exit: waited for the collector: $allocs allocations, $frees frees, its statistics written" ||
+    bad "slow exit: $allocs allocations, $frees frees, statistics $(grep -c "soft: back" "$WORK/slow.err")"
+else bad "slow exit: trace unreadable"; fi
 exit $fail
