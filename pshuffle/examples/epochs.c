@@ -7,7 +7,10 @@
  * Options: --samples N (per rank, default 1000), --size BYTES (mean sample
  * size, default 256), --classes C (default 10; the initial partition is
  * sorted by class, the worst case for local shuffling), --work-us U (busy
- * work per sample while the exchange runs, default 0), --seed S. */
+ * work per sample while the exchange runs, default 0), --seed S, --hold FILE
+ * (after ps_open, so with the store's locks taken, every rank waits until
+ * FILE exists before it goes on: a test can act while the job provably
+ * holds its store, however slow the machine). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -15,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "pshuffle.h"
 
@@ -38,7 +42,7 @@ int main(int argc, char **argv)
     int rank, M, json = 0, classes = 10, overlap = 1;
     uint64_t n = 1000, size = 256, epochs = 5, seed = 1;
     double q = 0.3, work_us = 0;
-    const char *dir = NULL;
+    const char *dir = NULL, *hold = NULL;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &M);
@@ -56,6 +60,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--work-us")) work_us = strtod(v, NULL);
         else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--dir")) dir = v;
+        else if (!strcmp(a, "--hold")) hold = v;
         else { if (!rank) fprintf(stderr, "pshuffle-epochs: unknown option %s\n", a); MPI_Abort(MPI_COMM_WORLD, 2); }
     }
     if (classes < 1 || classes > 1000 || size < 1) {
@@ -72,6 +77,13 @@ int main(int argc, char **argv)
     ps_shuffler_t *ps;
     int err = ps_open(&ps, MPI_COMM_WORLD, &cfg);
     if (err) die(rank, "open", err);
+    if (hold) { /* every rank polls (no MPI call spins meanwhile), then all go on together */
+        while (access(hold, F_OK)) {
+            struct timespec tick = {0, 20000000};
+            nanosleep(&tick, NULL);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
     unsigned char *buf = malloc(2 * size);
     if (!ps_resumed(ps)) {
         uint64_t N = n * (uint64_t)M;
