@@ -17,15 +17,7 @@ if ! "$PY" -c "import torch, mpi4py, numpy" 2> /dev/null; then
 fi
 export PYTHONPATH="$PS_SRC/pshuffle/python${PYTHONPATH:+:$PYTHONPATH}" PSHUFFLE_LIB PYTHONDONTWRITEBYTECODE=1
 budget=${PS_CPU_BUDGET:-60}
-# CPU seconds (user + system) used so far by process $1 and its descendants.
-tree_cpu() {
-  ps -e -o pid=,ppid=,times= | awk -v root="$1" '
-    { parent[$1] = $2; t[$1] = $3 }
-    END { for (p in parent) { q = p; n = 0
-            while (q != root && (q in parent) && n++ < 64) q = parent[q]
-            if (q == root) s += t[p] }
-          print s + 0 }'
-}
+. "$PS_SRC/pshuffle/tests/tcommon.sh" # tree_cpu
 $PS_MPIRUN $PS_MPI_FLAGS -n "$1" "$PY" "$PS_SRC/pshuffle/tests/python/semantics.py" &
 job=$!
 while kill -0 $job 2> /dev/null; do
