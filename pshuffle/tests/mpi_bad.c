@@ -273,7 +273,14 @@ int main(int argc, char **argv)
             ps_close(ps);
             ps = NULL;
         } else if (!strcmp(mode, "stall") && t_rank_ == 0) {
-            sleep(40); /* never comes to ps_exchange_end in time */
+            /* Never comes to ps_exchange_end: the other ranks must end the
+             * job. Stalled far longer than test_bad.sh waits for that (so a
+             * job that is not aborted is told by its timeout), but only
+             * while the launcher that started this rank lives: if the
+             * test gives up and kills it, this rank goes too. */
+            pid_t launcher = getppid();
+            for (int s = 0; s < 3600 && getppid() == launcher; s++)
+                sleep(1);
         } else {
             ps_exchange_end(ps);
         }
