@@ -11,7 +11,9 @@ fi
 export PYTHONPATH="$PS_SRC/pshuffle/python${PYTHONPATH:+:$PYTHONPATH}" PSHUFFLE_LIB PYTHONDONTWRITEBYTECODE=1
 W="$PS_WORK/example.d"
 rm -rf "$W" && mkdir -p "$W"
-run() { timeout 150 $PS_MPIRUN $PS_MPI_FLAGS -n "$1" "$PY" "$PS_SRC/pshuffle/examples/train.py" "${@:2}"; }
+# (timeouts here are hang guards: torch jobs take many times their CPU time
+# on a loaded machine)
+run() { timeout 450 $PS_MPIRUN $PS_MPI_FLAGS -n "$1" "$PY" "$PS_SRC/pshuffle/examples/train.py" "${@:2}"; }
 run 2 --epochs 2 --samples 1024 --workers 1 --store "$W/store" --checkpoint "$W/ckpt" > "$W/out" 2>&1 \
   || { cat "$W/out"; echo "FAIL: train.py"; exit 1; }
 cat "$W/out"
@@ -49,7 +51,7 @@ done
 # examples/imagefolder.py: the per-rank trees, 3 epochs, fresh augmentation:
 # one sample seen in E+1 distinct views after epoch E; the trees then hold
 # every sample once, and the store verifies.
-timeout 150 $PS_MPIRUN $PS_MPI_FLAGS -n 2 "$PY" "$PS_SRC/pshuffle/examples/imagefolder.py" --make-data "$W/if" \
+timeout 450 $PS_MPIRUN $PS_MPI_FLAGS -n 2 "$PY" "$PS_SRC/pshuffle/examples/imagefolder.py" --make-data "$W/if" \
   --epochs 3 --workers 1 > "$W/if.out" 2>&1 || { cat "$W/if.out"; echo "FAIL: imagefolder.py"; exit 1; }
 for e in 0 1 2; do
   grep -q "^epoch $e views $((e + 1)) " "$W/if.out" || { cat "$W/if.out"; echo "FAIL: imagefolder.py epoch $e views"; exit 1; }

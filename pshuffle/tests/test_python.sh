@@ -9,4 +9,4 @@ if ! "$PY" -c "import torch, mpi4py, pytest, numpy" 2> /dev/null; then
 fi
 export PYTHONPATH="$PS_SRC/pshuffle/python${PYTHONPATH:+:$PYTHONPATH}"
 export PSHUFFLE_LIB PYTHONDONTWRITEBYTECODE=1
-exec timeout 170 $PS_MPIRUN $PS_MPI_FLAGS -n 2 "$PY" "$PS_SRC/pshuffle/tests/python/run.py" -W ignore::UserWarning
+exec timeout 450 $PS_MPIRUN $PS_MPI_FLAGS -n 2 "$PY" "$PS_SRC/pshuffle/tests/python/run.py" -W ignore::UserWarning
