@@ -310,14 +310,21 @@ static inline __attribute__((always_inline)) uint64_t fill_look(hm_sim_t *s, int
 /* Stream prefetcher, as on current cores (the L2 streamer for ascending
  * and descending streams, the L1 stride prefetcher for every other line).
  * Two misses to consecutive ascending lines of one page start a stream
- * that keeps `prefetch` prefetches ahead of the demand stream. A
- * descending or stride-2 stream must be confirmed by a third miss in step
- * (two random misses a line or two apart are common in gathers, and
- * following them would flood the device), and its distance then ramps up
- * by two lines per miss to `prefetch`. Prefetches stay within the 4 KiB
- * page (hardware prefetchers do not cross pages), go to the device queues
- * like demand misses but occupy no ROB or MLP slot; a demand access to a
- * line still in flight waits for it. */
+ * that runs up to `prefetch` lines ahead of the demand stream, issuing at
+ * most PF_PER_LOOKUP prefetches per lookup (an L1 miss), as Intel's L2
+ * streamer does ("may issue two prefetch requests on every L2 lookup",
+ * up to 20 lines ahead: Intel 64 and IA-32 Architectures Optimization
+ * Reference Manual, Data Prefetching): a stream's distance grows by one
+ * line per access it follows, and a short ascending run that is no stream
+ * (one int per nuclide of a lookup) fetches two lines beyond it, not the
+ * rest of its page. A descending or stride-2 stream (the L1 stride
+ * prefetcher's) must be confirmed by a third miss in step (two random misses a line or two apart are common
+ * in gathers, and following them would flood the device), and its
+ * distance then ramps up by two lines per miss to `prefetch`. Prefetches
+ * stay within the 4 KiB page (hardware prefetchers do not cross pages),
+ * go to the device queues like demand misses but occupy no ROB or MLP
+ * slot; a demand access to a line still in flight waits for it. */
+#define PF_PER_LOOKUP 2
 static void prefetch_line(hm_sim_t *s, uint64_t p, int lvl, double now)
 {
     look_t lk[HM_SIM_MAX_LEVELS];
@@ -391,11 +398,12 @@ static void prefetch(hm_sim_t *s, uint64_t line, double now)
     uint64_t page_first = line & ~(lpp - 1), page_last = page_first + lpp - 1;
     uint64_t pf = s->stream[k].pf;
     int lvl = s->nlevels > 1 ? 1 : 0;
+    int n = 0; /* prefetches issued on this lookup */
     if (stride > 0) {
         uint64_t from = pf > line ? pf + (uint64_t)stride : line + (uint64_t)stride;
         uint64_t reach = dist * (uint64_t)stride;
         uint64_t to = line + reach < page_last ? line + reach : page_last;
-        for (uint64_t p = from; p <= to; p += (uint64_t)stride) {
+        for (uint64_t p = from; p <= to && (stride != 1 || n < PF_PER_LOOKUP); p += (uint64_t)stride, n++) {
             prefetch_line(s, p, lvl, now);
             pf = p;
         }
