@@ -170,6 +170,12 @@ int hm__est_figures_note(hm_estimator_t *e);
  * windows (model.c; `hetmem estimate --explain`): a JSON array the caller
  * frees with json_decref, or NULL with hm_errdetail() set. */
 json_t *hm__est_explain(hm_estimator_t *e, hm_placement_t *pl);
+/* The memory traffic the default model gives object @p o, whatever the
+ * placement (model.c; `hetmem estimate --explain --json`): bytes read (its
+ * sampled traffic and its share of the traffic the samples miss) and
+ * written back, summed over the classes of windows by their weights.
+ * -EINVAL for an object out of range. */
+int hm__est_object_traffic(const hm_estimator_t *e, int o, double *rd, double *wr);
 /* Allocates the summary arrays for the sizes set in e (summary.c). 0,
  * HM_ETOOBIG or -ENOMEM; what was allocated is e's (hm_estimator_close()). */
 int hm__est_alloc(hm_estimator_t *e);

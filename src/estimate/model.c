@@ -2744,6 +2744,20 @@ json_t *hm__est_explain(hm_estimator_t *e, hm_placement_t *pl)
     return out;
 }
 
+int hm__est_object_traffic(const hm_estimator_t *e, int o, double *rd, double *wr)
+{
+    *rd = *wr = 0;
+    if (o < 0 || o >= e->nobj)
+        return -EINVAL;
+    const hm__est_default_t *m = &e->dm;
+    for (int c = 0; c < m->ncls; c++) {
+        size_t co = (size_t)c * e->nobj + o;
+        *rd += m->cls_w[c] * (m->bytes[co] + m->bytes_x[co]);
+        *wr += m->cls_w[c] * m->wbytes[co];
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------- calibration */
 
 /* The runs' estimates (est) with the overlap at w and no mix term, and

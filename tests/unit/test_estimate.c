@@ -1786,6 +1786,15 @@ static void test_bound_by_latency_ratio(void)
         CHECK(!strcmp(json_string_value(json_object_get(x, "binds")), "channels"));
     }
     json_decref(ex);
+    /* And the traffic it gives each object (`--explain --json`, whatever
+     * the placement): 50 sampled loads from memory x period 1000 x 64 B =
+     * 3.2 MB, plus its half of the 6.6 MB the far run's channels had time
+     * for beyond the samples: 6.5 MB read, nothing written. */
+    double rd = -1, wr = -1;
+    CHECK_EQ_INT(e ? hm__est_object_traffic(e, 0, &rd, &wr) : -1, 0);
+    CHECK_NEAR(rd, 6.5e6, 0.005);
+    CHECK(wr == 0);
+    CHECK_EQ_INT(e ? hm__est_object_traffic(e, 99, &rd, &wr) : 0, -EINVAL);
     hm_placement_close(pl);
     hm_estimator_close(e);
 }

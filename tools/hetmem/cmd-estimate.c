@@ -21,7 +21,7 @@ static const hm_cli_opt_t est_opts[] = {
     {OPT_SUMMARY, "summary", "FILE", "use a saved summary instead of traces", 0},
     {OPT_MACHINE, "machine", "MACHINE", "device figures from this machine preset or JSON file instead of the traces'", 0},
     {OPT_STRICT, "strict", NULL, "a placement rule that matches nothing is an error, not a warning", 0},
-    {OPT_EXPLAIN, "explain", NULL, "also print the default model's terms per class of windows", 0},
+    {OPT_EXPLAIN, "explain", NULL, "also print the default model's terms per class of windows (with --json, also each object's traffic)", 0},
     {OPT_CALIBRATE, "calibrate", "TRACE=PLACEMENT",
      "calibrate the default model on a run under a mixed placement (its trace and placement file); repeatable",
      HM_OPT_REPEAT},
@@ -379,9 +379,17 @@ static int run_estimate(const char **traces, int ntr, const char *placement, con
                 hm_estimator_object(e, o, &x);
                 char site[32];
                 snprintf(site, sizeof site, "0x%016llx", (unsigned long long)x.site);
-                json_array_append_new(ob, json_pack("{s:s?, s:s?, s:s?, s:I, s:f}", "site", x.movable ? site : NULL,
-                                                    "source", x.source, "name", x.movable ? x.name : "(untracked)",
-                                                    "size", (json_int_t)x.size, "memory_s", bd->object_ns[o] / 1e9));
+                json_t *jo = json_pack("{s:s?, s:s?, s:s?, s:I, s:f}", "site", x.movable ? site : NULL, "source",
+                                       x.source, "name", x.movable ? x.name : "(untracked)", "size",
+                                       (json_int_t)x.size, "memory_s", bd->object_ns[o] / 1e9);
+                /* With --explain, the traffic the default model gives the
+                 * object (read and written back, bytes). */
+                double rd, wr;
+                if (explain && models[i] == HM_EST_DEFAULT && hm__est_object_traffic(e, o, &rd, &wr) == 0) {
+                    json_object_set_new(jo, "read_bytes", json_real(rd));
+                    json_object_set_new(jo, "written_bytes", json_real(wr));
+                }
+                json_array_append_new(ob, jo);
             }
             json_object_set_new(jm, hm_est_model_name((hm_est_model_t)models[i]),
                                 json_pack("{s:f, s:[f,f], s:o, s:f, s:o, s:o}", "runtime_s", est[i].runtime_ns / 1e9,
