@@ -410,19 +410,41 @@ static double lat_side_at(const hm_estimator_t *e, int c, double C, const double
     return lp;
 }
 
-/* lat_bw_time where a device queues as its run showed (queue_factor): its
- * latency grows without bound as its channels fill, so the latency side
- * is the fixed point t = lat(t) above the channel time too (not only above
- * the unloaded latency side): a placement whose channel time on the device
- * nears its time waits in the queue. The search starts at lo, the larger
- * of the two, where lat(lo) >= lo or the class is timed at lo. */
-static double queue_time(const hm_estimator_t *e, int c, double C, const double *lpd, const double *y, double lo,
-                         double bp)
+/* Class c's time from its latency terms per device (unloaded: lpd, ns) and
+ * the channel time of its traffic per device (y): profile_time of the
+ * latency side, C + sum_d lpd_d x loaded factor at the device's
+ * utilisation y_d / t, and of the channel side bp = max_d y_d. The
+ * utilisation depends on the time, so where a device's latency loads (a
+ * curve, or the queue its run showed) the latency side is the fixed point
+ * t = lat(t), found by bisection (the latency part falls as t grows), and
+ * it is sought at or above the channel time as well as the unloaded
+ * latency side: the class takes at least bp, and at that time the busiest
+ * device's channels are full, so its loads wait as its curve (or queue)
+ * says there. Sought above the unloaded latency side alone, the time
+ * jumped where the two sides cross: a placement whose channel side was
+ * just above its latency side was timed with unloaded latencies, one just
+ * below with latencies loaded to the curve's end (BabelStream on optane,
+ * a fifth of the pages on the slow device: 0.190 against 0.226 s for a
+ * 1.5% change of one array's traffic; test_loaded_at_channels). With
+ * loaded latencies that stay below t at t = bp, the class is timed by its
+ * channels. */
+static double lat_bw_time(const hm_estimator_t *e, int c, double C, const double *lpd, const double *y)
 {
+    int D = e->ndev, loads = 0;
+    double lo = C, bp = 0;
+    for (int d = 0; d < D; d++) {
+        lo += lpd[d];
+        bp = y[d] > bp ? y[d] : bp;
+        loads |= lpd[d] > 0 && (e->ll_n[d] > 0 || (e->dm.kq && e->dm.kq[(size_t)c * D + d] > 0));
+    }
+    bp = channel_side(e, y, bp);
+    if (!loads)
+        return profile_time(e, c, lo, bp);
+    lo = lo > bp ? lo : bp;
     double l = lat_side_at(e, c, C, lpd, y, lo);
     if (!(l > lo))
         return profile_time(e, c, l, bp);
-    double hi = 2 * lo;
+    double hi = 2 * lo; /* a queue's latency grows without bound: double until lat(hi) <= hi */
     for (int it = 0; it < 64 && lat_side_at(e, c, C, lpd, y, hi) > hi; it++)
         lo = hi, hi *= 2;
     for (int it = 0; it < 100 && hi - lo > 1e-7 * hi; it++) {
@@ -433,49 +455,6 @@ static double queue_time(const hm_estimator_t *e, int c, double C, const double 
             hi = t;
     }
     return profile_time(e, c, (lo + hi) / 2, bp);
-}
-
-/* Class c's time from its latency terms per device (unloaded: lpd, ns) and
- * the channel time of its traffic per device (y): profile_time of the
- * latency side, C + sum_d lpd_d x loaded factor at the device's
- * utilisation y_d / t, and of max_d y_d. The utilisation depends on the
- * time, so with loaded-latency curves the latency side is the fixed point,
- * found by bisection (the latency part falls as t grows). */
-static double lat_bw_time(const hm_estimator_t *e, int c, double C, const double *lpd, const double *y)
-{
-    int D = e->ndev, curves = 0, queues = 0;
-    double lp0 = C, bp = 0;
-    for (int d = 0; d < D; d++) {
-        lp0 += lpd[d];
-        bp = y[d] > bp ? y[d] : bp;
-        curves |= e->ll_n[d] > 0 && lpd[d] > 0;
-        queues |= e->dm.kq && e->dm.kq[(size_t)c * D + d] > 0 && lpd[d] > 0;
-    }
-    bp = channel_side(e, y, bp);
-    if (queues)
-        return queue_time(e, c, C, lpd, y, lp0 > bp ? lp0 : bp, bp);
-    if (!curves || lp0 <= bp)
-        return profile_time(e, c, lp0, bp);
-    double lo = lp0, hi = 0;
-    for (int it = 0; it < 40; it++) {
-        double t = it ? (lo + hi) / 2 : lo, lp = C;
-        for (int d = 0; d < D; d++)
-            lp += lpd[d] > 0 ? lpd[d] * load_factor(e, c, d, y[d] < t ? y[d] / t : 1) : 0;
-        if (it == 0) {
-            hi = lp; /* lp(lo) >= the fixed point >= lo */
-            if (hi - lo <= 1e-9 * lo)
-                return profile_time(e, c, hi, bp);
-            continue;
-        }
-        if (lp > t)
-            lo = t;
-        else
-            hi = t;
-        if (hi - lo <= 1e-7 * hi)
-            break;
-    }
-    double t = (lo + hi) / 2;
-    return profile_time(e, c, t, bp);
 }
 
 /* ------------------------------------------------------------- classes */
@@ -2728,8 +2707,11 @@ json_t *hm__est_explain(hm_estimator_t *e, hm_placement_t *pl)
          * the bursts wait; the loaded latency adds to the latency side. */
         double both = lat_bw_time(e, c, m->c_ns[c], lp, y), mx = lat > bp ? lat : bp;
         double sp = class_spread(s, c), mix = f != 0 ? f * m->mix * sp : 0;
+        /* Above both sides: loaded latencies (at the larger side's time,
+         * the busier channels' loads wait longer), else the bursts. */
+        double loaded = mx > 0 ? lat_side_at(e, c, m->c_ns[c], lp, y, mx) : 0;
         const char *binds = !(mx > 0)                  ? "residual"
-                            : both > mx * (1 + 1e-9) ? (bp > lat ? "channels, in bursts" : "latency, loaded")
+                            : both > mx * (1 + 1e-9) ? (loaded > mx * (1 + 1e-9) ? "latency, loaded" : "channels, in bursts")
                             : bp > lat        ? "channels"
                                               : "latency";
         json_array_append_new(

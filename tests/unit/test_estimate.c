@@ -2858,6 +2858,53 @@ static void test_long_samples(void)
     free(paths[1]);
 }
 
+
+
+/* The latency side is loaded at or above the channel time: one object,
+ * each run's memory loads at 100 ns idle on a curve that triples it at
+ * full use (f(u) = 1 + 2u). The near run (20 GB/s) is 32% busy: its loads
+ * wait 164 ns, 1.64 x idle, so its 16.4 ms of weights are 10 ms unloaded.
+ * The far run (5 GB/s, 1.3 ms) is bound: 6.5 MB on its channels, 0.1 MB
+ * beyond the samples. The fit through both runs' costs (16.4 and 30 ms):
+ * k = 0.3 / 13.6 = 0.02206, C = 1 - 0.02206 x 16.4 = 0.6382 ms. With 70% of
+ * the pages on far, far's channels take 0.7 x 6.5 MB / 5 GB/s = 910 us,
+ * near's 97.5 us; the unloaded latency side, C + k x 10 ms = 858.8 us, is
+ * below that, but at t = 910 us far's channels are full and its loads wait
+ * three idle latencies: t = 638.2 + 66.18 f(97.5 / t) + 154.4 f(910 / t)
+ * (us), so t = 858.8 + 293.9e3 / t: 1121.0 us; the residual's 30% on near
+ * (-1.93 us) gives 1120.4 us. Sought above the unloaded latency side alone,
+ * the class was timed by its channels with unloaded latencies (909.4 us)
+ * from 70% on and with loaded ones (1095 us) at 65%: the estimate fell by
+ * 17% where the traffic to far grew. */
+static double loaded_at_channels(int pct)
+{
+    const char *js =
+        "{\"format\": \"hetmem-estimate-summary\", \"version\": 1, \"default\": 0,"
+        " \"devices\": [{\"name\": \"near\", \"runtime_ns\": 1e6, \"period\": 1000, \"bandwidth_gbs\": 20, \"read_latency_ns\": 100, \"loaded_latency\": [[1, 300]]},"
+        "               {\"name\": \"far\", \"runtime_ns\": 1.3e6, \"period\": 1000, \"bandwidth_gbs\": 5, \"read_latency_ns\": 100, \"loaded_latency\": [[1, 300]]}],"
+        " \"objects\": [{\"site\": \"0x1\", \"size\": 1048576}],"
+        " \"windows\": [{\"phase\": 0, \"t_ns\": [1e6, 1.3e6], \"stats\": ["
+        "   [0, 0, 100, 16400, 100, 16400, 0, 100, 0], [0, 1, 100, 30000, 100, 30000, 0, 100, 0]]}]}";
+    hm_estimator_t *e;
+    double r = -1;
+    hm_est_state_t *st = open_default(&e, "loaded at channels", js, 1e6);
+    if (st) {
+        hm_est_state_move(st, -1, 0, 1, pct, &r);
+        hm_est_state_close(st);
+    }
+    hm_estimator_close(e);
+    return r;
+}
+
+static void test_loaded_at_channels(void)
+{
+    CHECK_NEAR(loaded_at_channels(70), 1.1204e6, 1e-3);
+    /* More of the traffic on the slower device never makes it faster here
+     * (from 20% on, where far's channels and latency take over). */
+    for (int p = 20; p < 100; p += 5)
+        CHECK(loaded_at_channels(p + 5) >= loaded_at_channels(p) * 0.999);
+}
+
 static void test_bad_input(void)
 {
     char *a = path_of("bad-a.hmt"), *b = path_of("bad-b.hmt"), *c = path_of("bad-c.hmt");
@@ -2933,6 +2980,7 @@ int main(void)
     test_incremental();
     test_summary_roundtrip();
     test_loaded_latency();
+    test_loaded_at_channels();
     test_cache_hits_traffic();
     test_window_classes();
     test_split_l1();
