@@ -2114,10 +2114,10 @@ static double class_spread(const hm_est_state_t *s, int c)
 }
 
 /* The calibrated mix term (hm_estimator_calibrate): the sum of the
- * classes' terms s->g, at most mix_cap x the placement's time either way;
- * each class's share of it, its term x the factor returned (1 unless the
- * cap holds the term), goes to its phase in a breakdown. *term gets the
- * term; 0 uncalibrated. */
+ * classes' terms s->g, at most mix_cap x the placement's time upward and
+ * mix_cap_dn x it downward; each class's share of it, its term x the
+ * factor returned (1 unless the cap holds the term), goes to its phase in
+ * a breakdown. *term gets the term; 0 uncalibrated. */
 static double mix_factor(const hm_est_state_t *s, double *term)
 {
     const hm__est_default_t *m = &s->e->dm;
@@ -2741,7 +2741,8 @@ int hm__est_object_traffic(const hm_estimator_t *e, int o, double *rd, double *w
 
 /* ---------------------------------------------------------- calibration */
 
-/* The runs' estimates (est) with the overlap at w and no mix term. */
+/* The runs' estimates (est) with the overlap at w and no mix term, and
+ * their sampling errors' standard deviations (sd, when not NULL). */
 static int calib_eval(hm_estimator_t *e, hm_placement_t *const *pls, int n, double w, double *est, double *sd)
 {
     e->dm.overlap = w;
@@ -2966,9 +2967,10 @@ static int calib_mean(hm_estimator_t *e, hm_placement_t *const *pls, const doubl
  * channel side does), so that sum need not have one minimum over [0, 1]:
  * a grid of steps of 1/100 from w = 1 down, keeping a point only when it
  * is strictly better (runs that cannot tell leave w = 1), then
- * golden-section steps inside the best point's neighbours. The term's cap
- * is the runs' largest |t_i - u_i| / u_i at that w: no estimate moves by a
- * larger share of its time than the model was seen to miss by. */
+ * golden-section steps inside the best point's neighbours. The term's caps
+ * are the runs' largest (t_i - u_i) / u_i each way at that w: no estimate
+ * moves by a larger share of its time, or in another direction, than the
+ * model was seen to miss by. */
 HM_API int hm_estimator_calibrate(hm_estimator_t *e, hm_placement_t *const *pls, const double *measured_ns, int n,
                                   hm_est_calibration_t *out)
 {
