@@ -222,11 +222,8 @@ typedef struct hm_est_calibration {
     double overlap;        /**< channel overlap: 1 (uncalibrated) down to 0 */
     double mean_err_before;/**< mean |estimate - measured| / measured of the runs, uncalibrated */
     double mean_err_after; /**< the same, calibrated */
-    double mix;            /**< the runs' mean signed error before the mix term, (measured - estimate) / estimate
-                                (0 uncalibrated): positive where the model underestimated them */
-    double mix_cap;        /**< the runs' largest |error| relative to their estimate at w; the mix term moves an
-                                estimate up by at most their largest underestimate, down by their largest
-                                overestimate (that share of its time) */
+    double mix;            /**< mix coefficient beta: a class's time moves by beta x its spread (0 uncalibrated) */
+    double mix_cap;        /**< the term is at most this share of the placement's time (the runs' largest relative error at w) */
 } hm_est_calibration_t;
 
 /**
@@ -234,26 +231,22 @@ typedef struct hm_est_calibration {
  * (@p pls[i] run in @p measured_ns[i]; loaded with this estimator's device
  * names), fitting what the runs with all data on one device cannot show
  * (docs/estimator.md, "Calibration on measured mixed runs"):
- *  - the mix term: the model's error as a term per (object, device), which
- *    a placement adds in the share of the object it puts on the device;
- *    fitted as a Gaussian-process regression (posterior mean) on the runs'
- *    errors, with every all-on-one-device corner an exact observation of
- *    error 0, a prior per term of standard deviation model_error_q / 1.96
- *    times the model's own estimate of moving that object alone there from
- *    the fastest run's device, and each run's noise its estimate's sampling
- *    variance; an estimate moves by at most the runs' largest error in the
- *    same direction (a share of its time);
+ *  - the mix coefficient beta: each class's time moves by beta times its
+ *    spread between the device runs (hm_estimate_t's spread_ns, zero at
+ *    every all-on-one-device corner), in all by at most mix_cap (the runs'
+ *    largest relative error) times the placement's time; the least-squares
+ *    fit of the runs' relative errors;
  *  - from three runs on, with it, the channel overlap w, how much of the
  *    other devices' channel time a class's busiest device hides (its
  *    channel side is max_d y_d + (1 - w) (sum_d y_d - max_d y_d); w = 1,
  *    every device's channels busy at once, is the uncalibrated model): the
- *    value in [0, 1] whose fit predicts each run from the others best
- *    (least squares of the relative errors; the largest such w, so that
- *    runs that cannot tell leave w = 1); fewer runs leave w = 1.
+ *    value in [0, 1] whose least-squares beta leaves the smallest squared
+ *    relative errors (the largest such, so that runs that cannot tell
+ *    leave w = 1); fewer runs leave w = 1.
  * Every later estimate and state of @p e uses them, states opened before
  * the call included (such a state computes its terms again on its next
- * move, estimate, runtime or copy); n = 0 puts w back to 1 and removes the
- * term, where every estimate is the uncalibrated one.
+ * move, estimate, runtime or copy); n = 0 puts w back to 1 and beta to 0,
+ * where every estimate is the uncalibrated one.
  * With @p out non-NULL, fills it. Not thread-safe with estimates on @p e.
  * Errors: HM_EUSAGE (n < 0, a time that is not a positive number),
  * HM_ENODEV (a placement's devices).
@@ -262,7 +255,7 @@ int hm_estimator_calibrate(hm_estimator_t *e, hm_placement_t *const *pls, const 
                            hm_est_calibration_t *out);
 /** The channel overlap the default model uses (1 unless calibrated). */
 double hm_estimator_overlap(const hm_estimator_t *e);
-/** The calibration runs' mean signed error before the mix term (hm_est_calibration_t's mix; 0 unless calibrated). */
+/** The mix coefficient beta the default model uses (0 unless calibrated). */
 double hm_estimator_mix(const hm_estimator_t *e);
 
 /**

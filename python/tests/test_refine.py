@@ -2,10 +2,10 @@
 a Python measure, on the hand-derived case of tests/unit/test_optimize.c
 (test_refine): three 128 MiB objects with 45%, 35% and 20% of one class's
 misses, near (the default, room for two objects) and far. Round 1 picks
-object 0 on far (3.84 ms), measured 4.5 ms; round 2 object 1 on far (4.16
-ms on the model calibrated on round 1), measured 4.6 ms; the last search
-picks object 0 on far again (4.3406 ms on both runs), so round 1's
-placement, the fastest measured, is returned, estimated at 4.3406 ms."""
+object 0 on far (3.84 ms), measured 8.0 ms; round 2 object 2 on far (7.809
+ms on the model calibrated on round 1), measured 8.3 ms; the last search
+picks object 2 on far again (7.947 ms on both runs), so round 1's placement,
+the fastest measured, is returned, estimated at its 8.0 ms."""
 import json
 import os
 import tempfile
@@ -50,7 +50,7 @@ def est():
 
 
 def test_best_measured_round_is_returned(est):
-    truth = {frozenset({0}): 4.5e-3, frozenset({1}): 4.6e-3}
+    truth = {frozenset({0}): 8.0e-3, frozenset({2}): 8.3e-3}
     ran = []
 
     def measure(placement, k):
@@ -58,12 +58,12 @@ def test_best_measured_round_is_returned(est):
         return truth[on_far(placement)]
 
     r = refine(est, measure, rounds=2, capacity={"near": 256 << 20, "far": UNLIMITED}, budget=2000)
-    assert ran == [(1, frozenset({0})), (2, frozenset({1}))]
-    assert r["kept"] == "measured" and r["round"] == 1 and r["measured_s"] == pytest.approx(4.5e-3)
+    assert ran == [(1, frozenset({0})), (2, frozenset({2}))]
+    assert r["kept"] == "measured" and r["round"] == 1 and r["measured_s"] == pytest.approx(8.0e-3)
     assert on_far(r["placement"]) == frozenset({0})
-    assert r["runtime_s"] == pytest.approx(4.3406e-3, rel=1e-4)
-    assert r["last"]["round"] == 1 and r["last"]["runtime_s"] == pytest.approx(4.3406e-3, rel=1e-4)
-    assert [x["predicted_s"] for x in r["rounds"]] == pytest.approx([3.84e-3, 4.16e-3], rel=1e-4)
+    assert r["runtime_s"] == pytest.approx(8.0e-3, rel=1e-4)
+    assert r["last"]["round"] == 2 and r["last"]["runtime_s"] == pytest.approx(7.947e-3, rel=1e-3)
+    assert [x["predicted_s"] for x in r["rounds"]] == pytest.approx([3.84e-3, 7.809e-3], rel=1e-3)
 
 
 def test_measure_errors_propagate(est):

@@ -84,16 +84,10 @@ typedef struct {
      * devices' channel time that the busiest device's hides; 1 unless
      * calibrated on measured mixed runs. */
     double overlap;
-    /* Mix term (hm_estimator_calibrate): the model's error, fitted on
-     * measured mixed runs, as one term per (object, device) that a
-     * placement adds in the share of the object it puts on the device:
-     * gam per (class, object, device) is that term times the class's share
-     * of the fastest run's time (NULL unless calibrated); in all at most
-     * mix_cap times the placement's time upward and mix_cap_dn downward.
-     * mix is the runs' mean signed error before the term ((measured -
-     * estimate) / estimate), 0 unless calibrated. */
-    double *gam;
-    double mix, mix_cap, mix_cap_dn;
+    /* Mix term (hm_estimator_calibrate): a class's time moves by mix times
+     * its spread between the device runs, at most mix_cap times its time;
+     * 0 unless calibrated. */
+    double mix, mix_cap;
     /* Counts the calls of hm_estimator_calibrate: a state whose terms were
      * computed under another count computes them again before it is used. */
     uint64_t calib_gen;

@@ -55,7 +55,6 @@ HM_API void hm_estimator_close(hm_estimator_t *e)
     free(m->g_a);
     free(m->g_b);
     free(m->lat);
-    free(m->gam);
     free(m->bytes);
     free(m->bytes_x);
     free(m->wbytes);

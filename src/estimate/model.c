@@ -1880,9 +1880,7 @@ static int prepare_default(hm_estimator_t *e)
     hm__est_default_t *m = &e->dm;
     int D = e->ndev, rc;
     m->overlap = 1;
-    m->mix = m->mix_cap = m->mix_cap_dn = 0;
-    free(m->gam);
-    m->gam = NULL;
+    m->mix = m->mix_cap = 0;
     if ((rc = classify(e)) < 0)
         return rc;
     int C = m->ncls, C2 = 0;
@@ -2024,7 +2022,7 @@ struct hm_est_state {
     double *xi;              /* per (class, device): latency cost placed there */
     double *tw;              /* per (class, device): bytes of traffic placed there (the interval's spread) */
     double *var;             /* per class: variance */
-    double *g;               /* per class: the calibrated mix term, sum_o,d x(o,d) gam(c,o,d) (0 uncalibrated) */
+    double *sp;              /* per class: spread, kept only when calibrated with a mix term */
     /* linear model */
     double *lin_t;           /* per class */
     double *lin_var;
@@ -2080,8 +2078,6 @@ static void apply(hm_est_state_t *s, int c, int o, slot_t sl, double sign)
             s->xi[(size_t)c * D + d] += x * m->xw[ix3(e, c, o, d)];
             s->tw[(size_t)c * D + d] += x * (m->bytes[co] + m->wbytes[co]) + even[i] * sign * m->bytes_x[co];
             s->var[c] += fabs(x) * m->var[ix3(e, c, o, d)] * (sign > 0 ? 1 : -1);
-            if (m->gam)
-                s->g[c] += x * m->gam[ix3(e, c, o, d)];
         } else {
             s->lin_t[c] -= x * e->lin_phase_gain[ix3(e, c, o, d)];
             s->lin_var[c] += x * e->lin_var[ix3(e, c, o, d)];
@@ -2113,27 +2109,27 @@ static double class_spread(const hm_est_state_t *s, int c)
     return dev * m->cls_w[c]; /* its weight among the blended cuts (classify) */
 }
 
-/* The calibrated mix term (hm_estimator_calibrate): the sum of the
- * classes' terms s->g, at most mix_cap x the placement's time upward and
- * mix_cap_dn x it downward; each class's share of it, its term x the
- * factor returned (1 unless the cap holds the term), goes to its phase in
- * a breakdown. *term gets the term; 0 uncalibrated. */
+/* The calibrated mix term (hm_estimator_calibrate): beta x the
+ * placement's spread, at most mix_cap x its time either way; each class's
+ * share of it, beta x its spread x the factor returned (1 unless the cap
+ * holds the term), goes to its phase in a breakdown. *term gets the term;
+ * 0 uncalibrated. The classes' spreads are kept in s->sp. */
 static double mix_factor(const hm_est_state_t *s, double *term)
 {
     const hm__est_default_t *m = &s->e->dm;
     *term = 0;
-    if (s->model != HM_EST_DEFAULT || !m->gam || !RULE(R_MIX))
+    if (s->model != HM_EST_DEFAULT || m->mix == 0 || !RULE(R_MIX))
         return 0;
     double S = 0, U = 0;
     for (int c = 0; c < m->ncls; c++)
-        S += s->g[c], U += s->t[c];
-    double x = S, cap = (x > 0 ? m->mix_cap : m->mix_cap_dn) * (U > 0 ? U : 0);
+        S += s->sp[c], U += s->t[c];
+    double x = m->mix * S, cap = m->mix_cap * (U > 0 ? U : 0);
     if (!(x != 0))
         return 0;
     if (RULE(R_MIX_CAP) && !(fabs(x) <= cap))
         x = x > 0 ? cap : -cap;
     *term = x;
-    return x / S;
+    return x / (m->mix * S);
 }
 
 static double class_time(hm_est_state_t *s, int c)
@@ -2147,6 +2143,12 @@ static double class_time(hm_est_state_t *s, int c)
     for (int d = 0; d < D; d++)
         r += s->xi[(size_t)c * D + d] / m->xwsum[(size_t)c * D + d] * m->resid[(size_t)c * D + d];
     double t = lat_bw_time(e, c, m->c_ns[c], &s->lp[(size_t)c * D], &s->y[(size_t)c * D]) + r;
+    /* A calibrated program's classes keep their spread for its mix term (0
+     * at every corner, where the spread is 0); uncalibrated, beta is 0 and
+     * this is skipped, so that every estimate stays what it was to the
+     * last bit. */
+    if (m->mix != 0)
+        s->sp[c] = class_spread(s, c);
     return (t > 0 ? t : 0) * m->cls_w[c]; /* its weight among the blended cuts (classify) */
 }
 
@@ -2203,7 +2205,6 @@ static void recompute(hm_est_state_t *s)
     memset(s->tw, 0, (size_t)C * D * sizeof(double));
     memset(s->var, 0, (size_t)C * sizeof(double));
     memset(s->lin_var, 0, (size_t)C * sizeof(double));
-    memset(s->g, 0, (size_t)C * sizeof(double));
     for (int c = 0; c < C; c++) {
         if (s->model == HM_EST_LINEAR)
             s->lin_t[c] = e->lin_phase_base[c];
@@ -2251,7 +2252,7 @@ static hm_est_state_t *state_new(hm_estimator_t *e, hm_est_model_t model, int ph
     s->lin_t = p, p += C;
     s->lin_var = p, p += C;
     s->t = p, p += C;
-    s->g = p, p += C;
+    s->sp = p, p += C;
     s->a = (slot_t *)p;
     s->e = e;
     s->def = def;
@@ -2299,7 +2300,7 @@ HM_API int hm_est_state_copy(hm_est_state_t *dst, const hm_est_state_t *src)
     memcpy(dst->lin_t, src->lin_t, (size_t)C * sizeof(double));
     memcpy(dst->lin_var, src->lin_var, (size_t)C * sizeof(double));
     memcpy(dst->t, src->t, (size_t)C * sizeof(double));
-    memcpy(dst->g, src->g, (size_t)C * sizeof(double));
+    memcpy(dst->sp, src->sp, (size_t)C * sizeof(double));
     dst->mig = src->mig;
     dst->total = src->total;
     dst->calib_gen = src->calib_gen;
@@ -2595,7 +2596,7 @@ HM_API int hm_estimator_estimate(hm_estimator_t *e, hm_placement_t *pl, hm_est_m
         memset(e->bd_phase, 0, (size_t)P * sizeof *e->bd_phase);
         double mix, f = mix_factor(s, &mix);
         for (int c = 0; c < C; c++)
-            e->bd_phase[phase_of(s, c)] += s->t[c] + f * s->g[c];
+            e->bd_phase[phase_of(s, c)] += s->t[c] + (f != 0 ? f * m->mix * s->sp[c] : 0);
         for (int o = 0; o < O; o++) {
             double t = 0;
             for (int c = 0; c < C; c++) {
@@ -2705,7 +2706,7 @@ json_t *hm__est_explain(hm_estimator_t *e, hm_placement_t *pl)
          * for a class timed as one, more where its windows' profile makes
          * the bursts wait; the loaded latency adds to the latency side. */
         double both = lat_bw_time(e, c, m->c_ns[c], lp, y), mx = lat > bp ? lat : bp;
-        double sp = class_spread(s, c), mix = f * s->g[c];
+        double sp = class_spread(s, c), mix = f != 0 ? f * m->mix * sp : 0;
         /* Above both sides: loaded latencies (at the larger side's time,
          * the busier channels' loads wait longer), else the bursts. */
         double loaded = mx > 0 ? lat_side_at(e, c, m->c_ns[c], lp, y, mx) : 0;
@@ -2742,202 +2743,39 @@ int hm__est_object_traffic(const hm_estimator_t *e, int o, double *rd, double *w
 /* ---------------------------------------------------------- calibration */
 
 /* The runs' estimates (est) with the overlap at w and no mix term, and
- * their sampling errors' standard deviations (sd, when not NULL). */
-static int calib_eval(hm_estimator_t *e, hm_placement_t *const *pls, int n, double w, double *est, double *sd)
+ * the spreads (sp) the mix term moves them by. */
+static int calib_eval(hm_estimator_t *e, hm_placement_t *const *pls, int n, double w, double *est, double *sp)
 {
     e->dm.overlap = w;
     for (int i = 0; i < n; i++) {
-        hm_estimate_t r;
-        int rc = hm_estimator_estimate(e, pls[i], HM_EST_DEFAULT, &r, NULL);
-        if (rc < 0)
+        hm_estimate_t r, r1;
+        /* The spread the mix term moves the estimate by: the estimate with
+         * beta = 1 and no cap, less the one without the term. */
+        e->dm.mix = 1, e->dm.mix_cap = INFINITY;
+        int rc = hm_estimator_estimate(e, pls[i], HM_EST_DEFAULT, &r1, NULL);
+        e->dm.mix = 0, e->dm.mix_cap = 0;
+        if (rc < 0 || (rc = hm_estimator_estimate(e, pls[i], HM_EST_DEFAULT, &r, NULL)) < 0)
             return rc;
-        est[i] = r.runtime_ns;
-        if (sd)
-            sd[i] = r.sampling_ns / 1.96;
+        est[i] = r.runtime_ns, sp[i] = r1.runtime_ns - r.runtime_ns;
     }
     return 0;
 }
 
-/* A placement's features for the mix term: per (movable object, device),
- * the share of the object the placement puts on the device (by sampled
- * pages, as apply() counts it), per class weighted by the class's share q
- * of the fastest run's time (for a placement without phases, the share
- * itself). */
-static int calib_features(hm_estimator_t *e, hm_placement_t *pl, const double *q, double *phi)
+/* The least-squares beta of the runs' relative errors (u_i + beta s_i -
+ * t_i) / t_i, into *beta, and their sum of squares at it: beta = sum a_i
+ * b_i / sum a_i^2 with a_i = s_i / t_i, b_i = (t_i - u_i) / t_i. Runs whose
+ * spread is below a millionth of their time (all data on one device)
+ * cannot tell it: 0 then. */
+static double fit_mix(const double *t, const double *u, const double *sp, int n, double *beta)
 {
-    int O = e->nobj, D = e->ndev, pdef = hm_placement_default_device(pl);
-    if (pdef < 0 || pdef >= D)
-        return hm__errf(HM_ENODEV, "placement default device %d is not one of the traces' %d devices", pdef, D);
-    hm_est_state_t *s = state_new(e, HM_EST_DEFAULT, hm_placement_has_phases(pl), pdef);
-    if (!s)
-        return -ENOMEM;
-    int rc = compile_placement(e, pl, s->phased, s->np, s->a);
-    memset(phi, 0, (size_t)(O - 1) * D * sizeof *phi);
-    for (int c = 0; c < e->dm.ncls && rc >= 0; c++)
-        for (int o = 0; o < O - 1; o++) {
-            slot_t sl = s->a[(size_t)slot_of(s, c) * O + o];
-            double f = frac(e, o, sl.pct);
-            phi[(size_t)o * D + sl.dev] += q[c] * f;
-            phi[(size_t)o * D + pdef] += q[c] * (1 - f);
-        }
-    hm_est_state_close(s);
-    return rc < 0 ? rc : 0;
-}
-
-/* The prior scale of each (object, device)'s term, squared, into W: what
- * the model says moving the object alone from the fastest run's device
- * (fast) to d costs, at the current overlap. The model's error on a move is
- * taken to scale with the move's effect. */
-static int calib_scales(hm_estimator_t *e, int fast, double *W)
-{
-    int O = e->nobj, D = e->ndev;
-    hm_est_state_t *s = state_new(e, HM_EST_DEFAULT, 0, fast);
-    if (!s)
-        return -ENOMEM;
-    for (int o = 0; o < O; o++)
-        s->a[o] = (slot_t){(int16_t)fast, 100};
-    recompute(s);
-    double base = s->total, t = base;
-    for (int o = 0; o < O - 1; o++)
-        for (int d = 0; d < D; d++) {
-            W[(size_t)o * D + d] = 0;
-            if (d == fast)
-                continue;
-            hm_est_state_move(s, -1, o, d, 100, &t);
-            W[(size_t)o * D + d] = (t - base) * (t - base);
-            hm_est_state_move(s, -1, o, fast, 100, NULL);
-        }
-    hm_est_state_close(s);
-    return 0;
-}
-
-/* The kernel fit of the mix term (docs/estimator.md, "Calibration on
- * measured mixed runs"): observations j = 0..m-1 with features phi_j,
- * errors y_j and noise variances noise_j; K_ij = sum_f W_f phi_if phi_jf +
- * noise_i [i = j]. Observations are taken in order, and one whose features
- * those kept before it already span (its Cholesky pivot below 1e-9 of its
- * own K_jj: a placement repeated without noise, or one the corners make
- * up) is left out. alpha gets K^-1 y over the kept ones (0 for the others)
- * and loo[j] the error of each observation predicted from the others: for
- * a kept one alpha_j / (K^-1)_jj (Rasmussen and Williams, Gaussian
- * Processes for Machine Learning, 2006, eq. 5.12), for one left out y_j
- * less the fit's prediction. */
-static int kern_fit(const double *phi, const double *y, const double *noise, int m, const double *W, size_t F,
-                    double *alpha, double *loo)
-{
-    size_t mm = (size_t)m * m;
-    double *K = calloc(mm * 3 + (size_t)m * 3 + 1, sizeof *K);
-    int *idx = calloc((size_t)m * 2 + 1, sizeof *idx);
-    if (!K || !idx) {
-        free(K);
-        free(idx);
-        return -ENOMEM;
+    double num = 0, den = 0, q = 0;
+    for (int i = 0; i < n; i++) {
+        double a = sp[i] / t[i], b = (t[i] - u[i]) / t[i];
+        num += a * b, den += a * a;
     }
-    double *L = K + mm, *Li = L + mm, *z = Li + mm, *kd = z + m, *row = kd + m;
-    int *kept = idx + m, n = 0;
-    for (int i = 0; i < m; i++)
-        for (int j = 0; j <= i; j++) {
-            double k = i == j ? noise[i] : 0;
-            for (size_t f = 0; f < F; f++)
-                k += W[f] * phi[(size_t)i * F + f] * phi[(size_t)j * F + f];
-            K[(size_t)i * m + j] = K[(size_t)j * m + i] = k;
-        }
-    /* Cholesky of the kept observations' K (idx[0..n-1]), row by row. */
-    for (int j = 0; j < m; j++) {
-        double kjj = K[(size_t)j * m + j], p = kjj;
-        if (!(kjj > 0))
-            continue;
-        for (int a = 0; a < n; a++) {
-            double v = K[(size_t)j * m + idx[a]];
-            for (int b = 0; b < a; b++)
-                v -= row[b] * L[(size_t)a * m + b];
-            row[a] = v / L[(size_t)a * m + a];
-            p -= row[a] * row[a];
-        }
-        if (!(p > 1e-9 * kjj))
-            continue;
-        for (int a = 0; a < n; a++)
-            L[(size_t)n * m + a] = row[a];
-        L[(size_t)n * m + n] = sqrt(p);
-        kept[j] = 1;
-        idx[n++] = j;
-    }
-    /* alpha = K^-1 y: L z = y, then L^T alpha = z. */
-    for (int a = 0; a < n; a++) {
-        double v = y[idx[a]];
-        for (int b = 0; b < a; b++)
-            v -= L[(size_t)a * m + b] * z[b];
-        z[a] = v / L[(size_t)a * m + a];
-    }
-    for (int j = 0; j < m; j++)
-        alpha[j] = 0;
-    for (int a = n - 1; a >= 0; a--) {
-        double v = z[a];
-        for (int b = a + 1; b < n; b++)
-            v -= L[(size_t)b * m + a] * alpha[idx[b]];
-        alpha[idx[a]] = v / L[(size_t)a * m + a];
-    }
-    /* (K^-1)_aa = sum_r (L^-1)_ra^2, L^-1 lower triangular, column by column. */
-    for (int a = 0; a < n; a++) {
-        kd[a] = 0;
-        for (int r = a; r < n; r++) {
-            double v = r == a ? 1 : 0;
-            for (int b = a; b < r; b++)
-                v -= L[(size_t)r * m + b] * Li[(size_t)b * m + a];
-            Li[(size_t)r * m + a] = v / L[(size_t)r * m + r];
-            kd[a] += Li[(size_t)r * m + a] * Li[(size_t)r * m + a];
-        }
-        loo[idx[a]] = alpha[idx[a]] / kd[a];
-    }
-    for (int j = 0; j < m; j++)
-        if (!kept[j]) {
-            double pr = 0;
-            for (int a = 0; a < n; a++)
-                pr += K[(size_t)j * m + idx[a]] * alpha[idx[a]];
-            loo[j] = y[j] - pr;
-        }
-    free(idx);
-    free(K);
-    return 0;
-}
-
-/* One calibration at overlap w: the runs' estimates (est), the prior
- * scales (W), the observations (the corners, then the runs) and their
- * fit (alpha, loo). phi holds the corners' features, then the runs'. */
-typedef struct {
-    hm_estimator_t *e;
-    hm_placement_t *const *pls;
-    const double *t;
-    int n, nc, fast;
-    size_t F;
-    double *est, *sd, *W, *phi, *y, *noise, *alpha, *loo;
-} calib_t;
-
-static int calib_at(calib_t *k, double w)
-{
-    int rc = calib_eval(k->e, k->pls, k->n, w, k->est, k->sd);
-    if (rc < 0 || (rc = calib_scales(k->e, k->fast, k->W)) < 0)
-        return rc;
-    /* A move's error: normal, its standard deviation the interval's
-     * model-error quantile (a 95% half-width, over 1.96) times the move's
-     * effect. A run's: its estimate's sampling error (the corners: none). */
-    double qs = TUNE(T_MODEL_ERROR_Q) / 1.96;
-    for (size_t f = 0; f < k->F; f++)
-        k->W[f] *= qs * qs;
-    for (int j = 0; j < k->nc; j++)
-        k->y[j] = 0, k->noise[j] = 0;
-    for (int i = 0; i < k->n; i++)
-        k->y[k->nc + i] = k->t[i] - k->est[i], k->noise[k->nc + i] = k->sd[i] * k->sd[i];
-    return kern_fit(k->phi, k->y, k->noise, k->nc + k->n, k->W, k->F, k->alpha, k->loo);
-}
-
-/* The runs' sum of squared relative errors, each predicted from the others
- * (leave one out). */
-static double calib_loo(const calib_t *k)
-{
-    double q = 0;
-    for (int i = 0; i < k->n; i++) {
-        double x = k->loo[k->nc + i] / k->t[i];
+    *beta = den > 1e-12 * n ? num / den : 0;
+    for (int i = 0; i < n; i++) {
+        double x = (u[i] + *beta * sp[i] - t[i]) / t[i];
         q += x * x;
     }
     return q;
@@ -2958,19 +2796,17 @@ static int calib_mean(hm_estimator_t *e, hm_placement_t *const *pls, const doubl
     return 0;
 }
 
-/* docs/estimator.md, "Calibration on measured mixed runs": the mix term
- * always, a kernel fit of the runs' errors with the corners' (zero) among
- * them (calib_at); w with it only from three runs on, where the runs
- * leave something to be tested on: then w is the value in [0, 1] whose fit
- * gives the smallest sum of squared relative errors of each run predicted
- * from the others. The runs' estimates fall as w grows (each class's
- * channel side does), so that sum need not have one minimum over [0, 1]:
- * a grid of steps of 1/100 from w = 1 down, keeping a point only when it
- * is strictly better (runs that cannot tell leave w = 1), then
- * golden-section steps inside the best point's neighbours. The term's caps
- * are the runs' largest (t_i - u_i) / u_i each way at that w: no estimate
- * moves by a larger share of its time, or in another direction, than the
- * model was seen to miss by. */
+/* docs/estimator.md, "Calibration on measured mixed runs": beta always,
+ * by least squares (fit_mix); w with it only from three runs on, where
+ * two parameters leave the runs something to be tested on. Then w is the
+ * value in [0, 1] whose least-squares beta gives the smallest sum of
+ * squared relative errors: the runs' estimates fall as w grows (each
+ * class's channel side does), so that sum need not have one minimum over
+ * [0, 1]: a grid of steps of 1/100 from w = 1 down, keeping a point only
+ * when it is strictly better (runs that cannot tell leave w = 1), then
+ * golden-section steps inside the best point's neighbours. beta's cap is
+ * the runs' largest |t_i - u_i| / u_i at that w: no estimate moves by a
+ * larger share of its time than the model was seen to miss by. */
 HM_API int hm_estimator_calibrate(hm_estimator_t *e, hm_placement_t *const *pls, const double *measured_ns, int n,
                                   hm_est_calibration_t *out)
 {
@@ -2980,65 +2816,34 @@ HM_API int hm_estimator_calibrate(hm_estimator_t *e, hm_placement_t *const *pls,
     for (int i = 0; i < n; i++)
         if (!pls[i] || !(measured_ns[i] > 0) || !(measured_ns[i] < 1e18))
             return hm__errf(HM_EUSAGE, "calibration run %d: its measured time must be a positive number of ns", i + 1);
-    hm__est_default_t *m = &e->dm;
-    free(m->gam);
-    m->gam = NULL;
-    m->mix = m->mix_cap = m->mix_cap_dn = 0;
-    m->overlap = 1;
-    m->calib_gen++;
-    int O = e->nobj, D = e->ndev, C = m->ncls, fast = 0;
-    for (int d = 1; d < D; d++)
-        if (e->runtime_ns[d] < e->runtime_ns[fast])
-            fast = d;
-    calib_t k = {.e = e, .pls = pls, .t = measured_ns, .n = n, .nc = D - 1, .fast = fast, .F = (size_t)(O - 1) * D};
-    int M = k.nc + n;
-    double *q = calloc((size_t)C + 1, sizeof *q);
-    double *buf = calloc((size_t)(n + 1) * 2 + k.F + (size_t)M * k.F + (size_t)M * 4 + 1, sizeof *buf);
-    int rc = -ENOMEM;
-    if (!q || !buf)
-        goto fail;
-    k.est = buf, k.sd = k.est + n + 1, k.W = k.sd + n + 1, k.phi = k.W + k.F, k.y = k.phi + (size_t)M * k.F,
-    k.noise = k.y + M, k.alpha = k.noise + M, k.loo = k.alpha + M;
-    /* Each class's share of the fastest run's time weighs its features. */
-    double qs = 0;
-    for (int c = 0; c < C; c++)
-        qs += q[c] = m->cls_w[c] * fmax(0.0, m->tdev[(size_t)c * D + fast]);
-    for (int c = 0; c < C; c++)
-        q[c] = qs > 0 ? q[c] / qs : 1.0 / C;
-    /* The corners other than the fastest (every object on d): their error
-     * is 0 by construction (each run is reproduced exactly). */
-    for (int d = 0, j = 0; d < D; d++)
-        if (d != fast) {
-            for (int o = 0; o < O - 1; o++)
-                k.phi[(size_t)j * k.F + (size_t)o * D + d] = 1;
-            j++;
-        }
-    for (int i = 0; i < n; i++)
-        if ((rc = calib_features(e, pls[i], q, &k.phi[(size_t)(k.nc + i) * k.F])) < 0)
-            goto fail;
-    double before = 0, best_w = 1, best, x;
-    if ((rc = calib_at(&k, 1)) < 0)
+    const double *t = measured_ns;
+    double *est = calloc((size_t)(n > 0 ? n : 1) * 2, sizeof *est), *sp = est + (n > 0 ? n : 1);
+    if (!est)
+        return -ENOMEM;
+    double before = 0, best_w = 1, best, q, mix = 0, cap = 0, after = 0;
+    int rc = calib_eval(e, pls, n, 1, est, sp);
+    if (rc < 0)
         goto fail;
     for (int i = 0; i < n; i++)
-        before += fabs(k.est[i] - measured_ns[i]) / measured_ns[i] / n;
-    best = calib_loo(&k);
+        before += fabs(est[i] - t[i]) / t[i] / n;
+    best = fit_mix(t, est, sp, n, &mix);
     for (int g = 99; g >= 0 && n >= 3; g--) {
-        if ((rc = calib_at(&k, g / 100.0)) < 0)
+        if ((rc = calib_eval(e, pls, n, g / 100.0, est, sp)) < 0)
             goto fail;
-        if ((x = calib_loo(&k)) < best * (1 - 1e-12))
-            best = x, best_w = g / 100.0;
+        if ((q = fit_mix(t, est, sp, n, &mix)) < best * (1 - 1e-12))
+            best = q, best_w = g / 100.0;
     }
     if (best_w < 1) {
         const double phi = 0.6180339887498949;
         double a = best_w > 0.01 ? best_w - 0.01 : 0, b = best_w + 0.01 < 1 ? best_w + 0.01 : 1;
         for (int it = 0; it < 40 && b - a > 1e-6; it++) {
             double x1 = b - phi * (b - a), x2 = a + phi * (b - a), q1, q2;
-            if ((rc = calib_at(&k, x1)) < 0)
+            if ((rc = calib_eval(e, pls, n, x1, est, sp)) < 0)
                 goto fail;
-            q1 = calib_loo(&k);
-            if ((rc = calib_at(&k, x2)) < 0)
+            q1 = fit_mix(t, est, sp, n, &mix);
+            if ((rc = calib_eval(e, pls, n, x2, est, sp)) < 0)
                 goto fail;
-            q2 = calib_loo(&k);
+            q2 = fit_mix(t, est, sp, n, &mix);
             if (q1 < best)
                 best = q1, best_w = x1;
             if (q2 < best)
@@ -3049,58 +2854,26 @@ HM_API int hm_estimator_calibrate(hm_estimator_t *e, hm_placement_t *const *pls,
                 a = x1;
         }
     }
-    if ((rc = calib_at(&k, best_w)) < 0)
+    if ((rc = calib_eval(e, pls, n, best_w, est, sp)) < 0)
         goto fail;
-    /* The term per (object, device): W sum_j alpha_j phi_j; per class,
-     * times the class's share q (what calib_features weighed it by). */
-    double cap = 0, dn = 0, mix = 0, any = 0;
+    fit_mix(t, est, sp, n, &mix);
     for (int i = 0; i < n; i++)
-        if (k.est[i] > 0) {
-            double r = (measured_ns[i] - k.est[i]) / k.est[i];
-            if (r > 0)
-                cap = fmax(cap, r);
-            else
-                dn = fmax(dn, -r);
-            mix += r / n;
-        }
-    for (int j = 0; j < M; j++)
-        any += fabs(k.alpha[j]);
-    if (any > 0 && cap + dn > 0) {
-        if (!(m->gam = calloc((size_t)C * O * D, sizeof *m->gam))) {
-            rc = -ENOMEM;
-            goto fail;
-        }
-        for (int o = 0; o < O - 1; o++)
-            for (int d = 0; d < D; d++) {
-                size_t f = (size_t)o * D + d;
-                double g = 0;
-                for (int j = 0; j < M; j++)
-                    g += k.alpha[j] * k.phi[(size_t)j * k.F + f];
-                g *= k.W[f];
-                for (int c = 0; c < C; c++)
-                    m->gam[ix3(e, c, o, d)] = q[c] * g;
-            }
-        m->mix = mix;
-        m->mix_cap = cap;
-        m->mix_cap_dn = dn;
-    }
-    m->calib_gen++;
-    double after = 0;
-    if ((rc = calib_mean(e, pls, measured_ns, n, &after)) < 0)
+        if (est[i] > 0 && fabs(t[i] - est[i]) / est[i] > cap)
+            cap = fabs(t[i] - est[i]) / est[i];
+    e->dm.mix = mix;
+    e->dm.mix_cap = mix != 0 ? cap : 0;
+    e->dm.calib_gen++;
+    if ((rc = calib_mean(e, pls, t, n, &after)) < 0)
         goto fail;
-    free(q);
-    free(buf);
+    free(est);
     if (out)
-        *out = (hm_est_calibration_t){best_w, before, after, m->mix, fmax(m->mix_cap, m->mix_cap_dn)};
+        *out = (hm_est_calibration_t){best_w, before, after, e->dm.mix, e->dm.mix_cap};
     return 0;
 fail:
-    free(q);
-    free(buf);
-    free(m->gam);
-    m->gam = NULL;
-    m->overlap = 1;
-    m->mix = m->mix_cap = m->mix_cap_dn = 0;
-    m->calib_gen++;
+    free(est);
+    e->dm.overlap = 1;
+    e->dm.mix = e->dm.mix_cap = 0;
+    e->dm.calib_gen++;
     return rc;
 }
 

@@ -3,9 +3,8 @@
  *
  * Every round's pick has a measured time, and a measurement beats a
  * prediction: the calibrated model's estimate of a placement it was fitted
- * on is in sample (one run takes it to the measured time, less what its
- * sampling error leaves open), and its estimate of a placement never run
- * is what the loop was started to doubt. So the loop returns the
+ * on is in sample (one run makes it exact), and its estimate of a placement
+ * never run is what the loop was started to doubt. So the loop returns the
  * best measured round, and the last search's unmeasured pick only when the
  * model itself is confident that it is faster: the upper end of its 95%
  * interval (sampling and model error, docs/estimator.md "The interval")

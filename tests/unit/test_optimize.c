@@ -696,14 +696,8 @@ static void test_split_beats_devices(void)
  * feasible shares on far are the objects left there: 1 (8.533 ms, spread
  * 0), 0.45 (object 0 alone: 3.84 ms, spread 1.056), 0.35 (object 1:
  * 4.16, 0.9707), 0.2 (object 2: 5.12, 0.6827), 0.55 (4.693, 1.056), 0.65
- * (5.547, 0.9707), 0.8 (6.827, 0.6827). A calibration adds a term per
- * object on far, fitted on the runs with all on far exact (docs/estimator.md
- * "Calibration on measured mixed runs"), the prior of object o's term of sd
- * (0.6117 / 1.96) x D_o, D_o its move alone from all on near (6.4 ms) to
- * far: D = -2.56, -2.24, -1.28 ms, W = 0.0974013 D^2 = 0.638329, 0.488721,
- * 0.159582 ms^2 (sum 1.286632). A run's noise is its estimate's sampling
- * variance: object 0 alone on far, s = 0.3259 / 1.96 ms, s^2 = 0.027648
- * ms^2; object 1 alone, 0.3164 / 1.96, s^2 = 0.026059 ms^2. */
+ * (5.547, 0.9707), 0.8 (6.827, 0.6827). A calibration moves an estimate t
+ * by beta x spread, capped at mix_cap x t (docs/estimator.md). */
 static char *refine_summary(void)
 {
     static const int share[3] = {45, 35, 20};
@@ -785,63 +779,59 @@ static void test_refine(void)
     hm_optimize_result_free(&r);
     hm_optimize_refine_t rf;
 
-    /* 1. The last search picks a measured round, the best: it is returned.
-     * Round 1 picks object 0 on far (3.84 ms), measured 4.5 ms: error e =
-     * 0.66 ms. With all on far (features 1,1,1, error 0) and that run
-     * (1,0,0), object 0's weight a = e / (W0 (W1 + W2) / sum W + s^2) =
-     * 0.66 / (0.321638 + 0.027648) = 1.889569, all on far's -a W0 / sum W
-     * = -0.937453; the terms: object 0 W0 (a - 0.937453) = 0.607786,
-     * objects 1 and 2 -0.458156 and -0.149603 (they add up to 0). The run
-     * was underestimated by 17.2% and none overestimated, so no term moves
-     * an estimate down: object 0 on far 4.4478, object 1 on far 4.16
-     * (held), object 2 5.12, objects 1 and 2 4.6933: round 2 picks object 1
-     * on far (4.16 ms), measured 4.6 ms. On both runs (a 3 x 3 solve, the
-     * second run's features (0,1,0), error 0.44 ms): the terms are 0.50058,
-     * 0.29447 and -0.79505 ms; object 0 on far 4.3406, object 1 4.4545,
-     * objects 0 and 1 7.6218, object 2 (and 1 and 2, and 0 and 2) held at
-     * their 5.12, 4.6933 and 5.5467 ms. The last search picks object 0 on
-     * far, round 1's placement, measured 4.5 ms, the best: round 1 is
-     * returned, with its calibrated estimate 4.3406 ms. */
+    /* 1. The last search picks a round measured slower: the best measured
+     * round is returned. Round 1 picks object 0 on far (3.84 ms), measured
+     * 8.0 ms: beta = 4.16 / 1.056 = 3.939, mix_cap = 4.16 / 3.84 = 1.083.
+     * Calibrated, object 2 on far is 5.12 + 3.939 x 0.6827 = 7.809 ms,
+     * below object 1's 4.16 + 3.824 = 7.984, object 0's 8.0 and all on
+     * far's 8.533: round 2 picks it, measured 8.3 ms. On both runs
+     * (relative errors b = 4.16 / 8.0 and 3.18 / 8.3 against a = 1.056 /
+     * 8.0 and 0.6827 / 8.3) beta = sum a b / sum a^2 = 4.140, mix_cap still
+     * 1.083: object 2 on far 5.12 + 2.827 = 7.947 ms, object 0 on far
+     * 3.84 + min(4.372, 1.083 x 3.84 = 4.16) = 8.0 ms (the cap holds it at
+     * its run), object 1 8.179, all on far 8.533. The last search picks
+     * object 2 on far again, which ran in 8.3 ms; round 1 ran in 8.0 and is
+     * returned, estimated at 8.0 ms. (The last search's pick, returned
+     * before, is 0.3 ms slower.) */
     refine_stub_t st = {.e = e};
-    st.truth[1] = 4.5e6;
-    st.truth[2] = 4.6e6;
+    st.truth[1] = 8.0e6;
+    st.truth[4] = 8.3e6;
     CHECK_EQ_INT(hm_optimize_refine(e, &o, 2, refine_run, &st, &rf), 0);
     CHECK_EQ_INT(st.nran, 2);
     CHECK_EQ_INT(st.ran[0], 1);
-    CHECK_EQ_INT(st.ran[1], 2);
+    CHECK_EQ_INT(st.ran[1], 4);
     CHECK_EQ_INT(rf.nrounds, 2);
     if (rf.nrounds == 2) {
         CHECK_NEAR(rf.rounds[0].predicted_ns, 3.84e6, 1e-4);
-        CHECK_NEAR(rf.rounds[1].predicted_ns, 4.16e6, 1e-4);
-        CHECK_NEAR(rf.rounds[0].cal.mix, 0.66 / 3.84, 1e-4);
-        CHECK_NEAR(rf.rounds[1].cal.mix, (0.66 / 3.84 + 0.44 / 4.16) / 2, 1e-4);
-        CHECK_NEAR(rf.rounds[0].calibrated.runtime_ns, 4.3406e6, 1e-4);
-        CHECK_NEAR(rf.rounds[1].calibrated.runtime_ns, 4.4545e6, 1e-4);
+        CHECK_NEAR(rf.rounds[1].predicted_ns, 7.809e6, 1e-3);
+        CHECK_NEAR(rf.rounds[1].cal.mix, 4.140, 1e-3);
+        CHECK_NEAR(rf.rounds[0].calibrated.runtime_ns, 8.0e6, 1e-4);
+        CHECK_NEAR(rf.rounds[1].calibrated.runtime_ns, 7.947e6, 1e-3);
     }
-    CHECK_NEAR(rf.last.runtime_ns, 4.3406e6, 1e-4);
-    CHECK_EQ_INT(rf.last_round, 1);
+    CHECK_NEAR(rf.last.runtime_ns, 7.947e6, 1e-3);
+    CHECK_EQ_INT(rf.last_round, 2);
     CHECK_EQ_INT(rf.best_round, 1);
     CHECK_EQ_INT(rf.returned_round, 1);
     CHECK_EQ_INT(rf.why, HM_OPT_KEEP_MEASURED);
     if (rf.result.state)
         CHECK_EQ_INT(far_mask(e, rf.result.state), 1);
-    CHECK_NEAR(rf.result.estimate.runtime_ns, 4.3406e6, 1e-4);
+    CHECK_NEAR(rf.result.estimate.runtime_ns, 8.0e6, 1e-4);
     CHECK(rf.result.placement_json && rf.nrounds && !strcmp(rf.result.placement_json, rf.rounds[0].placement_json));
     hm_optimize_refine_free(&rf);
 
     /* 2. The last search's pick is not measured and faster by its estimate,
-     * but not confidently: one round, as above (4.5 ms); the last search
-     * picks object 1 on far at 4.16 ms, whose spread 0.9707 ms gives a
-     * model-error half-width of 0.6117 x 0.9707 = 0.594 ms alone (the
-     * interval's h_m, docs/estimator.md): its interval reaches 4.16 + 0.594
-     * at least, above the measured 4.5. Round 1 is returned. */
+     * but not confidently: one round, as above (8.0 ms); the last search
+     * picks object 2 on far at 7.809 ms, whose spread 0.6827 ms gives a
+     * model-error half-width of 0.6117 x 0.6827 = 0.418 ms alone (the
+     * interval's h_m, docs/estimator.md): its interval reaches 8.227 ms,
+     * above the measured 8.0. Round 1 is returned. */
     memset(&st, 0, sizeof st);
     st.e = e;
-    st.truth[1] = 4.5e6;
+    st.truth[1] = 8.0e6;
     CHECK_EQ_INT(hm_optimize_refine(e, &o, 1, refine_run, &st, &rf), 0);
     CHECK_EQ_INT(st.nran, 1);
-    CHECK_NEAR(rf.last.runtime_ns, 4.16e6, 1e-4);
-    CHECK(rf.last.hi_ns >= 4.16e6 + 0.6117 * 0.9707e6 * 0.999);
+    CHECK_NEAR(rf.last.runtime_ns, 7.809e6, 1e-3);
+    CHECK(rf.last.hi_ns >= 7.809e6 + 0.6117 * 0.6827e6 * 0.999);
     CHECK_EQ_INT(rf.last_round, 0);
     CHECK_EQ_INT(rf.returned_round, 1);
     CHECK_EQ_INT(rf.why, HM_OPT_KEEP_MEASURED);
@@ -850,27 +840,25 @@ static void test_refine(void)
     hm_optimize_refine_free(&rf);
 
     /* 3. The last search's pick is confidently faster: round 1 (object 0
-     * on far) measured 8.0 ms: e = 4.16 ms, a = 4.16 / 0.349286 = 11.910,
-     * object 0's term 3.8307 ms (object 0 on far 7.6707 ms), the others'
-     * negative and held (no run was overestimated). The last search picks
-     * object 1 on far, 4.16 ms, never run; its interval (sampling 0.3164 ms
-     * and model error 0.594 ms in quadrature: 0.673 ms) ends at 4.833 ms,
-     * well under 8.0. It is returned. */
+     * on far) measured 10.0 ms: beta = 6.16 / 1.056 = 5.833, mix_cap 1.604;
+     * object 2 on far becomes 5.12 + 3.982 = 9.102 ms, object 1 9.822, and
+     * all on far keeps its run's 8.533 ms (no spread, so no model error:
+     * its interval is the sampling error's, well under the 1.467 ms to
+     * 10.0). The last search picks all on far, never run, and it is
+     * returned. */
     memset(&st, 0, sizeof st);
     st.e = e;
-    st.truth[1] = 8.0e6;
+    st.truth[1] = 10.0e6;
     CHECK_EQ_INT(hm_optimize_refine(e, &o, 1, refine_run, &st, &rf), 0);
-    CHECK_NEAR(rf.last.runtime_ns, 4.16e6, 1e-4);
-    CHECK_NEAR(rf.last.hi_ns, 4.833e6, 1e-3);
+    CHECK_NEAR(rf.last.runtime_ns, 8.5333e6, 1e-4);
+    CHECK(rf.last.spread_ns < 1e-6 * rf.last.runtime_ns);
+    CHECK(rf.last.hi_ns < 10.0e6);
     CHECK_EQ_INT(rf.last_round, 0);
     CHECK_EQ_INT(rf.returned_round, 0);
     CHECK_EQ_INT(rf.why, HM_OPT_KEEP_SEARCH);
     if (rf.result.state)
-        CHECK_EQ_INT(far_mask(e, rf.result.state), 2);
-    CHECK_NEAR(rf.result.estimate.runtime_ns, 4.16e6, 1e-4);
-    CHECK(rf.nrounds == 1);
-    if (rf.nrounds == 1)
-        CHECK_NEAR(rf.rounds[0].calibrated.runtime_ns, 7.6707e6, 1e-4);
+        CHECK_EQ_INT(far_mask(e, rf.result.state), 7);
+    CHECK_NEAR(rf.result.estimate.runtime_ns, 8.5333e6, 1e-4);
     hm_optimize_refine_free(&rf);
 
     /* A run that fails stops the loop with its error; bad arguments. */

@@ -431,13 +431,13 @@ static int run_estimate(const char **traces, int ntr, const char *placement, con
         printf("hetmem estimate: %s, %d devices, %d windows, %d objects\n", placement, nd, hm_estimator_nwindows(e),
                hm_estimator_nobjects(e) - 1);
         if (ncal)
-            printf("  calibrated on %d mixed run%s: channel overlap %.4f (1 uncalibrated), their mean signed error "
-                   "%+.2f%% (the mix term moves an estimate by at most %.2f%%); their mean |error| %.2f%% -> %.2f%%\n\n",
-                   ncal, ncal == 1 ? "" : "s", cal.overlap, 100 * cal.mix, 100 * cal.mix_cap, 100 * cal.mean_err_before,
+            printf("  calibrated on %d mixed run%s: channel overlap %.4f (1 uncalibrated), mix coefficient %+.4f "
+                   "(0 uncalibrated; at most %.2f%% of a class's time); their mean |error| %.2f%% -> %.2f%%\n\n",
+                   ncal, ncal == 1 ? "" : "s", cal.overlap, cal.mix, 100 * cal.mix_cap, 100 * cal.mean_err_before,
                    100 * cal.mean_err_after);
         print_table(e, est, models, nm, bd, devnames);
         if (ex) {
-            print_explain(ex, ncal > 0);
+            print_explain(ex, hm_estimator_mix(e) != 0);
             const hm_estimate_t *d = &est[nm - 1];
             printf("\n  95%% interval: +-%.6f s = sampling +-%.6f s (1.96 sigma) and model +-%.6f s "
                    "(model_error_q x spread %.6f s) in quadrature\n",
